@@ -1,0 +1,49 @@
+"""Authoritative memory: authority-checked writes, scored retrieval, SQLite persistence."""
+
+from loreguard.memory.authority import MINIMUM_AUTHORITY, check_write
+from loreguard.memory.errors import (
+    MemoryStoreError,
+    SchemaVersionError,
+    SlotCorruptError,
+    SlotNotFoundError,
+    StoreClosedError,
+    UnknownScopeError,
+)
+from loreguard.memory.hashing import canonical_json, content_hash, sha256_hex
+from loreguard.memory.policy import MemoryPolicy, episodic_strength
+from loreguard.memory.retrieval import (
+    RetrievalQuery,
+    RetrievalWeights,
+    keywords,
+    retrieve_beliefs,
+    retrieve_episodic,
+)
+from loreguard.memory.store import SCHEMA_VERSION, Durability, MemoryStore, memory_hash
+from loreguard.memory.transitions import BatchPlan, plan_batch
+
+__all__ = [
+    "BatchPlan",
+    "Durability",
+    "MINIMUM_AUTHORITY",
+    "MemoryPolicy",
+    "MemoryStore",
+    "MemoryStoreError",
+    "RetrievalQuery",
+    "RetrievalWeights",
+    "SCHEMA_VERSION",
+    "SchemaVersionError",
+    "SlotCorruptError",
+    "SlotNotFoundError",
+    "StoreClosedError",
+    "UnknownScopeError",
+    "canonical_json",
+    "check_write",
+    "content_hash",
+    "episodic_strength",
+    "keywords",
+    "memory_hash",
+    "plan_batch",
+    "retrieve_beliefs",
+    "retrieve_episodic",
+    "sha256_hex",
+]

@@ -1,0 +1,27 @@
+"""Typed errors of the memory layer. Refused writes are not errors: they are `BatchResult`s."""
+
+from __future__ import annotations
+
+
+class MemoryStoreError(Exception):
+    """Base class of every memory-layer error."""
+
+
+class UnknownScopeError(MemoryStoreError, LookupError):
+    """No NPC (or world) with that id is registered."""
+
+
+class SlotNotFoundError(MemoryStoreError, LookupError):
+    """No save slot with that name."""
+
+
+class SlotCorruptError(MemoryStoreError):
+    """A save slot's content does not match its recorded memory hash."""
+
+
+class SchemaVersionError(MemoryStoreError):
+    """The database was written by a newer Loreguard than this one."""
+
+
+class StoreClosedError(MemoryStoreError):
+    """The store was used after `close()`."""

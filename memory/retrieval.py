@@ -1,0 +1,111 @@
+"""Scored retrieval of episodic memories and beliefs for one prompt.
+
+Every list comes out in a strict total order, so the same memory and the same player input give
+the same prompt whatever order the entries were written in:
+
+* episodic: score descending, then interaction index descending (newer first), then text, then
+  sequence number;
+* beliefs: score descending, then belief id (unique in a scope).
+
+Only content decides the order, never the order entries were written in: the sequence number
+is the last resort, between entries whose content is identical (so their order cannot show in
+the prompt). Scores are rounded to 1e-9 before comparing so that the order never hangs on the
+last bit of a float.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Iterable
+
+from pydantic import Field
+
+from loreguard.memory.policy import episodic_strength
+from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.memory import Belief, EpisodicEntry
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+#: Words too common to signal relevance.
+STOPWORDS = frozenset(
+    """a about after again all am an and any are as at be been but by can could did do does for
+    from had has have he her here him his how i if in into is it its just me my no not now of on
+    or our out over she so some than that the their them then there these they this to too up us
+    was we were what when where which who why will with would you your yours""".split()
+)
+
+
+def keywords(text: str) -> frozenset[str]:
+    """Lower-case content words of `text` (accents folded, stopwords and 1-2 letter words out)."""
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
+    return frozenset(w for w in _WORD.findall(folded) if len(w) > 2 and w not in STOPWORDS)
+
+
+class RetrievalWeights(FrozenModel):
+    recency: float = Field(default=0.3, ge=0.0)
+    relevance: float = Field(default=0.45, ge=0.0)
+    significance: float = Field(default=0.25, ge=0.0)
+    confidence: float = Field(default=0.25, ge=0.0)
+
+
+class RetrievalQuery(FrozenModel):
+    player_input: str = ""
+    now_interaction: int = Field(default=0, ge=0)
+    max_episodic: int = Field(default=6, ge=0)
+    max_beliefs: int = Field(default=6, ge=0)
+    belief_threshold: float = Field(default=0.2, ge=0.0, le=1.0)
+    decay: float = Field(default=0.97, gt=0.0, le=1.0)
+    #: Episodic entries carrying any of these tags are left out (e.g. raw exchanges, which the
+    #: prompt shows in their own section).
+    exclude_tags: tuple[str, ...] = ()
+    weights: RetrievalWeights = RetrievalWeights()
+
+
+class Scored(FrozenModel):
+    score: float
+    seq: int
+    id: str
+
+
+def relevance(entry_words: frozenset[str], query_words: frozenset[str]) -> float:
+    if not query_words:
+        return 0.0
+    return len(entry_words & query_words) / len(query_words)
+
+
+def score_episodic(entry: EpisodicEntry, query: RetrievalQuery, query_words: frozenset[str]) -> float:
+    w = query.weights
+    recency = episodic_strength(entry, query.now_interaction, query.decay) / max(entry.significance, 1e-9)
+    return round(
+        w.recency * min(recency, 1.0)
+        + w.relevance * relevance(keywords(entry.text), query_words)
+        + w.significance * entry.significance,
+        9,
+    )
+
+
+def score_belief(belief: Belief, query: RetrievalQuery, query_words: frozenset[str]) -> float:
+    w = query.weights
+    return round(w.relevance * relevance(keywords(belief.content), query_words) + w.confidence * belief.confidence, 9)
+
+
+def retrieve_episodic(entries: Iterable[EpisodicEntry], query: RetrievalQuery) -> tuple[tuple[EpisodicEntry, float], ...]:
+    """The best `max_episodic` entries with their scores, in the documented order."""
+    words = keywords(query.player_input)
+    excluded = set(query.exclude_tags)
+    scored = [(e, score_episodic(e, query, words)) for e in entries if not excluded.intersection(e.tags)]
+    scored.sort(key=lambda pair: (-pair[1], -pair[0].at_interaction, pair[0].text, pair[0].seq))
+    return tuple(scored[: query.max_episodic])
+
+
+def retrieve_beliefs(beliefs: Iterable[Belief], query: RetrievalQuery) -> tuple[tuple[Belief, float], ...]:
+    """Beliefs at or above the confidence threshold and not contradicted, best first."""
+    words = keywords(query.player_input)
+    scored = [
+        (b, score_belief(b, query, words))
+        for b in beliefs
+        if b.confidence >= query.belief_threshold and not b.contradicted
+    ]
+    scored.sort(key=lambda pair: (-pair[1], pair[0].id))
+    return tuple(scored[: query.max_beliefs])

@@ -1,0 +1,477 @@
+"""The authoritative memory store: SQLite in WAL mode, one transaction per batch.
+
+Durability: `synchronous=FULL` by default. In WAL mode that syncs the log on every commit, so a
+batch the store reported as committed survives a killed process *and* a power cut; it costs
+about 0.1 ms per commit here. `Durability.NORMAL` (survives a killed process, may lose the last
+commits on power loss) is available for tools that write in bulk.
+
+The sidecar is the only writer. The store keeps every scope's memory in RAM as immutable
+`ScopeMemory` values and swaps a scope's value only after its batch committed, so readers never
+see half a batch.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from enum import Enum
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from loreguard.memory.errors import (
+    SchemaVersionError,
+    SlotCorruptError,
+    SlotNotFoundError,
+    StoreClosedError,
+    UnknownScopeError,
+)
+from loreguard.memory.hashing import canonical_json, content_hash, sha256_hex
+from loreguard.memory.policy import MemoryPolicy
+from loreguard.memory.transitions import BatchPlan, RowChange, plan_batch
+from loreguard.schemas.memory import (
+    WORLD_SCOPE,
+    AddCanonicalFact,
+    Authority,
+    BatchResult,
+    Belief,
+    EpisodicEntry,
+    MemoryKind,
+    MemoryWrite,
+    ScopeMemory,
+    SetWorldState,
+    StoredCanonicalFact,
+    WorldStateEntry,
+)
+from loreguard.schemas.npc import NpcProfile, WorldDefinition
+from loreguard.schemas.rules import BehaviourStats
+
+SCHEMA_VERSION = 1
+
+_SCHEMA_V1 = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE scopes (
+    scope TEXT PRIMARY KEY,
+    definition TEXT,
+    interactions INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE entries (
+    scope TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (scope, kind, id)
+);
+CREATE TABLE behaviour (rule_id TEXT PRIMARY KEY, positive INTEGER NOT NULL, negative INTEGER NOT NULL);
+CREATE TABLE slots (name TEXT PRIMARY KEY, image TEXT NOT NULL, memory_hash TEXT NOT NULL);
+"""
+
+#: Migration hook: MIGRATIONS[n] upgrades a database from version n to n + 1, inside the
+#: transaction that also records the new version.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+
+_ENTRY_MODELS = {
+    MemoryKind.CANONICAL: StoredCanonicalFact,
+    MemoryKind.WORLD_STATE: WorldStateEntry,
+    MemoryKind.EPISODIC: EpisodicEntry,
+    MemoryKind.BELIEF: Belief,
+}
+
+
+class Durability(str, Enum):
+    FULL = "FULL"
+    NORMAL = "NORMAL"
+
+
+def memory_hash(scopes: Iterable[ScopeMemory]) -> str:
+    """sha256 over the canonical serialization of the given scopes, ordered by scope name."""
+    ordered = sorted(scopes, key=lambda s: s.scope)
+    return content_hash([s.model_dump(mode="json") for s in ordered])
+
+
+class MemoryStore:
+    """Authoritative memory for one world and its NPCs, persisted in one SQLite file."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        policy: MemoryPolicy | None = None,
+        durability: Durability = Durability.FULL,
+    ) -> None:
+        self.path = Path(path)
+        self.policy = policy or MemoryPolicy()
+        self._lock = threading.RLock()
+        self._db: sqlite3.Connection | None = sqlite3.connect(
+            str(self.path), isolation_level=None, check_same_thread=False
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={durability.value}")
+        self._migrate()
+        self._counters: dict[str, int] = {}
+        self._load_cache()
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path, **kwargs: object) -> MemoryStore:
+        return cls(path, **kwargs)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise StoreClosedError("the memory store is closed")
+        return self._db
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def scope(self, scope: str) -> ScopeMemory:
+        """The current memory of an NPC (or of `WORLD_SCOPE`)."""
+        try:
+            return self._scopes[scope]
+        except KeyError:
+            raise UnknownScopeError(f"no NPC {scope!r} is registered") from None
+
+    def npc_ids(self) -> tuple[str, ...]:
+        return tuple(sorted(s for s in self._scopes if s != WORLD_SCOPE))
+
+    def profile(self, npc_id: str) -> NpcProfile:
+        try:
+            return self._profiles[npc_id]
+        except KeyError:
+            raise UnknownScopeError(f"no NPC {npc_id!r} is registered") from None
+
+    def world(self) -> WorldDefinition | None:
+        return self._world
+
+    def interactions(self, npc_id: str) -> int:
+        """How many interactions this NPC has completed (the sidecar's own count)."""
+        self.scope(npc_id)
+        return self._interactions.get(npc_id, 0)
+
+    def memory_hash(self, scopes: Iterable[str] | None = None) -> str:
+        names = sorted(self._scopes) if scopes is None else sorted(set(scopes))
+        return memory_hash(self.scope(name) for name in names)
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """Refused writes by code (`refused.authority`, ...), and blocked batches."""
+        with self._lock:
+            return dict(sorted(self._counters.items()))
+
+    # --- writes --------------------------------------------------------------------------
+
+    def apply(self, writes: Sequence[MemoryWrite], *, complete_interaction: str | None = None) -> BatchResult:
+        """Apply a batch in one transaction: all of it, or (with any refusal) none of it.
+
+        `complete_interaction` names an NPC whose interaction count advances in the same
+        transaction; the count is bookkeeping, not memory, and is outside the memory hash.
+        """
+        with self._lock:
+            if complete_interaction is not None:
+                self.scope(complete_interaction)
+            plan = plan_batch(self._scopes, writes, self._next_seq, self.policy)
+            if not plan.ok:
+                self._count_refusals(plan)
+                return BatchResult(committed=False, applied=0, refusals=plan.refusals)
+            self._commit(plan, complete_interaction=complete_interaction)
+            return _result(plan)
+
+    def register_npc(self, profile: NpcProfile) -> BatchResult:
+        """Designer registration: the profile and its canonical facts, in one transaction.
+
+        Registering the same profile again is a no-op; a changed persona or rule set replaces
+        the stored profile; a canonical fact whose content changed is refused (facts are
+        immutable), and then nothing changes.
+        """
+        with self._lock:
+            scopes = dict(self._scopes)
+            is_new = profile.id not in scopes
+            if is_new:
+                scopes[profile.id] = ScopeMemory(scope=profile.id)
+            writes = [
+                MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope=profile.id, fact=fact))
+                for fact in profile.canonical_facts
+            ]
+            plan = plan_batch(scopes, writes, self._next_seq, self.policy)
+            if not plan.ok:
+                self._count_refusals(plan)
+                return BatchResult(committed=False, applied=0, refusals=plan.refusals)
+            if is_new and profile.id not in plan.scopes:
+                plan = _with_scope(plan, ScopeMemory(scope=profile.id))
+            self._commit(plan, definitions={profile.id: profile.model_dump_json()})
+            self._profiles[profile.id] = profile
+            return _result(plan)
+
+    def load_world(self, world: WorldDefinition) -> BatchResult:
+        """Designer registration of the world: lore facts, and initial state for keys the game
+        has not set yet (a reload never rolls back game progress)."""
+        with self._lock:
+            current = self._scopes[WORLD_SCOPE]
+            writes = [
+                MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope=WORLD_SCOPE, fact=fact))
+                for fact in world.canonical_facts
+            ]
+            writes += [
+                MemoryWrite(source=Authority.DESIGNER, op=SetWorldState(scope=WORLD_SCOPE, key=key, value=value))
+                for key, value in sorted(world.initial_state.items())
+                if current.state_value(key) is None
+            ]
+            plan = plan_batch(self._scopes, writes, self._next_seq, self.policy)
+            if not plan.ok:
+                self._count_refusals(plan)
+                return BatchResult(committed=False, applied=0, refusals=plan.refusals)
+            self._commit(plan, definitions={WORLD_SCOPE: world.model_dump_json()})
+            self._world = world
+            return _result(plan)
+
+    # --- behavioural rule feedback -------------------------------------------------------
+
+    def behaviour_stats(self, rule_id: str) -> BehaviourStats:
+        return self._behaviour.get(rule_id) or BehaviourStats(rule_id=rule_id)
+
+    def all_behaviour_stats(self) -> dict[str, BehaviourStats]:
+        return dict(self._behaviour)
+
+    def record_correction(self, rule_id: str, verdict: int) -> BehaviourStats:
+        """Designer feedback on a behavioural rule: +1 (it was right) or -1 (it was wrong)."""
+        if verdict not in (1, -1):
+            raise ValueError("verdict must be +1 or -1")
+        with self._lock:
+            old = self.behaviour_stats(rule_id)
+            new = old.model_copy(
+                update={"positive": old.positive + (verdict > 0), "negative": old.negative + (verdict < 0)}
+            )
+            with self._transaction() as db:
+                db.execute(
+                    "INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?) "
+                    "ON CONFLICT(rule_id) DO UPDATE SET positive=excluded.positive, negative=excluded.negative",
+                    (rule_id, new.positive, new.negative),
+                )
+            self._behaviour[rule_id] = new
+            return new
+
+    # --- save slots ----------------------------------------------------------------------
+
+    def save(self, slot: str) -> str:
+        """Copy all memory, profiles and counts into `slot` atomically. Returns the memory hash."""
+        with self._lock:
+            digest = self.memory_hash()
+            image = self._image()
+            with self._transaction() as db:
+                db.execute(
+                    "INSERT INTO slots(name, image, memory_hash) VALUES (?, ?, ?) "
+                    "ON CONFLICT(name) DO UPDATE SET image=excluded.image, memory_hash=excluded.memory_hash",
+                    (slot, image, digest),
+                )
+            return digest
+
+    def load(self, slot: str) -> str:
+        """Replace all memory with the content of `slot`, atomically. Returns the memory hash."""
+        with self._lock:
+            row = self.db.execute("SELECT image, memory_hash FROM slots WHERE name = ?", (slot,)).fetchone()
+            if row is None:
+                raise SlotNotFoundError(f"no save slot {slot!r}")
+            image, expected = json.loads(row[0]), row[1]
+            with self._transaction() as db:
+                db.execute("DELETE FROM scopes")
+                db.execute("DELETE FROM entries")
+                db.execute("DELETE FROM behaviour")
+                db.executemany("INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, ?)", image["scopes"])
+                db.executemany("INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?)", image["entries"])
+                db.executemany("INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?)", image["behaviour"])
+                # Sequence numbers only ever grow, also across loads.
+                db.execute(
+                    "UPDATE meta SET value = MAX(value, ?) WHERE key = 'next_seq'", (int(image["next_seq"]),)
+                )
+                scopes = self._read_scopes(db)
+                if memory_hash(scopes.values()) != expected:
+                    raise SlotCorruptError(f"save slot {slot!r} does not match its memory hash")
+            self._load_cache()
+            return expected
+
+    def slots(self) -> tuple[str, ...]:
+        return tuple(r[0] for r in self.db.execute("SELECT name FROM slots ORDER BY name"))
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self.db)
+
+    def _migrate(self) -> None:
+        db = self.db
+        has_version = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'"
+        ).fetchone()
+        if not has_version:
+            with _Transaction(db):
+                for statement in _SCHEMA_V1.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
+                db.execute("INSERT INTO meta(key, value) VALUES ('next_seq', 1)")
+                db.execute("INSERT INTO scopes(scope, definition, interactions) VALUES (?, NULL, 0)", (WORLD_SCOPE,))
+            return
+        (version,) = db.execute("SELECT version FROM schema_version").fetchone()
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{self.path} has schema version {version}; this Loreguard reads up to {SCHEMA_VERSION}"
+            )
+        while version < SCHEMA_VERSION:
+            with _Transaction(db):
+                MIGRATIONS[version](db)
+                version += 1
+                db.execute("UPDATE schema_version SET version = ?", (version,))
+
+    def _load_cache(self) -> None:
+        db = self.db
+        self._scopes = self._read_scopes(db)
+        self._profiles: dict[str, NpcProfile] = {}
+        self._world: WorldDefinition | None = None
+        self._interactions: dict[str, int] = {}
+        for scope, definition, interactions in db.execute("SELECT scope, definition, interactions FROM scopes"):
+            self._interactions[scope] = interactions
+            if definition is None:
+                continue
+            if scope == WORLD_SCOPE:
+                self._world = WorldDefinition.model_validate_json(definition)
+            else:
+                self._profiles[scope] = NpcProfile.model_validate_json(definition)
+        self._behaviour = {
+            rule_id: BehaviourStats(rule_id=rule_id, positive=pos, negative=neg)
+            for rule_id, pos, neg in db.execute("SELECT rule_id, positive, negative FROM behaviour")
+        }
+        (self._next_seq,) = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
+
+    @staticmethod
+    def _read_scopes(db: sqlite3.Connection) -> dict[str, ScopeMemory]:
+        rows: dict[str, dict[MemoryKind, list]] = {
+            scope: {kind: [] for kind in MemoryKind} for (scope,) in db.execute("SELECT scope FROM scopes")
+        }
+        for scope, kind, data in db.execute("SELECT scope, kind, data FROM entries ORDER BY scope, kind, seq"):
+            kind = MemoryKind(kind)
+            rows[scope][kind].append(_ENTRY_MODELS[kind].model_validate_json(data))
+        return {
+            scope: ScopeMemory(
+                scope=scope,
+                canonical=tuple(sorted(parts[MemoryKind.CANONICAL], key=lambda c: c.fact.id)),
+                world_state=tuple(sorted(parts[MemoryKind.WORLD_STATE], key=lambda w: w.key)),
+                episodic=tuple(sorted(parts[MemoryKind.EPISODIC], key=lambda e: e.seq)),
+                beliefs=tuple(sorted(parts[MemoryKind.BELIEF], key=lambda b: b.id)),
+            )
+            for scope, parts in rows.items()
+        }
+
+    def _commit(
+        self,
+        plan: BatchPlan,
+        *,
+        complete_interaction: str | None = None,
+        definitions: dict[str, str] | None = None,
+    ) -> None:
+        with self._transaction() as db:
+            for scope, definition in (definitions or {}).items():
+                db.execute(
+                    "INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, 0) "
+                    "ON CONFLICT(scope) DO UPDATE SET definition=excluded.definition",
+                    (scope, definition),
+                )
+            for change in plan.changes:
+                self._write_change(db, change)
+            db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (plan.next_seq,))
+            if complete_interaction is not None:
+                db.execute(
+                    "UPDATE scopes SET interactions = interactions + 1 WHERE scope = ?", (complete_interaction,)
+                )
+        # Only after the commit succeeded does anyone see the new state.
+        self._scopes = {**self._scopes, **plan.scopes}
+        self._next_seq = plan.next_seq
+        if complete_interaction is not None:
+            self._interactions[complete_interaction] = self._interactions.get(complete_interaction, 0) + 1
+
+    @staticmethod
+    def _write_change(db: sqlite3.Connection, change: RowChange) -> None:
+        if change.action == "upsert":
+            db.execute(
+                "INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(scope, kind, id) DO UPDATE SET seq=excluded.seq, data=excluded.data",
+                (change.scope, change.kind.value, change.entry_id, change.seq, change.data),
+            )
+        else:
+            db.execute(
+                "DELETE FROM entries WHERE scope = ? AND kind = ? AND id = ?",
+                (change.scope, change.kind.value, change.entry_id),
+            )
+
+    def _count_refusals(self, plan: BatchPlan) -> None:
+        self._counters["batches_refused"] = self._counters.get("batches_refused", 0) + 1
+        for refusal in plan.refusals:
+            key = f"refused.{refusal.code.value}"
+            self._counters[key] = self._counters.get(key, 0) + 1
+
+    def _image(self) -> str:
+        db = self.db
+        (next_seq,) = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
+        image = {
+            "format": 1,
+            "next_seq": next_seq,
+            "scopes": [list(r) for r in db.execute("SELECT scope, definition, interactions FROM scopes ORDER BY scope")],
+            "entries": [
+                list(r) for r in db.execute("SELECT scope, kind, id, seq, data FROM entries ORDER BY scope, kind, id")
+            ],
+            "behaviour": [
+                list(r) for r in db.execute("SELECT rule_id, positive, negative FROM behaviour ORDER BY rule_id")
+            ],
+        }
+        return canonical_json(image).decode("utf-8")
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.db.execute("COMMIT")
+        else:
+            self.db.execute("ROLLBACK")
+
+
+def _with_scope(plan: BatchPlan, scope: ScopeMemory) -> BatchPlan:
+    return BatchPlan(
+        scopes={**plan.scopes, scope.scope: scope},
+        changes=plan.changes,
+        refusals=plan.refusals,
+        next_seq=plan.next_seq,
+        applied=plan.applied,
+        first_seq=plan.first_seq,
+        last_seq=plan.last_seq,
+    )
+
+
+def _result(plan: BatchPlan) -> BatchResult:
+    seq_range = (plan.first_seq, plan.last_seq) if plan.first_seq is not None and plan.last_seq is not None else None
+    return BatchResult(committed=True, applied=plan.applied, seq_range=seq_range)
+
+
+__all__ = ["Durability", "MemoryStore", "SCHEMA_VERSION", "memory_hash", "sha256_hex"]

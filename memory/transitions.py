@@ -1,0 +1,217 @@
+"""Pure state transitions: a batch of writes applied to memory, as a plan.
+
+`plan_batch` never touches a database. It returns the new state of every scope it changed and
+the row changes that persist it; `MemoryStore` commits those in one transaction. Because the
+plan is a pure function of (state, writes, next sequence number), the same batch gives the same
+memory everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Mapping, Sequence
+
+from loreguard.memory.authority import check_write
+from loreguard.memory.hashing import canonical_json
+from loreguard.memory.policy import MemoryPolicy, episodic_strength
+from loreguard.schemas.memory import (
+    AddCanonicalFact,
+    AppendEpisodic,
+    Belief,
+    EpisodicEntry,
+    MemoryKind,
+    MemoryWrite,
+    RefusalCode,
+    RemoveEntry,
+    ScopeMemory,
+    SetWorldState,
+    StoredCanonicalFact,
+    UpsertBelief,
+    WorldStateEntry,
+    WriteRefusal,
+)
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """One row to write or delete: (scope, kind, id) identifies it."""
+
+    action: Literal["upsert", "delete"]
+    scope: str
+    kind: MemoryKind
+    entry_id: str
+    seq: int = 0
+    data: str = ""
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    scopes: dict[str, ScopeMemory]
+    changes: tuple[RowChange, ...]
+    refusals: tuple[WriteRefusal, ...]
+    next_seq: int
+    applied: int
+    first_seq: int | None = None
+    last_seq: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.refusals
+
+
+@dataclass
+class _Scratch:
+    scope: ScopeMemory
+    canonical: dict[str, StoredCanonicalFact] = field(default_factory=dict)
+    world_state: dict[str, WorldStateEntry] = field(default_factory=dict)
+    episodic: dict[str, EpisodicEntry] = field(default_factory=dict)
+    beliefs: dict[str, Belief] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, scope: ScopeMemory) -> _Scratch:
+        return cls(
+            scope=scope,
+            canonical={item.fact.id: item for item in scope.canonical},
+            world_state={item.key: item for item in scope.world_state},
+            episodic={item.id: item for item in scope.episodic},
+            beliefs={item.id: item for item in scope.beliefs},
+        )
+
+    def freeze(self) -> ScopeMemory:
+        return ScopeMemory(
+            scope=self.scope.scope,
+            canonical=tuple(self.canonical[k] for k in sorted(self.canonical)),
+            world_state=tuple(self.world_state[k] for k in sorted(self.world_state)),
+            episodic=tuple(sorted(self.episodic.values(), key=lambda e: e.seq)),
+            beliefs=tuple(self.beliefs[k] for k in sorted(self.beliefs)),
+        )
+
+
+def episodic_id(seq: int) -> str:
+    return f"ep{seq}"
+
+
+def plan_batch(
+    state: Mapping[str, ScopeMemory],
+    writes: Sequence[MemoryWrite],
+    next_seq: int,
+    policy: MemoryPolicy,
+) -> BatchPlan:
+    """Apply `writes` in order to `state` (scope -> memory; a scope missing from it is
+    unknown). Later writes see earlier ones. Any refusal means the plan must not be committed;
+    every refusal is still reported, so callers can count them all."""
+    scratch: dict[str, _Scratch] = {}
+    changes: list[RowChange] = []
+    refusals: list[WriteRefusal] = []
+    seq = next_seq
+    first_seq: int | None = None
+    applied = 0
+
+    def refuse(index: int, write: MemoryWrite, code: RefusalCode, reason: str) -> None:
+        refusals.append(WriteRefusal(index=index, op=write.op.op, scope=write.op.scope, code=code, reason=reason))
+
+    for index, write in enumerate(writes):
+        op = write.op
+        refused = check_write(write.source, op)
+        if refused is not None:
+            refuse(index, write, *refused)
+            continue
+        if op.scope not in state:
+            refuse(index, write, RefusalCode.UNKNOWN_SCOPE, f"no NPC or world scope {op.scope!r} is registered")
+            continue
+        work = scratch.get(op.scope)
+        if work is None:
+            work = scratch[op.scope] = _Scratch.of(state[op.scope])
+
+        if isinstance(op, AddCanonicalFact):
+            existing = work.canonical.get(op.fact.id)
+            if existing is not None:
+                if existing.fact == op.fact:
+                    applied += 1  # re-registering the same fact is a no-op, not an error
+                    continue
+                refuse(index, write, RefusalCode.DUPLICATE_ID, f"canonical fact {op.fact.id!r} already exists")
+                continue
+            stored = StoredCanonicalFact(fact=op.fact, seq=seq)
+            work.canonical[op.fact.id] = stored
+            changes.append(_upsert(op.scope, MemoryKind.CANONICAL, op.fact.id, seq, stored))
+        elif isinstance(op, SetWorldState):
+            entry = WorldStateEntry(key=op.key, value=op.value, seq=seq, source=write.source)
+            work.world_state[op.key] = entry
+            changes.append(_upsert(op.scope, MemoryKind.WORLD_STATE, op.key, seq, entry))
+        elif isinstance(op, AppendEpisodic):
+            episode = EpisodicEntry(
+                id=episodic_id(seq),
+                seq=seq,
+                text=op.text,
+                significance=op.significance,
+                at_interaction=op.at_interaction,
+                tags=op.tags,
+                source=write.source,
+            )
+            work.episodic[episode.id] = episode
+            changes.append(_upsert(op.scope, MemoryKind.EPISODIC, episode.id, seq, episode))
+            changes.extend(_prune_episodic(work, op.at_interaction, policy))
+        elif isinstance(op, UpsertBelief):
+            if op.belief_id in work.canonical:
+                refuse(index, write, RefusalCode.CANONICAL_IMMUTABLE, f"{op.belief_id!r} is a canonical fact")
+                continue
+            belief = Belief(
+                id=op.belief_id,
+                seq=seq,
+                content=op.content,
+                confidence=op.confidence,
+                sentiment=op.sentiment,
+                contradicted=op.contradicted,
+                source=write.source,
+            )
+            work.beliefs[op.belief_id] = belief
+            changes.append(_upsert(op.scope, MemoryKind.BELIEF, op.belief_id, seq, belief))
+        elif isinstance(op, RemoveEntry):
+            table = {
+                MemoryKind.WORLD_STATE: work.world_state,
+                MemoryKind.EPISODIC: work.episodic,
+                MemoryKind.BELIEF: work.beliefs,
+            }[op.kind]
+            if op.entry_id not in table:
+                refuse(index, write, RefusalCode.NOT_FOUND, f"no {op.kind.value} entry {op.entry_id!r}")
+                continue
+            del table[op.entry_id]
+            changes.append(RowChange("delete", op.scope, op.kind, op.entry_id))
+            applied += 1
+            continue
+        else:  # pragma: no cover - check_write has refused every other op already
+            raise TypeError(f"unhandled write {type(op).__name__}")
+        if first_seq is None:
+            first_seq = seq
+        seq += 1
+        applied += 1
+
+    return BatchPlan(
+        scopes={name: work.freeze() for name, work in sorted(scratch.items())},
+        changes=tuple(changes),
+        refusals=tuple(refusals),
+        next_seq=seq,
+        applied=applied,
+        first_seq=first_seq,
+        last_seq=seq - 1 if first_seq is not None else None,
+    )
+
+
+def _upsert(scope: str, kind: MemoryKind, entry_id: str, seq: int, model: object) -> RowChange:
+    return RowChange("upsert", scope, kind, entry_id, seq, canonical_json(model).decode("utf-8"))
+
+
+def _prune_episodic(work: _Scratch, now_interaction: int, policy: MemoryPolicy) -> list[RowChange]:
+    """Drop the weakest entries past the limit: lowest strength first, then the oldest."""
+    excess = len(work.episodic) - policy.episodic_limit
+    if excess <= 0:
+        return []
+    ranked = sorted(
+        work.episodic.values(),
+        key=lambda e: (episodic_strength(e, now_interaction, policy.episodic_decay), e.at_interaction, e.text, e.seq),
+    )
+    dropped = []
+    for entry in ranked[:excess]:
+        del work.episodic[entry.id]
+        dropped.append(RowChange("delete", work.scope.scope, MemoryKind.EPISODIC, entry.id))
+    return dropped

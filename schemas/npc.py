@@ -1,0 +1,141 @@
+"""Designer data: NPC profiles and the world definition."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+from pydantic import Field, StringConstraints, field_validator, model_validator
+
+from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, LongText, ShortText, StateKey
+from loreguard.schemas.interaction import TriggerReason
+from loreguard.schemas.memory import CanonicalFact
+from loreguard.schemas.output import Emotion
+from loreguard.schemas.rules import ExpectancyRule
+
+Line = Annotated[str, StringConstraints(min_length=1, max_length=600)]
+Phrase = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class Secret(FrozenModel):
+    """Something the NPC knows but must never reveal. The gate blocks any output in which one
+    of `markers` appears, after normalising case, punctuation, spacing and simple obfuscation."""
+
+    id: Identifier
+    #: What the secret is, for the prompt ("never reveal: ...").
+    text: ShortText
+    #: Phrases whose appearance reveals the secret. Empty means `text` itself.
+    markers: tuple[Phrase, ...] = ()
+
+    def reveal_markers(self) -> tuple[str, ...]:
+        return self.markers or (self.text,)
+
+
+class ParamType(str, Enum):
+    STRING = "string"
+    INTEGER = "integer"
+    NUMBER = "number"
+    BOOLEAN = "boolean"
+
+
+class IntentParam(FrozenModel):
+    """The schema of one intent parameter: a deliberately small subset of JSON Schema, so that
+    every parameter can be validated exactly and turned into a bounded grammar."""
+
+    type: ParamType
+    required: bool = True
+    description: ShortText = ""
+    enum: tuple[str, ...] = ()
+    max_length: int = Field(default=64, ge=1, le=512)
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+class IntentSpec(FrozenModel):
+    """A world intent the NPC may emit, e.g. `open_door(door_id: str)`."""
+
+    type: Identifier
+    description: ShortText = ""
+    params: dict[Identifier, IntentParam] = Field(default_factory=dict, max_length=8)
+
+
+class FewShotExample(FrozenModel):
+    player: Line
+    #: The reply exactly as the model should produce it (dialogue only; the output format is
+    #: shown by the prompt).
+    npc: Line
+    emotion: Emotion = Emotion.NEUTRAL
+
+
+class Fallbacks(FrozenModel):
+    """Author-controlled lines used when no valid answer could be produced. Chosen in order:
+    by trigger reason, then generic, then the world's emergency line."""
+
+    by_trigger: dict[TriggerReason, tuple[Line, ...]] = Field(default_factory=dict)
+    generic: tuple[Line, ...] = ()
+
+
+class WorkingMemoryBounds(FrozenModel):
+    """How much memory one prompt may carry."""
+
+    max_exchanges: int = Field(default=4, ge=0, le=64)
+    max_episodic: int = Field(default=6, ge=0, le=256)
+    max_beliefs: int = Field(default=6, ge=0, le=256)
+    max_few_shot: int = Field(default=3, ge=0, le=32)
+    #: Character budget of the whole prompt. Canonical facts and world state are never dropped,
+    #: so a prompt can exceed it; the manifest then says so.
+    max_chars: int = Field(default=12000, ge=500, le=400_000)
+    #: Beliefs below this confidence are not retrieved.
+    belief_threshold: float = Field(default=0.2, ge=0.0, le=1.0)
+
+
+class NpcProfile(FrozenModel):
+    id: Identifier
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    #: Persona and system prompt: who the NPC is and how it speaks.
+    persona: LongText
+    canonical_facts: tuple[CanonicalFact, ...] = Field(default=(), max_length=512)
+    secrets: tuple[Secret, ...] = Field(default=(), max_length=64)
+    allowed_intents: tuple[IntentSpec, ...] = Field(default=(), max_length=32)
+    rules: tuple[ExpectancyRule, ...] = Field(default=(), max_length=512)
+    fallbacks: Fallbacks = Fallbacks()
+    few_shot: tuple[FewShotExample, ...] = Field(default=(), max_length=32)
+    bounds: WorkingMemoryBounds = WorkingMemoryBounds()
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> NpcProfile:
+        for label, ids in (
+            ("canonical fact", [f.id for f in self.canonical_facts]),
+            ("secret", [s.id for s in self.secrets]),
+            ("intent", [i.type for i in self.allowed_intents]),
+            ("rule", [r.id for r in self.rules]),
+        ):
+            seen: set[str] = set()
+            for item in ids:
+                if item in seen:
+                    raise ValueError(f"duplicate {label} id {item!r}")
+                seen.add(item)
+        return self
+
+
+class WorldDefinition(FrozenModel):
+    id: Identifier
+    #: Lore every NPC shares, placed in each NPC's static prompt prefix.
+    lore: LongText = ""
+    canonical_facts: tuple[CanonicalFact, ...] = Field(default=(), max_length=1024)
+    rules: tuple[ExpectancyRule, ...] = Field(default=(), max_length=512)
+    fallbacks: Fallbacks = Fallbacks()
+    #: The last-resort line when no NPC or world fallback applies.
+    emergency_fallback: Line = "..."
+    #: World state the game starts with.
+    initial_state: dict[StateKey, JsonScalar] = Field(default_factory=dict)
+    #: Values a missing world-state key may be derived from when a rule or contract needs it.
+    state_defaults: dict[StateKey, JsonScalar] = Field(default_factory=dict)
+
+    @field_validator("canonical_facts")
+    @classmethod
+    def _unique_fact_ids(cls, facts: tuple[CanonicalFact, ...]) -> tuple[CanonicalFact, ...]:
+        ids = [f.id for f in facts]
+        if len(ids) != len(set(ids)):
+            raise ValueError("duplicate canonical fact id")
+        return facts

@@ -1,0 +1,134 @@
+"""What one interaction produced and why: gate outcomes, attempts and the receipt.
+
+Everything here except `PhaseTiming` values and `*_ms` fields is deterministic: timings are
+metadata and never enter a hash.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field
+
+from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.output import Emotion, ProposedMutation, WorldIntent
+from loreguard.schemas.rules import Severity
+
+
+class GateName(str, Enum):
+    """The gates in the order they run. Hard limits always run first."""
+
+    HARD_LIMITS = "hard_limits"
+    SCHEMA = "schema"
+    CONSTRAINTS = "constraints"
+    CANONICAL = "canonical"
+    KNOWLEDGE = "knowledge"
+    MUTATIONS = "mutations"
+    SEMANTIC = "semantic"
+
+
+class GateFailure(FrozenModel):
+    gate: GateName
+    reason: str
+    severity: Severity
+    rule_id: str | None = None
+    #: The exact text that triggered the failure, when there is one (used for repair prompts).
+    evidence: str | None = None
+
+
+class GateCheck(FrozenModel):
+    gate: GateName
+    passed: bool
+    failures: int = 0
+
+
+class RejectedMutation(FrozenModel):
+    mutation: ProposedMutation
+    reason: str
+    #: True when the mutation tried to change a canonical fact.
+    canonical_override: bool = False
+
+
+class ParsePath(str, Enum):
+    STRICT = "strict"
+    TOLERANT = "tolerant"
+    FAILED = "failed"
+
+
+class AttemptRecord(FrozenModel):
+    attempt: int
+    prompt_hash: str
+    raw_output: str
+    output_hash: str
+    parse_path: ParsePath
+    gates: tuple[GateCheck, ...]
+    failures: tuple[GateFailure, ...]
+    tokens_evaluated: int = 0
+    tokens_generated: int = 0
+
+
+class InteractionOutcome(str, Enum):
+    VALIDATED = "validated"
+    FALLBACK = "fallback"
+    CLARIFY = "clarify"
+
+
+class PhaseTiming(FrozenModel):
+    phase: str
+    duration_us: int
+
+
+class Receipt(FrozenModel):
+    """One per interaction: what the sidecar decided, at every phase, and the hashes that
+    make it replayable."""
+
+    npc_id: Identifier
+    interaction_index: int
+    seed: int
+    task_type: str
+    manifest: str
+    context_keys: tuple[str, ...]
+    constraints: tuple[str, ...]
+    sufficiency: str
+    attempts: tuple[AttemptRecord, ...]
+    outcome: InteractionOutcome
+    fallback_used: bool
+    fallback_reason: str | None = None
+    memory_hash_before: str
+    memory_hash_after: str
+    snapshot_hash: str
+    constraints_hash: str
+    applied_mutations: tuple[ProposedMutation, ...] = ()
+    rejected_mutations: tuple[RejectedMutation, ...] = ()
+    canonical_override_attempts: int = 0
+    warnings: tuple[GateFailure, ...] = ()
+    #: Metadata, excluded from every hash.
+    timings: tuple[PhaseTiming, ...] = ()
+
+
+class InteractionResult(FrozenModel):
+    """The `interact.ok` body: what the game shows and does."""
+
+    npc_id: Identifier
+    outcome: InteractionOutcome
+    dialogue: str
+    emotion: Emotion = Emotion.NEUTRAL
+    intents: tuple[WorldIntent, ...] = ()
+    attempts: int
+    fallback_used: bool
+    #: With outcome `clarify`: the world-state keys (or other context) the game must provide.
+    needs: tuple[str, ...] = ()
+    failed_gates: tuple[str, ...] = ()
+    receipt: Receipt
+    audit_record_id: str | None = None
+
+
+class ModelFingerprint(FrozenModel):
+    backend: str
+    file_name: str = ""
+    size_bytes: int = Field(default=0, ge=0)
+    header_sha256: str = ""
+    quantization: str = ""
+    n_ctx: int = 0
+    extra: dict[str, JsonScalar] = Field(default_factory=dict)

@@ -1,0 +1,177 @@
+"""Protocol v1 (see PROTOCOL.md): the envelope, the error model and every message body.
+
+`MESSAGES` maps each request type to its request and reply body models; it is the single
+source for dispatch, documentation and JSON Schema export.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, StringConstraints
+
+from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, StateKey
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.memory import ScopeMemory
+from loreguard.schemas.npc import NpcProfile, WorldDefinition
+from loreguard.schemas.receipt import InteractionResult, ModelFingerprint, Receipt
+
+PROTOCOL_VERSION = 1
+SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+
+RequestId = Union[Annotated[int, Field(ge=-(2**63), le=2**64 - 1)], Annotated[str, StringConstraints(max_length=128)]]
+
+
+class ErrorCode(str, Enum):
+    BAD_REQUEST = "bad_request"
+    UNSUPPORTED_VERSION = "unsupported_version"
+    UNKNOWN_TYPE = "unknown_type"
+    INVALID = "invalid"
+    NOT_FOUND = "not_found"
+    FORBIDDEN = "forbidden"
+    OVERLOADED = "overloaded"
+    TIMEOUT = "timeout"
+    INTERNAL = "internal"
+
+
+class Envelope(FrozenModel):
+    v: int
+    id: RequestId
+    type: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    body: dict[str, Any]
+
+
+class ErrorBody(FrozenModel):
+    code: ErrorCode
+    message: str
+    details: dict[str, Any] | None = None
+
+
+class ErrorEnvelope(FrozenModel):
+    v: int = PROTOCOL_VERSION
+    id: RequestId | None
+    type: Literal["error"] = "error"
+    body: ErrorBody
+
+
+# --- message bodies -------------------------------------------------------------------------
+
+
+class Empty(FrozenModel):
+    pass
+
+
+class HelloRequest(FrozenModel):
+    client: Annotated[str, StringConstraints(max_length=128)] = ""
+    versions: tuple[int, ...] = (PROTOCOL_VERSION,)
+
+
+class Limits(FrozenModel):
+    max_message_bytes: int
+    queue_size: int
+    request_timeout_ms: int
+
+
+class HelloReply(FrozenModel):
+    server: str
+    protocol_versions: tuple[int, ...]
+    capabilities: tuple[str, ...]
+    model: ModelFingerprint | None
+    limits: Limits
+
+
+class WorldLoadReply(FrozenModel):
+    world_id: Identifier
+    canonical_facts: int
+    memory_hash: str
+
+
+class NpcRegisterReply(FrozenModel):
+    npc_id: Identifier
+    canonical_facts: int
+    profile_hash: str
+    memory_hash: str
+
+
+class SetStateRequest(FrozenModel):
+    """Game-system writes. `npc_id` null means the world scope."""
+
+    npc_id: Identifier | None = None
+    values: dict[StateKey, JsonScalar] = Field(default_factory=dict, max_length=256)
+    remove: tuple[StateKey, ...] = Field(default=(), max_length=256)
+
+
+class SetStateReply(FrozenModel):
+    applied: int
+    memory_hash: str
+
+
+class MemoryGetRequest(FrozenModel):
+    npc_id: Identifier
+
+
+class MemoryGetReply(FrozenModel):
+    npc_id: Identifier
+    memory: ScopeMemory
+    world: ScopeMemory
+    interactions: int
+    memory_hash: str
+
+
+class SlotRequest(FrozenModel):
+    slot: Identifier
+
+
+class SlotReply(FrozenModel):
+    slot: Identifier
+    memory_hash: str
+
+
+class AuditTailRequest(FrozenModel):
+    npc_id: Identifier | None = None
+    limit: int = Field(default=20, ge=1, le=1000)
+
+
+class AuditTailReply(FrozenModel):
+    records: tuple[Receipt, ...]
+
+
+class AuditExportRequest(FrozenModel):
+    npc_id: Identifier | None = None
+    last: int | None = Field(default=None, ge=1, le=100_000)
+
+
+class AuditExportReply(FrozenModel):
+    format: Literal["json"] = "json"
+    package: dict[str, Any]
+
+
+class StatsReply(FrozenModel):
+    counters: dict[str, int]
+    latency_us: dict[str, int]
+
+
+@dataclass(frozen=True)
+class MessageSpec:
+    request: type[FrozenModel]
+    reply: type[FrozenModel]
+    #: Who may send it: designer data, game-system writes, or anyone.
+    authority: Literal["designer", "game_system", "none"]
+
+
+MESSAGES: dict[str, MessageSpec] = {
+    "hello": MessageSpec(request=HelloRequest, reply=HelloReply, authority="none"),
+    "world.load": MessageSpec(request=WorldDefinition, reply=WorldLoadReply, authority="designer"),
+    "npc.register": MessageSpec(request=NpcProfile, reply=NpcRegisterReply, authority="designer"),
+    "world.set_state": MessageSpec(request=SetStateRequest, reply=SetStateReply, authority="game_system"),
+    "interact": MessageSpec(request=InteractionContext, reply=InteractionResult, authority="none"),
+    "memory.get": MessageSpec(request=MemoryGetRequest, reply=MemoryGetReply, authority="none"),
+    "save": MessageSpec(request=SlotRequest, reply=SlotReply, authority="game_system"),
+    "load": MessageSpec(request=SlotRequest, reply=SlotReply, authority="game_system"),
+    "audit.tail": MessageSpec(request=AuditTailRequest, reply=AuditTailReply, authority="none"),
+    "audit.export": MessageSpec(request=AuditExportRequest, reply=AuditExportReply, authority="none"),
+    "stats": MessageSpec(request=Empty, reply=StatsReply, authority="none"),
+}

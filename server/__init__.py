@@ -1,0 +1,1 @@
+"""The Loreguard sidecar: governance pipeline, inference backends, CLI."""

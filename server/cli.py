@@ -1,0 +1,38 @@
+"""`loreguard` command line: one entry point, one subcommand per job."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+
+def _schemas_export(args: argparse.Namespace) -> int:
+    from loreguard.schemas.export import export_json_schemas
+
+    written = export_json_schemas(Path(args.directory))
+    for path in written:
+        print(path)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="loreguard", description="Governed LLM dialogue for game NPCs.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    schemas = commands.add_parser("schemas", help="JSON Schema of the wire protocol")
+    schemas_commands = schemas.add_subparsers(dest="schemas_command", required=True)
+    export = schemas_commands.add_parser("export", help="write JSON Schema for every wire message")
+    export.add_argument("directory", help="output folder, e.g. schemas/json")
+    export.set_defaults(handler=_schemas_export)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

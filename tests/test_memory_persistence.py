@@ -1,0 +1,210 @@
+"""SQLite persistence: round trips, atomic batches, save slots, hashes across processes,
+and a writer killed mid-commit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from factories import eldmoor_world, guard_profile
+from loreguard.memory import MemoryStore, SchemaVersionError, SlotNotFoundError
+from loreguard.memory.store import MemoryStore as StoreClass
+from loreguard.schemas import (
+    WORLD_SCOPE,
+    AddCanonicalFact,
+    AppendEpisodic,
+    Authority,
+    CanonicalFact,
+    MemoryWrite,
+    SetWorldState,
+    UpsertBelief,
+)
+
+
+def _some_writes(n: int) -> list[MemoryWrite]:
+    return [
+        MemoryWrite(source=Authority.GAME_SYSTEM, op=SetWorldState(scope="guard", key="counter", value=n)),
+        MemoryWrite(
+            source=Authority.VALIDATED_OUTPUT,
+            op=AppendEpisodic(scope="guard", text=f"Event number {n}.", significance=0.5, at_interaction=n),
+        ),
+        MemoryWrite(
+            source=Authority.VALIDATED_OUTPUT,
+            op=UpsertBelief(scope="guard", belief_id=f"b{n}", content=f"Belief {n}.", confidence=0.5, sentiment=-0.25),
+        ),
+    ]
+
+
+def test_reopen_preserves_everything(store: MemoryStore, store_path: Path) -> None:
+    for n in range(5):
+        assert store.apply(_some_writes(n), complete_interaction="guard").committed
+    snapshot = {scope: store.scope(scope) for scope in ("guard", WORLD_SCOPE)}
+    digest, interactions = store.memory_hash(), store.interactions("guard")
+    store.close()
+    with MemoryStore(store_path) as reopened:
+        assert reopened.memory_hash() == digest
+        assert {s: reopened.scope(s) for s in snapshot} == snapshot
+        assert reopened.interactions("guard") == interactions == 5
+        assert reopened.profile("guard") == guard_profile()
+        assert reopened.world() == eldmoor_world()
+
+
+def test_save_load_round_trip(store: MemoryStore) -> None:
+    for n in range(3):
+        store.apply(_some_writes(n), complete_interaction="guard")
+    store.record_correction("terse", +1)
+    saved_hash = store.save("chapter1")
+    saved_guard = store.scope("guard")
+
+    for n in range(3, 6):
+        store.apply(_some_writes(n), complete_interaction="guard")
+    store.record_correction("terse", -1)
+    assert store.memory_hash() != saved_hash
+
+    assert store.load("chapter1") == saved_hash
+    assert store.memory_hash() == saved_hash
+    assert store.scope("guard") == saved_guard
+    assert store.interactions("guard") == 3
+    assert store.behaviour_stats("terse").negative == 0
+    # Sequence numbers keep growing after a load.
+    result = store.apply(_some_writes(9))
+    assert result.seq_range[0] > max(e.seq for e in saved_guard.episodic)
+    assert store.slots() == ("chapter1",)
+    with pytest.raises(SlotNotFoundError):
+        store.load("nope")
+
+
+def test_refused_write_mid_batch_applies_nothing(store: MemoryStore) -> None:
+    before = store.memory_hash()
+    batch = _some_writes(1) + [
+        MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope="guard", fact=CanonicalFact(id="king_name", text="x"))),
+    ] + _some_writes(2)
+    result = store.apply(batch)
+    assert not result.committed and result.applied == 0
+    assert store.memory_hash() == before
+
+
+def test_io_failure_mid_batch_rolls_back(store: MemoryStore, store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = store.memory_hash()
+    calls = {"n": 0}
+    real = StoreClass._write_change
+
+    def failing(db, change):  # noqa: ANN001
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise sqlite3.OperationalError("disk I/O error (injected)")
+        real(db, change)
+
+    monkeypatch.setattr(StoreClass, "_write_change", staticmethod(failing))
+    with pytest.raises(sqlite3.OperationalError):
+        store.apply(_some_writes(1) + _some_writes(2))
+    assert calls["n"] == 3
+    assert store.memory_hash() == before
+    store.close()
+    with MemoryStore(store_path) as reopened:
+        assert reopened.memory_hash() == before
+
+
+def test_newer_schema_is_refused(store_path: Path) -> None:
+    MemoryStore(store_path).close()
+    db = sqlite3.connect(store_path)
+    db.execute("UPDATE schema_version SET version = 99")
+    db.commit()
+    db.close()
+    with pytest.raises(SchemaVersionError):
+        MemoryStore(store_path)
+
+
+_HASH_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {tests!r})
+    from factories import eldmoor_world, guard_profile
+    from loreguard.memory import MemoryStore
+    from test_memory_persistence import _some_writes
+    store = MemoryStore(sys.argv[1])
+    store.load_world(eldmoor_world())
+    store.register_npc(guard_profile())
+    for n in range(4):
+        store.apply(_some_writes(n), complete_interaction="guard")
+    print(store.memory_hash())
+    """
+)
+
+
+@pytest.mark.slow
+def test_memory_hash_equal_across_processes(tmp_path: Path) -> None:
+    script = _HASH_SCRIPT.format(tests=str(Path(__file__).parent))
+    hashes = []
+    for i, seed in enumerate(("0", "12345")):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / f"p{i}.sqlite")],
+            env=env, capture_output=True, text=True, check=True,
+        )
+        hashes.append(out.stdout.strip())
+    with MemoryStore(tmp_path / "here.sqlite") as store:
+        store.load_world(eldmoor_world())
+        store.register_npc(guard_profile())
+        for n in range(4):
+            store.apply(_some_writes(n), complete_interaction="guard")
+        hashes.append(store.memory_hash())
+    assert len(hashes[0]) == 64
+    assert hashes[0] == hashes[1] == hashes[2]
+
+
+_WRITER_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from loreguard.memory import MemoryPolicy, MemoryStore
+    from loreguard.schemas import AppendEpisodic, Authority, MemoryWrite, SetWorldState
+    store = MemoryStore(sys.argv[1], policy=MemoryPolicy(episodic_limit=100_000))
+    n = 0
+    while True:
+        writes = [MemoryWrite(source=Authority.GAME_SYSTEM, op=SetWorldState(scope="guard", key="last", value=n))]
+        writes += [
+            MemoryWrite(source=Authority.VALIDATED_OUTPUT,
+                        op=AppendEpisodic(scope="guard", text=f"batch {n} part {k}", significance=0.5, at_interaction=n))
+            for k in range(4)
+        ]
+        assert store.apply(writes).committed
+        sys.stdout.write(f"{n}\\n")
+        sys.stdout.flush()
+        n += 1
+    """
+)
+
+
+@pytest.mark.slow
+def test_killed_writer_keeps_every_acknowledged_batch(tmp_path: Path) -> None:
+    path = tmp_path / "killed.sqlite"
+    with MemoryStore(path) as store:
+        store.register_npc(guard_profile())
+    child = subprocess.Popen([sys.executable, "-c", _WRITER_SCRIPT, str(path)], stdout=subprocess.PIPE, text=True)
+    acknowledged = []
+    assert child.stdout is not None
+    for line in child.stdout:
+        acknowledged.append(int(line))
+        if len(acknowledged) >= 150:
+            break
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+
+    with MemoryStore(path) as reopened:
+        memory = reopened.scope("guard")
+        parts: dict[int, int] = {}
+        for entry in memory.episodic:
+            batch = int(entry.text.split()[1])
+            parts[batch] = parts.get(batch, 0) + 1
+        assert all(count == 4 for count in parts.values()), "a batch was half-applied"
+        assert set(acknowledged) <= set(parts), "an acknowledged batch was lost"
+        assert memory.state_value("last") == max(parts)
+        assert sorted(parts) == list(range(len(parts)))
