@@ -19,11 +19,16 @@ Phrase = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 class Secret(FrozenModel):
     """Something the NPC knows but must never reveal. The gate blocks any output in which one
-    of `markers` appears, after normalising case, punctuation, spacing and simple obfuscation."""
+    of `markers` appears, after normalising case, punctuation, spacing and simple obfuscation.
+
+    The secret's text never enters a prompt: a model cannot leak what it was never shown.
+    """
 
     id: Identifier
-    #: What the secret is, for the prompt ("never reveal: ...").
+    #: What the secret is (designer notes, debug views).
     text: ShortText
+    #: What the prompt may name as off-limits, e.g. "the gate password". Empty: not mentioned.
+    topic: Annotated[str, StringConstraints(max_length=200)] = ""
     #: Phrases whose appearance reveals the secret. Empty means `text` itself.
     markers: tuple[Phrase, ...] = ()
 

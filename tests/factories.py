@@ -33,3 +33,56 @@ def eldmoor_world(**overrides: object) -> WorldDefinition:
     }
     data.update(overrides)
     return WorldDefinition.model_validate(data)
+
+
+def say(dialogue: str, emotion: str = "neutral", mutations: list | None = None) -> str:
+    """A model output as the scripted backend returns it."""
+    import json
+
+    return json.dumps({"dialogue": dialogue, "emotion": emotion, "mutations": mutations or []})
+
+
+def rich_guard_profile(**overrides: object) -> NpcProfile:
+    """The guard with rules of every severity, intents, fallbacks and few-shot examples."""
+    data = guard_profile().model_dump(mode="json")
+    data.update(
+        {
+            "secrets": [
+                {"id": "password", "text": "The gate password is 'silver moon'.", "topic": "the gate password",
+                 "markers": ["silver moon"]}
+            ],
+            "allowed_intents": [
+                {"type": "open_gate", "description": "Open a town gate.",
+                 "params": {"gate_id": {"type": "string", "enum": ["north", "south"]}}},
+                {"type": "give_item", "params": {"item": {"type": "string", "max_length": 32},
+                                                 "count": {"type": "integer", "minimum": 1, "maximum": 5}}},
+            ],
+            "rules": [
+                {"id": "no_dragon", "type": "prohibition", "severity": "hard",
+                 "prompt_injection": "mention the dragon attack; it is a state secret",
+                 "checks": {"forbidden_phrases": ["dragon"]}},
+                {"id": "no_modern", "type": "prohibition", "severity": "critical",
+                 "prompt_injection": "speak of anything modern",
+                 "checks": {"forbidden_patterns": [r"\b(computer|internet|smartphone)s?\b"]}},
+                {"id": "short", "type": "prohibition", "severity": "soft",
+                 "prompt_injection": "ramble; keep it under 200 characters", "checks": {"max_length": 200}},
+                {"id": "greet", "type": "requirement", "severity": "soft",
+                 "prompt_injection": "greet the newcomer as 'traveller'",
+                 "conditions": {"trigger_reasons": ["zone_trigger"]},
+                 "checks": {"required_phrases": ["traveller"]}},
+                {"id": "alarm_closed", "type": "prohibition", "severity": "hard",
+                 "prompt_injection": "open any gate while the alarm sounds",
+                 "conditions": {"world_state": {"alarm": True}}, "checks": {"forbidden_intents": ["open_gate"]}},
+                {"id": "polite", "type": "requirement", "severity": "soft", "behavioural": True,
+                 "prompt_injection": "address the player as 'friend'"},
+            ],
+            "fallbacks": {"by_trigger": {"player_utterance": ["Move along.", "Not now."]}, "generic": ["Hmph."]},
+            "few_shot": [{"player": "Can I pass?", "npc": "Only before dusk, traveller.", "emotion": "neutral"}],
+        }
+    )
+    data.update(overrides)
+    return NpcProfile.model_validate(data)
+
+
+def rich_world(**overrides: object) -> WorldDefinition:
+    return eldmoor_world(state_defaults={"alarm": False}, **overrides)

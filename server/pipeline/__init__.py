@@ -1,0 +1,19 @@
+"""The governance pipeline, one module per stage, in the order an interaction visits them:
+
+1. interaction   intake of the untrusted InteractionContext
+2. expectancy    designer rules -> ConstraintSet
+   contract      task type, context gating, sufficiency (pass / retry / clarify)
+3. (memory)      authoritative memory: `loreguard.memory`
+4. snapshot      retrieval into an immutable StateSnapshot
+5. prompt        bounded working memory, static prefix | dynamic suffix
+6. inference     model backends behind one interface
+7. parsing, gate structured parse, then hard limits and gates in order
+8. mutation      approved mutations in one transaction; intents
+9. fallback      author-controlled fallback lines; retry for escalation and repair
+   lifecycle     the orchestrator
+"""
+
+from loreguard.server.pipeline.errors import LifecycleHalt, PipelineError, UnknownNpcError
+from loreguard.server.pipeline.lifecycle import GovernancePipeline, PipelineConfig
+
+__all__ = ["GovernancePipeline", "LifecycleHalt", "PipelineConfig", "PipelineError", "UnknownNpcError"]

@@ -1,0 +1,73 @@
+"""Machine checks of one constraint against one output (part of the validation gate)."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput
+from loreguard.schemas.receipt import GateFailure, GateName
+from loreguard.schemas.rules import Constraint
+from loreguard.server.pipeline.textnorm import contains_phrase
+
+
+@lru_cache(maxsize=1024)
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+def mutation_texts(output: ParsedOutput) -> list[str]:
+    """Free text the model put into proposed mutations (memory it wants to write)."""
+    texts = []
+    for m in output.mutations:
+        if m.kind == "append_episodic":
+            texts.append(m.text)
+        elif m.kind == "transform_belief":
+            texts.append(m.content)
+        elif m.kind == "emit_world_intent":
+            texts.extend(str(v) for _, v in sorted(m.params.items()) if isinstance(v, str))
+    return texts
+
+
+def check_constraint(c: Constraint, output: ParsedOutput | None, raw: str, gate: GateName) -> list[GateFailure]:
+    """Failures of `c` on `output` (or on the raw text when the output did not parse).
+
+    Forbidden phrases and patterns are looked for in the dialogue and in mutation texts, since
+    what the model writes into memory is said again later. Requirements look at the dialogue.
+    """
+    checks = c.checks
+    dialogue = output.dialogue if output is not None else raw
+    said = [dialogue] + (mutation_texts(output) if output is not None else [])
+    failures: list[GateFailure] = []
+
+    def fail(reason: str, evidence: str | None = None) -> None:
+        failures.append(GateFailure(gate=gate, reason=reason, severity=c.severity, rule_id=c.rule_id, evidence=evidence))
+
+    for phrase in checks.forbidden_phrases:
+        if any(contains_phrase(text, phrase) for text in said):
+            fail(f'forbidden phrase "{phrase}"', phrase)
+    for pattern in checks.forbidden_patterns:
+        for text in said:
+            match = _regex(pattern).search(text)
+            if match:
+                fail(f"forbidden pattern /{pattern}/", match.group(0))
+                break
+    for phrase in checks.required_phrases:
+        if not contains_phrase(dialogue, phrase):
+            fail(f'missing required phrase "{phrase}"')
+    for pattern in checks.required_patterns:
+        if not _regex(pattern).search(dialogue):
+            fail(f"missing required pattern /{pattern}/")
+    if checks.max_length is not None and len(dialogue) > checks.max_length:
+        fail(f"dialogue is {len(dialogue)} characters, the limit is {checks.max_length}")
+    if output is not None:
+        intents = {m.intent for m in output.mutations if isinstance(m, EmitWorldIntentMutation)}
+        for intent in checks.forbidden_intents:
+            if intent in intents:
+                fail(f"forbidden intent {intent}", intent)
+        for intent in checks.required_intents:
+            if intent not in intents:
+                fail(f"missing required intent {intent}")
+        if output.emotion in checks.forbidden_emotions:
+            fail(f"forbidden emotion {output.emotion.value}", output.emotion.value)
+    return failures

@@ -1,0 +1,20 @@
+"""Typed errors of the governance pipeline."""
+
+from __future__ import annotations
+
+
+class PipelineError(Exception):
+    """Base class of every pipeline error."""
+
+
+class UnknownNpcError(PipelineError, LookupError):
+    """The interaction names an NPC that was never registered."""
+
+
+class LifecycleHalt(PipelineError):
+    """An invariant broke. The interaction stops here: nothing is applied, nothing is hidden."""
+
+    def __init__(self, phase: str, reason: str) -> None:
+        super().__init__(f"HALT in phase {phase}: {reason}")
+        self.phase = phase
+        self.reason = reason

@@ -1,0 +1,158 @@
+"""Stage 2: the expectancy engine. Designer rules + the interaction -> a ConstraintSet.
+
+Pure: the same rules, context, state and feedback always give the same constraints in the same
+order (severity, then type, then priority, then rule id).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from loreguard.memory.hashing import content_hash
+from loreguard.schemas.base import FrozenModel, JsonScalar
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.rules import (
+    RULE_TYPE_RANK,
+    SEVERITY_RANK,
+    BehaviourStats,
+    Constraint,
+    ExpectancyRule,
+    RuleType,
+    Severity,
+)
+
+#: Beta-Binomial prior for behavioural rules: skeptical until designers confirm them.
+PRIOR_ALPHA = 2
+PRIOR_BETA = 5
+MIN_OBSERVATIONS = 3
+MIN_CONFIDENCE = 0.5
+
+
+def behaviour_confidence(stats: BehaviourStats) -> float:
+    """Posterior mean of a Beta(2 + positive, 5 + negative)."""
+    return (PRIOR_ALPHA + stats.positive) / (PRIOR_ALPHA + PRIOR_BETA + stats.positive + stats.negative)
+
+
+def behaviour_active(stats: BehaviourStats) -> bool:
+    """Active at >= 3 observations and posterior confidence >= 0.5."""
+    observations = stats.positive + stats.negative
+    return observations >= MIN_OBSERVATIONS and behaviour_confidence(stats) >= MIN_CONFIDENCE
+
+
+def constraint_order(c: Constraint) -> tuple:
+    return (-SEVERITY_RANK[c.severity], RULE_TYPE_RANK[c.type], -c.priority, c.rule_id, c.escalation)
+
+
+class ConstraintSet(FrozenModel):
+    """The active constraints for one attempt, in their deterministic order."""
+
+    constraints: tuple[Constraint, ...] = ()
+
+    @classmethod
+    def of(cls, constraints: Iterable[Constraint]) -> ConstraintSet:
+        by_id: dict[str, Constraint] = {}
+        for c in constraints:
+            kept = by_id.get(c.rule_id)
+            if kept is None or c.escalation > kept.escalation:
+                by_id[c.rule_id] = c
+        return cls(constraints=tuple(sorted(by_id.values(), key=constraint_order)))
+
+    def ids(self) -> tuple[str, ...]:
+        return tuple(c.rule_id for c in self.constraints)
+
+    def hash(self) -> str:
+        return content_hash(self)
+
+    def to_prompt_injection(self) -> str:
+        """The rules as prompt lines: prohibitions, then requirements, then permissions."""
+        lines = []
+        for c in self.constraints:
+            verb = {RuleType.PROHIBITION: "Never", RuleType.REQUIREMENT: "Always", RuleType.PERMISSION: "You may"}[c.type]
+            emphasis = "IMPORTANT: " if c.escalation > 0 or c.severity is Severity.CRITICAL else ""
+            lines.append(f"- {emphasis}{verb}: {c.text}")
+        return "\n".join(lines)
+
+
+class RuleEvaluation(FrozenModel):
+    constraints: ConstraintSet
+    #: World-state keys that some rule's conditions need but the game never set.
+    missing_state: tuple[str, ...] = ()
+
+
+def rule_text(rule: ExpectancyRule) -> str:
+    """What the prompt says about a rule: its injection text, else its description, else a
+    sentence made from its checks."""
+    if rule.prompt_injection:
+        return rule.prompt_injection
+    if rule.description:
+        return rule.description
+    parts = []
+    checks = rule.checks
+    if checks.forbidden_phrases:
+        parts.append("say " + ", ".join(f'"{p}"' for p in checks.forbidden_phrases))
+    if checks.required_phrases:
+        parts.append("include " + ", ".join(f'"{p}"' for p in checks.required_phrases))
+    if checks.max_length:
+        parts.append(f"speak more than {checks.max_length} characters")
+    return "; ".join(parts) or rule.id
+
+
+def _conditions_hold(
+    rule: ExpectancyRule, ctx: InteractionContext, interaction_index: int, state: Mapping[str, JsonScalar]
+) -> tuple[bool, tuple[str, ...]]:
+    cond = rule.conditions
+    if cond.trigger_reasons and ctx.trigger_reason not in cond.trigger_reasons:
+        return False, ()
+    if cond.npc_ids and ctx.npc_id not in cond.npc_ids:
+        return False, ()
+    if cond.scenes and ctx.scene not in cond.scenes:
+        return False, ()
+    tags = set(ctx.tags)
+    if cond.tags_any and not tags.intersection(cond.tags_any):
+        return False, ()
+    if cond.tags_all and not tags.issuperset(cond.tags_all):
+        return False, ()
+    if cond.min_interaction is not None and interaction_index < cond.min_interaction:
+        return False, ()
+    if cond.max_interaction is not None and interaction_index > cond.max_interaction:
+        return False, ()
+    missing = tuple(sorted(key for key in cond.world_state if key not in state))
+    if missing:
+        return False, missing
+    for key, expected in sorted(cond.world_state.items()):
+        value = state[key]
+        if type(value) is not type(expected) or value != expected:
+            return False, ()
+    return True, ()
+
+
+def evaluate_rules(
+    rules: Iterable[ExpectancyRule],
+    ctx: InteractionContext,
+    interaction_index: int,
+    state: Mapping[str, JsonScalar],
+    behaviour: Mapping[str, BehaviourStats],
+) -> RuleEvaluation:
+    """Every rule whose conditions hold becomes a constraint. Behavioural rules count only once
+    designer feedback has made them confident (see `behaviour_active`)."""
+    constraints = []
+    missing: set[str] = set()
+    for rule in rules:
+        holds, needs = _conditions_hold(rule, ctx, interaction_index, state)
+        missing.update(needs)
+        if not holds:
+            continue
+        if rule.behavioural and not behaviour_active(behaviour.get(rule.id) or BehaviourStats(rule_id=rule.id)):
+            continue
+        constraints.append(
+            Constraint(
+                rule_id=rule.id,
+                type=rule.type,
+                severity=rule.severity,
+                text=rule_text(rule),
+                checks=rule.checks,
+                priority=rule.priority,
+                behavioural=rule.behavioural,
+            )
+        )
+    return RuleEvaluation(constraints=ConstraintSet.of(constraints), missing_state=tuple(sorted(missing)))

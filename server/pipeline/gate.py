@@ -1,0 +1,266 @@
+"""Stage 7b: the validation gate. Hard limits first, then the gates in a fixed order.
+
+1. hard limits: output size, and every critical constraint; any failure stops at once;
+2. schema: the parsed JSON must be a valid `ParsedOutput`;
+3. constraints: the remaining (soft and hard) constraints;
+4. canonical: no claim of a canonical fact may be contradicted (see `claims`);
+5. knowledge: no secret may appear in dialogue, mutations or intents (critical);
+6. mutations: each proposed mutation is approved or rejected on its own: nothing may target a
+   canonical fact, values stay in range, only the NPC's allowed intents with valid parameters;
+7. semantic (optional): a model or keyword judge.
+
+Failures accumulate with gate, reason and severity; a critical one stops the run. The gate is a
+pure function of (model text, snapshot, config).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from pydantic import ValidationError
+
+from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.npc import IntentSpec, ParamType
+from loreguard.schemas.output import (
+    EmitWorldIntentMutation,
+    ParsedOutput,
+    ProposedMutation,
+    TransformBeliefMutation,
+    WorldIntent,
+)
+from loreguard.schemas.receipt import GateCheck, GateFailure, GateName, ParsePath, RejectedMutation
+from loreguard.schemas.rules import Severity
+from loreguard.server.pipeline.checks import check_constraint, mutation_texts
+from loreguard.server.pipeline.claims import find_contradictions
+from loreguard.server.pipeline.parsing import ParseResult, parse_output
+from loreguard.server.pipeline.snapshot import StateSnapshot
+from loreguard.server.pipeline.textnorm import clean_dialogue, reveals
+
+
+class GateConfig(FrozenModel):
+    #: Raw model output longer than this is refused outright (critical).
+    max_raw_chars: int = 8000
+    semantic_judge: bool = False
+
+
+class GateResult(FrozenModel):
+    parse_path: ParsePath
+    output: ParsedOutput | None
+    checks: tuple[GateCheck, ...]
+    failures: tuple[GateFailure, ...]
+    approved_mutations: tuple[ProposedMutation, ...] = ()
+    rejected_mutations: tuple[RejectedMutation, ...] = ()
+    approved_intents: tuple[WorldIntent, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    @property
+    def critical(self) -> bool:
+        return any(f.severity is Severity.CRITICAL for f in self.failures)
+
+    @property
+    def soft_only(self) -> bool:
+        return bool(self.failures) and all(f.severity is Severity.SOFT for f in self.failures)
+
+    @property
+    def should_retry(self) -> bool:
+        return bool(self.failures) and not self.critical
+
+    def failed_gates(self) -> tuple[str, ...]:
+        return tuple(check.gate.value for check in self.checks if not check.passed)
+
+
+Judge = Callable[[ParsedOutput, StateSnapshot], list[GateFailure]]
+
+
+def run_gate(raw: str, snapshot: StateSnapshot, config: GateConfig = GateConfig(), judge: Judge | None = None) -> GateResult:
+    parse = parse_output(raw)
+    return validate(parse, raw, snapshot, config, judge)
+
+
+def validate(
+    parse: ParseResult, raw: str, snapshot: StateSnapshot, config: GateConfig, judge: Judge | None = None
+) -> GateResult:
+    checks: list[GateCheck] = []
+    failures: list[GateFailure] = []
+
+    def record(gate: GateName, found: list[GateFailure]) -> bool:
+        """Record a gate's failures; True when the run must stop (a critical failure)."""
+        checks.append(GateCheck(gate=gate, passed=not found, failures=len(found)))
+        failures.extend(found)
+        return any(f.severity is Severity.CRITICAL for f in found)
+
+    def result(output: ParsedOutput | None = None, **partition: tuple) -> GateResult:
+        return GateResult(parse_path=parse.path, output=output, checks=tuple(checks), failures=tuple(failures), **partition)
+
+    # 1. hard limits
+    output = _to_output(parse)
+    hard: list[GateFailure] = []
+    if len(raw) > config.max_raw_chars:
+        hard.append(
+            GateFailure(
+                gate=GateName.HARD_LIMITS,
+                reason=f"output is {len(raw)} characters, the hard limit is {config.max_raw_chars}",
+                severity=Severity.CRITICAL,
+            )
+        )
+    for c in snapshot.constraints.constraints:
+        if c.severity is Severity.CRITICAL:
+            hard.extend(check_constraint(c, output, raw, GateName.HARD_LIMITS))
+    if record(GateName.HARD_LIMITS, hard):
+        return result(output)
+
+    # 2. schema
+    schema_failures = []
+    if output is None:
+        schema_failures.append(
+            GateFailure(gate=GateName.SCHEMA, reason=_schema_reason(parse), severity=Severity.HARD)
+        )
+    record(GateName.SCHEMA, schema_failures)
+    if output is None:
+        return result(None)
+
+    # 3. constraints
+    found = []
+    for c in snapshot.constraints.constraints:
+        if c.severity is not Severity.CRITICAL:
+            found.extend(check_constraint(c, output, raw, GateName.CONSTRAINTS))
+    record(GateName.CONSTRAINTS, found)
+
+    # 4. canonical contradiction
+    texts = [output.dialogue] + mutation_texts(output)
+    contradictions = []
+    for text in texts:
+        for hit in find_contradictions(text, snapshot.canonical):
+            contradictions.append(
+                GateFailure(
+                    gate=GateName.CANONICAL,
+                    reason=(
+                        f"contradicts canonical fact {hit.fact_id}: {hit.subject} {hit.attribute} is "
+                        f"{hit.canonical_value}, output says {'not ' if hit.negated else ''}{hit.asserted}"
+                    ),
+                    severity=Severity.HARD,
+                    rule_id=hit.fact_id,
+                    evidence=(
+                        f"{hit.subject}'s {hit.attribute} is not {hit.canonical_value}"
+                        if hit.negated
+                        else f"{hit.subject}'s {hit.attribute} is {hit.asserted}"
+                    ),
+                )
+            )
+    record(GateName.CANONICAL, contradictions)
+
+    # 5. knowledge boundary
+    leaks = []
+    for secret in snapshot.secrets:
+        if any(reveals(text, marker) for text in texts for marker in secret.reveal_markers()):
+            # The evidence names the secret's id, never its text.
+            leaks.append(
+                GateFailure(
+                    gate=GateName.KNOWLEDGE,
+                    reason=f"reveals secret {secret.id}",
+                    severity=Severity.CRITICAL,
+                    rule_id=secret.id,
+                    evidence=secret.id,
+                )
+            )
+    if record(GateName.KNOWLEDGE, leaks):
+        return result(output)
+
+    # 6. mutations, each on its own
+    approved, rejected, intents = partition_mutations(output, snapshot)
+    checks.append(GateCheck(gate=GateName.MUTATIONS, passed=not rejected, failures=len(rejected)))
+
+    # 7. semantic judge (optional)
+    if config.semantic_judge and judge is not None:
+        record(GateName.SEMANTIC, judge(output, snapshot))
+
+    return result(output, approved_mutations=approved, rejected_mutations=rejected, approved_intents=intents)
+
+
+def _to_output(parse: ParseResult) -> ParsedOutput | None:
+    if parse.data is None:
+        return None
+    data = dict(parse.data)
+    if isinstance(data.get("dialogue"), str):
+        data["dialogue"] = clean_dialogue(data["dialogue"])
+    try:
+        return ParsedOutput.model_validate(data)
+    except ValidationError:
+        return None
+
+
+def _schema_reason(parse: ParseResult) -> str:
+    if parse.data is None:
+        return parse.error or "no JSON object"
+    data = dict(parse.data)
+    if isinstance(data.get("dialogue"), str):
+        data["dialogue"] = clean_dialogue(data["dialogue"])
+    try:
+        ParsedOutput.model_validate(data)
+    except ValidationError as exc:
+        parts = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:3]]
+        return "output does not match the schema: " + "; ".join(parts)
+    return "output does not match the schema"
+
+
+def partition_mutations(
+    output: ParsedOutput, snapshot: StateSnapshot
+) -> tuple[tuple[ProposedMutation, ...], tuple[RejectedMutation, ...], tuple[WorldIntent, ...]]:
+    canonical = snapshot.canonical_ids()
+    specs = {spec.type: spec for spec in snapshot.allowed_intents}
+    approved: list[ProposedMutation] = []
+    rejected: list[RejectedMutation] = []
+    intents: list[WorldIntent] = []
+    for m in output.mutations:
+        target = getattr(m, "target", None)
+        if target is not None and target in canonical:
+            rejected.append(RejectedMutation(mutation=m, reason=f"{target} is a canonical fact", canonical_override=True))
+            continue
+        if isinstance(m, TransformBeliefMutation) and not (0.0 <= m.confidence <= 1.0):
+            rejected.append(RejectedMutation(mutation=m, reason="confidence outside 0..1"))
+            continue
+        if isinstance(m, EmitWorldIntentMutation):
+            problem = intent_problem(m, specs.get(m.intent))
+            if problem:
+                rejected.append(RejectedMutation(mutation=m, reason=problem))
+                continue
+            intents.append(WorldIntent(type=m.intent, params=m.params))
+        approved.append(m)
+    return tuple(approved), tuple(rejected), tuple(intents)
+
+
+def intent_problem(m: EmitWorldIntentMutation, spec: IntentSpec | None) -> str:
+    """Why this intent may not be emitted, or "" when it may."""
+    if spec is None:
+        return f"intent {m.intent} is not allowed for this NPC"
+    for name in sorted(m.params):
+        if name not in spec.params:
+            return f"intent {m.intent} has no parameter {name}"
+    for name, param in sorted(spec.params.items()):
+        if name not in m.params:
+            if param.required:
+                return f"intent {m.intent} needs parameter {name}"
+            continue
+        value = m.params[name]
+        if param.type is ParamType.STRING:
+            if not isinstance(value, str):
+                return f"{m.intent}.{name} must be a string"
+            if len(value) > param.max_length:
+                return f"{m.intent}.{name} is longer than {param.max_length}"
+            if param.enum and value not in param.enum:
+                return f"{m.intent}.{name} must be one of {', '.join(param.enum)}"
+        elif param.type is ParamType.BOOLEAN:
+            if not isinstance(value, bool):
+                return f"{m.intent}.{name} must be a boolean"
+        else:
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not numeric or (param.type is ParamType.INTEGER and not isinstance(value, int)):
+                return f"{m.intent}.{name} must be a {param.type.value}"
+            if param.minimum is not None and value < param.minimum:
+                return f"{m.intent}.{name} is below {param.minimum}"
+            if param.maximum is not None and value > param.maximum:
+                return f"{m.intent}.{name} is above {param.maximum}"
+    return ""

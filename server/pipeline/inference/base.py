@@ -1,0 +1,66 @@
+"""Stage 6: the model behind a small interface.
+
+A backend turns a prompt into text. It has no memory, no authority and no access to game
+state: everything it returns goes through parsing and the validation gate.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Literal
+
+from pydantic import Field
+
+from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.receipt import ModelFingerprint
+from loreguard.server.pipeline.prompt import Prompt
+
+
+class BackendError(Exception):
+    """The backend could not produce an output."""
+
+
+class BackendUnavailable(BackendError):
+    """No model is loaded or reachable."""
+
+
+class BackendTimeout(BackendError):
+    """The backend ran past its deadline."""
+
+
+class GenerationRequest(FrozenModel):
+    npc_id: str
+    prompt: Prompt
+    seed: int
+    max_tokens: int = Field(default=320, ge=1)
+    #: JSON Schema the output must satisfy; backends that can constrain decoding use it.
+    output_schema: dict[str, Any] | None = None
+    #: Why this generation is asked for: a dialogue attempt, or a semantic-judge check.
+    purpose: Literal["dialogue", "judge"] = "dialogue"
+
+
+class Generation(FrozenModel):
+    text: str
+    tokens_evaluated: int = 0
+    tokens_generated: int = 0
+    finish_reason: Literal["stop", "length"] = "stop"
+    #: Metadata, never hashed.
+    ttft_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+class InferenceBackend(ABC):
+    """One model. `generate` may be called from a worker thread, one call at a time."""
+
+    name: str = "backend"
+
+    @abstractmethod
+    def generate(self, request: GenerationRequest) -> Generation:
+        """Produce text for `request`, or raise a `BackendError`."""
+
+    @abstractmethod
+    def fingerprint(self) -> ModelFingerprint:
+        """What model this is, for audit records and replay checks."""
+
+    def close(self) -> None:
+        """Release the model. Backends without resources need not override this."""

@@ -1,0 +1,73 @@
+"""A backend that returns recorded outputs in order: deterministic tests and benchmarks of the
+governance plane, with no model in the loop."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Iterable, Mapping
+
+from loreguard.memory.hashing import sha256_hex
+from loreguard.schemas.receipt import ModelFingerprint
+from loreguard.server.pipeline.inference.base import (
+    BackendUnavailable,
+    Generation,
+    GenerationRequest,
+    InferenceBackend,
+)
+
+
+class ScriptExhausted(BackendUnavailable):
+    """The script has no output left for this NPC."""
+
+
+class ScriptedBackend(InferenceBackend):
+    """Outputs in order, either one shared queue or one queue per NPC id.
+
+    Judge requests (semantic gate) are answered from `judge_outputs` when given, else refused
+    as unavailable, which exercises the judge's keyword fallback.
+    """
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        outputs: Iterable[str] | Mapping[str, Iterable[str]] = (),
+        *,
+        judge_outputs: Iterable[str] = (),
+    ) -> None:
+        if isinstance(outputs, Mapping):
+            self._per_npc = {npc: deque(items) for npc, items in outputs.items()}
+            self._shared: deque[str] | None = None
+        else:
+            self._per_npc = {}
+            self._shared = deque(outputs)
+        self._judge = deque(judge_outputs)
+        self.requests: list[GenerationRequest] = []
+
+    def extend(self, outputs: Iterable[str], npc_id: str | None = None) -> None:
+        if npc_id is None:
+            if self._shared is None:
+                raise ValueError("this script is per NPC: name the npc_id")
+            self._shared.extend(outputs)
+        else:
+            self._per_npc.setdefault(npc_id, deque()).extend(outputs)
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        self.requests.append(request)
+        if request.purpose == "judge":
+            if not self._judge:
+                raise BackendUnavailable("no scripted judge output")
+            text = self._judge.popleft()
+        else:
+            queue = self._shared if self._shared is not None else self._per_npc.get(request.npc_id)
+            if not queue:
+                raise ScriptExhausted(f"no scripted output left for {request.npc_id!r}")
+            text = queue.popleft()
+        return Generation(
+            text=text,
+            tokens_evaluated=len(request.prompt.full) // 4,
+            tokens_generated=max(1, len(text) // 4),
+        )
+
+    def fingerprint(self) -> ModelFingerprint:
+        return ModelFingerprint(backend=self.name, file_name="", header_sha256=sha256_hex(b"scripted"))

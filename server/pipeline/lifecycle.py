@@ -1,0 +1,380 @@
+"""The orchestrator: one interaction as an explicit lifecycle.
+
+    intake -> expectancy -> contract -> sufficiency -> snapshot
+      -> [prompt -> inference -> gate] x attempts (retry with escalation and repair)
+      -> mutation (validated)  |  fallback (critical, exhausted, budget)  |  clarify
+
+Each phase yields exactly one outcome, recorded in the receipt with its duration. An
+invariant breach raises `LifecycleHalt`; it is never passed over silently. The clock is
+injected and only ever feeds timings, which are metadata outside every hash.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from loreguard.memory.errors import UnknownScopeError
+from loreguard.memory.store import MemoryStore
+from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.memory import WORLD_SCOPE, UpsertBelief
+from loreguard.schemas.npc import NpcProfile, WorldDefinition
+from loreguard.schemas.rules import Severity
+from loreguard.schemas.output import Emotion, ParsedOutput
+from loreguard.schemas.receipt import (
+    AttemptRecord,
+    GateFailure,
+    InteractionOutcome,
+    InteractionResult,
+    PhaseTiming,
+    Receipt,
+)
+from loreguard.memory.hashing import sha256_hex
+from loreguard.server.pipeline.contract import Sufficiency, Verdict, check_sufficiency, contract_for
+from loreguard.server.pipeline.errors import LifecycleHalt, UnknownNpcError
+from loreguard.server.pipeline.expectancy import evaluate_rules
+from loreguard.server.pipeline.fallback import choose_fallback
+from loreguard.server.pipeline.gate import GateConfig, GateResult, validate
+from loreguard.server.pipeline.inference.base import BackendError, GenerationRequest, InferenceBackend
+from loreguard.server.pipeline.interaction import intake
+from loreguard.server.pipeline.judge import SemanticJudge
+from loreguard.server.pipeline.mutation import plan_writes
+from loreguard.server.pipeline.parsing import parse_output
+from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt
+from loreguard.server.pipeline.retry import RetryPolicy, escalate, repair_message
+from loreguard.server.pipeline.snapshot import StateSnapshot, build_snapshot, merged_state
+
+OUTPUT_SCHEMA = ParsedOutput.model_json_schema()
+
+
+class PipelineConfig(FrozenModel):
+    retry: RetryPolicy = RetryPolicy()
+    prompt_boundary: PromptBoundary = PromptBoundary.AFTER_CANONICAL
+    gate: GateConfig = GateConfig()
+    max_tokens: int = 320
+
+
+class _Timer:
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self.clock = clock
+        self.start = self.last = clock()
+        self.phases: list[PhaseTiming] = []
+
+    def lap(self, phase: str) -> None:
+        now = self.clock()
+        self.phases.append(PhaseTiming(phase=phase, duration_us=(now - self.last) // 1000))
+        self.last = now
+
+    def elapsed_ms(self) -> float:
+        return (self.clock() - self.start) / 1e6
+
+
+@dataclass
+class _Run:
+    """Per-interaction state the endings need."""
+
+    ctx: InteractionContext
+    profile: NpcProfile
+    world: WorldDefinition | None
+    interaction_index: int
+    seed: int
+    scopes: tuple[str, ...]
+    hash_before: str
+    task_type: str
+    sufficiency: Sufficiency
+    first_snapshot: StateSnapshot
+    timer: _Timer
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    manifest: str = ""
+    context_keys: tuple[str, ...] = ()
+
+    def receipt(self, **fields: object) -> Receipt:
+        return Receipt(
+            npc_id=self.ctx.npc_id,
+            interaction_index=self.interaction_index,
+            seed=self.seed,
+            task_type=self.task_type,
+            manifest=self.manifest,
+            context_keys=self.context_keys,
+            constraints=self.first_snapshot.constraints.ids(),
+            sufficiency=self.sufficiency.verdict.value,
+            attempts=tuple(self.attempts),
+            memory_hash_before=self.hash_before,
+            snapshot_hash=self.first_snapshot.snapshot_hash(),
+            constraints_hash=self.first_snapshot.constraints.hash(),
+            timings=tuple(self.timer.phases),
+            **fields,
+        )
+
+    def failed_gates(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for attempt in self.attempts:
+            for check in attempt.gates:
+                if not check.passed:
+                    seen.setdefault(check.gate.value, None)
+        return tuple(seen)
+
+
+class GovernancePipeline:
+    """Runs interactions against one memory store and one model backend."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        backend: InferenceBackend,
+        config: PipelineConfig | None = None,
+        *,
+        judge_backend: InferenceBackend | None = None,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        self.store = store
+        self.backend = backend
+        self.config = config or PipelineConfig()
+        self.judge = SemanticJudge(judge_backend)
+        self.clock = clock
+        self.counters: Counter[str] = Counter()
+
+    def record_correction(self, rule_id: str, verdict: int) -> None:
+        """Designer feedback on a behavioural rule (+1 right, -1 wrong); persisted."""
+        self.store.record_correction(rule_id, verdict)
+
+    def interact(self, context: InteractionContext) -> InteractionResult:
+        """Run one interaction to exactly one outcome: validated, fallback or clarify."""
+        run = self._prepare(context)
+        if run.sufficiency.verdict is Verdict.CLARIFY:
+            return self._clarify(run)
+        accepted, warnings, fallback_reason = self._attempts(run)
+        if accepted is not None:
+            return self._apply(run, accepted, warnings)
+        return self._fallback(run, fallback_reason)
+
+    # --- phases ----------------------------------------------------------------------------
+
+    def _prepare(self, context: InteractionContext) -> _Run:
+        """intake -> contract -> expectancy -> sufficiency -> snapshot."""
+        timer = _Timer(self.clock)
+        store = self.store
+        try:
+            profile = store.profile(context.npc_id)
+        except UnknownScopeError:
+            raise UnknownNpcError(f"no NPC {context.npc_id!r} is registered") from None
+        world = store.world()
+        scopes = (context.npc_id, WORLD_SCOPE)
+        taken = intake(context, store.interactions(context.npc_id))
+        ctx = taken.context
+        npc_memory, world_memory = store.scope(ctx.npc_id), store.scope(WORLD_SCOPE)
+        hash_before = store.memory_hash(scopes)
+        timer.lap("intake")
+
+        contract = contract_for(ctx)
+        timer.lap("contract")
+
+        rules = (world.rules if world else ()) + profile.rules
+        state = merged_state(world_memory, npc_memory)
+        behaviour = store.all_behaviour_stats()
+        evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour)
+        timer.lap("expectancy")
+
+        sufficiency = check_sufficiency(
+            contract, evaluation.missing_state, state, world.state_defaults if world else {}
+        )
+        derived = {}
+        if sufficiency.verdict is Verdict.RETRY:
+            # Re-gather with the derived values; what is still missing after that is the game's to provide.
+            derived = dict(sufficiency.derived)
+            state = merged_state(world_memory, npc_memory, derived)
+            evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour)
+            again = check_sufficiency(contract, evaluation.missing_state, state, {})
+            if again.verdict is not Verdict.PASS:
+                sufficiency = again
+        timer.lap("sufficiency")
+
+        snapshot = build_snapshot(
+            context=ctx,
+            interaction_index=taken.interaction_index,
+            seed=taken.seed,
+            profile=profile,
+            world=world,
+            npc_memory=npc_memory,
+            world_memory=world_memory,
+            contract=contract,
+            constraints=evaluation.constraints,
+            derived=derived,
+            max_attempts=self.config.retry.max_attempts,
+            decay=store.policy.episodic_decay,
+        )
+        timer.lap("snapshot")
+        return _Run(
+            ctx=ctx,
+            profile=profile,
+            world=world,
+            interaction_index=taken.interaction_index,
+            seed=taken.seed,
+            scopes=scopes,
+            hash_before=hash_before,
+            task_type=contract.task_type.value,
+            sufficiency=sufficiency,
+            first_snapshot=snapshot,
+            timer=timer,
+        )
+
+    def _attempts(self, run: _Run) -> tuple[GateResult | None, tuple[GateFailure, ...], str]:
+        """prompt -> inference -> gate, retried with escalation. Returns the accepted gate
+        result (or None), warnings accepted with it, and why a fallback is needed."""
+        snapshot = run.first_snapshot
+        policy = self.config.retry
+        judge = self._judge if self.config.gate.semantic_judge else None
+        while True:
+            if run.timer.elapsed_ms() > policy.time_budget_ms:
+                return None, (), "time_budget"
+            prompt = assemble_prompt(snapshot, self.config.prompt_boundary)
+            if snapshot.attempt == 1:
+                run.manifest, run.context_keys = prompt.manifest, prompt.context_keys
+            run.timer.lap(f"prompt.{snapshot.attempt}")
+            request = GenerationRequest(
+                npc_id=run.ctx.npc_id,
+                prompt=prompt,
+                seed=snapshot.seed + snapshot.attempt - 1,
+                max_tokens=self.config.max_tokens,
+                output_schema=OUTPUT_SCHEMA,
+            )
+            try:
+                generation = self.backend.generate(request)
+            except BackendError as exc:
+                run.timer.lap(f"inference.{snapshot.attempt}")
+                return None, (), f"backend: {exc}"
+            run.timer.lap(f"inference.{snapshot.attempt}")
+
+            parse = parse_output(generation.text)
+            gate = validate(parse, generation.text, snapshot, self.config.gate, judge)
+            run.attempts.append(
+                AttemptRecord(
+                    attempt=snapshot.attempt,
+                    prompt_hash=prompt.prompt_hash(),
+                    raw_output=generation.text,
+                    output_hash=sha256_hex(generation.text),
+                    parse_path=parse.path,
+                    gates=gate.checks,
+                    failures=gate.failures,
+                    tokens_evaluated=generation.tokens_evaluated,
+                    tokens_generated=generation.tokens_generated,
+                )
+            )
+            for failure in gate.failures:
+                self.counters[f"gate_failed.{failure.gate.value}"] += 1
+            run.timer.lap(f"gate.{snapshot.attempt}")
+
+            if gate.passed:
+                return gate, (), ""
+            if gate.soft_only and not snapshot.can_retry:
+                return gate, gate.failures, ""  # soft rules bend on the last attempt, with a warning
+            if gate.critical:
+                return None, (), "critical: " + "; ".join(
+                    f.reason for f in gate.failures if f.severity is Severity.CRITICAL
+                )
+            if not snapshot.can_retry:
+                return None, (), "attempts_exhausted"
+            self.counters["retries"] += 1
+            snapshot = snapshot.for_retry(
+                escalate(snapshot.constraints, gate.failures, policy.escalation), repair_message(gate.failures)
+            )
+
+    def _judge(self, output: ParsedOutput, snapshot: StateSnapshot) -> list[GateFailure]:
+        failures, _mode = self.judge.judge(output, snapshot)
+        return failures
+
+    # --- endings ---------------------------------------------------------------------------
+
+    def _apply(self, run: _Run, gate: GateResult, warnings: tuple[GateFailure, ...]) -> InteractionResult:
+        output = gate.output
+        if output is None:
+            raise LifecycleHalt("mutation", "an accepted gate result has no output")
+        writes = plan_writes(
+            gate.approved_mutations,
+            npc_id=run.ctx.npc_id,
+            npc_name=run.profile.name,
+            interaction_index=run.interaction_index,
+            memory=self.store.scope(run.ctx.npc_id),
+            player_input=run.ctx.player_input,
+            dialogue=output.dialogue,
+        )
+        canonical = run.first_snapshot.canonical_ids()
+        for write in writes:
+            if isinstance(write.op, UpsertBelief) and write.op.belief_id in canonical:
+                raise LifecycleHalt("mutation", f"an approved write targets canonical fact {write.op.belief_id}")
+        result = self.store.apply(writes, complete_interaction=run.ctx.npc_id)
+        if not result.committed:
+            raise LifecycleHalt("mutation", f"memory refused approved writes: {result.refusals}")
+        overrides = sum(1 for r in gate.rejected_mutations if r.canonical_override)
+        self.counters["validated"] += 1
+        self.counters["canonical_override_blocked"] += overrides
+        self.counters["mutations_applied"] += len(gate.approved_mutations)
+        self.counters["mutations_rejected"] += len(gate.rejected_mutations)
+        run.timer.lap("mutation")
+        return InteractionResult(
+            npc_id=run.ctx.npc_id,
+            outcome=InteractionOutcome.VALIDATED,
+            dialogue=output.dialogue,
+            emotion=output.emotion,
+            intents=gate.approved_intents,
+            attempts=len(run.attempts),
+            fallback_used=False,
+            failed_gates=run.failed_gates(),
+            receipt=run.receipt(
+                outcome=InteractionOutcome.VALIDATED,
+                fallback_used=False,
+                memory_hash_after=self.store.memory_hash(run.scopes),
+                applied_mutations=gate.approved_mutations,
+                rejected_mutations=gate.rejected_mutations,
+                canonical_override_attempts=overrides,
+                warnings=warnings,
+            ),
+        )
+
+    def _fallback(self, run: _Run, reason: str) -> InteractionResult:
+        choice = choose_fallback(run.profile, run.world, run.ctx.trigger_reason, run.interaction_index)
+        # The interaction still counts (it picks the next line and seed); memory does not change.
+        if not self.store.apply([], complete_interaction=run.ctx.npc_id).committed:
+            raise LifecycleHalt("fallback", "could not record the interaction")
+        self._check_unchanged(run, "fallback")
+        self.counters["fallback"] += 1
+        self.counters[f"fallback.{choice.source}"] += 1
+        run.timer.lap("fallback")
+        return InteractionResult(
+            npc_id=run.ctx.npc_id,
+            outcome=InteractionOutcome.FALLBACK,
+            dialogue=choice.text,
+            emotion=Emotion.NEUTRAL,
+            attempts=len(run.attempts),
+            fallback_used=True,
+            failed_gates=run.failed_gates(),
+            receipt=run.receipt(
+                outcome=InteractionOutcome.FALLBACK,
+                fallback_used=True,
+                fallback_reason=f"{reason} -> {choice.source}",
+                memory_hash_after=run.hash_before,
+            ),
+        )
+
+    def _clarify(self, run: _Run) -> InteractionResult:
+        self._check_unchanged(run, "clarify")
+        self.counters["clarify"] += 1
+        run.timer.lap("clarify")
+        return InteractionResult(
+            npc_id=run.ctx.npc_id,
+            outcome=InteractionOutcome.CLARIFY,
+            dialogue="",
+            attempts=0,
+            fallback_used=False,
+            needs=run.sufficiency.missing,
+            receipt=run.receipt(
+                outcome=InteractionOutcome.CLARIFY, fallback_used=False, memory_hash_after=run.hash_before
+            ),
+        )
+
+    def _check_unchanged(self, run: _Run, phase: str) -> None:
+        if self.store.memory_hash(run.scopes) != run.hash_before:
+            raise LifecycleHalt(phase, "memory changed without a validated output")

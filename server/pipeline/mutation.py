@@ -1,0 +1,84 @@
+"""Stage 8: approved mutations become memory writes, applied as one transaction.
+
+`plan_writes` is pure: approved mutations are sorted into a deterministic order (by kind, then
+by their canonical serialization), mapped to writes with ValidatedOutput authority, and joined
+by the exchange record. The lifecycle commits them with the interaction count in one batch.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from loreguard.memory.hashing import canonical_json
+from loreguard.schemas.memory import AppendEpisodic, Authority, MemoryWrite, ScopeMemory, UpsertBelief
+from loreguard.schemas.output import (
+    AppendEpisodicMutation,
+    EmitWorldIntentMutation,
+    ProposedMutation,
+    TransformBeliefMutation,
+    TransformRelationshipMutation,
+)
+from loreguard.server.pipeline.snapshot import EXCHANGE_TAG
+
+_KIND_ORDER = {"append_episodic": 0, "transform_belief": 1, "transform_relationship": 2, "emit_world_intent": 3}
+RELATIONSHIP_PREFIX = "rel."
+EXCHANGE_SIGNIFICANCE = 0.3
+
+
+def mutation_order(m: ProposedMutation) -> tuple[int, bytes]:
+    return _KIND_ORDER[m.kind], canonical_json(m)
+
+
+def plan_writes(
+    approved: Sequence[ProposedMutation],
+    *,
+    npc_id: str,
+    npc_name: str,
+    interaction_index: int,
+    memory: ScopeMemory,
+    player_input: str,
+    dialogue: str,
+) -> list[MemoryWrite]:
+    writes: list[MemoryWrite] = []
+    beliefs = {b.id: b for b in memory.beliefs}
+
+    def write(op: object) -> None:
+        writes.append(MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=op))
+
+    for m in sorted(approved, key=mutation_order):
+        if isinstance(m, AppendEpisodicMutation):
+            write(
+                AppendEpisodic(
+                    scope=npc_id, text=m.text, significance=m.significance, at_interaction=interaction_index, tags=("model",)
+                )
+            )
+        elif isinstance(m, TransformBeliefMutation):
+            write(
+                UpsertBelief(scope=npc_id, belief_id=m.target, content=m.content, confidence=m.confidence, sentiment=m.sentiment)
+            )
+        elif isinstance(m, TransformRelationshipMutation):
+            belief_id = f"{RELATIONSHIP_PREFIX}{m.target}"
+            current = beliefs[belief_id].sentiment if belief_id in beliefs else 0.0
+            affinity = max(-1.0, min(1.0, round(current + m.delta, 6)))
+            write(
+                UpsertBelief(
+                    scope=npc_id,
+                    belief_id=belief_id,
+                    content=f"My feelings toward {m.target}: {affinity:+.2f} (-1 hostile, +1 devoted).",
+                    confidence=1.0,
+                    sentiment=affinity,
+                )
+            )
+        elif isinstance(m, EmitWorldIntentMutation):
+            continue  # intents go back to the game; they do not write memory
+    exchange = f'Player: "{player_input}" / {npc_name}: "{dialogue}"' if player_input else f'{npc_name}: "{dialogue}"'
+    write(
+        AppendEpisodic(
+            scope=npc_id,
+            text=exchange[:4000],
+            significance=EXCHANGE_SIGNIFICANCE,
+            at_interaction=interaction_index,
+            tags=(EXCHANGE_TAG,),
+        )
+    )
+    return writes

@@ -1,0 +1,90 @@
+"""Stage 7a: structured parse of the model's text.
+
+Strict JSON first. Failing that, a tolerant extraction: code fences and leading or trailing
+prose are removed, the first balanced JSON object is taken, and raw control characters inside
+strings (which some grammar-constrained decoders let through) are escaped. The result says
+which path parsed it; schema validation is the gate's job.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.receipt import ParsePath
+
+
+class ParseResult(FrozenModel):
+    path: ParsePath
+    data: dict[str, Any] | None = None
+    error: str = ""
+
+
+def _first_object(text: str) -> str | None:
+    """The first balanced {...} in `text`, honouring strings and escapes."""
+    start = text.find("{")
+    while start != -1:
+        depth, in_string, escaped = 0, False, False
+        for i in range(start, len(text)):
+            ch = text[i]
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_string = False
+            elif ch == '"':
+                in_string = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start : i + 1]
+        start = text.find("{", start + 1)
+    return None
+
+
+def _escape_controls_in_strings(text: str) -> str:
+    out, in_string, escaped = [], False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            elif ch < " ":
+                out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch, f"\\u{ord(ch):04x}"))
+                continue
+        elif ch == '"':
+            in_string = True
+        out.append(ch)
+    return "".join(out)
+
+
+def _loads_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_output(raw: str) -> ParseResult:
+    strict = _loads_object(raw.strip())
+    if strict is not None:
+        return ParseResult(path=ParsePath.STRICT, data=strict)
+    candidate = _first_object(raw)
+    if candidate is not None:
+        tolerant = _loads_object(_escape_controls_in_strings(candidate))
+        if tolerant is not None:
+            return ParseResult(path=ParsePath.TOLERANT, data=tolerant)
+    return ParseResult(path=ParsePath.FAILED, error="no JSON object found in the model output")

@@ -1,0 +1,191 @@
+"""Stage 5: prompt assembly under working-memory bounds, split for KV-cache reuse.
+
+The prompt is a sequence of sections. Everything before the configured boundary is the
+*static prefix*: it depends only on the NPC's profile, the world lore and canonical facts, so it
+is byte-identical across all of an NPC's interactions until its profile or facts change, and an
+inference backend can keep its evaluated KV state. Everything after is the *dynamic suffix*.
+
+Truncation under the character budget drops, in order: episodic memories (lowest score first),
+then beliefs (lowest first), then the oldest exchanges. Canonical facts and world state are
+never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+
+from loreguard.memory.hashing import sha256_hex
+from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.output import MAX_DIALOGUE_CHARS, Emotion
+from loreguard.server.pipeline.snapshot import StateSnapshot
+
+
+class PromptBoundary(str, Enum):
+    """Where the static prefix ends. Later boundaries cache more but change more often."""
+
+    AFTER_SYSTEM = "after_system"
+    AFTER_CANONICAL = "after_canonical"
+    AFTER_WORLD_STATE = "after_world_state"
+    AFTER_CONSTRAINTS = "after_constraints"
+
+
+_BOUNDARY_INDEX = {
+    PromptBoundary.AFTER_SYSTEM: 1,
+    PromptBoundary.AFTER_CANONICAL: 2,
+    PromptBoundary.AFTER_WORLD_STATE: 3,
+    PromptBoundary.AFTER_CONSTRAINTS: 4,
+}
+
+EMOTIONS = "|".join(e.value for e in Emotion)
+
+
+class Prompt(FrozenModel):
+    static_prefix: str
+    dynamic_suffix: str
+    manifest: str
+    context_keys: tuple[str, ...]
+    over_budget: bool = False
+
+    @property
+    def full(self) -> str:
+        return self.static_prefix + self.dynamic_suffix
+
+    def prompt_hash(self) -> str:
+        return sha256_hex(self.full)
+
+    def prefix_hash(self) -> str:
+        return sha256_hex(self.static_prefix)
+
+
+def _json_line(dialogue: str, emotion: Emotion) -> str:
+    return json.dumps({"dialogue": dialogue, "emotion": emotion.value, "mutations": []}, ensure_ascii=False)
+
+
+def _system_section(s: StateSnapshot) -> str:
+    lines = [f"### You are {s.npc_name}", s.persona.strip()]
+    if s.world_lore:
+        lines += ["", "### World", s.world_lore.strip()]
+    lines += [
+        "",
+        "### Output format",
+        "Reply with exactly one JSON object and nothing else:",
+        f'{{"dialogue": "<your spoken words, at most {MAX_DIALOGUE_CHARS} characters>", '
+        f'"emotion": "<{EMOTIONS}>", "mutations": [<at most 4 changes>]}}',
+        "A change is one of:",
+        '{"kind": "append_episodic", "text": "<what happened>", "significance": <0..1>}',
+        '{"kind": "transform_belief", "target": "<belief id>", "content": "<belief>", "confidence": <0..1>, '
+        '"sentiment": <-1..1>}',
+        '{"kind": "transform_relationship", "target": "<who>", "delta": <-1..1>}',
+    ]
+    if s.allowed_intents:
+        lines.append('{"kind": "emit_world_intent", "intent": "<intent>", "params": {...}} where intent is one of:')
+        for spec in s.allowed_intents:
+            params = ", ".join(
+                f"{name}: {p.type.value}" + (f" ({'|'.join(p.enum)})" if p.enum else "")
+                for name, p in sorted(spec.params.items())
+            )
+            lines.append(f"- {spec.type}({params})" + (f": {spec.description}" if spec.description else ""))
+    topics = [secret.topic for secret in s.secrets if secret.topic]
+    if topics:
+        lines += ["", "Never reveal anything about: " + "; ".join(topics) + "."]
+    if s.few_shot:
+        lines += ["", "### Examples"]
+        for example in s.few_shot:
+            lines += [f"Player: {example.player}", f"You: {_json_line(example.npc, example.emotion)}"]
+    return "\n".join(lines) + "\n\n"
+
+
+def _canonical_section(s: StateSnapshot) -> str:
+    if not s.canonical:
+        return ""
+    return "### Facts (always true)\n" + "".join(f"- {fact.text}\n" for fact in s.canonical) + "\n"
+
+
+def _world_state_section(s: StateSnapshot) -> str:
+    if not s.world_state:
+        return ""
+    return "### World state\n" + "".join(f"- {key}: {json.dumps(value)}\n" for key, value in s.world_state) + "\n"
+
+
+def _constraints_section(s: StateSnapshot) -> str:
+    injection = s.constraints.to_prompt_injection()
+    return f"### Rules\n{injection}\n\n" if injection else ""
+
+
+def _memory_section(s: StateSnapshot, n_beliefs: int, n_episodic: int, n_exchanges: int) -> str:
+    out = []
+    if n_beliefs:
+        out.append("### What you believe\n" + "".join(f"- {b.belief.content}\n" for b in s.beliefs[:n_beliefs]))
+    if n_episodic:
+        out.append("### What you remember\n" + "".join(f"- {e.entry.text}\n" for e in s.episodic[:n_episodic]))
+    if n_exchanges:
+        kept = s.exchanges[len(s.exchanges) - n_exchanges :]
+        out.append("### Recent conversation\n" + "".join(f"{e.text}\n" for e in kept))
+    return "".join(part + "\n" for part in out)
+
+
+def manifest_line(s: StateSnapshot, n_beliefs: int, n_episodic: int, n_exchanges: int) -> str:
+    return (
+        f"[manifest] task={s.contract.task_type.value} canonical={len(s.canonical)} "
+        f"world_state={len(s.world_state)} beliefs={n_beliefs}/{s.beliefs_available} "
+        f"episodic={n_episodic}/{s.episodic_available} exchanges={n_exchanges} "
+        f"constraints={len(s.constraints.constraints)} attempt={s.attempt}/{s.max_attempts}"
+    )
+
+
+def _turn_section(s: StateSnapshot, manifest: str) -> str:
+    ctx = s.context
+    situation = f"Situation: {ctx.trigger_reason.value}"
+    if ctx.scene:
+        situation += f" in {ctx.scene}"
+    if ctx.other_npc_id:
+        situation += f" with {ctx.other_npc_id}"
+    lines = ["### Now", manifest, situation]
+    if ctx.trigger_prompt:
+        lines.append(ctx.trigger_prompt)
+    if ctx.few_shot_text:
+        lines.append(ctx.few_shot_text)
+    if s.repair:
+        lines += ["", "### Correction", s.repair]
+    lines += ["", f"Player: {ctx.player_input}" if ctx.player_input else "Player: (says nothing)", "You:"]
+    return "\n".join(lines)
+
+
+def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.AFTER_CANONICAL) -> Prompt:
+    """Render the snapshot into a prompt that fits `profile.bounds.max_chars` where possible."""
+    budget_chars = s.max_chars
+    n_beliefs, n_episodic, n_exchanges = len(s.beliefs), len(s.episodic), len(s.exchanges)
+    fixed = [_system_section(s), _canonical_section(s), _world_state_section(s), _constraints_section(s)]
+    fixed_len = sum(len(part) for part in fixed)
+
+    def render_tail() -> tuple[str, str]:
+        manifest = manifest_line(s, n_beliefs, n_episodic, n_exchanges)
+        return manifest, _memory_section(s, n_beliefs, n_episodic, n_exchanges) + _turn_section(s, manifest)
+
+    manifest, tail = render_tail()
+    while fixed_len + len(tail) > budget_chars and (n_episodic or n_beliefs or n_exchanges):
+        if n_episodic:
+            n_episodic -= 1
+        elif n_beliefs:
+            n_beliefs -= 1
+        else:
+            n_exchanges -= 1
+        manifest, tail = render_tail()
+
+    sections = fixed + [tail]
+    cut = _BOUNDARY_INDEX[boundary]
+    keys = (
+        [f"canonical:{fact.id}" for fact in s.canonical]
+        + [f"world_state:{key}" for key, _ in s.world_state]
+        + [f"belief:{b.belief.id}" for b in s.beliefs[:n_beliefs]]
+        + [f"episodic:{e.entry.id}" for e in s.episodic[:n_episodic]]
+        + [f"exchange:{e.id}" for e in s.exchanges[len(s.exchanges) - n_exchanges :]]
+    )
+    return Prompt(
+        static_prefix="".join(sections[:cut]),
+        dynamic_suffix="".join(sections[cut:]),
+        manifest=manifest,
+        context_keys=tuple(keys),
+        over_budget=fixed_len + len(tail) > budget_chars,
+    )

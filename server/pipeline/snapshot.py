@@ -1,0 +1,152 @@
+"""Stage 4: retrieval into an immutable, content-hashed StateSnapshot.
+
+Everything the prompt and the gate will see is fixed here, in strict order. A retry does not
+re-read memory: it derives a new snapshot with `for_retry`, so every attempt of one interaction
+sees the same memory.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from loreguard.memory.hashing import content_hash
+from loreguard.memory.retrieval import RetrievalQuery, retrieve_beliefs, retrieve_episodic
+from loreguard.schemas.base import FrozenModel, JsonScalar
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.memory import Belief, CanonicalFact, EpisodicEntry, ScopeMemory
+from loreguard.schemas.npc import FewShotExample, IntentSpec, NpcProfile, Secret, WorldDefinition
+from loreguard.server.pipeline.contract import ContextContract, Section
+from loreguard.server.pipeline.expectancy import ConstraintSet
+
+#: Episodic entries with this tag are raw exchanges; the prompt shows them in their own section.
+EXCHANGE_TAG = "exchange"
+
+
+class ScoredEpisode(FrozenModel):
+    entry: EpisodicEntry
+    score: float
+
+
+class ScoredBelief(FrozenModel):
+    belief: Belief
+    score: float
+
+
+class StateSnapshot(FrozenModel):
+    npc_id: str
+    npc_name: str
+    persona: str
+    world_lore: str
+    profile_hash: str
+    interaction_index: int
+    seed: int
+    attempt: int = 1
+    max_attempts: int = 3
+    context: InteractionContext
+    contract: ContextContract
+    #: World facts first, then the NPC's, each by id.
+    canonical: tuple[CanonicalFact, ...]
+    #: Merged world state (NPC keys override world keys), by key.
+    world_state: tuple[tuple[str, JsonScalar], ...]
+    #: Keys whose value was derived (not set by the game) for this interaction.
+    derived_keys: tuple[str, ...] = ()
+    episodic: tuple[ScoredEpisode, ...] = ()
+    episodic_available: int = 0
+    beliefs: tuple[ScoredBelief, ...] = ()
+    beliefs_available: int = 0
+    exchanges: tuple[EpisodicEntry, ...] = ()
+    constraints: ConstraintSet
+    few_shot: tuple[FewShotExample, ...] = ()
+    secrets: tuple[Secret, ...] = ()
+    allowed_intents: tuple[IntentSpec, ...] = ()
+    #: The repair message for this attempt: why the previous one was rejected.
+    repair: str = ""
+    #: The prompt's character budget (profile bounds).
+    max_chars: int = 12000
+
+    @property
+    def can_retry(self) -> bool:
+        return self.attempt < self.max_attempts
+
+    def for_retry(self, escalated_constraints: ConstraintSet, repair: str = "") -> StateSnapshot:
+        """The same memory, the next attempt, with escalated constraints and a repair note."""
+        return self.model_copy(
+            update={"attempt": self.attempt + 1, "constraints": escalated_constraints, "repair": repair}
+        )
+
+    def snapshot_hash(self) -> str:
+        return content_hash(self)
+
+    def canonical_ids(self) -> frozenset[str]:
+        return frozenset(fact.id for fact in self.canonical)
+
+
+def merged_state(
+    world: ScopeMemory, npc: ScopeMemory, derived: Mapping[str, JsonScalar] | None = None
+) -> dict[str, JsonScalar]:
+    """World-scope state, overridden by NPC-scope state, completed by derived values."""
+    state: dict[str, JsonScalar] = {e.key: e.value for e in world.world_state}
+    state.update({e.key: e.value for e in npc.world_state})
+    for key, value in (derived or {}).items():
+        state.setdefault(key, value)
+    return state
+
+
+def build_snapshot(
+    *,
+    context: InteractionContext,
+    interaction_index: int,
+    seed: int,
+    profile: NpcProfile,
+    world: WorldDefinition | None,
+    npc_memory: ScopeMemory,
+    world_memory: ScopeMemory,
+    contract: ContextContract,
+    constraints: ConstraintSet,
+    derived: Mapping[str, JsonScalar],
+    max_attempts: int,
+    decay: float,
+) -> StateSnapshot:
+    bounds = profile.bounds
+    sections = set(contract.sections)
+    state = merged_state(world_memory, npc_memory, derived)
+    query = RetrievalQuery(
+        player_input=context.player_input,
+        now_interaction=interaction_index,
+        max_episodic=bounds.max_episodic if Section.EPISODIC in sections else 0,
+        max_beliefs=bounds.max_beliefs if Section.BELIEFS in sections else 0,
+        belief_threshold=bounds.belief_threshold,
+        decay=decay,
+        exclude_tags=(EXCHANGE_TAG,),
+    )
+    episodes = retrieve_episodic(npc_memory.episodic, query)
+    beliefs = retrieve_beliefs(npc_memory.beliefs, query)
+    exchanges: tuple[EpisodicEntry, ...] = ()
+    if Section.EXCHANGES in sections and bounds.max_exchanges:
+        all_exchanges = [e for e in npc_memory.episodic if EXCHANGE_TAG in e.tags]  # already by seq
+        exchanges = tuple(all_exchanges[-bounds.max_exchanges :])
+    return StateSnapshot(
+        npc_id=profile.id,
+        npc_name=profile.name,
+        persona=profile.persona,
+        world_lore=world.lore if world else "",
+        profile_hash=content_hash(profile),
+        interaction_index=interaction_index,
+        seed=seed,
+        max_attempts=max_attempts,
+        context=context,
+        contract=contract,
+        canonical=tuple(c.fact for c in world_memory.canonical) + tuple(c.fact for c in npc_memory.canonical),
+        world_state=tuple(sorted(state.items())) if Section.WORLD_STATE in sections else (),
+        derived_keys=tuple(sorted(k for k in derived if k in state)),
+        episodic=tuple(ScoredEpisode(entry=e, score=s) for e, s in episodes),
+        episodic_available=sum(1 for e in npc_memory.episodic if EXCHANGE_TAG not in e.tags),
+        beliefs=tuple(ScoredBelief(belief=b, score=s) for b, s in beliefs),
+        beliefs_available=len(npc_memory.beliefs),
+        exchanges=exchanges,
+        constraints=constraints,
+        few_shot=profile.few_shot[: bounds.max_few_shot],
+        secrets=profile.secrets,
+        allowed_intents=profile.allowed_intents,
+        max_chars=bounds.max_chars,
+    )

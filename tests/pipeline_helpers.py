@@ -1,0 +1,31 @@
+"""Build a governance pipeline on a real SQLite store with a scripted model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from factories import rich_guard_profile, rich_world
+from loreguard.memory import MemoryStore
+from loreguard.schemas import InteractionContext, NpcProfile, WorldDefinition
+from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
+from loreguard.server.pipeline.inference import ScriptedBackend
+
+
+def make_pipeline(
+    path: Path,
+    outputs: Iterable[str] = (),
+    *,
+    profile: NpcProfile | None = None,
+    world: WorldDefinition | None = None,
+    config: PipelineConfig | None = None,
+) -> tuple[GovernancePipeline, ScriptedBackend]:
+    store = MemoryStore(path)
+    assert store.load_world(world or rich_world()).committed
+    assert store.register_npc(profile or rich_guard_profile()).committed
+    backend = ScriptedBackend(list(outputs))
+    return GovernancePipeline(store, backend, config), backend
+
+
+def ask(text: str, npc: str = "guard", trigger: str = "player_utterance", **extra: object) -> InteractionContext:
+    return InteractionContext.model_validate({"npc_id": npc, "trigger_reason": trigger, "player_input": text, **extra})
