@@ -251,7 +251,7 @@ def intent_problem(m: EmitWorldIntentMutation, spec: IntentSpec | None) -> str:
             if len(value) > param.max_length:
                 return f"{m.intent}.{name} is longer than {param.max_length}"
             if param.enum and value not in param.enum:
-                return f"{m.intent}.{name} must be one of {', '.join(param.enum)}"
+                return f"{m.intent}.{name} must be one of {', '.join(sorted(param.enum))}"
         elif param.type is ParamType.BOOLEAN:
             if not isinstance(value, bool):
                 return f"{m.intent}.{name} must be a boolean"

@@ -82,7 +82,7 @@ def _system_section(s: StateSnapshot) -> str:
         lines.append('{"kind": "emit_world_intent", "intent": "<intent>", "params": {...}} where intent is one of:')
         for spec in s.allowed_intents:
             params = ", ".join(
-                f"{name}: {p.type.value}" + (f" ({'|'.join(p.enum)})" if p.enum else "")
+                f"{name}: {p.type.value}" + (f" ({'|'.join(sorted(p.enum))})" if p.enum else "")
                 for name, p in sorted(spec.params.items())
             )
             lines.append(f"- {spec.type}({params})" + (f": {spec.description}" if spec.description else ""))

@@ -56,6 +56,7 @@ class StateSnapshot(FrozenModel):
     beliefs_available: int = 0
     exchanges: tuple[EpisodicEntry, ...] = ()
     constraints: ConstraintSet
+    #: In the designer's order: the order of examples is authored content.
     few_shot: tuple[FewShotExample, ...] = ()
     secrets: tuple[Secret, ...] = ()
     allowed_intents: tuple[IntentSpec, ...] = ()
@@ -146,7 +147,7 @@ def build_snapshot(
         exchanges=exchanges,
         constraints=constraints,
         few_shot=profile.few_shot[: bounds.max_few_shot],
-        secrets=profile.secrets,
-        allowed_intents=profile.allowed_intents,
+        secrets=tuple(sorted(profile.secrets, key=lambda x: x.id)),
+        allowed_intents=tuple(sorted(profile.allowed_intents, key=lambda i: i.type)),
         max_chars=bounds.max_chars,
     )
