@@ -1,7 +1,7 @@
 """Stage 7a: structured parse of the model's text.
 
 Strict JSON first. Failing that, a tolerant extraction: code fences and leading or trailing
-prose are removed, the first balanced JSON object is taken, and raw control characters inside
+prose are removed, the first balanced JSON object that parses is taken, and raw control characters inside
 strings (which some grammar-constrained decoders let through) are escaped. The result says
 which path parsed it; schema validation is the gate's job.
 """
@@ -9,7 +9,7 @@ which path parsed it; schema validation is the gate's job.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterator
 
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.receipt import ParsePath
@@ -21,10 +21,16 @@ class ParseResult(FrozenModel):
     error: str = ""
 
 
-def _first_object(text: str) -> str | None:
-    """The first balanced {...} in `text`, honouring strings and escapes."""
-    start = text.find("{")
-    while start != -1:
+#: How many opening braces the tolerant path starts from before giving up: bounds the work on
+#: adversarial text full of braces to MAX_STARTS passes over the text.
+MAX_STARTS = 32
+
+
+def _balanced_objects(text: str) -> Iterator[str]:
+    """Balanced {...} spans in `text`, from left to right, honouring strings and escapes."""
+    start, starts = text.find("{"), 0
+    while start != -1 and starts < MAX_STARTS:
+        starts += 1
         depth, in_string, escaped = 0, False, False
         for i in range(start, len(text)):
             ch = text[i]
@@ -42,9 +48,9 @@ def _first_object(text: str) -> str | None:
             elif ch == "}":
                 depth -= 1
                 if depth == 0:
-                    return text[start : i + 1]
+                    yield text[start : i + 1]
+                    break
         start = text.find("{", start + 1)
-    return None
 
 
 def _escape_controls_in_strings(text: str) -> str:
@@ -82,8 +88,7 @@ def parse_output(raw: str) -> ParseResult:
     strict = _loads_object(raw.strip())
     if strict is not None:
         return ParseResult(path=ParsePath.STRICT, data=strict)
-    candidate = _first_object(raw)
-    if candidate is not None:
+    for candidate in _balanced_objects(raw):
         tolerant = _loads_object(_escape_controls_in_strings(candidate))
         if tolerant is not None:
             return ParseResult(path=ParsePath.TOLERANT, data=tolerant)

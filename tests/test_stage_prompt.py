@@ -1,0 +1,104 @@
+"""Stage 4-5: snapshot immutability and prompt assembly under bounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from factories import rich_guard_profile, say
+from loreguard.schemas import AppendEpisodic, Authority, MemoryWrite, UpsertBelief
+from loreguard.server.pipeline import PipelineConfig
+from loreguard.server.pipeline.expectancy import ConstraintSet
+from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt
+from pipeline_helpers import ask, make_pipeline
+
+
+def _pipeline_with_memory(tmp_path: Path, **profile_overrides: object):  # noqa: ANN202
+    profile = rich_guard_profile(**profile_overrides)
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Aye.")] * 4, profile=profile)
+    writes = [
+        MemoryWrite(
+            source=Authority.VALIDATED_OUTPUT,
+            op=AppendEpisodic(scope="guard", text=f"Memory {i} about the river and the king.", significance=i / 10, at_interaction=0),
+        )
+        for i in range(10)
+    ] + [
+        MemoryWrite(
+            source=Authority.VALIDATED_OUTPUT,
+            op=UpsertBelief(scope="guard", belief_id=f"b{i}", content=f"Belief {i} about the king.", confidence=0.3 + i / 20),
+        )
+        for i in range(8)
+    ]
+    assert pipeline.store.apply(writes).committed
+    return pipeline, backend
+
+
+def test_bounds_and_manifest(tmp_path: Path) -> None:
+    pipeline, backend = _pipeline_with_memory(tmp_path, bounds={"max_episodic": 3, "max_beliefs": 2})
+    pipeline.interact(ask("Who is the king?"))
+    prompt = backend.requests[0].prompt
+    assert "[manifest] task=lore_question canonical=3 world_state=0 beliefs=2/8 episodic=3/10" in prompt.manifest
+    assert prompt.full.count("- Belief ") == 2 and prompt.full.count("- Memory ") == 3
+    assert "- Memory 9 about" in prompt.full  # most significant first
+    assert prompt.context_keys[:3] == ("canonical:river", "canonical:gate_hours", "canonical:king_name")
+
+
+def test_truncation_drops_episodic_then_beliefs_never_facts(tmp_path: Path) -> None:
+    pipeline, backend = _pipeline_with_memory(tmp_path, bounds={"max_episodic": 10, "max_beliefs": 8, "max_chars": 1900})
+    pipeline.interact(ask("Who is the king?"))
+    prompt = backend.requests[0].prompt
+    assert len(prompt.full) <= 1900 and not prompt.over_budget
+    assert "The king of Eldmoor is named Arthur." in prompt.full
+    assert prompt.full.count("- Memory ") < 10
+    assert prompt.full.count("- Belief ") == 8  # beliefs go only once episodic memories are gone
+    assert "- Memory 9 about" in prompt.full  # the lowest-scored went first
+
+
+def test_over_budget_keeps_facts_and_says_so(tmp_path: Path) -> None:
+    pipeline, backend = _pipeline_with_memory(tmp_path, bounds={"max_chars": 500})
+    pipeline.interact(ask("Who is the king?"))
+    prompt = backend.requests[0].prompt
+    assert prompt.over_budget and "The king of Eldmoor is named Arthur." in prompt.full
+    assert "- Memory " not in prompt.full and "- Belief " not in prompt.full
+
+
+@pytest.mark.parametrize("boundary", list(PromptBoundary))
+def test_boundaries_split_the_same_bytes(tmp_path: Path, boundary: PromptBoundary) -> None:
+    pipeline, backend = _pipeline_with_memory(tmp_path)
+    pipeline.config = PipelineConfig(prompt_boundary=boundary)
+    pipeline.interact(ask("Who is the king?"))
+    prompt = backend.requests[0].prompt
+    assert prompt.static_prefix + prompt.dynamic_suffix == prompt.full
+    markers = {
+        PromptBoundary.AFTER_SYSTEM: "### Facts",
+        PromptBoundary.AFTER_CANONICAL: "### World state",
+        PromptBoundary.AFTER_WORLD_STATE: "### Rules",
+        PromptBoundary.AFTER_CONSTRAINTS: "### What you believe",
+    }
+    assert markers[boundary] not in prompt.static_prefix
+
+
+def test_snapshot_is_immutable_and_for_retry(tmp_path: Path) -> None:
+    pipeline, backend = _pipeline_with_memory(tmp_path)
+    captured = {}
+    original = pipeline._prepare
+
+    def spy(ctx):  # noqa: ANN001, ANN202
+        run = original(ctx)
+        captured["snapshot"] = run.first_snapshot
+        return run
+
+    pipeline._prepare = spy  # type: ignore[method-assign]
+    pipeline.interact(ask("hi"))
+    snap = captured["snapshot"]
+    with pytest.raises(ValidationError):
+        snap.attempt = 5  # type: ignore[misc]
+    retry = snap.for_retry(ConstraintSet(), "fix it")
+    assert (retry.attempt, retry.repair, snap.attempt) == (2, "fix it", 1)
+    assert retry.snapshot_hash() != snap.snapshot_hash()
+    assert snap.snapshot_hash() == snap.model_copy().snapshot_hash()
+    last = retry.for_retry(ConstraintSet())
+    assert retry.can_retry and not last.can_retry
+    assert "### Correction\nfix it" in assemble_prompt(retry).full
