@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 from typing import Iterable
 
 from pydantic import Field
@@ -36,6 +37,7 @@ STOPWORDS = frozenset(
 )
 
 
+@lru_cache(maxsize=8192)
 def keywords(text: str) -> frozenset[str]:
     """Lower-case content words of `text` (accents folded, stopwords and 1-2 letter words out)."""
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()

@@ -85,10 +85,49 @@ class Durability(str, Enum):
     NORMAL = "NORMAL"
 
 
+def _entry_key(kind: MemoryKind, entry: object) -> str:
+    if kind is MemoryKind.CANONICAL:
+        return entry.fact.id  # type: ignore[attr-defined]
+    if kind is MemoryKind.WORLD_STATE:
+        return entry.key  # type: ignore[attr-defined]
+    return entry.id  # type: ignore[attr-defined]
+
+
+def _scope_entries(scope: ScopeMemory) -> Iterable[tuple[MemoryKind, object]]:
+    for kind, entries in (
+        (MemoryKind.CANONICAL, scope.canonical),
+        (MemoryKind.WORLD_STATE, scope.world_state),
+        (MemoryKind.EPISODIC, scope.episodic),
+        (MemoryKind.BELIEF, scope.beliefs),
+    ):
+        for entry in entries:
+            yield kind, entry
+
+
+def _combine_entry_digests(digests: Iterable[tuple[str, str, str]]) -> str:
+    # One line per entry; kinds, ids and keys cannot contain tabs or newlines, so this text is
+    # an unambiguous canonical form.
+    return sha256_hex("\n".join(sorted(f"{kind}\t{key}\t{digest}" for kind, key, digest in digests)))
+
+
+def scope_hash(scope: ScopeMemory) -> str:
+    """sha256 over one scope's entries: each entry's canonical serialization is hashed, and the
+    sorted (kind, id, entry hash) triples are hashed again. Incremental by design: the store
+    re-hashes only the entries a batch wrote."""
+    return _combine_entry_digests(
+        (kind.value, _entry_key(kind, entry), sha256_hex(canonical_json(entry))) for kind, entry in _scope_entries(scope)
+    )
+
+
+def combine_scope_hashes(hashes: Iterable[tuple[str, str]]) -> str:
+    """The memory hash of several scopes from their (name, scope hash) pairs."""
+    return sha256_hex("\n".join(sorted(f"{name}\t{digest}" for name, digest in hashes)))
+
+
 def memory_hash(scopes: Iterable[ScopeMemory]) -> str:
-    """sha256 over the canonical serialization of the given scopes, ordered by scope name."""
-    ordered = sorted(scopes, key=lambda s: s.scope)
-    return content_hash([s.model_dump(mode="json") for s in ordered])
+    """sha256 over the scopes' canonical serializations, ordered by scope name; equal on every
+    machine and in every process for equal memory."""
+    return combine_scope_hashes((s.scope, scope_hash(s)) for s in scopes)
 
 
 class MemoryStore:
@@ -155,6 +194,14 @@ class MemoryStore:
         except KeyError:
             raise UnknownScopeError(f"no NPC {npc_id!r} is registered") from None
 
+    def profile_hash(self, npc_id: str) -> str:
+        """Content hash of the registered profile (changes when the designer changes it)."""
+        self.profile(npc_id)
+        digest = self._profile_hashes.get(npc_id)
+        if digest is None:
+            digest = self._profile_hashes[npc_id] = content_hash(self._profiles[npc_id])
+        return digest
+
     def world(self) -> WorldDefinition | None:
         return self._world
 
@@ -164,8 +211,18 @@ class MemoryStore:
         return self._interactions.get(npc_id, 0)
 
     def memory_hash(self, scopes: Iterable[str] | None = None) -> str:
+        """The memory hash of the given scopes (default: all of them)."""
         names = sorted(self._scopes) if scopes is None else sorted(set(scopes))
-        return memory_hash(self.scope(name) for name in names)
+        return combine_scope_hashes((name, self._scope_hash(name)) for name in names)
+
+    def _scope_hash(self, name: str) -> str:
+        self.scope(name)
+        digest = self._scope_hashes.get(name)
+        if digest is None:
+            entries = self._entry_digests.get(name, {})
+            digest = _combine_entry_digests((kind, key, d) for (kind, key), d in entries.items())
+            self._scope_hashes[name] = digest
+        return digest
 
     @property
     def counters(self) -> dict[str, int]:
@@ -215,6 +272,7 @@ class MemoryStore:
                 plan = _with_scope(plan, ScopeMemory(scope=profile.id))
             self._commit(plan, definitions={profile.id: profile.model_dump_json()})
             self._profiles[profile.id] = profile
+            self._profile_hashes.pop(profile.id, None)
             return _result(plan)
 
     def load_world(self, world: WorldDefinition) -> BatchResult:
@@ -340,7 +398,14 @@ class MemoryStore:
     def _load_cache(self) -> None:
         db = self.db
         self._scopes = self._read_scopes(db)
+        # Per-entry digests of the stored canonical JSON, so a scope's hash after a batch costs
+        # only the entries the batch wrote.
+        self._entry_digests: dict[str, dict[tuple[str, str], str]] = {name: {} for name in self._scopes}
+        for scope, kind, entry_id, data in db.execute("SELECT scope, kind, id, data FROM entries"):
+            self._entry_digests[scope][(kind, entry_id)] = sha256_hex(data)
+        self._scope_hashes: dict[str, str] = {}
         self._profiles: dict[str, NpcProfile] = {}
+        self._profile_hashes: dict[str, str] = {}
         self._world: WorldDefinition | None = None
         self._interactions: dict[str, int] = {}
         for scope, definition, interactions in db.execute("SELECT scope, definition, interactions FROM scopes"):
@@ -399,6 +464,15 @@ class MemoryStore:
                 )
         # Only after the commit succeeded does anyone see the new state.
         self._scopes = {**self._scopes, **plan.scopes}
+        for change in plan.changes:
+            digests = self._entry_digests.setdefault(change.scope, {})
+            if change.action == "upsert":
+                digests[(change.kind.value, change.entry_id)] = sha256_hex(change.data)
+            else:
+                digests.pop((change.kind.value, change.entry_id), None)
+        for name in plan.scopes:
+            self._entry_digests.setdefault(name, {})
+            self._scope_hashes.pop(name, None)
         self._next_seq = plan.next_seq
         if complete_interaction is not None:
             self._interactions[complete_interaction] = self._interactions.get(complete_interaction, 0) + 1

@@ -8,7 +8,7 @@ memory everywhere.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Mapping, Sequence
 
 from loreguard.memory.authority import check_write
@@ -59,31 +59,54 @@ class BatchPlan:
         return not self.refusals
 
 
-@dataclass
 class _Scratch:
-    scope: ScopeMemory
-    canonical: dict[str, StoredCanonicalFact] = field(default_factory=dict)
-    world_state: dict[str, WorldStateEntry] = field(default_factory=dict)
-    episodic: dict[str, EpisodicEntry] = field(default_factory=dict)
-    beliefs: dict[str, Belief] = field(default_factory=dict)
+    """A scope being changed. Each kind's entries become a dict only when a write touches that
+    kind; untouched kinds keep their original tuple."""
 
-    @classmethod
-    def of(cls, scope: ScopeMemory) -> _Scratch:
-        return cls(
-            scope=scope,
-            canonical={item.fact.id: item for item in scope.canonical},
-            world_state={item.key: item for item in scope.world_state},
-            episodic={item.id: item for item in scope.episodic},
-            beliefs={item.id: item for item in scope.beliefs},
-        )
+    def __init__(self, scope: ScopeMemory) -> None:
+        self.scope = scope
+        self._canonical: dict[str, StoredCanonicalFact] | None = None
+        self._world_state: dict[str, WorldStateEntry] | None = None
+        self._episodic: dict[str, EpisodicEntry] | None = None
+        self._beliefs: dict[str, Belief] | None = None
+
+    @property
+    def canonical(self) -> dict[str, StoredCanonicalFact]:
+        if self._canonical is None:
+            self._canonical = {item.fact.id: item for item in self.scope.canonical}
+        return self._canonical
+
+    @property
+    def world_state(self) -> dict[str, WorldStateEntry]:
+        if self._world_state is None:
+            self._world_state = {item.key: item for item in self.scope.world_state}
+        return self._world_state
+
+    @property
+    def episodic(self) -> dict[str, EpisodicEntry]:
+        if self._episodic is None:
+            self._episodic = {item.id: item for item in self.scope.episodic}
+        return self._episodic
+
+    @property
+    def beliefs(self) -> dict[str, Belief]:
+        if self._beliefs is None:
+            self._beliefs = {item.id: item for item in self.scope.beliefs}
+        return self._beliefs
+
+    def canonical_ids(self) -> set[str] | dict[str, StoredCanonicalFact]:
+        return self._canonical if self._canonical is not None else {item.fact.id for item in self.scope.canonical}
 
     def freeze(self) -> ScopeMemory:
-        return ScopeMemory(
-            scope=self.scope.scope,
-            canonical=tuple(self.canonical[k] for k in sorted(self.canonical)),
-            world_state=tuple(self.world_state[k] for k in sorted(self.world_state)),
-            episodic=tuple(sorted(self.episodic.values(), key=lambda e: e.seq)),
-            beliefs=tuple(self.beliefs[k] for k in sorted(self.beliefs)),
+        s = self.scope
+        return ScopeMemory.model_construct(
+            scope=s.scope,
+            canonical=s.canonical if self._canonical is None else tuple(self._canonical[k] for k in sorted(self._canonical)),
+            world_state=s.world_state
+            if self._world_state is None
+            else tuple(self._world_state[k] for k in sorted(self._world_state)),
+            episodic=s.episodic if self._episodic is None else tuple(sorted(self._episodic.values(), key=lambda e: e.seq)),
+            beliefs=s.beliefs if self._beliefs is None else tuple(self._beliefs[k] for k in sorted(self._beliefs)),
         )
 
 
@@ -121,7 +144,7 @@ def plan_batch(
             continue
         work = scratch.get(op.scope)
         if work is None:
-            work = scratch[op.scope] = _Scratch.of(state[op.scope])
+            work = scratch[op.scope] = _Scratch(state[op.scope])
 
         if isinstance(op, AddCanonicalFact):
             existing = work.canonical.get(op.fact.id)
@@ -152,7 +175,7 @@ def plan_batch(
             changes.append(_upsert(op.scope, MemoryKind.EPISODIC, episode.id, seq, episode))
             changes.extend(_prune_episodic(work, op.at_interaction, policy))
         elif isinstance(op, UpsertBelief):
-            if op.belief_id in work.canonical:
+            if op.belief_id in work.canonical_ids():
                 refuse(index, write, RefusalCode.CANONICAL_IMMUTABLE, f"{op.belief_id!r} is a canonical fact")
                 continue
             belief = Belief(

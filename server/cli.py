@@ -17,6 +17,18 @@ def _schemas_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from loreguard.server import bench
+
+    if args.suite == "governance":
+        figures = bench.bench_governance(interactions=args.interactions)
+    else:  # argparse restricts the choices
+        raise AssertionError(args.suite)
+    for name, value in figures.items():
+        print(f"{name}: {value}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loreguard", description="Governed LLM dialogue for game NPCs.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -26,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     export = schemas_commands.add_parser("export", help="write JSON Schema for every wire message")
     export.add_argument("directory", help="output folder, e.g. schemas/json")
     export.set_defaults(handler=_schemas_export)
+
+    bench = commands.add_parser("bench", help="benchmarks; print `name: value` lines")
+    bench.add_argument("suite", choices=["governance"])
+    bench.add_argument("--interactions", type=int, default=400)
+    bench.set_defaults(handler=_bench)
     return parser
 
 

@@ -23,6 +23,7 @@ from loreguard.schemas import (
     Authority,
     CanonicalFact,
     MemoryWrite,
+    RemoveEntry,
     SetWorldState,
     UpsertBelief,
 )
@@ -208,3 +209,17 @@ def test_killed_writer_keeps_every_acknowledged_batch(tmp_path: Path) -> None:
         assert set(acknowledged) <= set(parts), "an acknowledged batch was lost"
         assert memory.state_value("last") == max(parts)
         assert sorted(parts) == list(range(len(parts)))
+
+
+def test_incremental_hash_equals_hash_from_scratch(store: MemoryStore, store_path: Path) -> None:
+    from loreguard.memory import memory_hash
+
+    for n in range(6):
+        store.apply(_some_writes(n))
+    removed = store.apply([MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=RemoveEntry(scope="guard", kind="belief", entry_id="b2"))])
+    assert removed.committed
+    scratch = memory_hash(store.scope(name) for name in ("guard", WORLD_SCOPE))
+    assert store.memory_hash() == scratch
+    store.close()
+    with MemoryStore(store_path) as reopened:
+        assert reopened.memory_hash() == scratch

@@ -63,7 +63,7 @@ def _snapshot(profile=None, state=None):  # noqa: ANN001, ANN202
 
     npc = ScopeMemory(scope="guard", canonical=tuple(StoredCanonicalFact(fact=f, seq=i) for i, f in enumerate(profile.canonical_facts)))
     return build_snapshot(
-        context=ctx, interaction_index=0, seed=0, profile=profile, world=rich_world(), npc_memory=npc,
+        context=ctx, interaction_index=0, seed=0, profile=profile, profile_hash="p", memory_hash="m", world=rich_world(), npc_memory=npc,
         world_memory=ScopeMemory(scope=WORLD_SCOPE), contract=contract_for(ctx), constraints=constraints,
         derived={}, max_attempts=3, decay=0.97,
     )

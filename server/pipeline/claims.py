@@ -16,6 +16,7 @@ per claim to fit their facts; the semantic judge gate covers paraphrase when ena
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterable
 
 from loreguard.schemas.base import FrozenModel
@@ -69,10 +70,17 @@ def _strip_negation(rest: list[str]) -> tuple[bool, list[str]]:
     return False, rest
 
 
+@lru_cache(maxsize=4096)
+def _compiled(claim: Claim) -> tuple[tuple[list[str], ...], tuple[list[str], ...], tuple[list[str], ...]]:
+    """Subjects, values and cues of a claim as word lists; cues longest first."""
+    subjects = tuple(words(s).split() for s in (claim.subject, *claim.subject_aliases))
+    values = tuple(words(v).split() for v in (claim.value, *claim.value_aliases))
+    cues = tuple(sorted((words(c).split() for c in claim_cues(claim)), key=len, reverse=True))
+    return subjects, values, cues
+
+
 def _check_clause(tokens: list[str], fact: CanonicalFact, claim: Claim) -> Contradiction | None:
-    subjects = [words(s).split() for s in (claim.subject, *claim.subject_aliases)]
-    values = [words(v).split() for v in (claim.value, *claim.value_aliases)]
-    cues = sorted((words(c).split() for c in claim_cues(claim)), key=len, reverse=True)
+    subjects, values, cues = _compiled(claim)
     for subject in subjects:
         for i in range(len(tokens) - len(subject) + 1):
             if tokens[i : i + len(subject)] != subject:

@@ -6,6 +6,7 @@ order (severity, then type, then priority, then rule id).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Iterable, Mapping
 
 from loreguard.memory.hashing import content_hash
@@ -61,7 +62,7 @@ class ConstraintSet(FrozenModel):
         return tuple(c.rule_id for c in self.constraints)
 
     def hash(self) -> str:
-        return content_hash(self)
+        return _constraint_set_hash(self)
 
     def to_prompt_injection(self) -> str:
         """The rules as prompt lines: prohibitions, then requirements, then permissions."""
@@ -71,6 +72,12 @@ class ConstraintSet(FrozenModel):
             emphasis = "IMPORTANT: " if c.escalation > 0 or c.severity is Severity.CRITICAL else ""
             lines.append(f"- {emphasis}{verb}: {c.text}")
         return "\n".join(lines)
+
+
+@lru_cache(maxsize=1024)
+def _constraint_set_hash(constraints: ConstraintSet) -> str:
+    # Memoised: the same rules produce equal sets interaction after interaction.
+    return content_hash(constraints)
 
 
 class RuleEvaluation(FrozenModel):

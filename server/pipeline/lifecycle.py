@@ -197,6 +197,8 @@ class GovernancePipeline:
             interaction_index=taken.interaction_index,
             seed=taken.seed,
             profile=profile,
+            profile_hash=store.profile_hash(ctx.npc_id),
+            memory_hash=hash_before,
             world=world,
             npc_memory=npc_memory,
             world_memory=world_memory,

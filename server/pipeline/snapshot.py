@@ -38,6 +38,8 @@ class StateSnapshot(FrozenModel):
     persona: str
     world_lore: str
     profile_hash: str
+    #: Memory hash of the NPC and world scopes this snapshot was taken from.
+    memory_hash: str
     interaction_index: int
     seed: int
     attempt: int = 1
@@ -76,7 +78,28 @@ class StateSnapshot(FrozenModel):
         )
 
     def snapshot_hash(self) -> str:
-        return content_hash(self)
+        """Content hash of everything the snapshot was made from. Memory and profile enter by
+        their own hashes (which cover every entry and field), so only the selection made from
+        them is serialized here."""
+        return content_hash(
+            {
+                "memory": self.memory_hash,
+                "profile": self.profile_hash,
+                "constraints": self.constraints.hash(),
+                "world_lore": self.world_lore,
+                "context": self.context.model_dump(mode="json"),
+                "contract": self.contract.model_dump(mode="json"),
+                "interaction_index": self.interaction_index,
+                "seed": self.seed,
+                "attempt": [self.attempt, self.max_attempts],
+                "world_state": [[k, v] for k, v in self.world_state],
+                "derived_keys": list(self.derived_keys),
+                "episodic": [[e.entry.id, e.score] for e in self.episodic],
+                "beliefs": [[b.belief.id, b.score] for b in self.beliefs],
+                "exchanges": [e.id for e in self.exchanges],
+                "repair": self.repair,
+            }
+        )
 
     def canonical_ids(self) -> frozenset[str]:
         return frozenset(fact.id for fact in self.canonical)
@@ -99,6 +122,8 @@ def build_snapshot(
     interaction_index: int,
     seed: int,
     profile: NpcProfile,
+    profile_hash: str,
+    memory_hash: str,
     world: WorldDefinition | None,
     npc_memory: ScopeMemory,
     world_memory: ScopeMemory,
@@ -131,7 +156,8 @@ def build_snapshot(
         npc_name=profile.name,
         persona=profile.persona,
         world_lore=world.lore if world else "",
-        profile_hash=content_hash(profile),
+        profile_hash=profile_hash,
+        memory_hash=memory_hash,
         interaction_index=interaction_index,
         seed=seed,
         max_attempts=max_attempts,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _NON_ALPHA = re.compile(r"[^a-z]+")
@@ -19,15 +20,21 @@ MIN_SQUASHED_MARKER = 6
 
 def fold(text: str) -> str:
     """Lower case, accents removed, compatibility forms unified (full-width letters, ligatures)."""
+    if text.isascii():
+        return text.lower()
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).lower()
 
 
+# Pure functions of their argument, called for the same rule phrases, claims and memories on
+# every interaction: memoised.
+@lru_cache(maxsize=8192)
 def words(text: str) -> str:
     """Folded text as single-space-separated words, for whole-phrase matching."""
     return _NON_ALNUM.sub(" ", fold(text)).strip()
 
 
+@lru_cache(maxsize=8192)
 def squashed(text: str) -> str:
     """Folded, de-obfuscated letters only: 's-i-l-v-3-r  m00n' -> 'silvermoon'."""
     return _NON_ALPHA.sub("", fold(text).translate(_LEET))
