@@ -29,6 +29,12 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from loreguard.server.demo.run import run_demo
+
+    return run_demo(Path(args.data) if args.data else None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loreguard", description="Governed LLM dialogue for game NPCs.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -38,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     export = schemas_commands.add_parser("export", help="write JSON Schema for every wire message")
     export.add_argument("directory", help="output folder, e.g. schemas/json")
     export.set_defaults(handler=_schemas_export)
+
+    demo = commands.add_parser("demo", help="run the demo conversation through the governance pipeline")
+    demo.add_argument("--data", help="keep memory in this folder (default: a temporary one)")
+    demo.set_defaults(handler=_demo)
 
     bench = commands.add_parser("bench", help="benchmarks; print `name: value` lines")
     bench.add_argument("suite", choices=["governance"])

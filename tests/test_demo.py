@@ -1,0 +1,43 @@
+"""The terminal demo runs end to end on real memory and shows each governance behaviour."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from loreguard.memory import MemoryStore
+from loreguard.server.cli import main
+from loreguard.server.demo import demo_npcs, demo_world
+from loreguard.server.demo.run import run_demo
+
+
+def test_demo_data_is_valid() -> None:
+    world = demo_world()
+    npcs = demo_npcs()
+    assert world.id == "eldmoor" and [n.id for n in npcs] == ["guard", "merchant"]
+    assert all(n.secrets and n.allowed_intents and n.rules for n in npcs)
+
+
+def test_demo_conversation(tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert run_demo(tmp_path, out) == 0
+    text = out.getvalue()
+    table = text[text.index("#  npc") :].splitlines()[2:8]
+    cells = [row.split() for row in table]
+    assert [c[1] for c in cells] == ["guard", "guard", "guard", "merchant", "merchant", "guard"]
+    assert [c[4] for c in cells] == ["n", "n", "y", "n", "n", "n"]  # one fallback: the secret
+    assert cells[1][2] == "2" and cells[4][2] == "2"  # the retried turns
+    assert "give_item(count=1,item=lantern)" in text
+    assert "silver moon" not in text.lower() and "s-i-l-v-e-r" not in text.lower()
+    with MemoryStore(tmp_path / "memory.sqlite") as store:
+        assert store.interactions("guard") == 4 and store.interactions("merchant") == 2
+        assert any("lantern" in e.text for e in store.scope("merchant").episodic)
+
+
+def test_cli_demo_and_bench(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    assert main(["demo", "--data", str(tmp_path)]) == 0
+    assert "fallback" in capsys.readouterr().out
+    assert main(["bench", "governance", "--interactions", "20"]) == 0
+    lines = dict(line.split(": ") for line in capsys.readouterr().out.strip().splitlines())
+    assert set(lines) >= {"governance_p50_us", "governance_p99_us", "interactions"}
+    assert lines["interactions"] == "20" and float(lines["governance_p50_us"]) > 0
