@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable
 
 from pydantic import Field
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from loreguard.memory.errors import (
     SchemaVersionError,

@@ -8,8 +8,9 @@ memory everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Mapping, Sequence
+from typing import Literal
 
 from loreguard.memory.authority import check_write
 from loreguard.memory.hashing import canonical_json

@@ -25,8 +25,8 @@ from loreguard.schemas.memory import (
     WriteRefusal,
 )
 from loreguard.schemas.npc import (
-    FewShotExample,
     Fallbacks,
+    FewShotExample,
     IntentParam,
     IntentSpec,
     NpcProfile,
@@ -37,8 +37,8 @@ from loreguard.schemas.npc import (
 )
 from loreguard.schemas.output import (
     AppendEpisodicMutation,
-    Emotion,
     EmitWorldIntentMutation,
+    Emotion,
     ParsedOutput,
     ProposedMutation,
     TransformBeliefMutation,

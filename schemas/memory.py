@@ -9,7 +9,7 @@ episodic memory and beliefs (ValidatedOutput and above). A model's raw suggestio
 from __future__ import annotations
 
 from enum import Enum, IntEnum
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
@@ -165,7 +165,7 @@ class ReplaceCanonicalFact(FrozenModel):
 
 
 WriteOp = Annotated[
-    Union[AddCanonicalFact, SetWorldState, AppendEpisodic, UpsertBelief, RemoveEntry, ReplaceCanonicalFact],
+    AddCanonicalFact | SetWorldState | AppendEpisodic | UpsertBelief | RemoveEntry | ReplaceCanonicalFact,
     Field(discriminator="op"),
 ]
 

@@ -7,7 +7,7 @@ schema-constrained decoding finite.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
@@ -61,7 +61,7 @@ class EmitWorldIntentMutation(FrozenModel):
 
 
 ProposedMutation = Annotated[
-    Union[AppendEpisodicMutation, TransformBeliefMutation, TransformRelationshipMutation, EmitWorldIntentMutation],
+    AppendEpisodicMutation | TransformBeliefMutation | TransformRelationshipMutation | EmitWorldIntentMutation,
     Field(discriminator="kind"),
 ]
 

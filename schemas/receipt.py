@@ -11,7 +11,6 @@ from enum import Enum
 from pydantic import Field
 
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar
-from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.output import Emotion, ProposedMutation, WorldIntent
 from loreguard.schemas.rules import Severity
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from factories import eldmoor_world, guard_profile
+
 from loreguard.memory import MemoryStore
 
 

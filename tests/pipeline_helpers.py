@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from factories import rich_guard_profile, rich_world
+
 from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionContext, NpcProfile, WorldDefinition
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig

@@ -12,11 +12,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from factories import rich_guard_profile, rich_world, say
+from pipeline_helpers import ask, make_pipeline
+
 from loreguard.memory.hashing import sha256_hex
 from loreguard.schemas import AppendEpisodic, Authority, MemoryWrite, NpcProfile, UpsertBelief, WorldDefinition
-from pipeline_helpers import ask, make_pipeline
 
 TESTS = Path(__file__).parent
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from factories import guard_profile
+
 from loreguard.memory import MemoryStore
 from loreguard.schemas import (
     AddCanonicalFact,

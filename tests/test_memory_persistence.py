@@ -12,8 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from factories import eldmoor_world, guard_profile
+
 from loreguard.memory import MemoryStore, SchemaVersionError, SlotNotFoundError
 from loreguard.memory.store import MemoryStore as StoreClass
 from loreguard.schemas import (

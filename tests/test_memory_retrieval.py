@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 from factories import guard_profile
+
 from loreguard.memory import MemoryPolicy, MemoryStore, RetrievalQuery, retrieve_beliefs, retrieve_episodic
 from loreguard.schemas import AppendEpisodic, Authority, MemoryWrite, UpsertBelief
 

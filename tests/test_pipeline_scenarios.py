@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from factories import say
-from loreguard.schemas import InteractionOutcome, WORLD_SCOPE
+from pipeline_helpers import ask, make_pipeline
+
+from loreguard.schemas import WORLD_SCOPE, InteractionOutcome
 from loreguard.schemas.memory import AddCanonicalFact, Authority, MemoryWrite, SetWorldState
 from loreguard.server.pipeline import UnknownNpcError
-from pipeline_helpers import ask, make_pipeline
 
 
 def test_valid_output_applies_mutations(tmp_path: Path) -> None:

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from factories import guard_profile
 from pydantic import ValidationError
 
-from factories import guard_profile
 from loreguard.memory import MemoryStore
 from loreguard.schemas import (
     MESSAGES,

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from loreguard.schemas import InteractionContext
-from loreguard.server.pipeline.contract import ContextContract, Section, TaskType, Verdict, check_sufficiency, classify, contract_for
+from loreguard.server.pipeline.contract import (
+    ContextContract,
+    Section,
+    TaskType,
+    Verdict,
+    check_sufficiency,
+    classify,
+    contract_for,
+)
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from factories import rich_guard_profile
+
 from loreguard.memory import MemoryStore
 from loreguard.schemas import BehaviourStats, ExpectancyRule, InteractionContext
 from loreguard.server.pipeline.expectancy import behaviour_active, behaviour_confidence, evaluate_rules

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from factories import rich_guard_profile, rich_world, say
-from loreguard.schemas import CanonicalFact, Claim, GateName, InteractionContext, ScopeMemory, WORLD_SCOPE
+
+from loreguard.schemas import WORLD_SCOPE, CanonicalFact, Claim, GateName, InteractionContext, ScopeMemory
 from loreguard.server.pipeline.claims import find_contradictions
 from loreguard.server.pipeline.contract import contract_for
 from loreguard.server.pipeline.expectancy import evaluate_rules

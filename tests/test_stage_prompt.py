@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from factories import rich_guard_profile, say
+from pipeline_helpers import ask, make_pipeline
 from pydantic import ValidationError
 
-from factories import rich_guard_profile, say
 from loreguard.schemas import AppendEpisodic, Authority, MemoryWrite, UpsertBelief
 from loreguard.server.pipeline import PipelineConfig
 from loreguard.server.pipeline.expectancy import ConstraintSet
 from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt
-from pipeline_helpers import ask, make_pipeline
 
 
 def _pipeline_with_memory(tmp_path: Path, **profile_overrides: object):  # noqa: ANN202

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from factories import eldmoor_world, guard_profile, rich_guard_profile, say
+from pipeline_helpers import ask, make_pipeline
+
 from loreguard.schemas import Constraint, GateFailure, GateName, RuleChecks, RuleType, Severity, TriggerReason
 from loreguard.server.pipeline import PipelineConfig
 from loreguard.server.pipeline.expectancy import ConstraintSet
@@ -12,7 +14,6 @@ from loreguard.server.pipeline.fallback import choose_fallback
 from loreguard.server.pipeline.gate import GateConfig
 from loreguard.server.pipeline.inference import ScriptedBackend
 from loreguard.server.pipeline.retry import EscalationMode, escalate, repair_message
-from pipeline_helpers import ask, make_pipeline
 
 BASE = ConstraintSet.of(
     [

@@ -16,8 +16,8 @@ per claim to fit their facts; the semantic judge gate covers paraphrase when ena
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable
 
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import CanonicalFact, Claim

@@ -8,8 +8,8 @@ contract gates the dynamic sections.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
-from typing import Mapping
 
 from loreguard.memory.retrieval import keywords
 from loreguard.schemas.base import FrozenModel, JsonScalar

@@ -6,8 +6,8 @@ order (severity, then type, then priority, then rule id).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Iterable, Mapping
 
 from loreguard.memory.hashing import content_hash
 from loreguard.schemas.base import FrozenModel, JsonScalar

@@ -15,7 +15,7 @@ pure function of (model text, snapshot, config).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from pydantic import ValidationError
 
@@ -75,9 +75,9 @@ class GateResult(FrozenModel):
 Judge = Callable[[ParsedOutput, StateSnapshot], list[GateFailure]]
 
 
-def run_gate(raw: str, snapshot: StateSnapshot, config: GateConfig = GateConfig(), judge: Judge | None = None) -> GateResult:
-    parse = parse_output(raw)
-    return validate(parse, raw, snapshot, config, judge)
+def run_gate(raw: str, snapshot: StateSnapshot, config: GateConfig | None = None, judge: Judge | None = None) -> GateResult:
+    """Parse and validate one model output."""
+    return validate(parse_output(raw), raw, snapshot, config or GateConfig(), judge)
 
 
 def validate(

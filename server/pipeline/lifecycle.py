@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from loreguard.memory.errors import UnknownScopeError
+from loreguard.memory.hashing import sha256_hex
 from loreguard.memory.store import MemoryStore
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import WORLD_SCOPE, UpsertBelief
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
-from loreguard.schemas.rules import Severity
 from loreguard.schemas.output import Emotion, ParsedOutput
 from loreguard.schemas.receipt import (
     AttemptRecord,
@@ -32,7 +32,7 @@ from loreguard.schemas.receipt import (
     PhaseTiming,
     Receipt,
 )
-from loreguard.memory.hashing import sha256_hex
+from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.contract import Sufficiency, Verdict, check_sufficiency, contract_for
 from loreguard.server.pipeline.errors import LifecycleHalt, UnknownNpcError
 from loreguard.server.pipeline.expectancy import evaluate_rules

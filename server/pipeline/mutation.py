@@ -7,7 +7,7 @@ by the exchange record. The lifecycle commits them with the interaction count in
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from loreguard.memory.hashing import canonical_json
 from loreguard.schemas.memory import AppendEpisodic, Authority, MemoryWrite, ScopeMemory, UpsertBelief

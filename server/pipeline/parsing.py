@@ -9,7 +9,8 @@ which path parsed it; schema validation is the gate's job.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.receipt import ParsePath

@@ -10,8 +10,8 @@ Escalation modes:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import Enum
-from typing import Iterable
 
 from pydantic import Field
 

@@ -7,7 +7,7 @@ sees the same memory.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from loreguard.memory.hashing import content_hash
 from loreguard.memory.retrieval import RetrievalQuery, retrieve_beliefs, retrieve_episodic

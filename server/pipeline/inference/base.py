@@ -62,5 +62,5 @@ class InferenceBackend(ABC):
     def fingerprint(self) -> ModelFingerprint:
         """What model this is, for audit records and replay checks."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook, not an abstract method
         """Release the model. Backends without resources need not override this."""

@@ -4,7 +4,7 @@ governance plane, with no model in the loop."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from loreguard.memory.hashing import sha256_hex
 from loreguard.schemas.receipt import ModelFingerprint
