@@ -27,24 +27,35 @@ class ParseResult(FrozenModel):
 MAX_STARTS = 32
 
 
+def _scan(text: str, start: int = 0) -> Iterator[tuple[int, str, bool]]:
+    """(index, character, inside a JSON string literal) for text[start:]; quotes count as
+    inside, escapes are honoured."""
+    in_string = escaped = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            yield i, ch, True
+        else:
+            in_string = ch == '"'
+            yield i, ch, in_string
+
+
 def _balanced_objects(text: str) -> Iterator[str]:
-    """Balanced {...} spans in `text`, from left to right, honouring strings and escapes."""
+    """Balanced {...} spans in `text`, from left to right, braces inside strings ignored."""
     start, starts = text.find("{"), 0
     while start != -1 and starts < MAX_STARTS:
         starts += 1
-        depth, in_string, escaped = 0, False, False
-        for i in range(start, len(text)):
-            ch = text[i]
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
-                elif ch == '"':
-                    in_string = False
-            elif ch == '"':
-                in_string = True
-            elif ch == "{":
+        depth = 0
+        for i, ch, inside in _scan(text, start):
+            if inside:
+                continue
+            if ch == "{":
                 depth += 1
             elif ch == "}":
                 depth -= 1
@@ -54,23 +65,14 @@ def _balanced_objects(text: str) -> Iterator[str]:
         start = text.find("{", start + 1)
 
 
+_CONTROL_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def _escape_controls_in_strings(text: str) -> str:
-    out, in_string, escaped = [], False, False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-            elif ch < " ":
-                out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch, f"\\u{ord(ch):04x}"))
-                continue
-        elif ch == '"':
-            in_string = True
-        out.append(ch)
-    return "".join(out)
+    return "".join(
+        (_CONTROL_ESCAPES.get(ch) or f"\\u{ord(ch):04x}") if inside and ch < " " else ch
+        for _, ch, inside in _scan(text)
+    )
 
 
 def _loads_object(text: str) -> dict[str, Any] | None:
