@@ -61,7 +61,7 @@ class ErrorEnvelope(FrozenModel):
 
 
 class Empty(FrozenModel):
-    pass
+    """A body with no fields (e.g. `stats`)."""
 
 
 class HelloRequest(FrozenModel):

@@ -28,6 +28,8 @@ class SemanticJudge:
     def __init__(self, backend: InferenceBackend | None, *, max_tokens: int = 64) -> None:
         self.backend = backend
         self.max_tokens = max_tokens
+        #: How often the judge model failed and the keyword check stood in.
+        self.model_failures = 0
 
     def judge(self, output: ParsedOutput, snapshot: StateSnapshot) -> tuple[list[GateFailure], str]:
         """Failures, and which judge produced them: "model" or "keywords"."""
@@ -38,7 +40,7 @@ class SemanticJudge:
             try:
                 return self._model_judge(output, snapshot), "model"
             except (BackendError, ValueError):
-                pass
+                self.model_failures += 1
         return keyword_judge(output, snapshot), "keywords"
 
     def _model_judge(self, output: ParsedOutput, snapshot: StateSnapshot) -> list[GateFailure]:
