@@ -16,6 +16,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
@@ -150,13 +151,9 @@ class MemoryStore:
         self._db.execute(f"PRAGMA synchronous={durability.value}")
         self._migrate()
         self._counters: dict[str, int] = {}
-        self._load_cache()
+        self._install(_read_state(self._db))
 
     # --- lifecycle -----------------------------------------------------------------------
-
-    @classmethod
-    def open(cls, path: str | Path, **kwargs: object) -> MemoryStore:
-        return cls(path, **kwargs)  # type: ignore[arg-type]
 
     def close(self) -> None:
         with self._lock:
@@ -269,7 +266,7 @@ class MemoryStore:
                 self._count_refusals(plan)
                 return BatchResult(committed=False, applied=0, refusals=plan.refusals)
             if is_new and profile.id not in plan.scopes:
-                plan = _with_scope(plan, ScopeMemory(scope=profile.id))
+                plan = replace(plan, scopes={**plan.scopes, profile.id: ScopeMemory(scope=profile.id)})
             self._commit(plan, definitions={profile.id: profile.model_dump_json()})
             self._profiles[profile.id] = profile
             self._profile_hashes.pop(profile.id, None)
@@ -356,10 +353,10 @@ class MemoryStore:
                 db.execute(
                     "UPDATE meta SET value = MAX(value, ?) WHERE key = 'next_seq'", (int(image["next_seq"]),)
                 )
-                scopes = self._read_scopes(db)
-                if memory_hash(scopes.values()) != expected:
+                loaded = _read_state(db)
+                if loaded.memory_hash() != expected:
                     raise SlotCorruptError(f"save slot {slot!r} does not match its memory hash")
-            self._load_cache()
+            self._install(loaded)
             return expected
 
     def slots(self) -> tuple[str, ...]:
@@ -395,51 +392,17 @@ class MemoryStore:
                 version += 1
                 db.execute("UPDATE schema_version SET version = ?", (version,))
 
-    def _load_cache(self) -> None:
-        db = self.db
-        self._scopes = self._read_scopes(db)
-        # Per-entry digests of the stored canonical JSON, so a scope's hash after a batch costs
-        # only the entries the batch wrote.
-        self._entry_digests: dict[str, dict[tuple[str, str], str]] = {name: {} for name in self._scopes}
-        for scope, kind, entry_id, data in db.execute("SELECT scope, kind, id, data FROM entries"):
-            self._entry_digests[scope][(kind, entry_id)] = sha256_hex(data)
+    def _install(self, loaded: _StoredState) -> None:
+        """Make a freshly read database state the store's view."""
+        self._scopes = loaded.scopes
+        self._entry_digests = loaded.entry_digests
         self._scope_hashes: dict[str, str] = {}
-        self._profiles: dict[str, NpcProfile] = {}
+        self._profiles = loaded.profiles
         self._profile_hashes: dict[str, str] = {}
-        self._world: WorldDefinition | None = None
-        self._interactions: dict[str, int] = {}
-        for scope, definition, interactions in db.execute("SELECT scope, definition, interactions FROM scopes"):
-            self._interactions[scope] = interactions
-            if definition is None:
-                continue
-            if scope == WORLD_SCOPE:
-                self._world = WorldDefinition.model_validate_json(definition)
-            else:
-                self._profiles[scope] = NpcProfile.model_validate_json(definition)
-        self._behaviour = {
-            rule_id: BehaviourStats(rule_id=rule_id, positive=pos, negative=neg)
-            for rule_id, pos, neg in db.execute("SELECT rule_id, positive, negative FROM behaviour")
-        }
-        (self._next_seq,) = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
-
-    @staticmethod
-    def _read_scopes(db: sqlite3.Connection) -> dict[str, ScopeMemory]:
-        rows: dict[str, dict[MemoryKind, list]] = {
-            scope: {kind: [] for kind in MemoryKind} for (scope,) in db.execute("SELECT scope FROM scopes")
-        }
-        for scope, kind, data in db.execute("SELECT scope, kind, data FROM entries ORDER BY scope, kind, seq"):
-            kind = MemoryKind(kind)
-            rows[scope][kind].append(_ENTRY_MODELS[kind].model_validate_json(data))
-        return {
-            scope: ScopeMemory(
-                scope=scope,
-                canonical=tuple(sorted(parts[MemoryKind.CANONICAL], key=lambda c: c.fact.id)),
-                world_state=tuple(sorted(parts[MemoryKind.WORLD_STATE], key=lambda w: w.key)),
-                episodic=tuple(sorted(parts[MemoryKind.EPISODIC], key=lambda e: e.seq)),
-                beliefs=tuple(sorted(parts[MemoryKind.BELIEF], key=lambda b: b.id)),
-            )
-            for scope, parts in rows.items()
-        }
+        self._world = loaded.world
+        self._interactions = loaded.interactions
+        self._behaviour = loaded.behaviour
+        self._next_seq = loaded.next_seq
 
     def _commit(
         self,
@@ -514,6 +477,64 @@ class MemoryStore:
         return canonical_json(image).decode("utf-8")
 
 
+@dataclass
+class _StoredState:
+    """Everything the store caches, as read from the database in one pass."""
+
+    scopes: dict[str, ScopeMemory]
+    #: Per-entry digests of the stored canonical JSON, so a scope's hash after a batch costs
+    #: only the entries the batch wrote.
+    entry_digests: dict[str, dict[tuple[str, str], str]]
+    profiles: dict[str, NpcProfile]
+    world: WorldDefinition | None
+    interactions: dict[str, int]
+    behaviour: dict[str, BehaviourStats]
+    next_seq: int
+
+    def memory_hash(self) -> str:
+        return combine_scope_hashes(
+            (name, _combine_entry_digests((kind, key, d) for (kind, key), d in self.entry_digests[name].items()))
+            for name in self.scopes
+        )
+
+
+def _read_state(db: sqlite3.Connection) -> _StoredState:
+    parts: dict[str, dict[MemoryKind, list]] = {}
+    profiles: dict[str, NpcProfile] = {}
+    world: WorldDefinition | None = None
+    interactions: dict[str, int] = {}
+    for scope, definition, count in db.execute("SELECT scope, definition, interactions FROM scopes"):
+        parts[scope] = {kind: [] for kind in MemoryKind}
+        interactions[scope] = count
+        if definition is None:
+            continue
+        if scope == WORLD_SCOPE:
+            world = WorldDefinition.model_validate_json(definition)
+        else:
+            profiles[scope] = NpcProfile.model_validate_json(definition)
+    digests: dict[str, dict[tuple[str, str], str]] = {scope: {} for scope in parts}
+    for scope, kind, entry_id, data in db.execute("SELECT scope, kind, id, data FROM entries"):
+        memory_kind = MemoryKind(kind)
+        parts[scope][memory_kind].append(_ENTRY_MODELS[memory_kind].model_validate_json(data))
+        digests[scope][(kind, entry_id)] = sha256_hex(data)
+    scopes = {
+        scope: ScopeMemory(
+            scope=scope,
+            canonical=tuple(sorted(p[MemoryKind.CANONICAL], key=lambda c: c.fact.id)),
+            world_state=tuple(sorted(p[MemoryKind.WORLD_STATE], key=lambda w: w.key)),
+            episodic=tuple(sorted(p[MemoryKind.EPISODIC], key=lambda e: e.seq)),
+            beliefs=tuple(sorted(p[MemoryKind.BELIEF], key=lambda b: b.id)),
+        )
+        for scope, p in parts.items()
+    }
+    behaviour = {
+        rule_id: BehaviourStats(rule_id=rule_id, positive=pos, negative=neg)
+        for rule_id, pos, neg in db.execute("SELECT rule_id, positive, negative FROM behaviour")
+    }
+    (next_seq,) = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
+    return _StoredState(scopes, digests, profiles, world, interactions, behaviour, next_seq)
+
+
 class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception."""
 
@@ -529,18 +550,6 @@ class _Transaction:
             self.db.execute("COMMIT")
         else:
             self.db.execute("ROLLBACK")
-
-
-def _with_scope(plan: BatchPlan, scope: ScopeMemory) -> BatchPlan:
-    return BatchPlan(
-        scopes={**plan.scopes, scope.scope: scope},
-        changes=plan.changes,
-        refusals=plan.refusals,
-        next_seq=plan.next_seq,
-        applied=plan.applied,
-        first_seq=plan.first_seq,
-        last_seq=plan.last_seq,
-    )
 
 
 def _result(plan: BatchPlan) -> BatchResult:

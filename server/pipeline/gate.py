@@ -96,7 +96,7 @@ def validate(
         return GateResult(parse_path=parse.path, output=output, checks=tuple(checks), failures=tuple(failures), **partition)
 
     # 1. hard limits
-    output = _to_output(parse)
+    output, schema_error = _to_output(parse)
     hard: list[GateFailure] = []
     if len(raw) > config.max_raw_chars:
         hard.append(
@@ -115,9 +115,7 @@ def validate(
     # 2. schema
     schema_failures = []
     if output is None:
-        schema_failures.append(
-            GateFailure(gate=GateName.SCHEMA, reason=_schema_reason(parse), severity=Severity.HARD)
-        )
+        schema_failures.append(GateFailure(gate=GateName.SCHEMA, reason=schema_error, severity=Severity.HARD))
     record(GateName.SCHEMA, schema_failures)
     if output is None:
         return result(None)
@@ -180,30 +178,18 @@ def validate(
     return result(output, approved_mutations=approved, rejected_mutations=rejected, approved_intents=intents)
 
 
-def _to_output(parse: ParseResult) -> ParsedOutput | None:
+def _to_output(parse: ParseResult) -> tuple[ParsedOutput | None, str]:
+    """The parsed JSON as a ParsedOutput (dialogue cleaned), or None and why it does not fit."""
     if parse.data is None:
-        return None
+        return None, parse.error or "no JSON object"
     data = dict(parse.data)
     if isinstance(data.get("dialogue"), str):
         data["dialogue"] = clean_dialogue(data["dialogue"])
     try:
-        return ParsedOutput.model_validate(data)
-    except ValidationError:
-        return None
-
-
-def _schema_reason(parse: ParseResult) -> str:
-    if parse.data is None:
-        return parse.error or "no JSON object"
-    data = dict(parse.data)
-    if isinstance(data.get("dialogue"), str):
-        data["dialogue"] = clean_dialogue(data["dialogue"])
-    try:
-        ParsedOutput.model_validate(data)
+        return ParsedOutput.model_validate(data), ""
     except ValidationError as exc:
         parts = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:3]]
-        return "output does not match the schema: " + "; ".join(parts)
-    return "output does not match the schema"
+        return None, "output does not match the schema: " + "; ".join(parts)
 
 
 def partition_mutations(

@@ -31,17 +31,17 @@ class SemanticJudge:
         #: How often the judge model failed and the keyword check stood in.
         self.model_failures = 0
 
-    def judge(self, output: ParsedOutput, snapshot: StateSnapshot) -> tuple[list[GateFailure], str]:
-        """Failures, and which judge produced them: "model" or "keywords"."""
-        prohibitions = [c for c in snapshot.constraints.constraints if c.type is RuleType.PROHIBITION]
-        if not prohibitions:
-            return [], "none"
+    def judge(self, output: ParsedOutput, snapshot: StateSnapshot) -> list[GateFailure]:
+        """Failures of the reply against the prohibitions; each failure's reason says which
+        judge found it ("judge: ..." or "keyword judge: ...")."""
+        if not any(c.type is RuleType.PROHIBITION for c in snapshot.constraints.constraints):
+            return []
         if self.backend is not None:
             try:
-                return self._model_judge(output, snapshot), "model"
+                return self._model_judge(output, snapshot)
             except (BackendError, ValueError):
                 self.model_failures += 1
-        return keyword_judge(output, snapshot), "keywords"
+        return keyword_judge(output, snapshot)
 
     def _model_judge(self, output: ParsedOutput, snapshot: StateSnapshot) -> list[GateFailure]:
         assert self.backend is not None

@@ -23,7 +23,7 @@ from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import WORLD_SCOPE, UpsertBelief
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
-from loreguard.schemas.output import Emotion, ParsedOutput
+from loreguard.schemas.output import Emotion, ParsedOutput, WorldIntent
 from loreguard.schemas.receipt import (
     AttemptRecord,
     GateFailure,
@@ -107,6 +107,33 @@ class _Run:
             constraints_hash=self.first_snapshot.constraints.hash(),
             timings=tuple(self.timer.phases),
             **fields,
+        )
+
+    def result(
+        self,
+        outcome: InteractionOutcome,
+        dialogue: str,
+        *,
+        memory_hash_after: str,
+        emotion: Emotion = Emotion.NEUTRAL,
+        intents: tuple[WorldIntent, ...] = (),
+        **receipt_fields: object,
+    ) -> InteractionResult:
+        """The reply and its receipt, which share outcome, attempts and fallback flag."""
+        fallback_used = outcome is InteractionOutcome.FALLBACK
+        return InteractionResult(
+            npc_id=self.ctx.npc_id,
+            outcome=outcome,
+            dialogue=dialogue,
+            emotion=emotion,
+            intents=intents,
+            attempts=len(self.attempts),
+            fallback_used=fallback_used,
+            needs=self.sufficiency.missing if outcome is InteractionOutcome.CLARIFY else (),
+            failed_gates=self.failed_gates(),
+            receipt=self.receipt(
+                outcome=outcome, fallback_used=fallback_used, memory_hash_after=memory_hash_after, **receipt_fields
+            ),
         )
 
     def failed_gates(self) -> tuple[str, ...]:
@@ -228,7 +255,7 @@ class GovernancePipeline:
         result (or None), warnings accepted with it, and why a fallback is needed."""
         snapshot = run.first_snapshot
         policy = self.config.retry
-        judge = self._judge if self.config.gate.semantic_judge else None
+        judge = self.judge.judge if self.config.gate.semantic_judge else None
         while True:
             if run.timer.elapsed_ms() > policy.time_budget_ms:
                 return None, (), "time_budget"
@@ -284,10 +311,6 @@ class GovernancePipeline:
                 escalate(snapshot.constraints, gate.failures, policy.escalation), repair_message(gate.failures)
             )
 
-    def _judge(self, output: ParsedOutput, snapshot: StateSnapshot) -> list[GateFailure]:
-        failures, _mode = self.judge.judge(output, snapshot)
-        return failures
-
     # --- endings ---------------------------------------------------------------------------
 
     def _apply(self, run: _Run, gate: GateResult, warnings: tuple[GateFailure, ...]) -> InteractionResult:
@@ -316,24 +339,16 @@ class GovernancePipeline:
         self.counters["mutations_applied"] += len(gate.approved_mutations)
         self.counters["mutations_rejected"] += len(gate.rejected_mutations)
         run.timer.lap("mutation")
-        return InteractionResult(
-            npc_id=run.ctx.npc_id,
-            outcome=InteractionOutcome.VALIDATED,
-            dialogue=output.dialogue,
+        return run.result(
+            InteractionOutcome.VALIDATED,
+            output.dialogue,
             emotion=output.emotion,
             intents=gate.approved_intents,
-            attempts=len(run.attempts),
-            fallback_used=False,
-            failed_gates=run.failed_gates(),
-            receipt=run.receipt(
-                outcome=InteractionOutcome.VALIDATED,
-                fallback_used=False,
-                memory_hash_after=self.store.memory_hash(run.scopes),
-                applied_mutations=gate.approved_mutations,
-                rejected_mutations=gate.rejected_mutations,
-                canonical_override_attempts=overrides,
-                warnings=warnings,
-            ),
+            memory_hash_after=self.store.memory_hash(run.scopes),
+            applied_mutations=gate.approved_mutations,
+            rejected_mutations=gate.rejected_mutations,
+            canonical_override_attempts=overrides,
+            warnings=warnings,
         )
 
     def _fallback(self, run: _Run, reason: str) -> InteractionResult:
@@ -345,37 +360,18 @@ class GovernancePipeline:
         self.counters["fallback"] += 1
         self.counters[f"fallback.{choice.source}"] += 1
         run.timer.lap("fallback")
-        return InteractionResult(
-            npc_id=run.ctx.npc_id,
-            outcome=InteractionOutcome.FALLBACK,
-            dialogue=choice.text,
-            emotion=Emotion.NEUTRAL,
-            attempts=len(run.attempts),
-            fallback_used=True,
-            failed_gates=run.failed_gates(),
-            receipt=run.receipt(
-                outcome=InteractionOutcome.FALLBACK,
-                fallback_used=True,
-                fallback_reason=f"{reason} -> {choice.source}",
-                memory_hash_after=run.hash_before,
-            ),
+        return run.result(
+            InteractionOutcome.FALLBACK,
+            choice.text,
+            memory_hash_after=run.hash_before,
+            fallback_reason=f"{reason} -> {choice.source}",
         )
 
     def _clarify(self, run: _Run) -> InteractionResult:
         self._check_unchanged(run, "clarify")
         self.counters["clarify"] += 1
         run.timer.lap("clarify")
-        return InteractionResult(
-            npc_id=run.ctx.npc_id,
-            outcome=InteractionOutcome.CLARIFY,
-            dialogue="",
-            attempts=0,
-            fallback_used=False,
-            needs=run.sufficiency.missing,
-            receipt=run.receipt(
-                outcome=InteractionOutcome.CLARIFY, fallback_used=False, memory_hash_after=run.hash_before
-            ),
-        )
+        return run.result(InteractionOutcome.CLARIFY, "", memory_hash_after=run.hash_before)
 
     def _check_unchanged(self, run: _Run, phase: str) -> None:
         if self.store.memory_hash(run.scopes) != run.hash_before:

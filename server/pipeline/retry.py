@@ -58,14 +58,14 @@ def escalate(constraints: ConstraintSet, failures: Iterable[GateFailure], mode: 
     if mode in (EscalationMode.ADD_SPECIFIC_PROHIBITION, EscalationMode.FULL):
         for f in failures:
             if f.evidence and f.gate in _REPEATABLE_EVIDENCE:
-                checks = RuleChecks(forbidden_phrases=(f.evidence,)) if f.gate is GateName.CONSTRAINTS and f.reason.startswith("forbidden phrase") else RuleChecks()
+                # Prompt text only: the rule or fact that failed still enforces itself.
                 items.append(
                     Constraint(
                         rule_id=f"retry.{f.rule_id or f.gate.value}",
                         type=RuleType.PROHIBITION,
                         severity=Severity.HARD,
                         text=f'say "{f.evidence}" or anything like it',
-                        checks=checks,
+                        checks=RuleChecks(),
                         escalation=1,
                     )
                 )
