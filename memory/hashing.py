@@ -17,9 +17,7 @@ def canonical_json(value: Any) -> bytes:
     """The canonical bytes of a pydantic model or a JSON-compatible value."""
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
-        "utf-8"
-    )
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def sha256_hex(data: bytes | str) -> str:

@@ -105,9 +105,7 @@ def retrieve_beliefs(beliefs: Iterable[Belief], query: RetrievalQuery) -> tuple[
     """Beliefs at or above the confidence threshold and not contradicted, best first."""
     words = keywords(query.player_input)
     scored = [
-        (b, score_belief(b, query, words))
-        for b in beliefs
-        if b.confidence >= query.belief_threshold and not b.contradicted
+        (b, score_belief(b, query, words)) for b in beliefs if b.confidence >= query.belief_threshold and not b.contradicted
     ]
     scored.sort(key=lambda pair: (-pair[1], pair[0].id))
     return tuple(scored[: query.max_beliefs])

@@ -144,9 +144,7 @@ class MemoryStore:
         self.path = Path(path)
         self.policy = policy or MemoryPolicy()
         self._lock = threading.RLock()
-        self._db: sqlite3.Connection | None = sqlite3.connect(
-            str(self.path), isolation_level=None, check_same_thread=False
-        )
+        self._db: sqlite3.Connection | None = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={durability.value}")
         self._migrate()
@@ -308,9 +306,7 @@ class MemoryStore:
             raise ValueError("verdict must be +1 or -1")
         with self._lock:
             old = self.behaviour_stats(rule_id)
-            new = old.model_copy(
-                update={"positive": old.positive + (verdict > 0), "negative": old.negative + (verdict < 0)}
-            )
+            new = old.model_copy(update={"positive": old.positive + (verdict > 0), "negative": old.negative + (verdict < 0)})
             with self._transaction() as db:
                 db.execute(
                     "INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?) "
@@ -350,9 +346,7 @@ class MemoryStore:
                 db.executemany("INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?)", image["entries"])
                 db.executemany("INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?)", image["behaviour"])
                 # Sequence numbers only ever grow, also across loads.
-                db.execute(
-                    "UPDATE meta SET value = MAX(value, ?) WHERE key = 'next_seq'", (int(image["next_seq"]),)
-                )
+                db.execute("UPDATE meta SET value = MAX(value, ?) WHERE key = 'next_seq'", (int(image["next_seq"]),))
                 loaded = _read_state(db)
                 if loaded.memory_hash() != expected:
                     raise SlotCorruptError(f"save slot {slot!r} does not match its memory hash")
@@ -369,9 +363,7 @@ class MemoryStore:
 
     def _migrate(self) -> None:
         db = self.db
-        has_version = db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'"
-        ).fetchone()
+        has_version = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'").fetchone()
         if not has_version:
             with _Transaction(db):
                 for statement in _SCHEMA_V1.split(";"):
@@ -383,9 +375,7 @@ class MemoryStore:
             return
         (version,) = db.execute("SELECT version FROM schema_version").fetchone()
         if version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"{self.path} has schema version {version}; this Loreguard reads up to {SCHEMA_VERSION}"
-            )
+            raise SchemaVersionError(f"{self.path} has schema version {version}; this Loreguard reads up to {SCHEMA_VERSION}")
         while version < SCHEMA_VERSION:
             with _Transaction(db):
                 MIGRATIONS[version](db)
@@ -422,9 +412,7 @@ class MemoryStore:
                 self._write_change(db, change)
             db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (plan.next_seq,))
             if complete_interaction is not None:
-                db.execute(
-                    "UPDATE scopes SET interactions = interactions + 1 WHERE scope = ?", (complete_interaction,)
-                )
+                db.execute("UPDATE scopes SET interactions = interactions + 1 WHERE scope = ?", (complete_interaction,))
         # Only after the commit succeeded does anyone see the new state.
         self._scopes = {**self._scopes, **plan.scopes}
         for change in plan.changes:
@@ -467,12 +455,8 @@ class MemoryStore:
             "format": 1,
             "next_seq": next_seq,
             "scopes": [list(r) for r in db.execute("SELECT scope, definition, interactions FROM scopes ORDER BY scope")],
-            "entries": [
-                list(r) for r in db.execute("SELECT scope, kind, id, seq, data FROM entries ORDER BY scope, kind, id")
-            ],
-            "behaviour": [
-                list(r) for r in db.execute("SELECT rule_id, positive, negative FROM behaviour ORDER BY rule_id")
-            ],
+            "entries": [list(r) for r in db.execute("SELECT scope, kind, id, seq, data FROM entries ORDER BY scope, kind, id")],
+            "behaviour": [list(r) for r in db.execute("SELECT rule_id, positive, negative FROM behaviour ORDER BY rule_id")],
         }
         return canonical_json(image).decode("utf-8")
 

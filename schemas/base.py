@@ -26,14 +26,10 @@ class MutableModel(BaseModel):
 
 #: NPC ids, fact ids, rule ids, belief ids: short, printable, no spaces. The `@` sign is
 #: reserved for built-in scopes such as the world (`@world`).
-Identifier = Annotated[
-    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$")
-]
+Identifier = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$")]
 
 #: World-state keys are dotted paths such as `quest.dragon.stage`.
-StateKey = Annotated[
-    str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$")
-]
+StateKey = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$")]
 
 
 def _finite(value: float) -> float:

@@ -37,16 +37,31 @@ def governance_fixture() -> tuple[NpcProfile, WorldDefinition]:
         for i in range(20)
     ]
     rules = [
-        {"id": f"forbid_{i}", "type": "prohibition", "severity": "hard", "prompt_injection": f"mention forbidden topic {i}",
-         "checks": {"forbidden_phrases": [f"taboo{i}"]}}
+        {
+            "id": f"forbid_{i}",
+            "type": "prohibition",
+            "severity": "hard",
+            "prompt_injection": f"mention forbidden topic {i}",
+            "checks": {"forbidden_phrases": [f"taboo{i}"]},
+        }
         for i in range(6)
     ] + [
         {"id": "brief", "type": "prohibition", "severity": "soft", "prompt_injection": "ramble", "checks": {"max_length": 240}},
         {"id": "no_modern", "type": "prohibition", "severity": "critical", "checks": {"forbidden_patterns": [r"\binternet\b"]}},
-        {"id": "greet", "type": "requirement", "severity": "soft", "conditions": {"trigger_reasons": ["zone_trigger"]},
-         "checks": {"required_phrases": ["traveller"]}},
-        {"id": "market_day", "type": "permission", "severity": "soft", "conditions": {"tags_any": ["market"]},
-         "prompt_injection": "talk about prices"},
+        {
+            "id": "greet",
+            "type": "requirement",
+            "severity": "soft",
+            "conditions": {"trigger_reasons": ["zone_trigger"]},
+            "checks": {"required_phrases": ["traveller"]},
+        },
+        {
+            "id": "market_day",
+            "type": "permission",
+            "severity": "soft",
+            "conditions": {"tags_any": ["market"]},
+            "prompt_injection": "talk about prices",
+        },
     ]
     profile = NpcProfile.model_validate(
         {
@@ -69,14 +84,20 @@ def _seed_memory(store: MemoryStore, npc_id: str) -> None:
     writes = [
         MemoryWrite(
             source=Authority.VALIDATED_OUTPUT,
-            op=AppendEpisodic(scope=npc_id, text=f"Event {i}: a traveller spoke of landmark {i % 20} and the river.",
-                              significance=(i % 10) / 10, at_interaction=0),
+            op=AppendEpisodic(
+                scope=npc_id,
+                text=f"Event {i}: a traveller spoke of landmark {i % 20} and the river.",
+                significance=(i % 10) / 10,
+                at_interaction=0,
+            ),
         )
         for i in range(50)
     ] + [
         MemoryWrite(
             source=Authority.VALIDATED_OUTPUT,
-            op=UpsertBelief(scope=npc_id, belief_id=f"belief_{i}", content=f"Belief {i} about landmark {i}.", confidence=0.3 + i / 20),
+            op=UpsertBelief(
+                scope=npc_id, belief_id=f"belief_{i}", content=f"Belief {i} about landmark {i}.", confidence=0.3 + i / 20
+            ),
         )
         for i in range(10)
     ]

@@ -19,3 +19,15 @@ def store(store_path: Path):
         s.load_world(eldmoor_world())
         s.register_npc(guard_profile())
         yield s
+
+
+@pytest.fixture(scope="session")
+def llama_backend():
+    """The embedded model, loaded once for every model test (all cores: tests run alone)."""
+    import os
+
+    from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+
+    backend = LlamaCppBackend(LlamaCppConfig(n_threads=os.cpu_count() or 1))
+    yield backend
+    backend.close()

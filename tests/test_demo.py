@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from loreguard.memory import MemoryStore
 from loreguard.server.cli import main
 from loreguard.server.demo import demo_npcs, demo_world
@@ -35,9 +37,19 @@ def test_demo_conversation(tmp_path: Path) -> None:
 
 
 def test_cli_demo_and_bench(tmp_path: Path, capsys) -> None:  # noqa: ANN001
-    assert main(["demo", "--data", str(tmp_path)]) == 0
+    assert main(["demo", "--scripted", "--data", str(tmp_path)]) == 0
     assert "fallback" in capsys.readouterr().out
     assert main(["bench", "governance", "--interactions", "20"]) == 0
     lines = dict(line.split(": ") for line in capsys.readouterr().out.strip().splitlines())
     assert set(lines) >= {"governance_p50_us", "governance_p99_us", "interactions"}
     assert lines["interactions"] == "20" and float(lines["governance_p50_us"]) > 0
+
+
+@pytest.mark.model
+def test_demo_with_the_embedded_model(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    assert main(["demo", "--data", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf via llama.cpp" in out
+    assert "silver moon" not in out.lower()
+    with MemoryStore(tmp_path / "memory.sqlite") as store:
+        assert store.interactions("guard") == 4 and store.interactions("merchant") == 2

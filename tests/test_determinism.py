@@ -21,7 +21,9 @@ from loreguard.schemas import AppendEpisodic, Authority, MemoryWrite, NpcProfile
 TESTS = Path(__file__).parent
 
 OUTPUTS = [
-    say("Halt. The gate closes at dusk.", mutations=[{"kind": "append_episodic", "text": "A stranger came.", "significance": 0.8}]),
+    say(
+        "Halt. The gate closes at dusk.", mutations=[{"kind": "append_episodic", "text": "A stranger came.", "significance": 0.8}]
+    ),
     say("The dragon? Never heard of it."),
     say("Fine weather for it.", mutations=[{"kind": "transform_relationship", "target": "player", "delta": 0.5}]),
 ]
@@ -70,6 +72,7 @@ def test_same_prompt_bytes_across_processes(tmp_path: Path) -> None:
 
 def _shuffled(data: dict, rng: random.Random) -> dict:
     """The same content with every dict rebuilt in a random key order and set-like lists shuffled."""
+
     def walk(value: object, key: str = "") -> object:
         if isinstance(value, dict):
             items = list(value.items())
@@ -94,7 +97,11 @@ def test_shuffled_insertion_gives_the_same_bytes(tmp_path: Path) -> None:
         profile = NpcProfile.model_validate(_shuffled(profile_data, rng))
         world = WorldDefinition.model_validate(_shuffled(world_data, rng))
         pipeline, backend = make_pipeline(tmp_path / f"s{trial}.sqlite", OUTPUTS[:1], profile=profile, world=world)
-        beliefs = [("b_gate", "The gate is sturdy.", 0.9), ("b_rain", "Rain is good luck.", 0.5), ("b_toll", "Tolls are fair.", 0.7)]
+        beliefs = [
+            ("b_gate", "The gate is sturdy.", 0.9),
+            ("b_rain", "Rain is good luck.", 0.5),
+            ("b_toll", "Tolls are fair.", 0.7),
+        ]
         episodes = [("Saw a fox.", 0.3, 1), ("A cart overturned.", 0.6, 2), ("The captain inspected the gate.", 0.9, 3)]
         rng.shuffle(beliefs)
         rng.shuffle(episodes)
@@ -102,7 +109,9 @@ def test_shuffled_insertion_gives_the_same_bytes(tmp_path: Path) -> None:
             MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=UpsertBelief(scope="guard", belief_id=b, content=c, confidence=x))
             for b, c, x in beliefs
         ] + [
-            MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=AppendEpisodic(scope="guard", text=t, significance=s, at_interaction=i))
+            MemoryWrite(
+                source=Authority.VALIDATED_OUTPUT, op=AppendEpisodic(scope="guard", text=t, significance=s, at_interaction=i)
+            )
             for t, s, i in episodes
         ]
         assert pipeline.store.apply(writes).committed

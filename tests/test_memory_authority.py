@@ -99,9 +99,7 @@ def test_llm_suggestion_can_write_nothing(store: MemoryStore) -> None:
 
 
 def test_unknown_scope_is_refused_not_created(store: MemoryStore) -> None:
-    result = store.apply(
-        [MemoryWrite(source=Authority.DESIGNER, op=SetWorldState(scope="ghost", key="k", value=1))]
-    )
+    result = store.apply([MemoryWrite(source=Authority.DESIGNER, op=SetWorldState(scope="ghost", key="k", value=1))])
     assert not result.committed
     assert result.refusals[0].code is RefusalCode.UNKNOWN_SCOPE
     assert "ghost" not in store.npc_ids()

@@ -84,9 +84,15 @@ def test_save_load_round_trip(store: MemoryStore) -> None:
 
 def test_refused_write_mid_batch_applies_nothing(store: MemoryStore) -> None:
     before = store.memory_hash()
-    batch = _some_writes(1) + [
-        MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope="guard", fact=CanonicalFact(id="king_name", text="x"))),
-    ] + _some_writes(2)
+    batch = (
+        _some_writes(1)
+        + [
+            MemoryWrite(
+                source=Authority.DESIGNER, op=AddCanonicalFact(scope="guard", fact=CanonicalFact(id="king_name", text="x"))
+            ),
+        ]
+        + _some_writes(2)
+    )
     result = store.apply(batch)
     assert not result.committed and result.applied == 0
     assert store.memory_hash() == before
@@ -148,7 +154,10 @@ def test_memory_hash_equal_across_processes(tmp_path: Path) -> None:
         env = {**os.environ, "PYTHONHASHSEED": seed}
         out = subprocess.run(
             [sys.executable, "-c", script, str(tmp_path / f"p{i}.sqlite")],
-            env=env, capture_output=True, text=True, check=True,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         hashes.append(out.stdout.strip())
     with MemoryStore(tmp_path / "here.sqlite") as store:
@@ -216,7 +225,9 @@ def test_incremental_hash_equals_hash_from_scratch(store: MemoryStore, store_pat
 
     for n in range(6):
         store.apply(_some_writes(n))
-    removed = store.apply([MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=RemoveEntry(scope="guard", kind="belief", entry_id="b2"))])
+    removed = store.apply(
+        [MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=RemoveEntry(scope="guard", kind="belief", entry_id="b2"))]
+    )
     assert removed.committed
     scratch = memory_hash(store.scope(name) for name in ("guard", WORLD_SCOPE))
     assert store.memory_hash() == scratch

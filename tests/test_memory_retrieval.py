@@ -99,9 +99,7 @@ def test_threshold_and_limits(store: MemoryStore) -> None:
 def test_decay_counts_interactions_and_prunes_weakest(tmp_path: Path) -> None:
     with MemoryStore(tmp_path / "p.sqlite", policy=MemoryPolicy(episodic_limit=3, episodic_decay=0.5)) as store:
         store.register_npc(guard_profile())
-        for i, (text, significance) in enumerate(
-            [("old but vital", 1.0), ("trivial", 0.1), ("medium", 0.5), ("fresh", 0.3)]
-        ):
+        for i, (text, significance) in enumerate([("old but vital", 1.0), ("trivial", 0.1), ("medium", 0.5), ("fresh", 0.3)]):
             store.apply(
                 [
                     MemoryWrite(

@@ -22,8 +22,12 @@ def test_valid_output_applies_mutations(tmp_path: Path) -> None:
                 "neutral",
                 [
                     {"kind": "append_episodic", "text": "A traveller asked about the gate.", "significance": 0.7},
-                    {"kind": "transform_belief", "target": "traveller_curious", "content": "The traveller is curious.",
-                     "confidence": 0.6},
+                    {
+                        "kind": "transform_belief",
+                        "target": "traveller_curious",
+                        "content": "The traveller is curious.",
+                        "confidence": 0.6,
+                    },
                     {"kind": "transform_relationship", "target": "player", "delta": 0.25},
                 ],
             )
@@ -144,7 +148,11 @@ def test_secret_hidden_in_a_mutation_is_blocked(tmp_path: Path) -> None:
 def test_contradicting_claim_is_rejected(tmp_path: Path) -> None:
     pipeline, _ = make_pipeline(
         tmp_path / "m.sqlite",
-        [say("Our king is named Edward."), say("The king is not named Arthur."), say("The king is not named Edward; he is Arthur.")],
+        [
+            say("Our king is named Edward."),
+            say("The king is not named Arthur."),
+            say("The king is not named Edward; he is Arthur."),
+        ],
     )
     result = pipeline.interact(ask("What is the king's name?"))
     assert result.outcome is InteractionOutcome.VALIDATED
@@ -217,8 +225,14 @@ def test_clarify_names_missing_state_and_never_calls_the_model(tmp_path: Path) -
     from factories import rich_guard_profile, rich_world
 
     profile = rich_guard_profile(
-        rules=[{"id": "curfew_rule", "type": "prohibition", "conditions": {"world_state": {"curfew": True}},
-                "checks": {"forbidden_intents": ["open_gate"]}}]
+        rules=[
+            {
+                "id": "curfew_rule",
+                "type": "prohibition",
+                "conditions": {"world_state": {"curfew": True}},
+                "checks": {"forbidden_intents": ["open_gate"]},
+            }
+        ]
     )
     pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("unused")], profile=profile, world=rich_world())
     before = pipeline.store.memory_hash()
@@ -275,7 +289,12 @@ def test_canonical_world_fact_added_later_is_in_the_prompt(tmp_path: Path) -> No
 
     pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Aye.")])
     pipeline.store.apply(
-        [MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope=WORLD_SCOPE, fact=CanonicalFact(id="moons", text="Eldmoor has two moons.")))]
+        [
+            MemoryWrite(
+                source=Authority.DESIGNER,
+                op=AddCanonicalFact(scope=WORLD_SCOPE, fact=CanonicalFact(id="moons", text="Eldmoor has two moons.")),
+            )
+        ]
     )
     pipeline.interact(ask("Look up"))
     assert "Eldmoor has two moons." in backend.requests[0].prompt.static_prefix

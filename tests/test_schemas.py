@@ -96,8 +96,19 @@ def test_invalid_registration_changes_nothing(store: MemoryStore) -> None:
 
 def test_every_protocol_message_has_models() -> None:
     assert sorted(MESSAGES) == sorted(
-        ["hello", "world.load", "npc.register", "world.set_state", "interact", "memory.get", "save", "load",
-         "audit.tail", "audit.export", "stats"]
+        [
+            "hello",
+            "world.load",
+            "npc.register",
+            "world.set_state",
+            "interact",
+            "memory.get",
+            "save",
+            "load",
+            "audit.tail",
+            "audit.export",
+            "stats",
+        ]
     )
     Envelope.model_validate({"v": 1, "id": 7, "type": "hello", "body": {}})
     with pytest.raises(ValidationError):

@@ -37,7 +37,11 @@ def test_classification(trigger: str, text: str, task: TaskType) -> None:
 
 
 def test_sections_gate_memory() -> None:
-    lore = contract_for(InteractionContext.model_validate({"npc_id": "n", "trigger_reason": "player_utterance", "player_input": "Who is the king?"}))
+    lore = contract_for(
+        InteractionContext.model_validate(
+            {"npc_id": "n", "trigger_reason": "player_utterance", "player_input": "Who is the king?"}
+        )
+    )
     assert Section.BELIEFS in lore.sections and Section.WORLD_STATE not in lore.sections
     quest = contract_for(InteractionContext.model_validate({"npc_id": "n", "trigger_reason": "quest_trigger"}))
     assert Section.WORLD_STATE in quest.sections and quest.required_prefixes == ("quest.",)

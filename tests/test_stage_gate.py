@@ -61,18 +61,36 @@ def _snapshot(profile=None, state=None):  # noqa: ANN001, ANN202
     constraints = evaluate_rules(profile.rules, ctx, 0, state, {}).constraints
     from loreguard.schemas import StoredCanonicalFact
 
-    npc = ScopeMemory(scope="guard", canonical=tuple(StoredCanonicalFact(fact=f, seq=i) for i, f in enumerate(profile.canonical_facts)))
+    npc = ScopeMemory(
+        scope="guard", canonical=tuple(StoredCanonicalFact(fact=f, seq=i) for i, f in enumerate(profile.canonical_facts))
+    )
     return build_snapshot(
-        context=ctx, interaction_index=0, seed=0, profile=profile, profile_hash="p", memory_hash="m", world=rich_world(), npc_memory=npc,
-        world_memory=ScopeMemory(scope=WORLD_SCOPE), contract=contract_for(ctx), constraints=constraints,
-        derived={}, max_attempts=3, decay=0.97,
+        context=ctx,
+        interaction_index=0,
+        seed=0,
+        profile=profile,
+        profile_hash="p",
+        memory_hash="m",
+        world=rich_world(),
+        npc_memory=npc,
+        world_memory=ScopeMemory(scope=WORLD_SCOPE),
+        contract=contract_for(ctx),
+        constraints=constraints,
+        derived={},
+        max_attempts=3,
+        decay=0.97,
     )
 
 
 def test_gate_order_and_accumulation() -> None:
     result = run_gate(say("The dragon? The king is named Edward. " + "blah " * 40), _snapshot())
     assert [c.gate for c in result.checks] == [
-        GateName.HARD_LIMITS, GateName.SCHEMA, GateName.CONSTRAINTS, GateName.CANONICAL, GateName.KNOWLEDGE, GateName.MUTATIONS,
+        GateName.HARD_LIMITS,
+        GateName.SCHEMA,
+        GateName.CONSTRAINTS,
+        GateName.CANONICAL,
+        GateName.KNOWLEDGE,
+        GateName.MUTATIONS,
     ]
     gates = sorted({(f.gate.value, f.rule_id) for f in result.failures})
     assert gates == [("canonical", "king_name"), ("constraints", "no_dragon"), ("constraints", "short")]

@@ -21,7 +21,9 @@ def _pipeline_with_memory(tmp_path: Path, **profile_overrides: object):  # noqa:
     writes = [
         MemoryWrite(
             source=Authority.VALIDATED_OUTPUT,
-            op=AppendEpisodic(scope="guard", text=f"Memory {i} about the river and the king.", significance=i / 10, at_interaction=0),
+            op=AppendEpisodic(
+                scope="guard", text=f"Memory {i} about the river and the king.", significance=i / 10, at_interaction=0
+            ),
         )
         for i in range(10)
     ] + [

@@ -17,14 +17,30 @@ from loreguard.server.pipeline.retry import EscalationMode, escalate, repair_mes
 
 BASE = ConstraintSet.of(
     [
-        Constraint(rule_id="short", type=RuleType.PROHIBITION, severity=Severity.SOFT, text="ramble", checks=RuleChecks(max_length=50)),
-        Constraint(rule_id="greet", type=RuleType.REQUIREMENT, severity=Severity.SOFT, text="greet", checks=RuleChecks(required_phrases=("hail",))),
+        Constraint(
+            rule_id="short", type=RuleType.PROHIBITION, severity=Severity.SOFT, text="ramble", checks=RuleChecks(max_length=50)
+        ),
+        Constraint(
+            rule_id="greet",
+            type=RuleType.REQUIREMENT,
+            severity=Severity.SOFT,
+            text="greet",
+            checks=RuleChecks(required_phrases=("hail",)),
+        ),
     ]
 )
 FAILURES = [
     GateFailure(gate=GateName.CONSTRAINTS, reason="missing required phrase", severity=Severity.SOFT, rule_id="greet"),
-    GateFailure(gate=GateName.CONSTRAINTS, reason='forbidden phrase "orc"', severity=Severity.HARD, rule_id="no_orcs", evidence="orc"),
-    GateFailure(gate=GateName.KNOWLEDGE, reason="reveals secret password", severity=Severity.CRITICAL, rule_id="password", evidence="password"),
+    GateFailure(
+        gate=GateName.CONSTRAINTS, reason='forbidden phrase "orc"', severity=Severity.HARD, rule_id="no_orcs", evidence="orc"
+    ),
+    GateFailure(
+        gate=GateName.KNOWLEDGE,
+        reason="reveals secret password",
+        severity=Severity.CRITICAL,
+        rule_id="password",
+        evidence="password",
+    ),
 ]
 
 
@@ -47,8 +63,10 @@ def test_repair_message_names_constraints_but_not_secrets() -> None:
 
 
 def test_fallback_order() -> None:
-    world = eldmoor_world(fallbacks={"by_trigger": {"zone_trigger": ["World zone line."]}, "generic": ["World generic."]},
-                         emergency_fallback="The world holds its breath.")
+    world = eldmoor_world(
+        fallbacks={"by_trigger": {"zone_trigger": ["World zone line."]}, "generic": ["World generic."]},
+        emergency_fallback="The world holds its breath.",
+    )
     profile = guard_profile(fallbacks={"by_trigger": {"player_utterance": ["A", "B", "C"]}, "generic": ["NPC generic."]})
     assert choose_fallback(profile, world, TriggerReason.PLAYER_UTTERANCE, 4).text == "B"
     assert choose_fallback(profile, world, TriggerReason.ZONE_TRIGGER, 0).source == "world_trigger"
@@ -61,14 +79,18 @@ def test_fallback_order() -> None:
 
 def test_judge_off_by_default_and_keyword_fallback(tmp_path: Path) -> None:
     profile = rich_guard_profile(
-        rules=[{"id": "no_war", "type": "prohibition", "severity": "soft", "prompt_injection": "discuss the northern war campaign"}]
+        rules=[
+            {"id": "no_war", "type": "prohibition", "severity": "soft", "prompt_injection": "discuss the northern war campaign"}
+        ]
     )
     text = say("The northern campaign was bloody.")
     off, _ = make_pipeline(tmp_path / "a.sqlite", [text], profile=profile)
     assert off.interact(ask("What of the war?")).attempts == 1
 
     on, backend = make_pipeline(
-        tmp_path / "b.sqlite", [text, say("I'd rather not say.")], profile=profile,
+        tmp_path / "b.sqlite",
+        [text, say("I'd rather not say.")],
+        profile=profile,
         config=PipelineConfig(gate=GateConfig(semantic_judge=True)),
     )
     result = on.interact(ask("What of the war?"))  # no judge model: keyword fallback flags it
@@ -80,8 +102,12 @@ def test_judge_model_verdict(tmp_path: Path) -> None:
     profile = rich_guard_profile(
         rules=[{"id": "no_war", "type": "prohibition", "severity": "soft", "prompt_injection": "discuss the war"}]
     )
-    pipeline, _ = make_pipeline(tmp_path / "c.sqlite", [say("Battles, blood, banners.")], profile=profile,
-                                config=PipelineConfig(gate=GateConfig(semantic_judge=True)))
+    pipeline, _ = make_pipeline(
+        tmp_path / "c.sqlite",
+        [say("Battles, blood, banners.")],
+        profile=profile,
+        config=PipelineConfig(gate=GateConfig(semantic_judge=True)),
+    )
     judge = ScriptedBackend(judge_outputs=['{"violated": ["no_war", "unknown_rule"]}', '{"violated": []}'])
     pipeline.judge.backend = judge
     pipeline.backend.extend([say("Peace and bread.")])

@@ -13,7 +13,7 @@ from loreguard.schemas import InteractionResult
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.demo.session import TURNS, context_for
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.pipeline.inference import InferenceBackend, ScriptedBackend
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -39,8 +39,11 @@ def _row(n: int, result: InteractionResult, latency_ms: float) -> list[str]:
     ]
 
 
-def run_demo(data_dir: Path | None = None, out: TextIO | None = None) -> int:
-    """Run the scripted conversation; returns a process exit code."""
+def run_demo(data_dir: Path | None = None, out: TextIO | None = None, backend: InferenceBackend | None = None) -> int:
+    """Run the demo conversation; returns a process exit code.
+
+    With no `backend`, the recorded outputs are replayed (deterministic, no model needed).
+    """
     out = out or sys.stdout
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(data_dir) if data_dir else Path(tmp)
@@ -54,12 +57,17 @@ def run_demo(data_dir: Path | None = None, out: TextIO | None = None) -> int:
                 print(f"could not register {profile.id}: {result.refusals}", file=sys.stderr)
                 return 1
             names[profile.id] = profile.name
-        backend = ScriptedBackend({})
-        for turn in TURNS:
-            backend.extend(turn.recorded, npc_id=turn.npc_id)
+        if backend is None:
+            scripted = ScriptedBackend({})
+            for turn in TURNS:
+                scripted.extend(turn.recorded, npc_id=turn.npc_id)
+            backend, model = scripted, "scripted (recorded outputs replayed through the full governance pipeline)"
+        else:
+            fingerprint = backend.fingerprint()
+            model = f"{fingerprint.file_name} via {fingerprint.backend} (live; the gate decides what it may say)"
         pipeline = GovernancePipeline(store, backend)
         print(f"Loreguard demo: world 'eldmoor', NPCs {', '.join(sorted(names))}; memory in {directory}", file=out)
-        print("Model: scripted (recorded outputs replayed through the full governance pipeline)\n", file=out)
+        print(f"Model: {model}\n", file=out)
         rows = [["#", "npc", "attempts", "failed gates", "fallback", "intents", "mutations ok/rej", "ms"]]
         for n, turn in enumerate(TURNS, start=1):
             start = time.perf_counter()

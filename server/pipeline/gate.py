@@ -80,9 +80,7 @@ def run_gate(raw: str, snapshot: StateSnapshot, config: GateConfig | None = None
     return validate(parse_output(raw), raw, snapshot, config or GateConfig(), judge)
 
 
-def validate(
-    parse: ParseResult, raw: str, snapshot: StateSnapshot, config: GateConfig, judge: Judge | None = None
-) -> GateResult:
+def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: GateConfig, judge: Judge | None = None) -> GateResult:
     checks: list[GateCheck] = []
     failures: list[GateFailure] = []
 

@@ -45,7 +45,9 @@ class SemanticJudge:
 
     def _model_judge(self, output: ParsedOutput, snapshot: StateSnapshot) -> list[GateFailure]:
         assert self.backend is not None
-        rules = "\n".join(f"{c.rule_id}: never {c.text}" for c in snapshot.constraints.constraints if c.type is RuleType.PROHIBITION)
+        rules = "\n".join(
+            f"{c.rule_id}: never {c.text}" for c in snapshot.constraints.constraints if c.type is RuleType.PROHIBITION
+        )
         text = (
             "You check an NPC's reply against rules. List the ids of the rules the reply breaks.\n"
             f"Rules:\n{rules}\n\nReply: {json.dumps(output.dialogue)}\n"

@@ -23,7 +23,7 @@ from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import WORLD_SCOPE, UpsertBelief
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
-from loreguard.schemas.output import Emotion, ParsedOutput, WorldIntent
+from loreguard.schemas.output import Emotion, WorldIntent
 from loreguard.schemas.receipt import (
     AttemptRecord,
     GateFailure,
@@ -42,18 +42,20 @@ from loreguard.server.pipeline.inference.base import BackendError, GenerationReq
 from loreguard.server.pipeline.interaction import intake
 from loreguard.server.pipeline.judge import SemanticJudge
 from loreguard.server.pipeline.mutation import plan_writes
+from loreguard.server.pipeline.output_schema import GenerationLimits, output_schema
 from loreguard.server.pipeline.parsing import parse_output
 from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt
 from loreguard.server.pipeline.retry import RetryPolicy, escalate, repair_message
 from loreguard.server.pipeline.snapshot import StateSnapshot, build_snapshot, merged_state
-
-OUTPUT_SCHEMA = ParsedOutput.model_json_schema()
 
 
 class PipelineConfig(FrozenModel):
     retry: RetryPolicy = RetryPolicy()
     prompt_boundary: PromptBoundary = PromptBoundary.AFTER_CANONICAL
     gate: GateConfig = GateConfig()
+    #: Bounds of what the model may write; they also bound constrained decoding.
+    generation: GenerationLimits = GenerationLimits()
+    #: Token cap for backends that cannot constrain decoding to the output schema.
     max_tokens: int = 320
 
 
@@ -205,9 +207,7 @@ class GovernancePipeline:
         evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour)
         timer.lap("expectancy")
 
-        sufficiency = check_sufficiency(
-            contract, evaluation.missing_state, state, world.state_defaults if world else {}
-        )
+        sufficiency = check_sufficiency(contract, evaluation.missing_state, state, world.state_defaults if world else {})
         derived = {}
         if sufficiency.verdict is Verdict.RETRY:
             # Re-gather with the derived values; what is still missing after that is the game's to provide.
@@ -256,6 +256,7 @@ class GovernancePipeline:
         snapshot = run.first_snapshot
         policy = self.config.retry
         judge = self.judge.judge if self.config.gate.semantic_judge else None
+        schema = output_schema(snapshot.allowed_intents, self.config.generation)
         while True:
             if run.timer.elapsed_ms() > policy.time_budget_ms:
                 return None, (), "time_budget"
@@ -268,7 +269,7 @@ class GovernancePipeline:
                 prompt=prompt,
                 seed=snapshot.seed + snapshot.attempt - 1,
                 max_tokens=self.config.max_tokens,
-                output_schema=OUTPUT_SCHEMA,
+                output_schema=schema,
             )
             try:
                 generation = self.backend.generate(request)
@@ -301,9 +302,7 @@ class GovernancePipeline:
             if gate.soft_only and not snapshot.can_retry:
                 return gate, gate.failures, ""  # soft rules bend on the last attempt, with a warning
             if gate.critical:
-                return None, (), "critical: " + "; ".join(
-                    f.reason for f in gate.failures if f.severity is Severity.CRITICAL
-                )
+                return None, (), "critical: " + "; ".join(f.reason for f in gate.failures if f.severity is Severity.CRITICAL)
             if not snapshot.can_retry:
                 return None, (), "attempts_exhausted"
             self.counters["retries"] += 1

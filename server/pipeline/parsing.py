@@ -70,8 +70,7 @@ _CONTROL_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 def _escape_controls_in_strings(text: str) -> str:
     return "".join(
-        (_CONTROL_ESCAPES.get(ch) or f"\\u{ord(ch):04x}") if inside and ch < " " else ch
-        for _, ch, inside in _scan(text)
+        (_CONTROL_ESCAPES.get(ch) or f"\\u{ord(ch):04x}") if inside and ch < " " else ch for _, ch, inside in _scan(text)
     )
 
 

@@ -73,9 +73,7 @@ class StateSnapshot(FrozenModel):
 
     def for_retry(self, escalated_constraints: ConstraintSet, repair: str = "") -> StateSnapshot:
         """The same memory, the next attempt, with escalated constraints and a repair note."""
-        return self.model_copy(
-            update={"attempt": self.attempt + 1, "constraints": escalated_constraints, "repair": repair}
-        )
+        return self.model_copy(update={"attempt": self.attempt + 1, "constraints": escalated_constraints, "repair": repair})
 
     def snapshot_hash(self) -> str:
         """Content hash of everything the snapshot was made from. Memory and profile enter by
@@ -105,9 +103,7 @@ class StateSnapshot(FrozenModel):
         return frozenset(fact.id for fact in self.canonical)
 
 
-def merged_state(
-    world: ScopeMemory, npc: ScopeMemory, derived: Mapping[str, JsonScalar] | None = None
-) -> dict[str, JsonScalar]:
+def merged_state(world: ScopeMemory, npc: ScopeMemory, derived: Mapping[str, JsonScalar] | None = None) -> dict[str, JsonScalar]:
     """World-scope state, overridden by NPC-scope state, completed by derived values."""
     state: dict[str, JsonScalar] = {e.key: e.value for e in world.world_state}
     state.update({e.key: e.value for e in npc.world_state})

@@ -7,7 +7,7 @@ state: everything it returns goes through parsing and the validation gate.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import Field
 
@@ -41,7 +41,10 @@ class GenerationRequest(FrozenModel):
 
 class Generation(FrozenModel):
     text: str
+    #: Prompt tokens evaluated for this generation.
     tokens_evaluated: int = 0
+    #: Prompt tokens restored from a cached prefix instead of evaluated.
+    tokens_cached: int = 0
     tokens_generated: int = 0
     finish_reason: Literal["stop", "length"] = "stop"
     #: Metadata, never hashed.
@@ -64,3 +67,9 @@ class InferenceBackend(ABC):
 
     def close(self) -> None:  # noqa: B027 - an optional hook, not an abstract method
         """Release the model. Backends without resources need not override this."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,173 @@
+"""`loreguard bench inference`: the real model, eight NPCs taking turns.
+
+Eight NPCs, each with a static prefix of about 1,500 tokens (persona, world lore and canonical
+facts), speak in an interleaved rotation (A, B, ... H, A, B, ...) through the full governance
+pipeline. The first turn of each NPC evaluates its prefix (cold); later turns restore it (warm).
+Every figure is a median over one run, so ratios compare like with like: TTFT cold and warm are
+measured on the same prompts (each NPC's last turn) with its prefix evicted and cached, and free
+decoding on the same prompts and seeds as constrained decoding.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from loreguard.memory import MemoryStore
+from loreguard.schemas import InteractionContext, NpcProfile, ParsedOutput, WorldDefinition
+from loreguard.schemas.receipt import ModelFingerprint
+from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
+from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, InferenceBackend
+from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+
+_PLACES = ("the mill", "the north gate", "the river ford", "the old chapel", "the salt market", "the watchtower",
+           "the tannery", "the bridge of Ald", "the granary", "the smithy", "the ferry landing", "the orchard")  # fmt: skip
+_EVENTS = ("a flood", "a harvest feast", "a border skirmish", "a plague winter", "a royal visit", "a great fire",
+           "a drought", "a wedding of two guild families", "a wolf hunt", "a tax revolt")  # fmt: skip
+_NAMES = ("Brom", "Mira", "Tomas", "Elsa", "Garrik", "Wenna", "Osric", "Lida")
+_ROLES = ("gate guard", "merchant", "miller", "priestess", "blacksmith", "ferrywoman", "tax collector", "herbalist")
+_LINES = ("Good day. Who are you?", "What news from the town?", "Can you help me with something?",
+          "What do you think of the king?", "Where can I find the smithy?", "Is the road north safe?")  # fmt: skip
+
+
+def _fact(npc: int, i: int) -> str:
+    place, event = _PLACES[(npc * 7 + i) % len(_PLACES)], _EVENTS[(npc * 3 + i) % len(_EVENTS)]
+    return (
+        f"In the year {1100 + npc * 40 + i}, {_NAMES[npc]} was at {place} during {event}, "
+        f"and still remembers who helped and who ran away."
+    )
+
+
+def bench_profiles(n_npcs: int = 8, facts: int = 32) -> list[NpcProfile]:
+    """NPCs whose static prefixes are about 1,500 tokens each with the embedded model."""
+    profiles = []
+    for n in range(n_npcs):
+        persona = (
+            f"You are {_NAMES[n % len(_NAMES)]}, the {_ROLES[n % len(_ROLES)]} of Eldmoor. You speak plainly, "
+            "in short sentences, and you never mention anything from outside this world. "
+        ) * 3
+        profiles.append(
+            NpcProfile.model_validate(
+                {
+                    "id": f"npc_{n}",
+                    "name": f"{_NAMES[n % len(_NAMES)]} the {_ROLES[n % len(_ROLES)]}",
+                    "persona": persona,
+                    "canonical_facts": [{"id": f"f{n}_{i}", "text": _fact(n % len(_NAMES), i)} for i in range(facts)],
+                    "bounds": {"max_chars": 40000},
+                }
+            )
+        )
+    return profiles
+
+
+def bench_world() -> WorldDefinition:
+    lore = (
+        "Eldmoor is a walled river town ruled by King Arthur. The river Ald divides the old town from the "
+        "market quarter, and the north gate closes at dusk. "
+    ) * 3
+    return WorldDefinition.model_validate({"id": "eldmoor", "lore": lore, "initial_state": {"weather": "rain"}})
+
+
+@dataclass
+class _Call:
+    request: GenerationRequest
+    generation: Generation
+
+
+class _Recorder(InferenceBackend):
+    """Passes calls to the real backend and keeps what each returned."""
+
+    def __init__(self, inner: LlamaCppBackend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.calls: list[_Call] = []
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        generation = self.inner.generate(request)
+        self.calls.append(_Call(request, generation))
+        return generation
+
+    def fingerprint(self) -> ModelFingerprint:
+        return self.inner.fingerprint()
+
+
+def _decode_tok_s(g: Generation) -> float | None:
+    seconds = (g.total_ms - g.ttft_ms) / 1000
+    return (g.tokens_generated - 1) / seconds if g.tokens_generated > 8 and seconds > 0 else None
+
+
+def _strictly_valid(text: str) -> bool:
+    try:
+        ParsedOutput.model_validate_json(text)
+    except ValidationError:
+        return False
+    return True
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 1) if values else float("nan")
+
+
+def bench_inference(*, npcs: int = 8, rounds: int = 3, model: str | None = None, threads: int | None = None) -> dict[str, object]:
+    backend = LlamaCppBackend(LlamaCppConfig(model_path=model, n_threads=threads))
+    recorder = _Recorder(backend)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = MemoryStore(Path(tmp) / "bench.db")
+        store.load_world(bench_world())
+        profiles = bench_profiles(npcs)
+        for profile in profiles:
+            store.register_npc(profile)
+        pipeline = GovernancePipeline(store, recorder, PipelineConfig())
+        for round_ in range(rounds):
+            for profile in profiles:
+                ctx = InteractionContext(npc_id=profile.id, trigger_reason="player_utterance",
+                                         player_input=_LINES[round_ % len(_LINES)])  # fmt: skip
+                pipeline.interact(ctx)
+        store.close()
+
+    calls = recorder.calls
+    constrained = [r for c in calls if (r := _decode_tok_s(c.generation)) is not None]
+    last_turns = calls[-npcs:]
+    # Cache hit vs miss on identical prompts (each NPC's last turn): time to the first token.
+    warm, cold, free = [], [], []
+    for call in last_turns:
+        first_token = call.request.model_copy(update={"output_schema": None, "max_tokens": 1})
+        warm.append(backend.generate(first_token))
+        backend.invalidate(call.request.npc_id)
+        cold.append(backend.generate(first_token))
+        # Free decoding on the same prompt and seed, without the grammar.
+        free_request = call.request.model_copy(update={"output_schema": None, "max_tokens": 96})
+        if (rate := _decode_tok_s(backend.generate(free_request))) is not None:
+            free.append(rate)
+    ttft_cold, ttft_warm = _median([g.ttft_ms for g in cold]), _median([g.ttft_ms for g in warm])
+    free_rate, constrained_rate = _median(free), _median(constrained)
+    figures: dict[str, object] = {
+        "model": backend.fingerprint().file_name,
+        "threads": backend.n_threads,
+        "npcs": npcs,
+        "generations": len(calls),
+        "static_prefix_tokens": int(statistics.median(g.tokens_cached for g in warm)),
+        "dynamic_suffix_tokens": int(statistics.median(g.tokens_evaluated for g in warm)),
+        "prefill_tok_s": _median([g.tokens_evaluated / (g.ttft_ms / 1000) for g in cold if g.ttft_ms > 0]),
+        "decode_tok_s": free_rate,
+        "constrained_decode_tok_s": constrained_rate,
+        "constrained_vs_free_decode": round(free_rate / constrained_rate, 2) if constrained_rate else float("nan"),
+        "ttft_cold_ms": ttft_cold,
+        "ttft_warm_ms": ttft_warm,
+        "kv_hit_speedup": round(ttft_cold / ttft_warm, 1) if ttft_warm else float("nan"),
+        "rotation_kv_hits": sum(c.generation.tokens_cached > 0 for c in calls),
+        "rotation_kv_misses": sum(c.generation.tokens_cached == 0 for c in calls),
+        "kv_state_mb_per_npc": round(backend.prefix_cache.stats.bytes / max(1, backend.prefix_cache.stats.entries) / 2**20, 1),
+        "grammar_full_filter_rate": round(backend.stats.grammar_full_filters / max(1, backend.stats.tokens_generated), 4),
+        "truncated_outputs": sum(c.generation.finish_reason == "length" for c in calls),
+        "schema_valid_rate": round(sum(_strictly_valid(c.generation.text) for c in calls) / len(calls), 3),
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    backend.close()
+    return figures

@@ -1,0 +1,54 @@
+"""Chat templates: turn a (static prefix, dynamic suffix) prompt into the model's own markup.
+
+The static prefix goes into the system message and the dynamic suffix into the user message.
+The rendered text is split right after the system content, so the model-formatted prefix is a
+pure function of the static prefix and can be cached as KV state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+#: Templates for GGUF files that carry none. `chatml` suits most instruct models; `gemma` folds
+#: the system message into the first user turn, since Gemma has no system role.
+BUILTIN_TEMPLATES = {
+    "chatml": (
+        "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    ),
+    "gemma": (
+        "{{ bos_token }}<start_of_turn>user\n{{ messages[0]['content'] }}\n\n{{ messages[1]['content'] }}"
+        "<end_of_turn>\n{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+    ),
+}
+
+
+class TemplateError(ValueError):
+    """The chat template cannot render a split prompt."""
+
+
+@dataclass(frozen=True)
+class SplitPrompt:
+    prefix: str
+    suffix: str
+
+
+class ChatTemplate:
+    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "") -> None:
+        source = BUILTIN_TEMPLATES.get(source, source)
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        self.source = source
+        self._template = env.from_string(source)
+        self._bos = bos_token
+        self._eos = eos_token
+
+    def render(self, system: str, user: str) -> SplitPrompt:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        text = self._template.render(messages=messages, add_generation_prompt=True, bos_token=self._bos, eos_token=self._eos)
+        at = text.find(system)
+        if not system or at < 0:
+            raise TemplateError("the chat template does not render the system message verbatim")
+        cut = at + len(system)
+        return SplitPrompt(prefix=text[:cut], suffix=text[cut:])

@@ -1,0 +1,326 @@
+"""The edge to llama.cpp: a thin, typed wrapper over llama-cpp-python's C bindings.
+
+We use the C API rather than the high-level `llama_cpp.Llama` object because the backend needs
+three things that object hides: exact control of the KV cache (clear, save and restore one
+sequence), a canonical evaluation order (prefix, then suffix, in fixed batches), and a sampler
+that checks the sampled token against the grammar before filtering the whole vocabulary.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+
+# The OpenMP runtime reads this once, when llama.cpp first starts its thread pool. A sidecar next
+# to a running game must sleep between tasks rather than spin on the cores the game needs.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import llama_cpp  # noqa: E402 - after the environment above
+import numpy as np  # noqa: E402
+
+# llama.cpp logs model loading in detail; keep errors only unless the user asks otherwise.
+logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
+
+_backend_ready = False
+
+
+def _ensure_backend() -> None:
+    global _backend_ready
+    if not _backend_ready:
+        llama_cpp.llama_backend_init()
+        _backend_ready = True
+
+
+class NativeError(RuntimeError):
+    """llama.cpp reported a failure."""
+
+
+def supports_gpu_offload() -> bool:
+    """True when llama-cpp-python was built with a GPU backend (CUDA, Metal, Vulkan...)."""
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+class NativeModel:
+    """Weights and vocabulary of one GGUF file."""
+
+    def __init__(self, path: str, *, n_gpu_layers: int = 0) -> None:
+        _ensure_backend()
+        params = llama_cpp.llama_model_default_params()
+        params.n_gpu_layers = n_gpu_layers
+        model = llama_cpp.llama_model_load_from_file(path.encode(), params)
+        if not model:
+            raise NativeError(f"llama.cpp could not load the model file {path!r}")
+        self._model = model
+        self.vocab = llama_cpp.llama_model_get_vocab(model)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self.n_layer = llama_cpp.llama_model_n_layer(model)
+        self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(model)
+        self._pieces: dict[int, bytes] = {}
+
+    @property
+    def handle(self) -> llama_cpp.llama_model_p:
+        return self._model
+
+    def metadata(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        buf = ctypes.create_string_buffer(1 << 16)
+        for i in range(llama_cpp.llama_model_meta_count(self._model)):
+            n = llama_cpp.llama_model_meta_key_by_index(self._model, i, buf, len(buf))
+            key = buf.value[: max(n, 0)].decode("utf-8", "replace")
+            n = llama_cpp.llama_model_meta_val_str_by_index(self._model, i, buf, len(buf))
+            out[key] = buf.value[: max(n, 0)].decode("utf-8", "replace")
+        return out
+
+    def description(self) -> str:
+        buf = ctypes.create_string_buffer(256)
+        n = llama_cpp.llama_model_desc(self._model, buf, len(buf))
+        return buf.value[: max(n, 0)].decode("utf-8", "replace")
+
+    def tokenize(self, text: str, *, add_special: bool) -> list[int]:
+        """Tokens of `text`; special-token markup (e.g. `<|im_start|>`) is parsed as such."""
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        tokens = (llama_cpp.llama_token * capacity)()
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), tokens, capacity, add_special, True)
+        if n < 0:
+            raise NativeError("tokenization overflowed its buffer")
+        return list(tokens[:n])
+
+    def piece(self, token: int) -> bytes:
+        cached = self._pieces.get(token)
+        if cached is None:
+            buf = ctypes.create_string_buffer(256)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
+            cached = buf.raw[: max(n, 0)]
+            self._pieces[token] = cached
+        return cached
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    def token_text(self, token: int) -> str:
+        return (llama_cpp.llama_vocab_get_text(self.vocab, token) or b"").decode("utf-8", "replace")
+
+    @property
+    def bos_token(self) -> int:
+        return llama_cpp.llama_vocab_bos(self.vocab)
+
+    @property
+    def eos_token(self) -> int:
+        return llama_cpp.llama_vocab_eos(self.vocab)
+
+    @property
+    def adds_bos(self) -> bool:
+        return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
+
+    def close(self) -> None:
+        if self._model:
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+
+
+class NativeContext:
+    """One KV cache (one sequence, id 0) and the batch used to fill it."""
+
+    def __init__(self, model: NativeModel, *, n_ctx: int, n_batch: int, n_threads: int) -> None:
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = n_batch
+        params.n_seq_max = 1
+        params.n_threads = n_threads
+        params.n_threads_batch = n_threads
+        params.no_perf = True
+        ctx = llama_cpp.llama_init_from_model(model.handle, params)
+        if not ctx:
+            raise NativeError(f"llama.cpp could not create a context of {n_ctx} tokens")
+        self._ctx = ctx
+        self.model = model
+        self.n_ctx = llama_cpp.llama_n_ctx(ctx)
+        self.n_batch = n_batch
+        self._memory = llama_cpp.llama_get_memory(ctx)
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        #: Tokens now in the KV cache, in position order.
+        self.n_past = 0
+
+    @property
+    def handle(self) -> llama_cpp.llama_context_p:
+        return self._ctx
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._memory, True)
+        self.n_past = 0
+
+    def evaluate(self, tokens: list[int]) -> None:
+        """Append `tokens` to the cache in fixed `n_batch` chunks; logits only for the last.
+
+        The chunking depends only on where the tokens start, so the same tokens after the same
+        cached prefix are always evaluated by the same sequence of kernel calls.
+        """
+        if self.n_past + len(tokens) > self.n_ctx:
+            raise NativeError(f"{self.n_past + len(tokens)} tokens do not fit the context of {self.n_ctx}")
+        batch = self._batch
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start : start + self.n_batch]
+            last_chunk = start + self.n_batch >= len(tokens)
+            batch.n_tokens = len(chunk)
+            for i, token in enumerate(chunk):
+                batch.token[i] = token
+                batch.pos[i] = self.n_past + i
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = last_chunk and i == len(chunk) - 1
+            status = llama_cpp.llama_decode(self._ctx, batch)
+            if status != 0:
+                raise NativeError(f"llama_decode failed with status {status}")
+            self.n_past += len(chunk)
+
+    def save_sequence(self) -> bytes:
+        """The KV state of the cached tokens, without logits (a fraction of a full state)."""
+        size = llama_cpp.llama_state_seq_get_size(self._ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, 0)
+        if written != size:
+            raise NativeError("llama.cpp wrote a partial sequence state")
+        return bytes(buf)
+
+    def restore_sequence(self, state: bytes, n_tokens: int) -> None:
+        """Replace the cache with a state from `save_sequence` holding `n_tokens` tokens."""
+        self.clear()
+        buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        if llama_cpp.llama_state_seq_set_data(self._ctx, buf, len(state), 0) != len(state):
+            raise NativeError("llama.cpp refused a saved sequence state")
+        self.n_past = n_tokens
+
+    def close(self) -> None:
+        if self._ctx:
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+
+
+class SamplingParams:
+    __slots__ = ("temperature", "top_k", "top_p")
+
+    def __init__(self, temperature: float = 0.7, top_k: int = 40, top_p: float = 0.95) -> None:
+        self.temperature = temperature
+        self.top_k = top_k
+        self.top_p = top_p
+
+
+def _chain(
+    params: SamplingParams, seed: int, grammar: llama_cpp.llama_sampler_p | None, *, top_k: bool = True
+) -> llama_cpp.llama_sampler_p:
+    chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+    if grammar is not None:
+        llama_cpp.llama_sampler_chain_add(chain, grammar)
+    if params.temperature <= 0:
+        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
+        return chain
+    if top_k:
+        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_k(params.top_k))
+    llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_p(params.top_p, 1))
+    llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_temp(params.temperature))
+    llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+    return chain
+
+
+class TokenSampler:
+    """Seeded sampling, optionally constrained by a GBNF grammar.
+
+    Constrained sampling is tiered, cheapest first:
+
+    1. sample from the unconstrained distribution and ask the grammar about that one token;
+    2. if it is rejected, ask the grammar about the `top_k` most likely tokens only and sample
+       among those it allows;
+    3. only if it allows none of them, filter the whole vocabulary (tens of thousands of
+       candidates, the slow step) and sample again.
+
+    Most tokens pass step 1 and nearly all the rest step 2, so constrained decoding runs close to
+    free decoding speed. Every step is seeded, so the result is still a function of the seed.
+    """
+
+    def __init__(self, model: NativeModel, params: SamplingParams, seed: int, grammar: str | None = None) -> None:
+        self._free = _chain(params, seed, None)
+        self._constrained = None
+        self._grammar = None
+        self._tail = None
+        self._n_vocab = model.n_vocab
+        self._top_k = params.top_k if params.top_k > 0 else 40
+        self.shortlist_samples = 0
+        self.full_filters = 0
+        if grammar is not None:
+            grammar_sampler = llama_cpp.llama_sampler_init_grammar(model.vocab, grammar.encode(), b"root")
+            if not grammar_sampler:
+                raise NativeError("llama.cpp could not parse the output grammar")
+            # A second, independently seeded chain that filters by the grammar first; it owns the
+            # grammar sampler, which both paths share.
+            self._constrained = _chain(params, seed ^ 0x5BD1E995, grammar_sampler)
+            self._grammar = llama_cpp.llama_sampler_chain_get(self._constrained, 0)
+            self._tail = _chain(params, seed ^ 0x27D4EB2F, None, top_k=False)
+            self._shortlist = llama_cpp.llama_token_data_array()
+            self._shortlist_data = (llama_cpp.llama_token_data * self._top_k)()
+            self._shortlist.data = self._shortlist_data
+        self._probe = llama_cpp.llama_token_data_array()
+        self._probe_data = (llama_cpp.llama_token_data * 1)()
+        self._probe.data = self._probe_data
+        self._probe.size = 1
+        self._probe.sorted = False
+
+    def _grammar_allows(self, token: int) -> bool:
+        self._probe_data[0].id = token
+        self._probe_data[0].logit = 1.0
+        self._probe_data[0].p = 0.0
+        self._probe.size = 1
+        self._probe.selected = -1
+        llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(self._probe))
+        return self._probe_data[0].logit != float("-inf")
+
+    def _sample_shortlist(self, ctx: NativeContext) -> int:
+        """Sample among the grammar-allowed tokens of the `top_k` most likely; -1 if none."""
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx.handle, -1), shape=(self._n_vocab,))
+        top = np.argpartition(logits, -self._top_k)[-self._top_k :]
+        top = top[np.argsort(-logits[top], kind="stable")]
+        data = self._shortlist_data
+        for i, token in enumerate(top.tolist()):
+            data[i].id = token
+            data[i].logit = float(logits[token])
+            data[i].p = 0.0
+        self._shortlist.size = len(top)
+        self._shortlist.selected = -1
+        self._shortlist.sorted = False
+        llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(self._shortlist))
+        kept = 0
+        for i in range(len(top)):
+            if data[i].logit != float("-inf"):
+                data[kept].id, data[kept].logit = data[i].id, data[i].logit
+                kept += 1
+        if kept == 0:
+            return -1
+        self._shortlist.size = kept
+        self._shortlist.selected = -1
+        llama_cpp.llama_sampler_apply(self._tail, ctypes.byref(self._shortlist))
+        return self._shortlist.data[self._shortlist.selected].id
+
+    def sample(self, ctx: NativeContext) -> int:
+        token = llama_cpp.llama_sampler_sample(self._free, ctx.handle, -1)
+        if self._grammar is None:
+            return token
+        if self._grammar_allows(token):
+            llama_cpp.llama_sampler_accept(self._grammar, token)
+            return token
+        token = self._sample_shortlist(ctx)
+        if token >= 0:
+            self.shortlist_samples += 1
+            llama_cpp.llama_sampler_accept(self._grammar, token)
+            return token
+        self.full_filters += 1
+        # `llama_sampler_sample` accepts the chosen token into every sampler of the chain.
+        return llama_cpp.llama_sampler_sample(self._constrained, ctx.handle, -1)
+
+    def close(self) -> None:
+        for chain in (self._free, self._constrained, self._tail):
+            if chain:
+                llama_cpp.llama_sampler_free(chain)
+        self._free = self._constrained = self._grammar = self._tail = None
