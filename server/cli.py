@@ -33,19 +33,63 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _backend_factory(args: argparse.Namespace):  # noqa: ANN202
+    """What to load, and a function that loads it."""
+    if getattr(args, "backend", "llama") == "scripted":
+        import json
+
+        from loreguard.server.pipeline.inference import ScriptedBackend
+
+        if not args.script:
+            raise SystemExit("--backend scripted needs --script FILE (a JSON list of model outputs)")
+        outputs = json.loads(Path(args.script).read_text())
+        return f"scripted outputs from {args.script}", lambda: ScriptedBackend(outputs, cycle=True)
+    if getattr(args, "backend", "llama") == "openai":
+        from loreguard.server.pipeline.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
+
+        config = OpenAICompatibleConfig(base_url=args.base_url)
+        return f"remote model at {args.base_url}", lambda: OpenAICompatibleBackend(config)
+    from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+    from loreguard.server.pipeline.inference.models import resolve_model_path
+
+    path = resolve_model_path(args.model)
+    config = LlamaCppConfig(model_path=str(path), n_gpu_layers=args.gpu_layers)
+    return path.name, lambda: LlamaCppBackend(config)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from loreguard.server.demo.run import run_demo
+    from loreguard.server.sidecar.serve import load_with_progress
 
     backend = None
     if not args.scripted:
-        from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
-
-        backend = LlamaCppBackend(LlamaCppConfig(model_path=args.model, n_gpu_layers=args.gpu_layers))
+        what, load = _backend_factory(args)
+        backend = load_with_progress(what, load, sys.stderr)
     try:
-        return run_demo(Path(args.data) if args.data else None, backend=backend)
+        return run_demo(Path(args.data) if args.data else None, backend=backend, interactive=args.interactive)
     finally:
         if backend is not None:
             backend.close()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from loreguard.server.sidecar.serve import serve
+    from loreguard.server.sidecar.server import SidecarConfig
+
+    what, load = _backend_factory(args)
+    config = SidecarConfig(
+        host=args.host,
+        port=args.port,
+        max_message_bytes=args.max_message_bytes,
+        queue_size=args.queue_size,
+        request_timeout_ms=args.timeout_ms,
+    )
+    return serve(load, what, Path(args.data), config)
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="a GGUF file (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all; CUDA builds)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,9 +104,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run the demo conversation through the governance pipeline")
     demo.add_argument("--data", help="keep memory in this folder (default: a temporary one)")
-    demo.add_argument("--model", help="a GGUF file (default: the embedded SmolLM2-135M-Instruct)")
-    demo.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all; CUDA builds)")
+    _add_model_options(demo)
     demo.add_argument("--scripted", action="store_true", help="replay recorded model outputs instead of running the model")
+    demo.add_argument("--interactive", metavar="NPC", help="after the scripted turns, chat with this NPC (guard, merchant)")
+
+    serve = commands.add_parser("serve", help="run the sidecar: protocol v1 on a ZeroMQ ROUTER socket")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    serve.add_argument("--port", type=int, default=7878)
+    serve.add_argument("--data", default="loreguard-data", help="folder for memory (SQLite) and audit records")
+    serve.add_argument(
+        "--backend", choices=["llama", "openai", "scripted"], default="llama",
+        help="in-process llama.cpp (default), an OpenAI-compatible HTTP server, or recorded outputs replayed in a loop",
+    )  # fmt: skip
+    serve.add_argument("--script", help="scripted backend: a JSON file with a list of model outputs")
+    serve.add_argument("--base-url", default="http://127.0.0.1:8080", help="openai backend: the server's URL")
+    _add_model_options(serve)
+    serve.add_argument("--queue-size", type=int, default=64, help="queued interactions before `overloaded`")
+    serve.add_argument("--max-message-bytes", type=int, default=1 << 20)
+    serve.add_argument("--timeout-ms", type=int, default=60_000, help="deadline of one interaction")
+    serve.set_defaults(handler=_serve)
     demo.set_defaults(handler=_demo)
 
     bench = commands.add_parser("bench", help="benchmarks; print `name: value` lines")

@@ -1,19 +1,21 @@
-"""`loreguard demo`: register the demo NPCs and run the scripted conversation."""
+"""`loreguard demo`: a sidecar, the demo NPCs registered over ZeroMQ, and the conversation."""
 
 from __future__ import annotations
 
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from loreguard.client import Client
 from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionResult
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.demo.session import TURNS, context_for
-from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference import InferenceBackend, ScriptedBackend
+from loreguard.server.sidecar.server import Sidecar, SidecarConfig
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -39,24 +41,52 @@ def _row(n: int, result: InteractionResult, latency_ms: float) -> list[str]:
     ]
 
 
-def run_demo(data_dir: Path | None = None, out: TextIO | None = None, backend: InferenceBackend | None = None) -> int:
-    """Run the demo conversation; returns a process exit code.
+def _report(n: int, turn_label: str, player: str, name: str, result: InteractionResult, out: TextIO) -> None:
+    print(f"{n}. [{turn_label}]", file=out)
+    print(f"   Player: {player}", file=out)
+    print(f"   {name}: {result.dialogue}  ({result.emotion.value})", file=out)
+    for attempt in result.receipt.attempts:
+        for failure in attempt.failures:
+            print(f"     attempt {attempt.attempt} rejected by {failure.gate.value}: {failure.reason}", file=out)
+    for rejected in result.receipt.rejected_mutations:
+        print(f"     mutation rejected: {rejected.reason}", file=out)
+    if result.receipt.fallback_reason:
+        print(f"     fallback: {result.receipt.fallback_reason}", file=out)
+    print(file=out)
+
+
+def _chat(client: Client, names: dict[str, str], npc_id: str, out: TextIO, read: Callable[[str], str]) -> None:
+    print(f"Talking to {names[npc_id]} ({npc_id}). Empty line or Ctrl-D to stop.", file=out)
+    while True:
+        try:
+            line = read("You: ").strip()
+        except EOFError:
+            break
+        if not line:
+            break
+        result = client.interact(npc_id, line, scene="eldmoor")
+        gates = ",".join(result.failed_gates) or "-"
+        print(f"{names[npc_id]}: {result.dialogue}  [attempts {result.attempts}, failed {gates}, "
+              f"fallback {'y' if result.fallback_used else 'n'}]", file=out)  # fmt: skip
+
+
+def run_demo(
+    data_dir: Path | None = None,
+    out: TextIO | None = None,
+    backend: InferenceBackend | None = None,
+    *,
+    interactive: str | None = None,
+    read: Callable[[str], str] = input,
+) -> int:
+    """Start a sidecar, register the demo NPCs through it and run the conversation over ZeroMQ.
 
     With no `backend`, the recorded outputs are replayed (deterministic, no model needed).
+    `interactive` names an NPC to chat with after the scripted turns.
     """
     out = out or sys.stdout
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(data_dir) if data_dir else Path(tmp)
         directory.mkdir(parents=True, exist_ok=True)
-        store = MemoryStore(directory / "memory.sqlite")
-        store.load_world(demo_world())
-        names = {}
-        for profile in demo_npcs():
-            result = store.register_npc(profile)
-            if not result.committed:
-                print(f"could not register {profile.id}: {result.refusals}", file=sys.stderr)
-                return 1
-            names[profile.id] = profile.name
         if backend is None:
             scripted = ScriptedBackend({})
             for turn in TURNS:
@@ -65,29 +95,33 @@ def run_demo(data_dir: Path | None = None, out: TextIO | None = None, backend: I
         else:
             fingerprint = backend.fingerprint()
             model = f"{fingerprint.file_name} via {fingerprint.backend} (live; the gate decides what it may say)"
-        pipeline = GovernancePipeline(store, backend)
-        print(f"Loreguard demo: world 'eldmoor', NPCs {', '.join(sorted(names))}; memory in {directory}", file=out)
-        print(f"Model: {model}\n", file=out)
-        rows = [["#", "npc", "attempts", "failed gates", "fallback", "intents", "mutations ok/rej", "ms"]]
-        for n, turn in enumerate(TURNS, start=1):
-            start = time.perf_counter()
-            result = pipeline.interact(context_for(turn))
-            latency = (time.perf_counter() - start) * 1000
-            rows.append(_row(n, result, latency))
-            print(f"{n}. [{turn.shows}]", file=out)
-            print(f"   Player: {turn.player}", file=out)
-            print(f"   {names[turn.npc_id]}: {result.dialogue}  ({result.emotion.value})", file=out)
-            for attempt in result.receipt.attempts:
-                for failure in attempt.failures:
-                    print(f"     attempt {attempt.attempt} rejected by {failure.gate.value}: {failure.reason}", file=out)
-            for rejected in result.receipt.rejected_mutations:
-                print(f"     mutation rejected: {rejected.reason}", file=out)
-            if result.receipt.fallback_reason:
-                print(f"     fallback: {result.receipt.fallback_reason}", file=out)
-            print(file=out)
-        print(_table(rows), file=out)
-        counters = ", ".join(f"{k}={v}" for k, v in sorted(pipeline.counters.items()))
-        print(f"\ncounters: {counters}", file=out)
-        print(f"memory hash: {store.memory_hash()}", file=out)
-        store.close()
+        sidecar = Sidecar(MemoryStore(directory / "memory.sqlite"), backend, SidecarConfig(port=0))
+        sidecar.start()
+        try:
+            with Client(sidecar.address) as client:
+                client.load_world(demo_world())
+                names = {}
+                for profile in demo_npcs():
+                    client.register_npc(profile)
+                    names[profile.id] = profile.name
+                print(f"Loreguard demo: world 'eldmoor', NPCs {', '.join(sorted(names))}; memory in {directory}", file=out)
+                print(f"Sidecar: {sidecar.address}; model: {model}\n", file=out)
+                rows = [["#", "npc", "attempts", "failed gates", "fallback", "intents", "mutations ok/rej", "ms"]]
+                for n, turn in enumerate(TURNS, start=1):
+                    start = time.perf_counter()
+                    result = client.interact(context_for(turn))
+                    rows.append(_row(n, result, (time.perf_counter() - start) * 1000))
+                    _report(n, turn.shows, turn.player, names[turn.npc_id], result, out)
+                print(_table(rows), file=out)
+                stats = client.stats()
+                counters = ", ".join(f"{k}={v}" for k, v in stats.counters.items() if k.startswith("interact."))
+                print(f"\nsidecar counters: {counters}", file=out)
+                print(f"memory hash: {client.memory('guard').memory_hash}", file=out)
+                if interactive:
+                    if interactive not in names:
+                        print(f"no demo NPC {interactive!r}; choose from {', '.join(sorted(names))}", file=sys.stderr)
+                        return 2
+                    _chat(client, names, interactive, out, read)
+        finally:
+            sidecar.stop()
     return 0

@@ -13,7 +13,7 @@
    lifecycle     the orchestrator
 """
 
-from loreguard.server.pipeline.errors import LifecycleHalt, PipelineError, UnknownNpcError
+from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, PipelineError, UnknownNpcError
 from loreguard.server.pipeline.lifecycle import GovernancePipeline, PipelineConfig
 
-__all__ = ["GovernancePipeline", "LifecycleHalt", "PipelineConfig", "PipelineError", "UnknownNpcError"]
+__all__ = ["DeadlineExceeded", "GovernancePipeline", "LifecycleHalt", "PipelineConfig", "PipelineError", "UnknownNpcError"]

@@ -18,3 +18,11 @@ class LifecycleHalt(PipelineError):
         super().__init__(f"HALT in phase {phase}: {reason}")
         self.phase = phase
         self.reason = reason
+
+
+class DeadlineExceeded(PipelineError):
+    """The caller's deadline passed before the interaction could commit; nothing was applied."""
+
+    def __init__(self, phase: str) -> None:
+        super().__init__(f"deadline passed before phase {phase}; nothing was applied")
+        self.phase = phase

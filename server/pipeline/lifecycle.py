@@ -34,7 +34,7 @@ from loreguard.schemas.receipt import (
 )
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.contract import Sufficiency, Verdict, check_sufficiency, contract_for
-from loreguard.server.pipeline.errors import LifecycleHalt, UnknownNpcError
+from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, UnknownNpcError
 from loreguard.server.pipeline.expectancy import evaluate_rules
 from loreguard.server.pipeline.fallback import choose_fallback
 from loreguard.server.pipeline.gate import GateConfig, GateResult, validate
@@ -92,6 +92,7 @@ class _Run:
     attempts: list[AttemptRecord] = field(default_factory=list)
     manifest: str = ""
     context_keys: tuple[str, ...] = ()
+    deadline_ns: int | None = None
 
     def receipt(self, **fields: object) -> Receipt:
         return Receipt(
@@ -170,15 +171,26 @@ class GovernancePipeline:
         """Designer feedback on a behavioural rule (+1 right, -1 wrong); persisted."""
         self.store.record_correction(rule_id, verdict)
 
-    def interact(self, context: InteractionContext) -> InteractionResult:
-        """Run one interaction to exactly one outcome: validated, fallback or clarify."""
+    def interact(self, context: InteractionContext, *, deadline_ns: int | None = None) -> InteractionResult:
+        """Run one interaction to exactly one outcome: validated, fallback or clarify.
+
+        `deadline_ns` is a time on the pipeline's clock. Past it, no further model call starts
+        and nothing is committed: `DeadlineExceeded` is raised with memory unchanged.
+        """
         run = self._prepare(context)
+        run.deadline_ns = deadline_ns
         if run.sufficiency.verdict is Verdict.CLARIFY:
             return self._clarify(run)
         accepted, warnings, fallback_reason = self._attempts(run)
+        self._check_deadline(run, "commit")
         if accepted is not None:
             return self._apply(run, accepted, warnings)
         return self._fallback(run, fallback_reason)
+
+    def _check_deadline(self, run: _Run, phase: str) -> None:
+        if run.deadline_ns is not None and self.clock() > run.deadline_ns:
+            self.counters["deadline_exceeded"] += 1
+            raise DeadlineExceeded(phase)
 
     # --- phases ----------------------------------------------------------------------------
 
@@ -260,6 +272,7 @@ class GovernancePipeline:
         while True:
             if run.timer.elapsed_ms() > policy.time_budget_ms:
                 return None, (), "time_budget"
+            self._check_deadline(run, f"inference.{snapshot.attempt}")
             prompt = assemble_prompt(snapshot, self.config.prompt_boundary)
             if snapshot.attempt == 1:
                 run.manifest, run.context_keys = prompt.manifest, prompt.context_keys

@@ -34,6 +34,7 @@ class ScriptedBackend(InferenceBackend):
         outputs: Iterable[str] | Mapping[str, Iterable[str]] = (),
         *,
         judge_outputs: Iterable[str] = (),
+        cycle: bool = False,
     ) -> None:
         if isinstance(outputs, Mapping):
             self._per_npc = {npc: deque(items) for npc, items in outputs.items()}
@@ -42,6 +43,9 @@ class ScriptedBackend(InferenceBackend):
             self._per_npc = {}
             self._shared = deque(outputs)
         self._judge = deque(judge_outputs)
+        #: Reuse outputs round-robin instead of running out (a long-running scripted sidecar);
+        #: requests are then not kept either.
+        self.cycle = cycle
         self.requests: list[GenerationRequest] = []
 
     def extend(self, outputs: Iterable[str], npc_id: str | None = None) -> None:
@@ -53,7 +57,8 @@ class ScriptedBackend(InferenceBackend):
             self._per_npc.setdefault(npc_id, deque()).extend(outputs)
 
     def generate(self, request: GenerationRequest) -> Generation:
-        self.requests.append(request)
+        if not self.cycle:
+            self.requests.append(request)
         if request.purpose == "judge":
             if not self._judge:
                 raise BackendUnavailable("no scripted judge output")
@@ -63,6 +68,8 @@ class ScriptedBackend(InferenceBackend):
             if not queue:
                 raise ScriptExhausted(f"no scripted output left for {request.npc_id!r}")
             text = queue.popleft()
+            if self.cycle:
+                queue.append(text)
         return Generation(
             text=text,
             tokens_evaluated=len(request.prompt.full) // 4,

@@ -1,0 +1,1 @@
+"""The sidecar: protocol v1 over a ZeroMQ ROUTER socket (see PROTOCOL.md)."""

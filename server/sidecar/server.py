@@ -1,0 +1,249 @@
+"""The socket loop: one ROUTER socket, one thread, never blocked by inference.
+
+Requests are decoded and validated here. `interact` goes to the inference worker's bounded
+queue; every other message is a quick store operation answered at once. Finished interactions
+come back through an inproc socket, so only this thread ever touches the ROUTER socket (ZeroMQ
+sockets are not thread-safe).
+
+Disconnects: libzmq tells a socket monitor which connection (file descriptor) closed, and each
+received frame carries the descriptor it came from (`SRCFD`); together they tell which client
+left, so its queued interactions are dropped before inference.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+import zmq
+from zmq.utils.monitor import parse_monitor_message
+
+from loreguard.memory import MemoryStore
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, Limits
+from loreguard.server.pipeline import GovernancePipeline
+from loreguard.server.pipeline.inference.base import InferenceBackend
+from loreguard.server.sidecar.codec import ProtocolError, decode_request, encode_error, encode_reply
+from loreguard.server.sidecar.service import Service
+from loreguard.server.sidecar.stats import SidecarStats
+from loreguard.server.sidecar.worker import InteractionWorker, InteractJob
+
+log = logging.getLogger("loreguard.sidecar")
+
+_POLL_MS = 100
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    host: str = "127.0.0.1"
+    #: 0 picks a free port (tests, the demo).
+    port: int = 7878
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    queue_size: int = 64
+    #: Deadline of an interaction, from arrival to commit.
+    request_timeout_ms: int = 60_000
+    #: How long shutdown waits for the interaction in progress.
+    shutdown_grace_s: float = 30.0
+
+
+class _Clients:
+    """Which client identities are still connected, from SRCFD and monitor events."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fd: dict[bytes, int] = {}
+        self._gone: set[bytes] = set()
+
+    def seen(self, client: bytes, fd: int) -> None:
+        with self._lock:
+            self._fd[client] = fd
+            self._gone.discard(client)
+
+    def disconnected(self, fd: int) -> None:
+        with self._lock:
+            for client, client_fd in list(self._fd.items()):
+                if client_fd == fd:
+                    self._gone.add(client)
+                    del self._fd[client]
+
+    def connected(self, client: bytes) -> bool:
+        with self._lock:
+            return client not in self._gone
+
+
+class Sidecar:
+    def __init__(self, store: MemoryStore, backend: InferenceBackend, config: SidecarConfig | None = None) -> None:
+        self.config = config or SidecarConfig()
+        self.store = store
+        self.backend = backend
+        self.stats = SidecarStats()
+        self.pipeline = GovernancePipeline(store, backend)
+        limits = Limits(
+            max_message_bytes=self.config.max_message_bytes,
+            queue_size=self.config.queue_size,
+            request_timeout_ms=self.config.request_timeout_ms,
+        )
+        self.service = Service(store, fingerprint=backend.fingerprint(), limits=limits, stats=self.stats)
+        self._context = zmq.Context()
+        self._router = self._context.socket(zmq.ROUTER)
+        self._router.setsockopt(zmq.MAXMSGSIZE, self.config.max_message_bytes)
+        self._router.setsockopt(zmq.LINGER, 2000)
+        if self.config.port == 0:
+            port = self._router.bind_to_random_port(f"tcp://{self.config.host}")
+        else:
+            port = self.config.port
+            self._router.bind(f"tcp://{self.config.host}:{port}")
+        self.address = f"tcp://{self.config.host}:{port}"
+        self._monitor = self._router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._replies_address = f"inproc://loreguard-replies-{uuid.uuid4().hex}"
+        self._replies = self._context.socket(zmq.PULL)
+        self._replies.bind(self._replies_address)
+        self._clients = _Clients()
+        self._reply_sockets = threading.local()
+        self._sender_sockets: list[zmq.Socket] = []
+        self._sender_lock = threading.Lock()
+        self.worker = InteractionWorker(
+            self.pipeline,
+            queue_size=self.config.queue_size,
+            deliver=self._deliver,
+            is_connected=self._clients.connected,
+            stats=self.stats,
+            on_result=self.service.record,
+        )
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+
+    # --- replies from other threads ------------------------------------------------------
+
+    def _deliver(self, client: bytes, frame: bytes) -> None:
+        sock = getattr(self._reply_sockets, "socket", None)
+        if sock is None:
+            sock = self._context.socket(zmq.PUSH)
+            sock.connect(self._replies_address)
+            self._reply_sockets.socket = sock
+            with self._sender_lock:
+                self._sender_sockets.append(sock)
+        sock.send_multipart([client, frame])
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Ask the loop to shut down (safe from signal handlers and other threads)."""
+        self._stop.set()
+
+    def serve_forever(self) -> None:
+        """Run until `request_stop`; then answer what is in flight and close everything."""
+        self.worker.start()
+        poller = zmq.Poller()
+        for sock in (self._router, self._replies, self._monitor):
+            poller.register(sock, zmq.POLLIN)
+        try:
+            while not self._stop.is_set():
+                self._poll_once(poller)
+            self._drain(poller)
+        finally:
+            self._close()
+
+    def _poll_once(self, poller: zmq.Poller, *, accepting: bool = True) -> None:
+        events = dict(poller.poll(_POLL_MS))
+        if self._monitor in events:
+            while self._monitor.poll(0):
+                event = parse_monitor_message(self._monitor.recv_multipart())
+                if event["event"] == zmq.EVENT_DISCONNECTED:
+                    self._clients.disconnected(int(event["value"]))
+        if self._replies in events:
+            while self._replies.poll(0):
+                self._router.send_multipart(self._replies.recv_multipart())
+        if self._router in events:
+            for _ in range(256):  # bounded batch, so replies are never starved
+                if not self._router.poll(0):
+                    break
+                self._receive(accepting)
+
+    def _receive(self, accepting: bool) -> None:
+        frames = self._router.recv_multipart(copy=False)
+        client = frames[0].bytes
+        self._clients.seen(client, frames[1].get(zmq.SRCFD) if len(frames) > 1 else -1)
+        received = time.perf_counter_ns()
+        self.stats.count("requests")
+        if len(frames) != 2:
+            self._reply(client, encode_error(None, ErrorCode.BAD_REQUEST, "a request is one message of exactly one frame"))
+            return
+        request_id = None
+        try:
+            request = decode_request(frames[1].bytes, max_bytes=self.config.max_message_bytes)
+            request_id = request.id
+            if not accepting:
+                raise ProtocolError(ErrorCode.OVERLOADED, "the sidecar is shutting down", request_id=request.id)
+            if request.type == "interact":
+                self._submit(client, request.id, request.body, received)  # type: ignore[arg-type]
+                return
+            reply = encode_reply(request.id, request.type, self.service.handle(request.type, request.body))
+            self.stats.observe(request.type, (time.perf_counter_ns() - received) // 1000)
+        except ProtocolError as exc:
+            self.stats.count(f"errors.{exc.code.value}")
+            reply = encode_error(exc.request_id if exc.request_id is not None else request_id, exc.code, exc.message, exc.details)
+        except Exception:  # a bug in a handler: answer, log, keep serving
+            correlation = uuid.uuid4().hex[:12]
+            log.exception("internal error %s", correlation)
+            self.stats.count("internal_errors")
+            reply = encode_error(request_id, ErrorCode.INTERNAL, f"internal error; correlation id {correlation}")
+        self._reply(client, reply)
+
+    def _submit(self, client: bytes, request_id: int | str, context: InteractionContext, received: int) -> None:
+        self.service.require_npc(context.npc_id)
+        job = InteractJob(
+            client=client,
+            request_id=request_id,
+            context=context,
+            received_ns=received,
+            deadline_ns=received + self.config.request_timeout_ms * 1_000_000,
+        )
+        if not self.worker.submit(job):
+            self.stats.count("errors.overloaded")
+            raise ProtocolError(
+                ErrorCode.OVERLOADED, "the interaction queue is full; retry later", request_id=request_id,
+                details={"queue_size": self.config.queue_size},
+            )  # fmt: skip
+
+    def _reply(self, client: bytes, frame: bytes) -> None:
+        self._router.send_multipart([client, frame])
+
+    def _drain(self, poller: zmq.Poller) -> None:
+        """Refuse queued work with a typed error, finish the running interaction, flush replies."""
+        done = threading.Event()
+
+        def stop_worker() -> None:
+            self.worker.shutdown(self.config.shutdown_grace_s)
+            done.set()
+
+        threading.Thread(target=stop_worker, name="loreguard-shutdown", daemon=True).start()
+        while not done.is_set():
+            self._poll_once(poller, accepting=False)
+        self._poll_once(poller, accepting=False)
+
+    def _close(self) -> None:
+        with self._sender_lock:
+            for sock in self._sender_sockets:
+                sock.close(linger=0)
+        self._router.disable_monitor()
+        self._monitor.close(linger=0)
+        self._replies.close(linger=0)
+        self._router.close()  # lingers up to 2 s so the last replies leave
+        self._context.term()
+        self.store.close()
+        self._stopped.set()
+
+    # --- running in a thread (tests, the demo) -------------------------------------------
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="loreguard-sidecar", daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        self.request_stop()
+        self._stopped.wait(timeout_s)

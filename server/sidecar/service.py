@@ -1,0 +1,196 @@
+"""Every message except `interact`: quick store operations answered on the socket thread.
+
+Each handler takes a validated body and returns a reply body, or raises `ProtocolError` with
+the code PROTOCOL.md gives (`not_found`, `forbidden`). Refused writes change nothing: the store
+applies a batch all or nothing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from importlib.metadata import version
+
+from pydantic import BaseModel
+
+from loreguard.memory import MemoryStore
+from loreguard.memory.errors import SlotCorruptError, SlotNotFoundError, UnknownScopeError
+from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.memory import (
+    WORLD_SCOPE,
+    Authority,
+    BatchResult,
+    MemoryKind,
+    MemoryWrite,
+    RefusalCode,
+    RemoveEntry,
+    SetWorldState,
+)
+from loreguard.schemas.npc import NpcProfile, WorldDefinition
+from loreguard.schemas.receipt import InteractionResult, ModelFingerprint, Receipt
+from loreguard.schemas.wire import (
+    MESSAGES,
+    SUPPORTED_VERSIONS,
+    AuditExportReply,
+    AuditExportRequest,
+    AuditTailReply,
+    AuditTailRequest,
+    Empty,
+    ErrorCode,
+    HelloReply,
+    HelloRequest,
+    Limits,
+    MemoryGetReply,
+    MemoryGetRequest,
+    NpcRegisterReply,
+    SetStateReply,
+    SetStateRequest,
+    SlotReply,
+    SlotRequest,
+    StatsReply,
+    WorldLoadReply,
+)
+from loreguard.server.sidecar.codec import ProtocolError
+from loreguard.server.sidecar.stats import SidecarStats
+
+#: Receipts kept for `audit.tail` and `audit.export` (the newest; the audit recorder keeps all).
+RECENT_RECEIPTS = 1000
+
+
+def _refused(result: BatchResult, what: str) -> ProtocolError:
+    unknown = any(r.code in (RefusalCode.UNKNOWN_SCOPE, RefusalCode.NOT_FOUND) for r in result.refusals)
+    return ProtocolError(
+        ErrorCode.NOT_FOUND if unknown else ErrorCode.FORBIDDEN,
+        f"{what} refused; nothing was changed",
+        details={"refusals": [r.model_dump(mode="json") for r in result.refusals]},
+    )
+
+
+class Service:
+    def __init__(self, store: MemoryStore, *, fingerprint: ModelFingerprint | None, limits: Limits, stats: SidecarStats) -> None:
+        self.store = store
+        self.fingerprint = fingerprint
+        self.limits = limits
+        self.stats = stats
+        self._receipts: deque[Receipt] = deque(maxlen=RECENT_RECEIPTS)
+        self._hello = HelloReply(
+            server=f"loreguard {version('loreguard')}",
+            protocol_versions=SUPPORTED_VERSIONS,
+            capabilities=tuple(sorted(MESSAGES)),
+            model=fingerprint,
+            limits=limits,
+        )
+        self._handlers: dict[str, Callable[[BaseModel], FrozenModel]] = {
+            "hello": self.hello,  # type: ignore[dict-item]
+            "world.load": self.world_load,  # type: ignore[dict-item]
+            "npc.register": self.npc_register,  # type: ignore[dict-item]
+            "world.set_state": self.set_state,  # type: ignore[dict-item]
+            "memory.get": self.memory_get,  # type: ignore[dict-item]
+            "save": self.save,  # type: ignore[dict-item]
+            "load": self.load,  # type: ignore[dict-item]
+            "audit.tail": self.audit_tail,  # type: ignore[dict-item]
+            "audit.export": self.audit_export,  # type: ignore[dict-item]
+            "stats": self.stats_reply,  # type: ignore[dict-item]
+        }
+
+    def handle(self, message_type: str, body: BaseModel) -> FrozenModel:
+        return self._handlers[message_type](body)
+
+    def record(self, result: InteractionResult) -> None:
+        self._receipts.append(result.receipt)
+
+    def require_npc(self, npc_id: str) -> None:
+        try:
+            self.store.profile(npc_id)
+        except UnknownScopeError:
+            raise ProtocolError(ErrorCode.NOT_FOUND, f"no NPC {npc_id!r} is registered", details={"npc_id": npc_id}) from None
+
+    # --- handlers ----------------------------------------------------------------------------
+
+    def hello(self, body: HelloRequest) -> HelloReply:
+        if not set(body.versions) & set(SUPPORTED_VERSIONS):
+            raise ProtocolError(
+                ErrorCode.UNSUPPORTED_VERSION, "no protocol version in common", details={"supported": list(SUPPORTED_VERSIONS)}
+            )
+        return self._hello
+
+    def world_load(self, body: WorldDefinition) -> WorldLoadReply:
+        result = self.store.load_world(body)
+        if not result.committed:
+            raise _refused(result, "world.load")
+        memory = self.store.scope(WORLD_SCOPE)
+        return WorldLoadReply(world_id=body.id, canonical_facts=len(memory.canonical), memory_hash=self.store.memory_hash())
+
+    def npc_register(self, body: NpcProfile) -> NpcRegisterReply:
+        result = self.store.register_npc(body)
+        if not result.committed:
+            raise _refused(result, "npc.register")
+        return NpcRegisterReply(
+            npc_id=body.id,
+            canonical_facts=len(self.store.scope(body.id).canonical),
+            profile_hash=self.store.profile_hash(body.id),
+            memory_hash=self.store.memory_hash(),
+        )
+
+    def set_state(self, body: SetStateRequest) -> SetStateReply:
+        scope = body.npc_id or WORLD_SCOPE
+        if body.npc_id is not None:
+            self.require_npc(body.npc_id)
+        writes = [
+            MemoryWrite(source=Authority.GAME_SYSTEM, op=SetWorldState(scope=scope, key=key, value=value))
+            for key, value in sorted(body.values.items())
+        ] + [
+            MemoryWrite(source=Authority.GAME_SYSTEM, op=RemoveEntry(scope=scope, kind=MemoryKind.WORLD_STATE, entry_id=key))
+            for key in sorted(set(body.remove))
+        ]
+        result = self.store.apply(writes)
+        if not result.committed:
+            raise _refused(result, "world.set_state")
+        return SetStateReply(applied=result.applied, memory_hash=self.store.memory_hash())
+
+    def memory_get(self, body: MemoryGetRequest) -> MemoryGetReply:
+        self.require_npc(body.npc_id)
+        return MemoryGetReply(
+            npc_id=body.npc_id,
+            memory=self.store.scope(body.npc_id),
+            world=self.store.scope(WORLD_SCOPE),
+            interactions=self.store.interactions(body.npc_id),
+            memory_hash=self.store.memory_hash((body.npc_id, WORLD_SCOPE)),
+        )
+
+    def save(self, body: SlotRequest) -> SlotReply:
+        return SlotReply(slot=body.slot, memory_hash=self.store.save(body.slot))
+
+    def load(self, body: SlotRequest) -> SlotReply:
+        try:
+            return SlotReply(slot=body.slot, memory_hash=self.store.load(body.slot))
+        except SlotNotFoundError:
+            raise ProtocolError(ErrorCode.NOT_FOUND, f"no save slot {body.slot!r}", details={"slot": body.slot}) from None
+        except SlotCorruptError as exc:
+            raise ProtocolError(ErrorCode.INTERNAL, f"save slot {body.slot!r} is corrupt: {exc}") from None
+
+    def _recent(self, npc_id: str | None, limit: int) -> tuple[Receipt, ...]:
+        if npc_id is not None:
+            self.require_npc(npc_id)
+        chosen = [r for r in self._receipts if npc_id is None or r.npc_id == npc_id]
+        return tuple(chosen[-limit:])
+
+    def audit_tail(self, body: AuditTailRequest) -> AuditTailReply:
+        return AuditTailReply(records=self._recent(body.npc_id, body.limit))
+
+    def audit_export(self, body: AuditExportRequest) -> AuditExportReply:
+        records = self._recent(body.npc_id, body.last or RECENT_RECEIPTS)
+        return AuditExportReply(
+            package={
+                "format_version": 1,
+                "model": self.fingerprint.model_dump(mode="json") if self.fingerprint else None,
+                "world": (w.model_dump(mode="json") if (w := self.store.world()) else None),
+                "profiles": {npc: self.store.profile(npc).model_dump(mode="json") for npc in sorted(self.store.npc_ids())},
+                "receipts": [r.model_dump(mode="json") for r in records],
+            }
+        )
+
+    def stats_reply(self, body: Empty) -> StatsReply:
+        counters = self.stats.counters()
+        counters.update({f"memory.{k}": v for k, v in sorted(self.store.counters.items())})
+        return StatsReply(counters=counters, latency_us=self.stats.latency_us())

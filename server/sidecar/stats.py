@@ -1,0 +1,39 @@
+"""Counters and latency percentiles for `stats` replies; safe to update from any thread."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+
+_WINDOW = 4096
+
+
+class SidecarStats:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counters: Counter[str] = Counter()
+        self._latency: dict[str, deque[int]] = {}
+
+    def count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._counters[name] += n
+
+    def observe(self, name: str, micros: int) -> None:
+        """Record one latency; percentiles cover the most recent 4,096 of each name."""
+        with self._lock:
+            self._latency.setdefault(name, deque(maxlen=_WINDOW)).append(int(micros))
+
+    def counters(self) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self._counters.items()))
+
+    def latency_us(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        with self._lock:
+            windows = {name: sorted(values) for name, values in self._latency.items() if values}
+        for name in sorted(windows):
+            values = windows[name]
+            out[f"{name}_p50"] = values[len(values) // 2]
+            out[f"{name}_p99"] = values[min(len(values) - 1, (len(values) * 99) // 100)]
+            out[f"{name}_count"] = len(values)
+        return out

@@ -1,0 +1,33 @@
+"""A real sidecar on a loopback port, with the scripted model, for socket-level tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from factories import say
+
+from loreguard.memory import MemoryStore
+from loreguard.server.demo import demo_npcs, demo_world
+from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.sidecar.server import Sidecar, SidecarConfig
+
+
+@contextmanager
+def running_sidecar(
+    data: Path, backend: ScriptedBackend | None = None, *, register: bool = True, **config: object
+) -> Iterator[Sidecar]:
+    store = MemoryStore(data / "memory.sqlite")
+    if register:
+        store.load_world(demo_world())
+        for profile in demo_npcs():
+            store.register_npc(profile)
+    sidecar = Sidecar(
+        store, backend or ScriptedBackend([say("Well met, traveller.")], cycle=True), SidecarConfig(port=0, **config)
+    )  # type: ignore[arg-type]
+    sidecar.start()
+    try:
+        yield sidecar
+    finally:
+        sidecar.stop()

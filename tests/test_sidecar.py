@@ -1,0 +1,183 @@
+"""The sidecar over real ZeroMQ sockets on loopback: every message, typed errors, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import msgpack
+import pytest
+import zmq
+from factories import say
+from sidecar_helpers import running_sidecar
+
+from loreguard.client import AsyncClient, Client, Forbidden, Invalid, NotFound, Overloaded, Timeout, UnknownType
+from loreguard.schemas import InteractionResult
+from loreguard.server.demo import demo_npcs, demo_world
+from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
+
+
+class GatedBackend(ScriptedBackend):
+    """Scripted outputs, but each generation waits until the test opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__([say("Aye.")], cycle=True)
+        self.gate = threading.Event()
+        self.started = threading.Event()
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        self.started.set()
+        assert self.gate.wait(30)
+        return super().generate(request)
+
+
+def test_every_message_type_round_trips(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path, register=False) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        hello = client.hello()
+        assert hello.protocol_versions == (1,) and "interact" in hello.capabilities
+        assert hello.limits.max_message_bytes == 1 << 20
+        assert client.load_world(demo_world()).world_id == "eldmoor"
+        for profile in demo_npcs():
+            assert client.register_npc(profile).npc_id == profile.id
+        state = client.set_state({"alarm": False, "weather": "fog"})
+        assert state.applied == 2
+        result = client.interact("guard", "Good evening.")
+        assert isinstance(result, InteractionResult) and result.dialogue == "Well met, traveller."
+        memory = client.memory("guard")
+        assert memory.interactions == 1 and memory.memory_hash == result.receipt.memory_hash_after
+        assert client.save("slot1").memory_hash == sidecar.store.memory_hash()
+        client.interact("guard", "Again.")
+        assert client.load("slot1").memory_hash == client.save("slot1").memory_hash
+        assert client.memory("guard").interactions == 1
+        tail = client.audit_tail(npc_id="guard")
+        assert [r.interaction_index for r in tail.records] == [0, 1]
+        package = client.audit_export().package
+        assert package["format_version"] == 1 and len(package["receipts"]) == 2
+        stats = client.stats()
+        assert stats.counters["interact.validated"] == 2 and stats.latency_us["interact_count"] == 2
+
+
+def test_typed_errors_change_nothing(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before = sidecar.store.memory_hash()
+        with pytest.raises(NotFound):
+            client.interact("nobody", "hello")
+        with pytest.raises(NotFound):
+            client.memory("nobody")
+        with pytest.raises(NotFound):
+            client.load("no_such_slot")
+        with pytest.raises(NotFound):
+            client.set_state({"alarm": True}, npc_id="nobody")
+        with pytest.raises(Invalid) as invalid:
+            client.request("interact", {"npc_id": "guard", "trigger_reason": "sneeze"})
+        assert invalid.value.details["errors"][0]["path"] == "trigger_reason"
+        with pytest.raises(UnknownType):
+            client.request("npc.delete", {})
+        guard = demo_npcs()[0].model_dump(mode="json")
+        guard["canonical_facts"][0]["text"] = "The north gate never closes."
+        with pytest.raises(Forbidden) as forbidden:
+            client.register_npc(guard)
+        assert forbidden.value.details["refusals"][0]["code"] in {"duplicate_id", "canonical_immutable"}
+        assert sidecar.store.memory_hash() == before
+
+
+def _raw(address: str) -> zmq.Socket:
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(address)
+    return sock
+
+
+def _reply(sock: zmq.Socket) -> dict:
+    assert sock.poll(10_000), "no reply"
+    return msgpack.unpackb(sock.recv(), raw=False)
+
+
+def test_envelope_errors_carry_the_id_when_there_is_one(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar:
+        sock = _raw(sidecar.address)
+        sock.send(b"\xc1 not msgpack")
+        assert _reply(sock)["body"]["code"] == "bad_request"
+        sock.send(msgpack.packb({"v": 2, "id": "x1", "type": "hello", "body": {}}))
+        error = _reply(sock)
+        assert (error["id"], error["body"]["code"], error["body"]["details"]) == ("x1", "unsupported_version", {"supported": [1]})
+        sock.send(msgpack.packb({"v": 1, "id": 7, "type": "hello"}))
+        error = _reply(sock)
+        assert (error["id"], error["body"]["code"]) == (7, "bad_request")
+        sock.send_multipart([b"two", b"frames"])
+        error = _reply(sock)
+        assert error["id"] is None and error["body"]["code"] == "bad_request"
+        sock.close()
+
+
+def test_an_oversized_message_is_dropped_without_harming_others(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path, max_message_bytes=4096) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        big = _raw(sidecar.address)
+        big.send(msgpack.packb({"v": 1, "id": 1, "type": "hello", "body": {"client": "x" * 10_000}}))
+        assert not big.poll(500)  # the peer is disconnected, no reply
+        big.close()
+        assert client.interact("guard", "Still there?").dialogue
+
+
+def test_a_full_queue_answers_overloaded(tmp_path: Path) -> None:
+    backend = GatedBackend()
+    with running_sidecar(tmp_path, backend, queue_size=1) as sidecar:
+
+        async def scenario() -> list[object]:
+            async with AsyncClient(sidecar.address, timeout_s=30) as client:
+                first = asyncio.create_task(client.interact("guard", "one"))
+                await asyncio.get_running_loop().run_in_executor(None, backend.started.wait, 10)
+                second = asyncio.create_task(client.interact("guard", "two"))  # queued
+                await asyncio.sleep(0.2)
+                with pytest.raises(Overloaded):
+                    await client.interact("guard", "three")  # no room
+                backend.gate.set()
+                return [await first, await second]
+
+        first, second = asyncio.run(scenario())
+        assert [first.receipt.interaction_index, second.receipt.interaction_index] == [0, 1]
+
+
+def test_a_deadline_answers_timeout_and_applies_nothing(tmp_path: Path) -> None:
+    backend = GatedBackend()
+    with running_sidecar(tmp_path, backend, request_timeout_ms=200) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before = sidecar.store.memory_hash()
+        threading.Timer(0.6, backend.gate.set).start()
+        with pytest.raises(Timeout):
+            client.interact("guard", "Too slow?")
+        assert sidecar.store.memory_hash() == before
+        assert client.memory("guard").interactions == 0
+
+
+def test_interactions_for_one_npc_apply_in_arrival_order(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar:
+
+        async def scenario() -> list[InteractionResult]:
+            async with AsyncClient(sidecar.address, timeout_s=30) as client:
+                return await asyncio.gather(*(client.interact("merchant", f"line {i}") for i in range(20)))
+
+        results = asyncio.run(scenario())
+        assert [r.receipt.interaction_index for r in results] == list(range(20))
+        episodic = sidecar.store.scope("merchant").episodic
+        lines = [e.text.split('"')[1] for e in sorted(episodic, key=lambda e: e.at_interaction) if e.text.startswith("Player:")]
+        assert lines == [f"line {i}" for i in range(20)]
+
+
+def test_work_of_a_disconnected_client_is_dropped_before_inference(tmp_path: Path) -> None:
+    backend = GatedBackend()
+    with running_sidecar(tmp_path, backend) as sidecar, Client(sidecar.address, timeout_s=10) as staying:
+        leaving = _raw(sidecar.address)
+        blocker = threading.Thread(target=lambda: staying.interact("guard", "first"))
+        blocker.start()
+        assert backend.started.wait(10)
+        for i in range(3):
+            leaving.send(msgpack.packb({"v": 1, "id": i, "type": "interact",
+                                        "body": {"npc_id": "merchant", "trigger_reason": "player_utterance", "player_input": "hi"}}))  # fmt: skip
+        leaving.close()
+        threading.Event().wait(0.5)  # let the monitor report the disconnect
+        backend.gate.set()
+        blocker.join(10)
+        assert staying.stats().counters.get("interact.dropped_disconnected") == 3
+        assert staying.memory("merchant").interactions == 0
