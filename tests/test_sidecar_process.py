@@ -1,0 +1,119 @@
+"""`loreguard serve` as a real process: clean shutdown on signals, durability across SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from factories import say
+
+from loreguard.client import AsyncClient, Client, NoReply
+from loreguard.memory import MemoryStore
+from loreguard.server.demo import demo_npcs, demo_world
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(data: Path, port: int, script: Path) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "loreguard.server.cli", "serve", "--backend", "scripted", "--script", str(script),
+               "--data", str(data), "--port", str(port)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with Client(f"tcp://127.0.0.1:{port}", timeout_s=1) as client:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client.hello()
+                return process
+            except NoReply:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"serve did not start: {process.communicate()[0]}") from None
+
+
+def _script(tmp_path: Path) -> Path:
+    """Every answer proposes one episodic memory: each interaction writes two entries."""
+    mutation = {"kind": "append_episodic", "text": "The traveller spoke with me.", "significance": 0.5}
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps([say("Noted, traveller.", mutations=[mutation])]))
+    return path
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signals_shut_down_cleanly(tmp_path: Path, sig: signal.Signals) -> None:
+    port = _free_port()
+    process = _start(tmp_path / "data", port, _script(tmp_path))
+    with Client(f"tcp://127.0.0.1:{port}", timeout_s=10) as client:
+        client.load_world(demo_world())
+        client.register_npc(demo_npcs()[0])
+        acknowledged = client.interact("guard", "Hello.")
+        process.send_signal(sig)
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+    assert "stopped" in output
+    with MemoryStore(tmp_path / "data" / "memory.sqlite") as store:
+        assert store.interactions("guard") == 1
+        assert store.memory_hash(("guard", "@world")) == acknowledged.receipt.memory_hash_after
+
+
+def test_acknowledged_interactions_survive_sigkill(tmp_path: Path) -> None:
+    port, data, script = _free_port(), tmp_path / "data", _script(tmp_path)
+    address = f"tcp://127.0.0.1:{port}"
+    process = _start(data, port, script)
+    with Client(address, timeout_s=10) as client:
+        client.load_world(demo_world())
+        client.register_npc(demo_npcs()[0])
+
+    async def stream() -> list[int]:
+        """Eight interactions in flight at a time; SIGKILL once 150 are acknowledged."""
+        acknowledged: list[int] = []
+        async with AsyncClient(address, timeout_s=3) as client:
+
+            async def one(i: int) -> None:
+                try:
+                    result = await client.interact("guard", f"line {i}")
+                except NoReply:
+                    return
+                acknowledged.append(result.receipt.interaction_index)
+                if len(acknowledged) == 150:
+                    process.kill()
+
+            for start in range(0, 400, 8):
+                await asyncio.gather(*(one(i) for i in range(start, start + 8)))
+                if process.poll() is not None:
+                    break
+        return acknowledged
+
+    acknowledged = asyncio.run(stream())
+    process.communicate(timeout=30)
+    assert 150 <= len(acknowledged) < 400
+
+    process = _start(data, port, script)
+    try:
+        with Client(address, timeout_s=10) as client:
+            memory = client.memory("guard")
+            # Every acknowledged interaction committed (the ones in flight at the kill may have
+            # committed too; their replies died with the process).
+            assert memory.interactions >= len(acknowledged) and max(acknowledged) < memory.interactions
+            written: dict[int, int] = {}
+            for entry in memory.memory.episodic:
+                written[entry.at_interaction] = written.get(entry.at_interaction, 0) + 1
+            # Each interaction writes two entries in one transaction: the latest 100 (older ones
+            # may be pruned by decay) have both, never one.
+            for index in range(memory.interactions - 100, memory.interactions):
+                assert written.get(index) == 2, f"interaction {index} lost or half-applied"
+            assert client.interact("guard", "After the crash.").receipt.interaction_index == memory.interactions
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
