@@ -41,6 +41,16 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schemas_docs(args: argparse.Namespace) -> int:
+    from loreguard.schemas.export import protocol_reference
+
+    path = Path(args.file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(protocol_reference(), encoding="utf-8")
+    print(path)
+    return 0
+
+
 def _backend_factory(args: argparse.Namespace):  # noqa: ANN202
     """What to load, and a function that loads it."""
     if getattr(args, "backend", "llama") == "scripted":
@@ -109,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     export = schemas_commands.add_parser("export", help="write JSON Schema for every wire message")
     export.add_argument("directory", help="output folder, e.g. schemas/json")
     export.set_defaults(handler=_schemas_export)
+    docs = schemas_commands.add_parser("docs", help="write the Markdown reference of every message body")
+    docs.add_argument("file", help="output file, e.g. docs/protocol-messages.md")
+    docs.set_defaults(handler=_schemas_docs)
 
     demo = commands.add_parser("demo", help="run the demo conversation through the governance pipeline")
     demo.add_argument("--data", help="keep memory in this folder (default: a temporary one)")

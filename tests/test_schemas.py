@@ -124,3 +124,12 @@ def test_exported_json_schema_is_current() -> None:
             f"schemas/json/{name} is stale: run `loreguard schemas export schemas/json`"
         )
         json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8"))
+
+
+def test_protocol_message_reference_is_current() -> None:
+    from loreguard.schemas.export import protocol_reference
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "protocol-messages.md"
+    assert path.read_text(encoding="utf-8") == protocol_reference(), (
+        "docs/protocol-messages.md is stale: run `loreguard schemas docs docs/protocol-messages.md`"
+    )
