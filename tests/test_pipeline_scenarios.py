@@ -298,3 +298,11 @@ def test_canonical_world_fact_added_later_is_in_the_prompt(tmp_path: Path) -> No
     )
     pipeline.interact(ask("Look up"))
     assert "Eldmoor has two moons." in backend.requests[0].prompt.static_prefix
+
+
+def test_dialogue_that_copies_the_prompt_markup_is_retried(tmp_path: Path) -> None:
+    copied = say("<your spoken words, at most 600 characters>")
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [copied, say("Only before dusk, traveller.")])
+    result = pipeline.interact(ask("Can I pass?"))
+    assert result.attempts == 2 and result.failed_gates == ("hard_limits",)
+    assert result.dialogue == "Only before dusk, traveller."

@@ -87,6 +87,7 @@ def run_demo(
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(data_dir) if data_dir else Path(tmp)
         directory.mkdir(parents=True, exist_ok=True)
+        live = backend is not None
         if backend is None:
             scripted = ScriptedBackend({})
             for turn in TURNS:
@@ -111,7 +112,9 @@ def run_demo(
                     start = time.perf_counter()
                     result = client.interact(context_for(turn))
                     rows.append(_row(n, result, (time.perf_counter() - start) * 1000))
-                    _report(n, turn.shows, turn.player, names[turn.npc_id], result, out)
+                    # A live model does what it does: the label says what the line was written to provoke.
+                    label = f"written to provoke: {turn.shows}" if live else turn.shows
+                    _report(n, label, turn.player, names[turn.npc_id], result, out)
                 print(_table(rows), file=out)
                 stats = client.stats()
                 counters = ", ".join(f"{k}={v}" for k, v in stats.counters.items() if k.startswith("interact."))

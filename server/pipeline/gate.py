@@ -33,6 +33,7 @@ from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.checks import check_constraint, mutation_texts
 from loreguard.server.pipeline.claims import find_contradictions
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
+from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
 from loreguard.server.pipeline.snapshot import StateSnapshot
 from loreguard.server.pipeline.textnorm import clean_dialogue, reveals
 
@@ -104,6 +105,18 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
                 severity=Severity.CRITICAL,
             )
         )
+    if output is not None:
+        leaked = [marker for marker in SCAFFOLDING_MARKERS if marker in output.dialogue]
+        if leaked:
+            # Small models copy the prompt's own markup; the player must never hear it.
+            hard.append(
+                GateFailure(
+                    gate=GateName.HARD_LIMITS,
+                    reason=f"dialogue repeats the prompt's markup ({leaked[0].strip()!r})",
+                    severity=Severity.HARD,
+                    evidence=leaked[0].strip(),
+                )
+            )
     for c in snapshot.constraints.constraints:
         if c.severity is Severity.CRITICAL:
             hard.extend(check_constraint(c, output, raw, GateName.HARD_LIMITS))

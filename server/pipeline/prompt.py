@@ -38,6 +38,9 @@ _BOUNDARY_INDEX = {
 }
 
 EMOTIONS = "|".join(e.value for e in Emotion)
+#: Pieces of this module's markup. Dialogue containing one is the model copying its prompt.
+DIALOGUE_PLACEHOLDER = "<your spoken words"
+SCAFFOLDING_MARKERS = ("### ", "[manifest]", DIALOGUE_PLACEHOLDER, "Situation: ", "Player: ")
 
 
 class Prompt(FrozenModel):
@@ -70,7 +73,7 @@ def _system_section(s: StateSnapshot) -> str:
         "",
         "### Output format",
         "Reply with exactly one JSON object and nothing else:",
-        f'{{"dialogue": "<your spoken words, at most {MAX_DIALOGUE_CHARS} characters>", '
+        f'{{"dialogue": "{DIALOGUE_PLACEHOLDER}, at most {MAX_DIALOGUE_CHARS} characters>", '
         f'"emotion": "<{EMOTIONS}>", "mutations": [<at most 4 changes>]}}',
         "A change is one of:",
         '{"kind": "append_episodic", "text": "<what happened>", "significance": <0..1>}',
