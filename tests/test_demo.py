@@ -53,3 +53,12 @@ def test_demo_with_the_embedded_model(tmp_path: Path, capsys) -> None:  # noqa: 
     assert "silver moon" not in out.lower()
     with MemoryStore(tmp_path / "memory.sqlite") as store:
         assert store.interactions("guard") == 4 and store.interactions("merchant") == 2
+
+
+def test_interactive_chat_after_the_scripted_turns(tmp_path: Path) -> None:
+    out = io.StringIO()
+    lines = iter(["Is the road north safe?", ""])
+    assert run_demo(tmp_path, out, interactive="guard", read=lambda prompt: next(lines)) == 0
+    chat = out.getvalue().split("Talking to Brom (guard).", 1)[1]
+    # The recorded script has no line left for this, so the authored fallback answers.
+    assert "Brom: " in chat and "fallback y" in chat
