@@ -6,6 +6,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -14,7 +15,7 @@ from loreguard.server.pipeline.inference.base import InferenceBackend
 from loreguard.server.sidecar.server import Sidecar, SidecarConfig
 
 
-def load_with_progress(what: str, load: callable, out: TextIO) -> object:  # type: ignore[valid-type]
+def load_with_progress(what: str, load: Callable[[], InferenceBackend], out: TextIO) -> InferenceBackend:
     """Run `load()` while a line on `out` counts the seconds."""
     done = threading.Event()
     started = time.monotonic()
@@ -33,9 +34,11 @@ def load_with_progress(what: str, load: callable, out: TextIO) -> object:  # typ
         print(f"\rloaded {what} in {time.monotonic() - started:.1f} s      ", file=out, flush=True)
 
 
-def serve(backend_factory: callable, what: str, data: Path, config: SidecarConfig, out: TextIO = sys.stderr) -> int:  # type: ignore[valid-type]
+def serve(
+    backend_factory: Callable[[], InferenceBackend], what: str, data: Path, config: SidecarConfig, out: TextIO = sys.stderr
+) -> int:
     data.mkdir(parents=True, exist_ok=True)
-    backend: InferenceBackend = load_with_progress(what, backend_factory, out)  # type: ignore[assignment]
+    backend = load_with_progress(what, backend_factory, out)
     sidecar = Sidecar(MemoryStore(data / "memory.sqlite"), backend, config)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: sidecar.request_stop())

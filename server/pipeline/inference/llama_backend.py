@@ -113,9 +113,8 @@ class LlamaCppBackend(InferenceBackend):
         source = self.config.chat_template or self.metadata.get("tokenizer.chat_template")
         if not source:
             raise BackendError(f"{self.model_path.name} has no chat template; pass one (chat_template='chatml' or 'gemma')")
-        bos = self._model.token_text(self._model.bos_token) if self._model.bos_token >= 0 else ""
         eos = self._model.token_text(self._model.eos_token) if self._model.eos_token >= 0 else ""
-        return ChatTemplate(source, bos_token=bos, eos_token=eos)
+        return ChatTemplate(source, bos_token=self.template_bos_text, eos_token=eos)
 
     @property
     def offloaded_layers(self) -> int:
