@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs a headless Godot 4 into a private folder (default .godot-env/), without touching the
+# system's apt setup. Debian ships godot only in testing/unstable, built against a newer glibc
+# than this bookworm system has, so we download the packages with a private apt configuration,
+# unpack them, and point the binary at the glibc it came with (patchelf).
+# Prints the path of a `godot` launcher on success.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+DEST="${GODOT_ENV:-$ROOT/.godot-env}"
+LAUNCHER="$DEST/godot"
+if [ -x "$LAUNCHER" ] && "$LAUNCHER" --headless --version >/dev/null 2>&1; then
+  echo "$LAUNCHER"; exit 0
+fi
+
+MIRROR="$(grep -hoE 'https?://deb\.debian\.org/debian/?' /etc/apt/sources.list.d/* /etc/apt/sources.list 2>/dev/null | head -n1 || true)"
+MIRROR="${MIRROR:-http://deb.debian.org/debian}"
+APT="$DEST/apt"
+rm -rf "$DEST"
+mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial" "$APT/etc" "$DEST/root" "$DEST/debs"
+: > "$APT/status"
+
+fetch() {  # suite, packages...
+  local suite="$1"; shift
+  cat > "$APT/etc/sources.list" <<SRC
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $suite main
+SRC
+  local opts=(-o "Dir::Etc::SourceList=$APT/etc/sources.list" -o "Dir::Etc::SourceParts=/dev/null"
+              -o "Dir::State::Lists=$APT/lists" -o "Dir::State::Status=$APT/status"
+              -o "Dir::Cache=$APT/cache" -o "Debug::NoLocking=1" -o "APT::Sandbox::User=$(id -un)")
+  apt-get "${opts[@]}" -qq update && apt-get "${opts[@]}" -qq -y --download-only install "$@"
+}
+
+for suite in forky sid; do
+  if fetch "$suite" godot patchelf >&2; then break; fi
+done
+for deb in "$APT"/cache/archives/*.deb; do dpkg -x "$deb" "$DEST/root"; done
+
+R="$DEST/root"
+LIBS="$R/usr/lib/x86_64-linux-gnu:$R/lib/x86_64-linux-gnu:$R/usr/lib/x86_64-linux-gnu/pulseaudio"
+first() { for f in "$@"; do [ -f "$f" ] && { echo "$f"; return 0; }; done; return 1; }
+LOADER="$(first "$R"/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 "$R"/lib64/ld-linux-x86-64.so.2 "$R"/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)"
+BIN="$(first "$R"/usr/bin/godot "$R"/usr/lib/godot/godot)"
+# patchelf from the same download runs on the new glibc too: start it through that loader.
+PATCHELF=("$LOADER" --library-path "$LIBS" "$R/usr/bin/patchelf")
+"${PATCHELF[@]}" --set-interpreter "$LOADER" --force-rpath --set-rpath "$LIBS" "$BIN"
+for lib in "$R"/usr/lib/x86_64-linux-gnu/libpulse.so.0*; do
+  [ -f "$lib" ] && [ ! -L "$lib" ] && "${PATCHELF[@]}" --force-rpath --set-rpath "$LIBS" "$lib"
+done
+cat > "$LAUNCHER" <<SH
+#!/usr/bin/env bash
+exec "$BIN" "\$@"
+SH
+chmod +x "$LAUNCHER"
+"$LAUNCHER" --headless --version >&2
+echo "$LAUNCHER"
