@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from typing import Any
 
@@ -62,10 +63,8 @@ class AsyncClient(ClientApi):
     async def close(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
-            except asyncio.CancelledError:
-                pass
         self._socket.close(linger=0)
 
     async def __aenter__(self) -> AsyncClient:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 from loreguard.client.messages import body_of, interact_body
@@ -11,9 +12,10 @@ from loreguard.schemas.npc import NpcProfile, WorldDefinition
 DEFAULT_ADDRESS = "tcp://127.0.0.1:7878"
 
 
-class ClientApi:
+class ClientApi(ABC):
+    @abstractmethod
     def _call(self, message_type: str, body: dict[str, Any]) -> Any:
-        raise NotImplementedError
+        """Send one request; the reply model (sync) or an awaitable of it (asyncio)."""
 
     def hello(self, client: str = "loreguard.client") -> Any:
         """Versions, capabilities, model fingerprint and limits (`HelloReply`)."""
