@@ -13,17 +13,16 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionContext, NpcProfile, ParsedOutput, WorldDefinition
-from loreguard.schemas.receipt import ModelFingerprint
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, InferenceBackend
+from loreguard.server.pipeline.inference.base import Generation
 from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+from loreguard.server.pipeline.inference.recording import RecordingBackend
 
 _PLACES = ("the mill", "the north gate", "the river ford", "the old chapel", "the salt market", "the watchtower",
            "the tannery", "the bridge of Ald", "the granary", "the smithy", "the ferry landing", "the orchard")  # fmt: skip
@@ -73,29 +72,6 @@ def bench_world() -> WorldDefinition:
     return WorldDefinition.model_validate({"id": "eldmoor", "lore": lore, "initial_state": {"weather": "rain"}})
 
 
-@dataclass
-class _Call:
-    request: GenerationRequest
-    generation: Generation
-
-
-class _Recorder(InferenceBackend):
-    """Passes calls to the real backend and keeps what each returned."""
-
-    def __init__(self, inner: LlamaCppBackend) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.calls: list[_Call] = []
-
-    def generate(self, request: GenerationRequest) -> Generation:
-        generation = self.inner.generate(request)
-        self.calls.append(_Call(request, generation))
-        return generation
-
-    def fingerprint(self) -> ModelFingerprint:
-        return self.inner.fingerprint()
-
-
 def _decode_tok_s(g: Generation) -> float | None:
     seconds = (g.total_ms - g.ttft_ms) / 1000
     return (g.tokens_generated - 1) / seconds if g.tokens_generated > 8 and seconds > 0 else None
@@ -115,7 +91,7 @@ def _median(values: list[float]) -> float:
 
 def bench_inference(*, npcs: int = 8, rounds: int = 3, model: str | None = None, threads: int | None = None) -> dict[str, object]:
     backend = LlamaCppBackend(LlamaCppConfig(model_path=model, n_threads=threads))
-    recorder = _Recorder(backend)
+    recorder = RecordingBackend(backend)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         store = MemoryStore(Path(tmp) / "bench.db")
@@ -132,17 +108,18 @@ def bench_inference(*, npcs: int = 8, rounds: int = 3, model: str | None = None,
         store.close()
 
     calls = recorder.calls
-    constrained = [r for c in calls if (r := _decode_tok_s(c.generation)) is not None]
+    generations = [generation for _, generation in calls]
+    constrained = [r for g in generations if (r := _decode_tok_s(g)) is not None]
     last_turns = calls[-npcs:]
     # Cache hit vs miss on identical prompts (each NPC's last turn): time to the first token.
     warm, cold, free = [], [], []
-    for call in last_turns:
-        first_token = call.request.model_copy(update={"output_schema": None, "max_tokens": 1})
+    for request, _ in last_turns:
+        first_token = request.model_copy(update={"output_schema": None, "max_tokens": 1})
         warm.append(backend.generate(first_token))
-        backend.invalidate(call.request.npc_id)
+        backend.invalidate(request.npc_id)
         cold.append(backend.generate(first_token))
         # Free decoding on the same prompt and seed, without the grammar.
-        free_request = call.request.model_copy(update={"output_schema": None, "max_tokens": 96})
+        free_request = request.model_copy(update={"output_schema": None, "max_tokens": 96})
         if (rate := _decode_tok_s(backend.generate(free_request))) is not None:
             free.append(rate)
     ttft_cold, ttft_warm = _median([g.ttft_ms for g in cold]), _median([g.ttft_ms for g in warm])
@@ -161,12 +138,12 @@ def bench_inference(*, npcs: int = 8, rounds: int = 3, model: str | None = None,
         "ttft_cold_ms": ttft_cold,
         "ttft_warm_ms": ttft_warm,
         "kv_hit_speedup": round(ttft_cold / ttft_warm, 1) if ttft_warm else float("nan"),
-        "rotation_kv_hits": sum(c.generation.tokens_cached > 0 for c in calls),
-        "rotation_kv_misses": sum(c.generation.tokens_cached == 0 for c in calls),
+        "rotation_kv_hits": sum(g.tokens_cached > 0 for g in generations),
+        "rotation_kv_misses": sum(g.tokens_cached == 0 for g in generations),
         "kv_state_mb_per_npc": round(backend.prefix_cache.stats.bytes / max(1, backend.prefix_cache.stats.entries) / 2**20, 1),
         "grammar_full_filter_rate": round(backend.stats.grammar_full_filters / max(1, backend.stats.tokens_generated), 4),
-        "truncated_outputs": sum(c.generation.finish_reason == "length" for c in calls),
-        "schema_valid_rate": round(sum(_strictly_valid(c.generation.text) for c in calls) / len(calls), 3),
+        "truncated_outputs": sum(g.finish_reason == "length" for g in generations),
+        "schema_valid_rate": round(sum(_strictly_valid(g.text) for g in generations) / len(generations), 3),
         "wall_s": round(time.perf_counter() - started, 1),
     }
     backend.close()

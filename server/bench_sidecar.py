@@ -25,13 +25,9 @@ from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.pipeline.inference import ScriptedBackend
 from loreguard.server.sidecar.codec import encode_reply, encode_request
 from loreguard.server.sidecar.server import Sidecar, SidecarConfig
+from loreguard.server.sidecar.stats import percentile
 
 _REPLY = '{"dialogue": "Well met, traveller.", "emotion": "neutral", "mutations": []}'
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
 class _Echo:
@@ -100,9 +96,9 @@ def bench_roundtrip(*, round_trips: int = 5000) -> dict[str, object]:
         "request_bytes": len(request),
         "reply_bytes": len(reply),
         "roundtrip_p50_us": round(p50, 1),
-        "roundtrip_p99_us": round(_percentile(sidecar_us, 0.99), 1),
+        "roundtrip_p99_us": round(percentile(sidecar_us, 0.99), 1),
         "raw_echo_p50_us": round(raw_p50, 1),
-        "raw_echo_p99_us": round(_percentile(echo_us, 0.99), 1),
+        "raw_echo_p99_us": round(percentile(echo_us, 0.99), 1),
         "overhead_ratio": round(p50 / raw_p50, 2),
     }
 
@@ -159,5 +155,5 @@ def bench_load(*, clients: int = 32, per_client: int = 50) -> dict[str, object]:
         "lost_or_mismatched": clients * per_client - report.replies + len(report.problems),
         "throughput_per_s": round(report.replies / report.wall_s, 1),
         "latency_p50_ms": round(statistics.median(report.latencies_ms), 2),
-        "latency_p99_ms": round(_percentile(report.latencies_ms, 0.99), 2),
+        "latency_p99_ms": round(percentile(report.latencies_ms, 0.99), 2),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +13,13 @@ from loreguard.memory import MemoryStore
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.pipeline.inference import ScriptedBackend
 from loreguard.server.sidecar.server import Sidecar, SidecarConfig
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @contextmanager

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from model_helpers import Recording, demo_store
 from pipeline_helpers import ask
+from sidecar_helpers import free_port
 
 from loreguard.schemas import ParsedOutput
 from loreguard.server.pipeline import GovernancePipeline
@@ -23,15 +23,9 @@ from loreguard.server.pipeline.inference.models import embedded_model_path
 from loreguard.server.pipeline.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
     command = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_model_path()),
@@ -88,7 +82,7 @@ def test_remote_seed_reproduces_text(server_url: str, tmp_path: Path) -> None:
 
 
 def test_an_unreachable_server_is_a_typed_error_and_the_npc_falls_back(tmp_path: Path) -> None:
-    backend = OpenAICompatibleBackend(OpenAICompatibleConfig(base_url=f"http://127.0.0.1:{_free_port()}", timeout_s=5))
+    backend = OpenAICompatibleBackend(OpenAICompatibleConfig(base_url=f"http://127.0.0.1:{free_port()}", timeout_s=5))
     pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
     result = pipeline.interact(ask("Hello?", npc="guard"))
     assert result.fallback_used and result.dialogue

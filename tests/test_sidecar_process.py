@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,18 +12,13 @@ from pathlib import Path
 
 import pytest
 from factories import say
+from sidecar_helpers import free_port
 
 from loreguard.client import AsyncClient, Client, NoReply
 from loreguard.memory import MemoryStore
 from loreguard.server.demo import demo_npcs, demo_world
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start(data: Path, port: int, script: Path) -> subprocess.Popen[str]:
@@ -52,7 +46,7 @@ def _script(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signals_shut_down_cleanly(tmp_path: Path, sig: signal.Signals) -> None:
-    port = _free_port()
+    port = free_port()
     process = _start(tmp_path / "data", port, _script(tmp_path))
     with Client(f"tcp://127.0.0.1:{port}", timeout_s=10) as client:
         client.load_world(demo_world())
@@ -68,7 +62,7 @@ def test_signals_shut_down_cleanly(tmp_path: Path, sig: signal.Signals) -> None:
 
 
 def test_acknowledged_interactions_survive_sigkill(tmp_path: Path) -> None:
-    port, data, script = _free_port(), tmp_path / "data", _script(tmp_path)
+    port, data, script = free_port(), tmp_path / "data", _script(tmp_path)
     address = f"tcp://127.0.0.1:{port}"
     process = _start(data, port, script)
     with Client(address, timeout_s=10) as client:

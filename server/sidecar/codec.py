@@ -1,14 +1,15 @@
 """Frames to envelopes and back: MessagePack with hard limits and typed protocol errors.
 
 Decoding checks, in order: size, MessagePack, map with string keys, envelope fields, version,
-message type, body schema. The first failure becomes a `ProtocolError` carrying the error code
+message type, body schema (every body model refuses NaN and infinities: `allow_inf_nan=False`). The first failure becomes a `ProtocolError` carrying the error code
 PROTOCOL.md assigns and, whenever the envelope got far enough to have one, the request id, so the
 client can match the error to its request.
 """
 
 from __future__ import annotations
 
-import math
+import logging
+import uuid
 from typing import Any
 
 import msgpack
@@ -22,6 +23,8 @@ from loreguard.schemas.wire import (
     ErrorCode,
     ErrorEnvelope,
 )
+
+log = logging.getLogger("loreguard.sidecar")
 
 _MAX_ID_CHARS = 128
 _INT_RANGE = (-(2**63), 2**64 - 1)
@@ -57,18 +60,6 @@ def _valid_id(value: Any) -> bool:
     if isinstance(value, int):
         return _INT_RANGE[0] <= value <= _INT_RANGE[1]
     return isinstance(value, str) and len(value) <= _MAX_ID_CHARS
-
-
-def _has_non_finite(value: Any, depth: int = 0) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if depth > 64:
-        return False
-    if isinstance(value, dict):
-        return any(_has_non_finite(v, depth + 1) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_non_finite(v, depth + 1) for v in value)
-    return False
 
 
 def _error_details(exc: ValidationError) -> dict[str, Any]:
@@ -126,8 +117,6 @@ def decode_request(frame: bytes, *, max_bytes: int) -> Request:
             ErrorCode.UNKNOWN_TYPE, f"unknown message type {message_type[:64]!r}", request_id=request_id,
             details={"known": sorted(MESSAGES)},
         )  # fmt: skip
-    if _has_non_finite(body):
-        raise ProtocolError(ErrorCode.INVALID, "NaN and infinities are not valid values", request_id=request_id)
     try:
         model = spec.request.model_validate(body)
     except ValidationError as exc:
@@ -151,6 +140,15 @@ def encode_reply(request_id: int | str, message_type: str, body: BaseModel) -> b
 def encode_error(request_id: Any, code: ErrorCode, message: str, details: dict[str, Any] | None = None) -> bytes:
     envelope = ErrorEnvelope(id=request_id, body=ErrorBody(code=code, message=message, details=details))
     return msgpack.packb(envelope.model_dump(mode="json"), use_bin_type=True)
+
+
+def internal_error(request_id: Any, where: str) -> bytes:
+    """Log a bug with a fresh correlation id and return the `internal` error naming it."""
+    correlation = uuid.uuid4().hex[:12]
+    log.exception("internal error %s in %s", correlation, where)
+    return encode_error(
+        request_id, ErrorCode.INTERNAL, f"internal error; correlation id {correlation}", {"correlation_id": correlation}
+    )
 
 
 def encode_request(request_id: int | str, message_type: str, body: dict[str, Any]) -> bytes:

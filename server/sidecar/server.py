@@ -12,7 +12,6 @@ left, so its queued interactions are dropped before inference.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import uuid
@@ -26,12 +25,10 @@ from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, Limits
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference.base import InferenceBackend
-from loreguard.server.sidecar.codec import ProtocolError, decode_request, encode_error, encode_reply
+from loreguard.server.sidecar.codec import ProtocolError, decode_request, encode_error, encode_reply, internal_error
 from loreguard.server.sidecar.service import Service
 from loreguard.server.sidecar.stats import SidecarStats
 from loreguard.server.sidecar.worker import InteractionWorker, InteractJob
-
-log = logging.getLogger("loreguard.sidecar")
 
 _POLL_MS = 100
 
@@ -187,10 +184,8 @@ class Sidecar:
             self.stats.count(f"errors.{exc.code.value}")
             reply = encode_error(exc.request_id if exc.request_id is not None else request_id, exc.code, exc.message, exc.details)
         except Exception:  # a bug in a handler: answer, log, keep serving
-            correlation = uuid.uuid4().hex[:12]
-            log.exception("internal error %s", correlation)
             self.stats.count("internal_errors")
-            reply = encode_error(request_id, ErrorCode.INTERNAL, f"internal error; correlation id {correlation}")
+            reply = internal_error(request_id, "the socket loop")
         self._reply(client, reply)
 
     def _submit(self, client: bytes, request_id: int | str, context: InteractionContext, received: int) -> None:

@@ -70,7 +70,6 @@ class Service:
     def __init__(self, store: MemoryStore, *, fingerprint: ModelFingerprint | None, limits: Limits, stats: SidecarStats) -> None:
         self.store = store
         self.fingerprint = fingerprint
-        self.limits = limits
         self.stats = stats
         self._receipts: deque[Receipt] = deque(maxlen=RECENT_RECEIPTS)
         self._hello = HelloReply(

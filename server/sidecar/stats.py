@@ -8,6 +8,12 @@ from collections import Counter, deque
 _WINDOW = 4096
 
 
+def percentile(values: list[float] | list[int], q: float) -> float:
+    """The value at rank `q` (0..1) of `values`, nearest rank; benchmarks and `stats` share it."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
 class SidecarStats:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -30,10 +36,10 @@ class SidecarStats:
     def latency_us(self) -> dict[str, int]:
         out: dict[str, int] = {}
         with self._lock:
-            windows = {name: sorted(values) for name, values in self._latency.items() if values}
+            windows = {name: list(values) for name, values in self._latency.items() if values}
         for name in sorted(windows):
             values = windows[name]
-            out[f"{name}_p50"] = values[len(values) // 2]
-            out[f"{name}_p99"] = values[min(len(values) - 1, (len(values) * 99) // 100)]
+            out[f"{name}_p50"] = int(percentile(values, 0.5))
+            out[f"{name}_p99"] = int(percentile(values, 0.99))
             out[f"{name}_count"] = len(values)
         return out

@@ -8,11 +8,9 @@ waits for it; finished replies come back through `deliver`.
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,10 +18,8 @@ from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.receipt import InteractionResult
 from loreguard.schemas.wire import ErrorCode
 from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, UnknownNpcError
-from loreguard.server.sidecar.codec import encode_error, encode_reply
+from loreguard.server.sidecar.codec import encode_error, encode_reply, internal_error
 from loreguard.server.sidecar.stats import SidecarStats
-
-log = logging.getLogger("loreguard.sidecar")
 
 
 @dataclass(frozen=True)
@@ -113,15 +109,8 @@ class InteractionWorker:
             self._stats.count("interact.timeout")
             return encode_error(job.request_id, ErrorCode.TIMEOUT, str(exc))
         except Exception:  # a bug: keep serving, tell the client, log with a correlation id
-            correlation = uuid.uuid4().hex[:12]
-            log.exception("internal error %s in interact for %s", correlation, job.context.npc_id)
             self._stats.count("internal_errors")
-            return encode_error(
-                job.request_id,
-                ErrorCode.INTERNAL,
-                f"internal error; correlation id {correlation}",
-                {"correlation_id": correlation},
-            )
+            return internal_error(job.request_id, f"interact for {job.context.npc_id}")
         self._stats.observe("interact", (time.perf_counter_ns() - job.received_ns) // 1000)
         self._stats.count(f"interact.{result.receipt.outcome.value}")
         self._on_result(result)

@@ -102,6 +102,9 @@ class LlamaCppBackend(InferenceBackend):
         except NativeError as exc:
             raise BackendError(str(exc)) from exc
         self.metadata = self._model.metadata()
+        bos = self._model.bos_token
+        #: The BOS token's text, which some chat templates write themselves.
+        self.bos_text = self._model.token_text(bos) if bos >= 0 else ""
         self.template = self._load_template()
         self.prefix_cache = PrefixCache(self.config.prefix_cache_bytes)
         self.stats = BackendStats()
@@ -114,7 +117,7 @@ class LlamaCppBackend(InferenceBackend):
         if not source:
             raise BackendError(f"{self.model_path.name} has no chat template; pass one (chat_template='chatml' or 'gemma')")
         eos = self._model.token_text(self._model.eos_token) if self._model.eos_token >= 0 else ""
-        return ChatTemplate(source, bos_token=self.template_bos_text, eos_token=eos)
+        return ChatTemplate(source, bos_token=self.bos_text, eos_token=eos)
 
     @property
     def offloaded_layers(self) -> int:
@@ -156,17 +159,13 @@ class LlamaCppBackend(InferenceBackend):
         except TemplateError as exc:
             raise BackendError(str(exc)) from exc
         prefix_text = split.prefix
-        bos_text = self.template_bos_text
+        bos_text = self.bos_text
         if self._model.adds_bos and bos_text and prefix_text.startswith(bos_text):
             prefix_text = prefix_text[len(bos_text) :]
         return PromptTokens(
             prefix=self._model.tokenize(prefix_text, add_special=True),
             suffix=self._model.tokenize(split.suffix, add_special=False),
         )
-
-    @property
-    def template_bos_text(self) -> str:
-        return self._model.token_text(self._model.bos_token) if self._model.bos_token >= 0 else ""
 
     def generate(self, request: GenerationRequest) -> Generation:
         with self._lock:

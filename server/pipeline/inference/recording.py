@@ -1,0 +1,23 @@
+"""A backend wrapper that keeps every request and generation: benchmarks and tests read them."""
+
+from __future__ import annotations
+
+from loreguard.schemas.receipt import ModelFingerprint
+from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, InferenceBackend
+
+
+class RecordingBackend(InferenceBackend):
+    """Forwards to `inner` and appends each `(request, generation)` to `calls`."""
+
+    def __init__(self, inner: InferenceBackend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.calls: list[tuple[GenerationRequest, Generation]] = []
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        generation = self.inner.generate(request)
+        self.calls.append((request, generation))
+        return generation
+
+    def fingerprint(self) -> ModelFingerprint:
+        return self.inner.fingerprint()
