@@ -44,10 +44,12 @@ func _check(vector: Dictionary) -> void:
 	var expected: Variant = _typed(vector["value"])
 	_expect(decoded.ok, name, "decode failed: %s" % decoded.error)
 	if decoded.ok:
-		_expect(_same(decoded.value, expected), name, "decoded %s, expected %s" % [var_to_str(decoded.value), var_to_str(expected)])
+		var got := var_to_str(decoded.value)
+		_expect(_same(decoded.value, expected), name, "decoded %s, expected %s" % [got, var_to_str(expected)])
 	if vector.get("canonical", true):
 		var encoded := LoreguardMsgPack.encode(expected)
-		_expect(encoded.ok and encoded.bytes == wire, name + " (encode)", "encoded %s, Python wrote %s" % [encoded.bytes.hex_encode(), vector["hex"]])
+		var why := "encoded %s, Python wrote %s" % [encoded.bytes.hex_encode(), vector["hex"]]
+		_expect(encoded.ok and encoded.bytes == wire, name + " (encode)", why)
 
 
 ## The value a tagged JSON tree stands for: {"int": "-128"}, {"float": "<8 bytes hex>"}, ...

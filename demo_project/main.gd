@@ -1,0 +1,126 @@
+extends Control
+## The Loreguard demo: talk to Brom, the guard at the north gate, and Mira, the river merchant.
+## Every line comes from the sidecar, validated against their rules; Brom can open the gate and
+## Mira can hand you an item, and the scene changes only when the sidecar approved the intent.
+##
+## `godot --path demo_project -- --smoke` plays a scripted conversation through the text box
+## and exits 0 only if every step showed up on screen (tests/test_godot_demo.py).
+
+const SMOKE_WATCHDOG_S := 90.0
+const SMOKE_LINES: Array[Array] = [
+	[0, "Good evening. Could you open the gate for me?"],
+	[1, "A lantern, please. Here's 5 silver."],
+]
+
+@export var world: LoreguardWorld
+
+var gate_open: bool = false
+var inventory: Dictionary = {}
+
+@onready var _guard: LoreguardNPC = $Guard
+@onready var _merchant: LoreguardNPC = $Merchant
+@onready var _gate: ColorRect = $Town/Wall/Gate
+@onready var _gate_label: Label = $Town/GateLabel
+@onready var _inventory_label: Label = $Town/Inventory
+@onready var _status: Label = $Panel/Status
+@onready var _picker: OptionButton = $Panel/NpcPicker
+@onready var _dialogue: RichTextLabel = $Panel/Dialogue
+@onready var _input: LineEdit = $Panel/InputRow/Input
+@onready var _send_button: Button = $Panel/InputRow/Send
+
+
+func _ready() -> void:
+	for npc: LoreguardNPC in _npcs():
+		_picker.add_item(npc.profile.display_name)
+		npc.replied.connect(_on_replied.bind(npc))
+		npc.failed.connect(_on_failed.bind(npc))
+	_guard.route("open_gate", _open_gate)
+	_merchant.route("give_item", _give_item)
+	Loreguard.connected.connect(func() -> void: _status.text = "Connected to the sidecar at %s" % Loreguard.address)
+	Loreguard.disconnected.connect(func(why: String) -> void: _status.text = "Sidecar unreachable (%s); retrying..." % why)
+	_input.text_submitted.connect(func(_text: String) -> void: send())
+	_send_button.pressed.connect(send)
+	Loreguard.load_world(world)
+	_input.grab_focus()
+	if "--smoke" in OS.get_cmdline_user_args():
+		_smoke()
+
+
+## Sends the text box's line to the NPC picked above it.
+func send() -> void:
+	var text := _input.text.strip_edges()
+	if text.is_empty() or not _input.editable:
+		return
+	var npc: LoreguardNPC = _npcs()[_picker.selected]
+	_input.clear()
+	_input.editable = false
+	_dialogue.append_text("[color=#9ab]You → %s:[/color] %s\n" % [npc.profile.display_name, _escape(text)])
+	await npc.say(text)
+	_input.editable = true
+	_input.grab_focus()
+
+
+func _npcs() -> Array[LoreguardNPC]:
+	return [_guard, _merchant]
+
+
+func _on_replied(dialogue: String, emotion: String, npc: LoreguardNPC) -> void:
+	var note := " [i](%s)[/i]" % emotion if emotion != "neutral" else ""
+	_dialogue.append_text("[b]%s:[/b] %s%s\n" % [npc.profile.display_name, _escape(dialogue), note])
+
+
+func _on_failed(error: LoreguardError, npc: LoreguardNPC) -> void:
+	_dialogue.append_text("[color=#e77]%s could not answer: %s[/color]\n" % [npc.profile.display_name, _escape(str(error))])
+
+
+func _open_gate(params: Dictionary) -> void:
+	if gate_open:
+		return
+	gate_open = true
+	_gate_label.text = "The %s gate is open." % params.get("gate_id", "north")
+	create_tween().tween_property(_gate, "size:y", 0.0, 0.8)
+	# Tell the sidecar, so Brom's memory of the world matches the scene.
+	Loreguard.set_state({"gate.north": "open"})
+
+
+func _give_item(params: Dictionary) -> void:
+	var item := str(params.get("item", "?"))
+	inventory[item] = int(inventory.get(item, 0)) + int(params.get("count", 1))
+	var lines := PackedStringArray()
+	for key: String in inventory:
+		lines.append("%s × %d" % [key, inventory[key]])
+	_inventory_label.text = "Your pack: " + ", ".join(lines)
+
+
+func _escape(text: String) -> String:
+	return text.replace("[", "[lb]")
+
+
+## The scripted run: each line goes through the text box, then the scene must show the answers
+## and the two intents.
+func _smoke() -> void:
+	get_tree().create_timer(SMOKE_WATCHDOG_S).timeout.connect(func() -> void:
+		printerr("demo smoke: watchdog fired after %d s" % SMOKE_WATCHDOG_S)
+		get_tree().quit(2))
+	if not Loreguard.is_connected_to_sidecar():
+		await Loreguard.connected
+	var failures := PackedStringArray()
+	for step in SMOKE_LINES:
+		_picker.select(step[0])
+		_input.text = step[1]
+		var before := _dialogue.get_parsed_text().length()
+		await send()
+		var shown := _dialogue.get_parsed_text().substr(before)
+		var npc: LoreguardNPC = _npcs()[step[0]]
+		if not shown.contains(npc.profile.display_name + ":") or npc.last_result == null or not npc.last_result.ok:
+			failures.append("no answer from %s to %s (%s)" % [npc.profile.display_name, step[1], npc.last_result])
+	await get_tree().create_timer(1.0).timeout  # the gate's tween
+	if not gate_open or _gate.size.y > 0.5:
+		failures.append("the gate did not open")
+	if inventory.get("lantern", 0) != 1 or not _inventory_label.text.contains("lantern"):
+		failures.append("no lantern in the pack: %s" % _inventory_label.text)
+	for failure in failures:
+		printerr("demo smoke: FAIL ", failure)
+	print("demo smoke: %d checks, %d failed" % [SMOKE_LINES.size() + 2, failures.size()])
+	print(_dialogue.get_parsed_text())
+	get_tree().quit(0 if failures.is_empty() else 1)

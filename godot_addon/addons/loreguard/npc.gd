@@ -1,0 +1,117 @@
+@icon("res://addons/loreguard/icon.svg")
+class_name LoreguardNPC
+extends Node
+## Puts an NPC under Loreguard: give it a profile and rule sets in the inspector, then call
+## `say()` from your dialogue UI.
+##
+##     $Guard.replied.connect(func(line, emotion): $Panel.show_line(line))
+##     $Guard.route("open_gate", func(params): $Gate.open(params["gate_id"]))
+##     $Guard.say("Can I come in?")
+##
+## The NPC registers itself with the sidecar when it enters the tree (and again after every
+## reconnect). Approved world intents go to the callable routed for their type, and are also
+## emitted as `intent_received`.
+
+## A validated line to show (a fallback line too, when the model's line was refused).
+signal replied(dialogue: String, emotion: String)
+## An approved world intent, e.g. ("open_gate", {"gate_id": "north"}).
+signal intent_received(intent_type: String, params: Dictionary)
+## The request failed; `error.code` is a LoreguardError code.
+signal failed(error: LoreguardError)
+## The sidecar accepted this NPC's profile and rules.
+signal registered
+
+@export var profile: LoreguardNpcProfile
+## Rule sets, in order; their rules are registered with the profile.
+@export var rules: Array[LoreguardRuleSet] = []
+## The scene name sent with each interaction (rules may select on it). Empty: the current scene.
+@export var scene_name: String = ""
+## Tags sent with each interaction (rules may select on them).
+@export var tags: PackedStringArray = []
+## The client to use; empty: the `Loreguard` autoload.
+@export var client_path: NodePath
+
+## The last result, for debugging and UI.
+var last_result: LoreguardResult
+## Set once `npc.register` succeeded.
+var is_registered: bool = false
+var _routes: Dictionary = {}
+
+
+func _ready() -> void:
+	if Engine.is_editor_hint():
+		return
+	register()
+
+
+## The client this NPC talks through.
+func client() -> LoreguardClient:
+	var node := get_node_or_null(client_path) if not client_path.is_empty() else get_node_or_null("/root/Loreguard")
+	return node as LoreguardClient
+
+
+## Sends the profile and rules (`npc.register`). Called on ready; call again after editing them.
+func register() -> LoreguardResult:
+	var loreguard := client()
+	if profile == null or loreguard == null:
+		var why := "no profile set" if profile == null else "no Loreguard client (enable the Loreguard plugin)"
+		return _fail(LoreguardResult.failure(LoreguardError.new(LoreguardError.CLIENT, "%s: %s" % [name, why])))
+	var result := await loreguard.register_npc(profile, rules)
+	is_registered = result.ok
+	if result.ok:
+		registered.emit()
+	else:
+		failed.emit(result.error)
+	return result
+
+
+## Routes approved intents of `intent_type` to `handler(params: Dictionary)`.
+func route(intent_type: String, handler: Callable) -> void:
+	_routes[intent_type] = handler
+
+
+## The player says `text` to this NPC.
+func say(text: String) -> LoreguardResult:
+	return await interact("player_utterance", text)
+
+
+## Any interaction: `trigger_reason` is one of the protocol's trigger reasons; `extra` adds
+## InteractionContext fields (e.g. {"trigger_prompt": "greet the player"}).
+func interact(trigger_reason: String, player_input: String = "", extra: Dictionary = {}) -> LoreguardResult:
+	var loreguard := client()
+	if profile == null or loreguard == null:
+		return await register()
+	var context := {
+		"npc_id": profile.id,
+		"trigger_reason": trigger_reason,
+		"player_input": player_input,
+		"scene": scene_name if not scene_name.is_empty() else _current_scene_name(),
+		"tags": Array(tags),
+	}
+	context.merge(extra, true)
+	var result := await loreguard.interact(context)
+	last_result = result
+	if not result.ok:
+		return _fail(result)
+	replied.emit(str(result.body.get("dialogue", "")), str(result.body.get("emotion", "neutral")))
+	for intent: Variant in result.body.get("intents", []):
+		if intent is Dictionary:
+			_dispatch(str(intent.get("type", "")), intent.get("params", {}) if intent.get("params") is Dictionary else {})
+	return result
+
+
+func _dispatch(intent_type: String, params: Dictionary) -> void:
+	if _routes.has(intent_type):
+		(_routes[intent_type] as Callable).call(params)
+	intent_received.emit(intent_type, params)
+
+
+func _fail(result: LoreguardResult) -> LoreguardResult:
+	last_result = result
+	failed.emit(result.error)
+	return result
+
+
+func _current_scene_name() -> String:
+	var current := get_tree().current_scene if is_inside_tree() else null
+	return String(current.name) if current != null else ""

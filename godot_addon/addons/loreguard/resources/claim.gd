@@ -1,0 +1,33 @@
+@tool
+class_name LoreguardClaim
+extends Resource
+## A machine-checkable statement inside a canonical fact: `subject.attribute = value`
+## (e.g. king.name = Arthur). The sidecar's gate catches lines that assert another value.
+
+@export var subject: String = ""
+@export var attribute: String = ""
+@export var value: String = ""
+## Other names for the subject ("his majesty").
+@export var subject_aliases: PackedStringArray = []
+## Other spellings of the value that are not a contradiction.
+@export var value_aliases: PackedStringArray = []
+## Phrases that introduce the value after the subject ("is named"); empty: the defaults.
+@export var cues: PackedStringArray = []
+
+
+func to_dict() -> Dictionary:
+	return {
+		"subject": subject, "attribute": attribute, "value": value,
+		"subject_aliases": Array(subject_aliases), "value_aliases": Array(value_aliases), "cues": Array(cues),
+	}
+
+
+static func from_dict(data: Dictionary) -> LoreguardClaim:
+	var out := LoreguardClaim.new()
+	out.subject = data.get("subject", "")
+	out.attribute = data.get("attribute", "")
+	out.value = data.get("value", "")
+	out.subject_aliases = LoreguardDict.strings(data, "subject_aliases")
+	out.value_aliases = LoreguardDict.strings(data, "value_aliases")
+	out.cues = LoreguardDict.strings(data, "cues")
+	return out

@@ -1,0 +1,24 @@
+@tool
+class_name LoreguardFact
+extends Resource
+## A canonical fact: designer truth that no NPC line, game write or memory mutation may change.
+
+@export var id: String = ""
+@export_multiline var text: String = ""
+## Structured claims the gate checks outputs against.
+@export var claims: Array[LoreguardClaim] = []
+@export var tags: PackedStringArray = []
+
+
+func to_dict() -> Dictionary:
+	return {"id": id, "text": text, "claims": LoreguardDict.to_dicts(claims), "tags": Array(tags)}
+
+
+static func from_dict(data: Dictionary) -> LoreguardFact:
+	var out := LoreguardFact.new()
+	out.id = data.get("id", "")
+	out.text = data.get("text", "")
+	for claim: Dictionary in data.get("claims", []):
+		out.claims.append(LoreguardClaim.from_dict(claim))
+	out.tags = LoreguardDict.strings(data, "tags")
+	return out

@@ -1,0 +1,29 @@
+@tool
+class_name LoreguardIntent
+extends Resource
+## A world intent the NPC may ask the game for, e.g. `open_gate(gate_id)`. The model can only
+## emit the intents listed here, and the game only receives the ones the sidecar approved.
+
+@export var type: String = ""
+@export var description: String = ""
+@export var params: Array[LoreguardIntentParam] = []
+
+
+func to_dict() -> Dictionary:
+	var by_name := {}
+	for param in params:
+		if param != null:
+			by_name[param.name] = param.to_dict()
+	return {"type": type, "description": description, "params": by_name}
+
+
+static func from_dict(data: Dictionary) -> LoreguardIntent:
+	var out := LoreguardIntent.new()
+	out.type = data.get("type", "")
+	out.description = data.get("description", "")
+	var params_data: Dictionary = data.get("params", {})
+	var names := params_data.keys()
+	names.sort()
+	for param_name: String in names:
+		out.params.append(LoreguardIntentParam.from_dict(param_name, params_data[param_name]))
+	return out

@@ -1,0 +1,76 @@
+@tool
+class_name LoreguardNpcProfile
+extends Resource
+## Who an NPC is: persona, the truths it knows, its secrets, what it may do in the world, and
+## what it says when no valid line can be produced. Rules come separately, as rule sets on the
+## LoreguardNPC node, so several NPCs can share them.
+
+@export var id: String = ""
+@export var display_name: String = ""
+## Persona and system prompt: who the NPC is and how it speaks.
+@export_multiline var persona: String = ""
+@export var canonical_facts: Array[LoreguardFact] = []
+@export var secrets: Array[LoreguardSecret] = []
+@export var allowed_intents: Array[LoreguardIntent] = []
+@export var few_shot: Array[LoreguardExample] = []
+
+@export_group("Fallbacks")
+## Trigger reason (e.g. "player_utterance") -> PackedStringArray of lines, tried first.
+@export var fallbacks_by_trigger: Dictionary = {}
+## Lines for any trigger.
+@export var fallbacks: PackedStringArray = []
+
+@export_group("Working memory")
+@export_range(0, 64) var max_exchanges: int = 4
+@export_range(0, 256) var max_episodic: int = 6
+@export_range(0, 256) var max_beliefs: int = 6
+@export_range(0, 32) var max_few_shot: int = 3
+## Character budget of one prompt (canonical facts are never dropped to meet it).
+@export_range(500, 400000) var max_chars: int = 12000
+@export_range(0.0, 1.0) var belief_threshold: float = 0.2
+
+
+## The `npc.register` body: this profile plus every rule of `rule_sets`.
+func to_dict(rule_sets: Array[LoreguardRuleSet] = []) -> Dictionary:
+	return {
+		"id": id,
+		"name": display_name,
+		"persona": persona,
+		"canonical_facts": LoreguardDict.to_dicts(canonical_facts),
+		"secrets": LoreguardDict.to_dicts(secrets),
+		"allowed_intents": LoreguardDict.to_dicts(allowed_intents),
+		"rules": LoreguardRuleSet.flatten(rule_sets),
+		"fallbacks": LoreguardDict.fallbacks_to_dict(fallbacks_by_trigger, fallbacks),
+		"few_shot": LoreguardDict.to_dicts(few_shot),
+		"bounds": {
+			"max_exchanges": max_exchanges, "max_episodic": max_episodic, "max_beliefs": max_beliefs,
+			"max_few_shot": max_few_shot, "max_chars": max_chars, "belief_threshold": belief_threshold,
+		},
+	}
+
+
+## A profile from an `npc.register` body (e.g. the JSON the terminal demo uses). Its rules are
+## not part of the profile: read them with `LoreguardRuleSet.from_dicts(id, data["rules"])`.
+static func from_dict(data: Dictionary) -> LoreguardNpcProfile:
+	var out := LoreguardNpcProfile.new()
+	out.id = data.get("id", "")
+	out.display_name = data.get("name", "")
+	out.persona = data.get("persona", "")
+	for fact: Dictionary in data.get("canonical_facts", []):
+		out.canonical_facts.append(LoreguardFact.from_dict(fact))
+	for secret: Dictionary in data.get("secrets", []):
+		out.secrets.append(LoreguardSecret.from_dict(secret))
+	for intent: Dictionary in data.get("allowed_intents", []):
+		out.allowed_intents.append(LoreguardIntent.from_dict(intent))
+	for example: Dictionary in data.get("few_shot", []):
+		out.few_shot.append(LoreguardExample.from_dict(example))
+	out.fallbacks_by_trigger = LoreguardDict.fallbacks_by_trigger(data)
+	out.fallbacks = LoreguardDict.strings(data.get("fallbacks", {}), "generic")
+	var bounds: Dictionary = data.get("bounds", {})
+	out.max_exchanges = int(bounds.get("max_exchanges", 4))
+	out.max_episodic = int(bounds.get("max_episodic", 6))
+	out.max_beliefs = int(bounds.get("max_beliefs", 6))
+	out.max_few_shot = int(bounds.get("max_few_shot", 3))
+	out.max_chars = int(bounds.get("max_chars", 12000))
+	out.belief_threshold = float(bounds.get("belief_threshold", 0.2))
+	return out

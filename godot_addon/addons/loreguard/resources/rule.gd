@@ -1,0 +1,101 @@
+@tool
+class_name LoreguardRule
+extends Resource
+## A designer expectancy rule: when its conditions hold, the sidecar puts `prompt_injection`
+## into the prompt and enforces the checks on the model's line.
+##
+## prohibition: the NPC must not do it; requirement: it must; permission: it may.
+## soft: retried, then accepted with a warning; hard: retried, then the authored fallback;
+## critical: fallback at once.
+
+@export var id: String = ""
+@export_enum("prohibition", "requirement", "permission") var type: String = "prohibition"
+@export_enum("soft", "hard", "critical") var severity: String = "hard"
+@export var description: String = ""
+## What the prompt tells the model, e.g. "mention the dragon; the captain forbade it".
+@export_multiline var prompt_injection: String = ""
+## Higher first when rules compete for the prompt.
+@export_range(-1000, 1000) var priority: int = 0
+## Shapes style only (soft, no truth checks); applied once designer feedback trusts it.
+@export var behavioural: bool = false
+
+@export_group("Conditions")
+## Empty: any trigger. Values: player_utterance, zone_trigger, time_trigger, quest_trigger,
+## npc_interaction, world_event, custom.
+@export var trigger_reasons: PackedStringArray = []
+@export var npc_ids: PackedStringArray = []
+@export var scenes: PackedStringArray = []
+@export var tags_any: PackedStringArray = []
+@export var tags_all: PackedStringArray = []
+## -1: no bound.
+@export var min_interaction: int = -1
+## -1: no bound.
+@export var max_interaction: int = -1
+## World-state keys and the values they must have, e.g. {"alarm": true}.
+@export var world_state: Dictionary = {}
+
+@export_group("Checks")
+@export var forbidden_phrases: PackedStringArray = []
+## Python regular expressions, matched case-insensitively.
+@export var forbidden_patterns: PackedStringArray = []
+@export var required_phrases: PackedStringArray = []
+@export var required_patterns: PackedStringArray = []
+## 0: no limit.
+@export var max_length: int = 0
+@export var forbidden_intents: PackedStringArray = []
+@export var required_intents: PackedStringArray = []
+@export var forbidden_emotions: PackedStringArray = []
+
+
+func to_dict() -> Dictionary:
+	var conditions := {
+		"trigger_reasons": Array(trigger_reasons), "npc_ids": Array(npc_ids), "scenes": Array(scenes),
+		"tags_any": Array(tags_any), "tags_all": Array(tags_all), "world_state": world_state.duplicate(),
+	}
+	if min_interaction >= 0:
+		conditions["min_interaction"] = min_interaction
+	if max_interaction >= 0:
+		conditions["max_interaction"] = max_interaction
+	var checks := {
+		"forbidden_phrases": Array(forbidden_phrases), "forbidden_patterns": Array(forbidden_patterns),
+		"required_phrases": Array(required_phrases), "required_patterns": Array(required_patterns),
+		"forbidden_intents": Array(forbidden_intents), "required_intents": Array(required_intents),
+		"forbidden_emotions": Array(forbidden_emotions),
+	}
+	if max_length > 0:
+		checks["max_length"] = max_length
+	return {
+		"id": id, "type": type, "severity": severity, "description": description,
+		"prompt_injection": prompt_injection, "priority": priority, "behavioural": behavioural,
+		"conditions": conditions, "checks": checks,
+	}
+
+
+static func from_dict(data: Dictionary) -> LoreguardRule:
+	var out := LoreguardRule.new()
+	out.id = data.get("id", "")
+	out.type = data.get("type", "prohibition")
+	out.severity = data.get("severity", "hard")
+	out.description = data.get("description", "")
+	out.prompt_injection = data.get("prompt_injection", "")
+	out.priority = int(data.get("priority", 0))
+	out.behavioural = data.get("behavioural", false)
+	var conditions: Dictionary = data.get("conditions", {})
+	out.trigger_reasons = LoreguardDict.strings(conditions, "trigger_reasons")
+	out.npc_ids = LoreguardDict.strings(conditions, "npc_ids")
+	out.scenes = LoreguardDict.strings(conditions, "scenes")
+	out.tags_any = LoreguardDict.strings(conditions, "tags_any")
+	out.tags_all = LoreguardDict.strings(conditions, "tags_all")
+	out.min_interaction = int(conditions.get("min_interaction", -1)) if conditions.get("min_interaction") != null else -1
+	out.max_interaction = int(conditions.get("max_interaction", -1)) if conditions.get("max_interaction") != null else -1
+	out.world_state = LoreguardDict.scalars(conditions.get("world_state", {}))
+	var checks: Dictionary = data.get("checks", {})
+	out.forbidden_phrases = LoreguardDict.strings(checks, "forbidden_phrases")
+	out.forbidden_patterns = LoreguardDict.strings(checks, "forbidden_patterns")
+	out.required_phrases = LoreguardDict.strings(checks, "required_phrases")
+	out.required_patterns = LoreguardDict.strings(checks, "required_patterns")
+	out.max_length = int(checks.get("max_length", 0)) if checks.get("max_length") != null else 0
+	out.forbidden_intents = LoreguardDict.strings(checks, "forbidden_intents")
+	out.required_intents = LoreguardDict.strings(checks, "required_intents")
+	out.forbidden_emotions = LoreguardDict.strings(checks, "forbidden_emotions")
+	return out

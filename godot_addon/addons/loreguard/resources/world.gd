@@ -1,0 +1,53 @@
+@tool
+class_name LoreguardWorld
+extends Resource
+## What every NPC shares: lore, world-wide canonical facts and rules, fallbacks, and the world
+## state the game starts with. Sent as `world.load` (LoreguardClient.load_world).
+
+@export var id: String = ""
+## Lore placed in every NPC's prompt.
+@export_multiline var lore: String = ""
+@export var canonical_facts: Array[LoreguardFact] = []
+@export var rule_sets: Array[LoreguardRuleSet] = []
+
+@export_group("Fallbacks")
+@export var fallbacks_by_trigger: Dictionary = {}
+@export var fallbacks: PackedStringArray = []
+## The last-resort line when no NPC or world fallback applies.
+@export var emergency_fallback: String = "..."
+
+@export_group("World state")
+## World state the game starts with, e.g. {"weather": "rain"}.
+@export var initial_state: Dictionary = {}
+## Values for keys the game never set, when a rule needs them.
+@export var state_defaults: Dictionary = {}
+
+
+func to_dict() -> Dictionary:
+	return {
+		"id": id,
+		"lore": lore,
+		"canonical_facts": LoreguardDict.to_dicts(canonical_facts),
+		"rules": LoreguardRuleSet.flatten(rule_sets),
+		"fallbacks": LoreguardDict.fallbacks_to_dict(fallbacks_by_trigger, fallbacks),
+		"emergency_fallback": emergency_fallback,
+		"initial_state": initial_state.duplicate(),
+		"state_defaults": state_defaults.duplicate(),
+	}
+
+
+## A world from a `world.load` body; its rules become one rule set named after the world.
+static func from_dict(data: Dictionary) -> LoreguardWorld:
+	var out := LoreguardWorld.new()
+	out.id = data.get("id", "")
+	out.lore = data.get("lore", "")
+	for fact: Dictionary in data.get("canonical_facts", []):
+		out.canonical_facts.append(LoreguardFact.from_dict(fact))
+	if not data.get("rules", []).is_empty():
+		out.rule_sets.append(LoreguardRuleSet.from_dicts(out.id + "_rules", data["rules"]))
+	out.fallbacks_by_trigger = LoreguardDict.fallbacks_by_trigger(data)
+	out.fallbacks = LoreguardDict.strings(data.get("fallbacks", {}), "generic")
+	out.emergency_fallback = data.get("emergency_fallback", "...")
+	out.initial_state = LoreguardDict.scalars(data.get("initial_state", {}))
+	out.state_defaults = LoreguardDict.scalars(data.get("state_defaults", {}))
+	return out

@@ -1,0 +1,58 @@
+class_name LoreguardSettings
+extends RefCounted
+## The addon's project settings: names, defaults and inspector hints in one place, read by the
+## autoload at run time and registered by the editor plugin. The environment variables
+## LOREGUARD_ADDRESS and LOREGUARD_AUTO_LAUNCH override them (handy for CI and dedicated runs).
+
+const ADDRESS := "loreguard/sidecar/address"
+const AUTO_LAUNCH := "loreguard/sidecar/auto_launch"
+const LAUNCH_COMMAND := "loreguard/sidecar/launch_command"
+const REQUEST_TIMEOUT_MS := "loreguard/sidecar/request_timeout_ms"
+
+const DEFAULTS := {
+	ADDRESS: "tcp://127.0.0.1:7878",
+	AUTO_LAUNCH: true,
+	LAUNCH_COMMAND: "loreguard serve --port 7878",
+	# Generous: a CPU-only model's first answer can take tens of seconds.
+	REQUEST_TIMEOUT_MS: 60000,
+}
+
+const HINTS := {
+	ADDRESS: [TYPE_STRING, PROPERTY_HINT_NONE, ""],
+	AUTO_LAUNCH: [TYPE_BOOL, PROPERTY_HINT_NONE, ""],
+	LAUNCH_COMMAND: [TYPE_STRING, PROPERTY_HINT_NONE, ""],
+	REQUEST_TIMEOUT_MS: [TYPE_INT, PROPERTY_HINT_RANGE, "100,600000,100,suffix:ms"],
+}
+
+
+static func address() -> String:
+	return OS.get_environment("LOREGUARD_ADDRESS") if OS.has_environment("LOREGUARD_ADDRESS") else _value(ADDRESS)
+
+
+static func auto_launch() -> bool:
+	if OS.has_environment("LOREGUARD_AUTO_LAUNCH"):
+		return OS.get_environment("LOREGUARD_AUTO_LAUNCH") not in ["0", "false", "no", ""]
+	return _value(AUTO_LAUNCH)
+
+
+## The launch command split into program and arguments (split on spaces; no shell quoting).
+static func launch_command() -> PackedStringArray:
+	return String(_value(LAUNCH_COMMAND)).split(" ", false)
+
+
+static func request_timeout_ms() -> int:
+	return _value(REQUEST_TIMEOUT_MS)
+
+
+## Adds every setting that is missing, with its default and inspector hint (editor plugin).
+static func register() -> void:
+	for setting: String in DEFAULTS:
+		if not ProjectSettings.has_setting(setting):
+			ProjectSettings.set_setting(setting, DEFAULTS[setting])
+		ProjectSettings.set_initial_value(setting, DEFAULTS[setting])
+		var hint: Array = HINTS[setting]
+		ProjectSettings.add_property_info({"name": setting, "type": hint[0], "hint": hint[1], "hint_string": hint[2]})
+
+
+static func _value(setting: String) -> Variant:
+	return ProjectSettings.get_setting(setting, DEFAULTS[setting])
