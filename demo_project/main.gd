@@ -17,6 +17,8 @@ const SMOKE_LINES: Array[Array] = [
 var gate_open: bool = false
 var inventory: Dictionary = {}
 
+# The autoload by path, so the script type-checks without the autoload registered.
+@onready var _loreguard: LoreguardClient = get_node("/root/Loreguard")
 @onready var _guard: LoreguardNPC = $Guard
 @onready var _merchant: LoreguardNPC = $Merchant
 @onready var _gate: ColorRect = $Town/Wall/Gate
@@ -36,11 +38,13 @@ func _ready() -> void:
 		npc.failed.connect(_on_failed.bind(npc))
 	_guard.route("open_gate", _open_gate)
 	_merchant.route("give_item", _give_item)
-	Loreguard.connected.connect(func() -> void: _status.text = "Connected to the sidecar at %s" % Loreguard.address)
-	Loreguard.disconnected.connect(func(why: String) -> void: _status.text = "Sidecar unreachable (%s); retrying..." % why)
+	_loreguard.connected.connect(func() -> void: _status.text = "Connected to the sidecar at %s" % _loreguard.address)
+	_loreguard.disconnected.connect(
+		func(why: String) -> void: _status.text = "Sidecar unreachable (%s); retrying..." % why
+	)
 	_input.text_submitted.connect(func(_text: String) -> void: send())
 	_send_button.pressed.connect(send)
-	Loreguard.load_world(world)
+	_loreguard.load_world(world)
 	_input.grab_focus()
 	if "--smoke" in OS.get_cmdline_user_args():
 		_smoke()
@@ -70,7 +74,9 @@ func _on_replied(dialogue: String, emotion: String, npc: LoreguardNPC) -> void:
 
 
 func _on_failed(error: LoreguardError, npc: LoreguardNPC) -> void:
-	_dialogue.append_text("[color=#e77]%s could not answer: %s[/color]\n" % [npc.profile.display_name, _escape(str(error))])
+	_dialogue.append_text(
+		"[color=#e77]%s could not answer: %s[/color]\n" % [npc.profile.display_name, _escape(str(error))]
+	)
 
 
 func _open_gate(params: Dictionary) -> void:
@@ -80,7 +86,7 @@ func _open_gate(params: Dictionary) -> void:
 	_gate_label.text = "The %s gate is open." % params.get("gate_id", "north")
 	create_tween().tween_property(_gate, "size:y", 0.0, 0.8)
 	# Tell the sidecar, so Brom's memory of the world matches the scene.
-	Loreguard.set_state({"gate.north": "open"})
+	_loreguard.set_state({"gate.north": "open"})
 
 
 func _give_item(params: Dictionary) -> void:
@@ -99,11 +105,13 @@ func _escape(text: String) -> String:
 ## The scripted run: each line goes through the text box, then the scene must show the answers
 ## and the two intents.
 func _smoke() -> void:
-	get_tree().create_timer(SMOKE_WATCHDOG_S).timeout.connect(func() -> void:
-		printerr("demo smoke: watchdog fired after %d s" % SMOKE_WATCHDOG_S)
-		get_tree().quit(2))
-	if not Loreguard.is_connected_to_sidecar():
-		await Loreguard.connected
+	get_tree().create_timer(SMOKE_WATCHDOG_S).timeout.connect(
+		func() -> void:
+			printerr("demo smoke: watchdog fired after %d s" % SMOKE_WATCHDOG_S)
+			get_tree().quit(2)
+	)
+	if not _loreguard.is_connected_to_sidecar():
+		await _loreguard.connected
 	var failures := PackedStringArray()
 	for step in SMOKE_LINES:
 		_picker.select(step[0])

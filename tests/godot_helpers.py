@@ -12,33 +12,52 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ADDON_PROJECT = ROOT / "godot_addon"
+DEMO_PROJECT = ROOT / "demo_project"
+#: The terminal demo's NPCs and world: the single source of the demo project's resources.
+DEMO_DATA = ROOT / "server" / "demo" / "data"
 
 
 @lru_cache(maxsize=1)
-def godot_binary() -> str | None:
-    """$LOREGUARD_GODOT, then .godot-env/godot (installing it), then `godot` on PATH."""
+def godot_binary() -> tuple[str | None, str]:
+    """$LOREGUARD_GODOT, then .godot-env/godot (installing it), then `godot` on PATH; with the
+    reason when there is none."""
     if os.environ.get("LOREGUARD_GODOT"):
-        return os.environ["LOREGUARD_GODOT"]
+        return os.environ["LOREGUARD_GODOT"], ""
     local = ROOT / ".godot-env" / "godot"
+    why = ""
     if not local.exists():
         installed = subprocess.run([str(ROOT / "godot_addon" / "install-godot.sh")], capture_output=True, text=True, timeout=900)
         if installed.returncode != 0:
-            return shutil.which("godot")
-    return str(local) if local.exists() else shutil.which("godot")
+            why = f"godot_addon/install-godot.sh failed: {(installed.stderr or installed.stdout).strip()[-400:]}"
+    found = str(local) if local.exists() else shutil.which("godot")
+    return found, why or "no Godot 4 binary on PATH"
 
 
 def require_godot() -> str:
-    binary = godot_binary()
+    binary, why = godot_binary()
     if binary is None:
-        pytest.skip("no Godot 4 binary: godot_addon/install-godot.sh could not install one here")
+        pytest.skip(f"no Godot 4 binary: {why}")
     return binary
 
 
-def run_godot(args: list[str], *, project: Path = ADDON_PROJECT, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run headless Godot on `project`; importing first so `class_name`s resolve."""
+def godot_command(args: list[str], *, project: Path = ADDON_PROJECT) -> list[str]:
+    """The argv for headless Godot on `project`, importing it first so `class_name`s resolve."""
     binary = require_godot()
     _import(binary, str(project))
-    return subprocess.run([binary, "--headless", "--path", str(project), *args], capture_output=True, text=True, timeout=timeout)
+    return [binary, "--headless", "--path", str(project), *args]
+
+
+def run_godot(
+    args: list[str], *, project: Path = ADDON_PROJECT, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run headless Godot on `project` to completion; `env` adds environment variables."""
+    return subprocess.run(
+        godot_command(args, project=project),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @lru_cache(maxsize=8)

@@ -39,7 +39,9 @@ func _check(vector: Dictionary) -> void:
 	var wire: PackedByteArray = String(vector["hex"]).hex_decode()
 	var decoded := LoreguardMsgPack.decode(wire)
 	if vector.has("error"):
-		_expect(not decoded.ok and not decoded.error.is_empty(), name, "decoded %s instead of failing" % str(decoded.value))
+		_expect(
+			not decoded.ok and not decoded.error.is_empty(), name, "decoded %s instead of failing" % str(decoded.value)
+		)
 		return
 	var expected: Variant = _typed(vector["value"])
 	_expect(decoded.ok, name, "decode failed: %s" % decoded.error)
@@ -116,6 +118,8 @@ func _same(a: Variant, b: Variant) -> bool:
 func _check_unencodable() -> void:
 	for value: Variant in [Vector2(1, 2), Node.new(), Callable()]:
 		var encoded := LoreguardMsgPack.encode(value)
-		_expect(not encoded.ok and not encoded.error.is_empty(), "refuses %s" % type_string(typeof(value)), "encoded it")
+		_expect(
+			not encoded.ok and not encoded.error.is_empty(), "refuses %s" % type_string(typeof(value)), "encoded it"
+		)
 		if value is Node:
 			value.free()

@@ -59,19 +59,33 @@ func _parsing(v: Dictionary) -> void:
 				frames.append(f)
 				f = parser.next_frame()
 		var expected: Array = v["stream_frames"]
-		_expect(parser.error.is_empty() and frames.size() == expected.size(), "stream in chunks of %d" % chunk_size,
-			"%d frames, error %s" % [frames.size(), parser.error])
+		_expect(
+			parser.error.is_empty() and frames.size() == expected.size(),
+			"stream in chunks of %d" % chunk_size,
+			"%d frames, error %s" % [frames.size(), parser.error]
+		)
 		for i in min(frames.size(), expected.size()):
 			var e: Dictionary = expected[i]
-			_expect(frames[i].command == e["command"] and frames[i].more == e["more"]
-				and frames[i].body.hex_encode() == e["body"], "frame %d (chunks of %d)" % [i, chunk_size])
+			_expect(
+				(
+					frames[i].command == e["command"]
+					and frames[i].more == e["more"]
+					and frames[i].body.hex_encode() == e["body"]
+				),
+				"frame %d (chunks of %d)" % [i, chunk_size]
+			)
 	var ready := LoreguardZmtp.parse_command(_hex(v["router_ready_body"]))
 	_expect(ready != null and ready.name == "READY", "READY command name")
 	var properties: Variant = LoreguardZmtp.parse_properties(ready.data if ready else PackedByteArray())
-	_expect(typeof(properties) == TYPE_DICTIONARY and properties.get("Socket-Type") == "ROUTER", "READY properties",
-		str(properties))
+	_expect(
+		typeof(properties) == TYPE_DICTIONARY and properties.get("Socket-Type") == "ROUTER",
+		"READY properties",
+		str(properties)
+	)
 	var ping := LoreguardZmtp.parse_command(_hex(v["ping_body"]))
-	_expect(ping != null and ping.name == "PING" and ping.data.slice(2).hex_encode() == v["ping_context"], "PING context")
+	_expect(
+		ping != null and ping.name == "PING" and ping.data.slice(2).hex_encode() == v["ping_context"], "PING context"
+	)
 
 
 func _errors(v: Dictionary) -> void:

@@ -96,7 +96,9 @@ func interact(trigger_reason: String, player_input: String = "", extra: Dictiona
 	replied.emit(str(result.body.get("dialogue", "")), str(result.body.get("emotion", "neutral")))
 	for intent: Variant in result.body.get("intents", []):
 		if intent is Dictionary:
-			_dispatch(str(intent.get("type", "")), intent.get("params", {}) if intent.get("params") is Dictionary else {})
+			_dispatch(
+				str(intent.get("type", "")), intent.get("params", {}) if intent.get("params") is Dictionary else {}
+			)
 	return result
 
 

@@ -35,9 +35,13 @@ static func auto_launch() -> bool:
 	return _value(AUTO_LAUNCH)
 
 
-## The launch command split into program and arguments (split on spaces; no shell quoting).
+## The launch command split into program and arguments (on spaces; no shell quoting). Parts
+## that start with res:// become file system paths, so a project can name a script beside it.
 static func launch_command() -> PackedStringArray:
-	return String(_value(LAUNCH_COMMAND)).split(" ", false)
+	var out := PackedStringArray()
+	for part in String(_value(LAUNCH_COMMAND)).split(" ", false):
+		out.append(ProjectSettings.globalize_path(part) if part.begins_with("res://") else part)
+	return out
 
 
 static func request_timeout_ms() -> int:

@@ -194,7 +194,9 @@ func _session_request(type: String, key: String, body: Dictionary) -> LoreguardR
 		entry.type = type
 		_session.append(entry)
 		# The world goes first on a reconnect, then NPCs in the order they registered.
-		_session.sort_custom(func(a: _SessionEntry, b: _SessionEntry) -> bool: return a.type == "world.load" and b.type != "world.load")
+		_session.sort_custom(
+			func(a: _SessionEntry, b: _SessionEntry) -> bool: return a.type == "world.load" and b.type != "world.load"
+		)
 	entry.body = body
 	var pending := _make_pending(type, body, -1)
 	if pending.result != null:
@@ -212,7 +214,11 @@ func _make_pending(type: String, body: Dictionary, timeout_ms: int) -> _Pending:
 	var envelope := {"v": PROTOCOL_VERSION, "id": pending.id, "type": type, "body": body}
 	var encoded := LoreguardMsgPack.encode(envelope)
 	if not encoded.ok:
-		pending.resolve(LoreguardResult.failure(LoreguardError.new(LoreguardError.CLIENT, "cannot encode %s: %s" % [type, encoded.error])))
+		pending.resolve(
+			LoreguardResult.failure(
+				LoreguardError.new(LoreguardError.CLIENT, "cannot encode %s: %s" % [type, encoded.error])
+			)
+		)
 		return pending
 	pending.bytes = encoded.bytes
 	pending.deadline_ms = Time.get_ticks_msec() + (timeout_ms if timeout_ms >= 0 else request_timeout_ms)
@@ -278,7 +284,13 @@ func _on_message(parts: Array[PackedByteArray]) -> void:
 	var body: Dictionary = reply.get("body", {}) if reply.get("body") is Dictionary else {}
 	if reply.get("type") == "error":
 		var details: Dictionary = body.get("details") if body.get("details") is Dictionary else {}
-		pending.resolve(LoreguardResult.failure(LoreguardError.new(str(body.get("code", LoreguardError.INTERNAL)), str(body.get("message", "")), details)))
+		pending.resolve(
+			LoreguardResult.failure(
+				LoreguardError.new(
+					str(body.get("code", LoreguardError.INTERNAL)), str(body.get("message", "")), details
+				)
+			)
+		)
 	else:
 		pending.resolve(LoreguardResult.success(str(reply.get("type", "")), body))
 
@@ -294,5 +306,9 @@ func _expire(now_ms: int) -> void:
 	for pending in expired:
 		_in_flight.erase(pending.id)
 		_waiting.erase(pending)
-		var why := "no reply within the request timeout" if dealer.is_ready() else "no connection to the sidecar at %s (%s)" % [address, dealer.last_error]
+		var why := (
+			"no reply within the request timeout"
+			if dealer.is_ready()
+			else "no connection to the sidecar at %s (%s)" % [address, dealer.last_error]
+		)
 		pending.resolve(LoreguardResult.failure(LoreguardError.new(LoreguardError.NO_REPLY, why)))

@@ -25,4 +25,7 @@ static func failure(why: LoreguardError) -> LoreguardResult:
 
 
 func _to_string() -> String:
-	return "%s %s" % [type, body] if ok else "error %s" % error
+	if not ok:
+		return "error %s" % error
+	var text := JSON.stringify(body)
+	return "%s %s" % [type, text if text.length() <= 160 else text.left(157) + "..."]

@@ -17,8 +17,12 @@ extends Resource
 
 func to_dict() -> Dictionary:
 	return {
-		"subject": subject, "attribute": attribute, "value": value,
-		"subject_aliases": Array(subject_aliases), "value_aliases": Array(value_aliases), "cues": Array(cues),
+		"subject": subject,
+		"attribute": attribute,
+		"value": value,
+		"subject_aliases": Array(subject_aliases),
+		"value_aliases": Array(value_aliases),
+		"cues": Array(cues),
 	}
 
 

@@ -20,8 +20,11 @@ extends Resource
 
 func to_dict() -> Dictionary:
 	var out := {
-		"type": type, "required": required, "description": description,
-		"enum": Array(enum_values), "max_length": max_length,
+		"type": type,
+		"required": required,
+		"description": description,
+		"enum": Array(enum_values),
+		"max_length": max_length,
 	}
 	if has_minimum:
 		out["minimum"] = minimum

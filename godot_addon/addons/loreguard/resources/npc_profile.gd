@@ -42,9 +42,14 @@ func to_dict(rule_sets: Array[LoreguardRuleSet] = []) -> Dictionary:
 		"rules": LoreguardRuleSet.flatten(rule_sets),
 		"fallbacks": LoreguardDict.fallbacks_to_dict(fallbacks_by_trigger, fallbacks),
 		"few_shot": LoreguardDict.to_dicts(few_shot),
-		"bounds": {
-			"max_exchanges": max_exchanges, "max_episodic": max_episodic, "max_beliefs": max_beliefs,
-			"max_few_shot": max_few_shot, "max_chars": max_chars, "belief_threshold": belief_threshold,
+		"bounds":
+		{
+			"max_exchanges": max_exchanges,
+			"max_episodic": max_episodic,
+			"max_beliefs": max_beliefs,
+			"max_few_shot": max_few_shot,
+			"max_chars": max_chars,
+			"belief_threshold": belief_threshold,
 		},
 	}
 

@@ -49,25 +49,38 @@ extends Resource
 
 func to_dict() -> Dictionary:
 	var conditions := {
-		"trigger_reasons": Array(trigger_reasons), "npc_ids": Array(npc_ids), "scenes": Array(scenes),
-		"tags_any": Array(tags_any), "tags_all": Array(tags_all), "world_state": world_state.duplicate(),
+		"trigger_reasons": Array(trigger_reasons),
+		"npc_ids": Array(npc_ids),
+		"scenes": Array(scenes),
+		"tags_any": Array(tags_any),
+		"tags_all": Array(tags_all),
+		"world_state": world_state.duplicate(),
 	}
 	if min_interaction >= 0:
 		conditions["min_interaction"] = min_interaction
 	if max_interaction >= 0:
 		conditions["max_interaction"] = max_interaction
 	var checks := {
-		"forbidden_phrases": Array(forbidden_phrases), "forbidden_patterns": Array(forbidden_patterns),
-		"required_phrases": Array(required_phrases), "required_patterns": Array(required_patterns),
-		"forbidden_intents": Array(forbidden_intents), "required_intents": Array(required_intents),
+		"forbidden_phrases": Array(forbidden_phrases),
+		"forbidden_patterns": Array(forbidden_patterns),
+		"required_phrases": Array(required_phrases),
+		"required_patterns": Array(required_patterns),
+		"forbidden_intents": Array(forbidden_intents),
+		"required_intents": Array(required_intents),
 		"forbidden_emotions": Array(forbidden_emotions),
 	}
 	if max_length > 0:
 		checks["max_length"] = max_length
 	return {
-		"id": id, "type": type, "severity": severity, "description": description,
-		"prompt_injection": prompt_injection, "priority": priority, "behavioural": behavioural,
-		"conditions": conditions, "checks": checks,
+		"id": id,
+		"type": type,
+		"severity": severity,
+		"description": description,
+		"prompt_injection": prompt_injection,
+		"priority": priority,
+		"behavioural": behavioural,
+		"conditions": conditions,
+		"checks": checks,
 	}
 
 
@@ -86,8 +99,12 @@ static func from_dict(data: Dictionary) -> LoreguardRule:
 	out.scenes = LoreguardDict.strings(conditions, "scenes")
 	out.tags_any = LoreguardDict.strings(conditions, "tags_any")
 	out.tags_all = LoreguardDict.strings(conditions, "tags_all")
-	out.min_interaction = int(conditions.get("min_interaction", -1)) if conditions.get("min_interaction") != null else -1
-	out.max_interaction = int(conditions.get("max_interaction", -1)) if conditions.get("max_interaction") != null else -1
+	out.min_interaction = (
+		int(conditions.get("min_interaction", -1)) if conditions.get("min_interaction") != null else -1
+	)
+	out.max_interaction = (
+		int(conditions.get("max_interaction", -1)) if conditions.get("max_interaction") != null else -1
+	)
 	out.world_state = LoreguardDict.scalars(conditions.get("world_state", {}))
 	var checks: Dictionary = data.get("checks", {})
 	out.forbidden_phrases = LoreguardDict.strings(checks, "forbidden_phrases")

@@ -55,6 +55,7 @@ static func decode(bytes: PackedByteArray) -> Decoded:
 
 # --- encoding ---------------------------------------------------------------------------------
 
+
 static func _put_uint(buffer: PackedByteArray, value: int, width: int) -> void:
 	for i in range(width - 1, -1, -1):
 		buffer.append((value >> (8 * i)) & 0xFF)
@@ -159,6 +160,7 @@ static func _write(buffer: PackedByteArray, value: Variant, depth: int) -> Strin
 
 
 # --- decoding ---------------------------------------------------------------------------------
+
 
 class _Reader:
 	extends RefCounted

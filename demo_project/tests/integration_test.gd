@@ -1,0 +1,151 @@
+extends Node
+## The addon against a real sidecar (tests/test_godot_integration.py starts it, with the
+## scripted model). Registers the demo NPCs from their .tres resources, talks to them, receives
+## a world intent, gets typed errors, then asks pytest to restart the sidecar and checks that
+## the client reconnects and re-registers by itself. Exits 0 only if every check held.
+##
+## Environment: LOREGUARD_ADDRESS (the sidecar), LOREGUARD_TEST_OUT (a folder for the
+## serialized bodies and the restart handshake with pytest).
+
+const WATCHDOG_S := 120.0
+
+var _passed: int = 0
+var _failed: int = 0
+var _out_dir: String = OS.get_environment("LOREGUARD_TEST_OUT")
+
+
+func _ready() -> void:
+	get_tree().create_timer(WATCHDOG_S).timeout.connect(
+		func() -> void:
+			printerr("integration: watchdog fired after %d s" % WATCHDOG_S)
+			get_tree().quit(2)
+	)
+	await _run()
+	print("integration: %d passed, %d failed" % [_passed, _failed])
+	get_tree().quit(0 if _failed == 0 else 1)
+
+
+func _run() -> void:
+	var loreguard: LoreguardClient = get_node("/root/Loreguard")
+	if not loreguard.is_connected_to_sidecar():
+		await loreguard.connected
+	_check(loreguard.is_connected_to_sidecar(), "connected to %s" % loreguard.address)
+
+	var hello := await loreguard.hello()
+	_check(hello.ok and 1 in hello.body.get("protocol_versions", []), "hello names protocol 1: %s" % hello)
+
+	var world: LoreguardWorld = load("res://world.tres")
+	var loaded := await loreguard.load_world(world)
+	_check(loaded.ok and loaded.body.get("world_id") == "eldmoor", "world.load from world.tres: %s" % loaded)
+
+	var guard := _npc("guard")
+	var merchant := _npc("merchant")
+	var signals := {"registered": 0, "replied": [], "intents": [], "routed": [], "failed": []}
+	for npc in [guard, merchant]:
+		npc.registered.connect(func() -> void: signals["registered"] += 1)
+		npc.replied.connect(func(line: String, emotion: String) -> void: signals["replied"].append([line, emotion]))
+		npc.intent_received.connect(
+			func(kind: String, params: Dictionary) -> void: signals["intents"].append([kind, params])
+		)
+		npc.failed.connect(func(error: LoreguardError) -> void: signals["failed"].append(error.code))
+		add_child(npc)  # registers itself on ready
+	merchant.route("give_item", func(params: Dictionary) -> void: signals["routed"].append(params))
+	await _until(func() -> bool: return guard.is_registered and merchant.is_registered, 10.0)
+	_check(signals["registered"] == 2, "both NPCs registered from their .tres resources")
+	_write_bodies(world, [guard, merchant])
+
+	var first := await guard.say("Good evening. When does the gate close?")
+	_check(first.ok and first.body.get("outcome") == "validated", "guard answers: %s" % first)
+	_check(
+		signals["replied"].size() == 1 and signals["replied"][0][0] == "The gate closes at dusk, traveller.",
+		"replied signal carries the validated line: %s" % [signals["replied"]]
+	)
+	var second := await guard.say("Tell me about the hills.")
+	_check(second.ok and second.body.get("attempts", 0) >= 1, "a second interaction: %s" % second)
+
+	var sale := await merchant.say("A lantern, please. Here's 5 silver.")
+	_check(sale.ok and sale.body.get("emotion") == "happy", "merchant answers: %s" % sale)
+	var expected_params := {"item": "lantern", "count": 1}
+	_check(
+		signals["intents"] == [["give_item", expected_params]], "intent_received(give_item): %s" % [signals["intents"]]
+	)
+	_check(
+		signals["routed"] == [expected_params],
+		"the intent router called the routed callable: %s" % [signals["routed"]]
+	)
+
+	var unknown := await loreguard.interact(
+		{"npc_id": "nobody", "trigger_reason": "player_utterance", "player_input": "hi"}
+	)
+	_check(not unknown.ok and unknown.error.code == LoreguardError.NOT_FOUND, "unknown NPC is not_found: %s" % unknown)
+	var invalid := await loreguard.interact({"npc_id": "guard", "trigger_reason": "daydream"})
+	_check(
+		not invalid.ok and invalid.error.code == LoreguardError.INVALID and not invalid.error.details.is_empty(),
+		"a bad trigger is invalid, with details: %s" % invalid
+	)
+	var unencodable := await loreguard.request("interact", {"npc_id": self})
+	_check(
+		not unencodable.ok and unencodable.error.code == LoreguardError.CLIENT,
+		"an Object in a body fails on the client: %s" % unencodable
+	)
+	var memory := await loreguard.memory("guard")
+	_check(
+		memory.ok and memory.body.get("interactions") == 2,
+		"memory.get counts the guard's two interactions: %s" % memory.body.get("interactions")
+	)
+
+	# pytest stops this sidecar and starts an empty one on the same port.
+	_touch("restart-please")
+	await loreguard.disconnected
+	_check(not loreguard.is_connected_to_sidecar(), "noticed the sidecar going away: %s" % loreguard.dealer.last_error)
+	var during := await loreguard.hello()
+	_check(during.ok, "a request made while disconnected is sent once reconnected: %s" % during)
+	var after := await guard.say("Are you still there?")
+	_check(
+		after.ok and after.body.get("dialogue") != "",
+		"after the restart the guard answers (re-registered by the client): %s" % after
+	)
+	var merchant_after := await merchant.say("Hello again.")
+	_check(merchant_after.ok, "and so does the merchant: %s" % merchant_after)
+	var fresh := await loreguard.memory("guard")
+	_check(
+		fresh.ok and fresh.body.get("interactions") == 1,
+		"the new sidecar has only the new interaction: %s" % fresh.body.get("interactions")
+	)
+	_check(signals["failed"].is_empty(), "no NPC failed: %s" % [signals["failed"]])
+
+
+func _npc(npc_id: String) -> LoreguardNPC:
+	var npc := LoreguardNPC.new()
+	npc.name = npc_id.capitalize()
+	npc.profile = load("res://npcs/%s_profile.tres" % npc_id)
+	npc.rules.append(load("res://npcs/%s_rules.tres" % npc_id))
+	return npc
+
+
+## The bodies the addon sent, for pytest to compare with the JSON the terminal demo uses.
+func _write_bodies(world: LoreguardWorld, npcs: Array) -> void:
+	var bodies := {"world": world.to_dict(), "npcs": {}}
+	for npc: LoreguardNPC in npcs:
+		bodies["npcs"][npc.profile.id] = npc.profile.to_dict(npc.rules)
+	var file := FileAccess.open(_out_dir.path_join("bodies.json"), FileAccess.WRITE)
+	file.store_string(JSON.stringify(bodies, " ", true, true))
+
+
+func _touch(file_name: String) -> void:
+	FileAccess.open(_out_dir.path_join(file_name), FileAccess.WRITE).store_string("1")
+
+
+func _until(condition: Callable, timeout_s: float) -> void:
+	var deadline := Time.get_ticks_msec() + int(timeout_s * 1000)
+	while not condition.call() and Time.get_ticks_msec() < deadline:
+		await get_tree().process_frame
+
+
+func _check(ok: bool, what: String) -> void:
+	if ok:
+		_passed += 1
+		print("  ok   ", what)
+	else:
+		_failed += 1
+		printerr("  FAIL ", what)

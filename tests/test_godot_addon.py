@@ -1,0 +1,106 @@
+"""Every GDScript file: gdparse and gdlint (syntax, style), then Godot's own type-checking
+parser; then the demo scene headless with a scripted conversation, and the editor with the
+plugin enabled."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from factories import say
+from godot_helpers import ADDON_PROJECT, DEMO_PROJECT, ROOT, godot_command, run_godot
+from sidecar_helpers import running_sidecar
+
+from loreguard.server.pipeline.inference import ScriptedBackend
+
+pytestmark = pytest.mark.slow
+
+GD_FILES = sorted(
+    p
+    for p in [
+        *ADDON_PROJECT.rglob("*.gd"),
+        *(DEMO_PROJECT / "tests").rglob("*.gd"),
+        *(DEMO_PROJECT / "tools").rglob("*.gd"),
+        DEMO_PROJECT / "main.gd",
+    ]
+    if ".godot" not in p.parts
+)
+
+
+def _script_id(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def _tool(name: str) -> str:
+    return str(Path(sys.executable).with_name(name))
+
+
+def test_every_gd_file_is_found() -> None:
+    names = {p.name for p in GD_FILES}
+    assert {"client.gd", "dealer.gd", "npc.gd", "plugin.gd", "main.gd", "integration_test.gd"} <= names
+
+
+def test_gdparse_and_gdlint_accept_every_file() -> None:
+    files = [str(p) for p in GD_FILES]
+    parsed = subprocess.run([_tool("gdparse"), *files], capture_output=True, text=True)
+    assert parsed.returncode == 0, parsed.stdout + parsed.stderr
+    linted = subprocess.run([_tool("gdlint"), *files], capture_output=True, text=True, cwd=ROOT)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_gdformat_leaves_every_file_unchanged() -> None:
+    """One format for all GDScript, as ruff format is for Python: `gdformat --line-length 119`."""
+    formatted = subprocess.run(
+        [_tool("gdformat"), "--check", "--line-length", "119", *map(str, GD_FILES)], capture_output=True, text=True
+    )
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+
+
+@pytest.mark.parametrize("script", GD_FILES, ids=_script_id)
+def test_godot_type_checks_script(script: Path) -> None:
+    # Scripts of the demo (and the addon as the demo links it) are checked in the demo project.
+    project = ADDON_PROJECT if ADDON_PROJECT in script.parents else DEMO_PROJECT
+    result = run_godot(["--check-only", "-s", "res://" + str(script.relative_to(project))], project=project, timeout=60)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "ERROR" not in output, output
+
+
+def test_demo_scene_plays_a_scripted_conversation(tmp_path: Path) -> None:
+    open_gate = {"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}}
+    lantern = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "lantern", "count": 1}}
+    backend = ScriptedBackend(
+        {
+            "guard": [say("Aye, traveller. The gate is yours.", mutations=[open_gate])],
+            "merchant": [say("One lantern, freshly oiled!", "happy", [lantern])],
+        },
+        cycle=True,
+    )
+    # The demo registers its own world and NPCs, as it would against a fresh `loreguard serve`.
+    with running_sidecar(tmp_path, backend, register=False) as sidecar:
+        env = {"LOREGUARD_ADDRESS": sidecar.address, "LOREGUARD_AUTO_LAUNCH": "0"}
+        result = run_godot(["--", "--smoke"], project=DEMO_PROJECT, timeout=150, env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "demo smoke: 4 checks, 0 failed" in output, output
+    assert "Brom: Aye, traveller. The gate is yours." in output and "Mira: One lantern, freshly oiled!" in output
+    assert "SCRIPT ERROR" not in output, output
+
+
+def test_editor_starts_with_the_plugin_enabled(tmp_path: Path) -> None:
+    """The demo as a user gets it (addon copied in, not linked), opened in the editor."""
+    project = tmp_path / "demo"
+    shutil.copytree(DEMO_PROJECT, project, symlinks=False, ignore=shutil.ignore_patterns(".godot"))
+    assert not (project / "addons" / "loreguard").is_symlink()
+    assert 'enabled=PackedStringArray("res://addons/loreguard/plugin.cfg")' in (project / "project.godot").read_text()
+    command = godot_command(["--editor", "--quit-after", "120"], project=project)
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env={**os.environ, "LOREGUARD_AUTO_LAUNCH": "0"}
+    )
+    output = result.stdout + result.stderr
+    errors = [line for line in output.splitlines() if re.search(r"SCRIPT ERROR|Parse Error|^ERROR:", line)]
+    assert result.returncode == 0 and not errors, output
