@@ -4,17 +4,20 @@ plugin enabled."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from factories import say
 from godot_helpers import ADDON_PROJECT, DEMO_PROJECT, ROOT, godot_command, run_godot
-from sidecar_helpers import running_sidecar
+from sidecar_helpers import free_port, running_sidecar
 
 from loreguard.server.pipeline.inference import ScriptedBackend
 
@@ -104,3 +107,37 @@ def test_editor_starts_with_the_plugin_enabled(tmp_path: Path) -> None:
     output = result.stdout + result.stderr
     errors = [line for line in output.splitlines() if re.search(r"SCRIPT ERROR|Parse Error|^ERROR:", line)]
     assert result.returncode == 0 and not errors, output
+
+
+def test_demo_auto_launches_the_sidecar_and_stops_it_on_exit(tmp_path: Path) -> None:
+    """No sidecar running: the autoload's `hello` goes unanswered, it launches `loreguard serve`,
+    the demo plays through it, and the sidecar is gone once the game has quit."""
+    open_gate = {"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}}
+    lantern = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "lantern", "count": 1}}
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps(
+            {
+                "guard": [say("Aye, traveller. The gate is yours.", mutations=[open_gate])],
+                "merchant": [say("One lantern, freshly oiled!", "happy", [lantern])],
+            }
+        )
+    )
+    port = free_port()
+    loreguard = Path(sys.executable).with_name("loreguard")
+    launch = f"{loreguard} serve --backend scripted --script {script} --port {port} --data {tmp_path / 'data'}"
+    env = {"LOREGUARD_ADDRESS": f"tcp://127.0.0.1:{port}", "LOREGUARD_AUTO_LAUNCH": "1", "LOREGUARD_LAUNCH_COMMAND": launch}
+    result = run_godot(["--", "--smoke"], project=DEMO_PROJECT, timeout=150, env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "demo smoke: 4 checks, 0 failed" in output, output
+    assert "loreguard sidecar listening on" in output  # the launched sidecar shares the game's stdout
+    assert (tmp_path / "data").is_dir()
+    deadline = time.monotonic() + 5
+    while _listening(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _listening(port), "the launched sidecar outlived the game"
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0

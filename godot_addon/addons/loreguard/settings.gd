@@ -2,7 +2,8 @@ class_name LoreguardSettings
 extends RefCounted
 ## The addon's project settings: names, defaults and inspector hints in one place, read by the
 ## autoload at run time and registered by the editor plugin. The environment variables
-## LOREGUARD_ADDRESS and LOREGUARD_AUTO_LAUNCH override them (handy for CI and dedicated runs).
+## LOREGUARD_ADDRESS, LOREGUARD_AUTO_LAUNCH and LOREGUARD_LAUNCH_COMMAND override them (for CI
+## and for running one build against different sidecars).
 
 const ADDRESS := "loreguard/sidecar/address"
 const AUTO_LAUNCH := "loreguard/sidecar/auto_launch"
@@ -38,8 +39,11 @@ static func auto_launch() -> bool:
 ## The launch command split into program and arguments (on spaces; no shell quoting). Parts
 ## that start with res:// become file system paths, so a project can name a script beside it.
 static func launch_command() -> PackedStringArray:
+	var command: String = _value(LAUNCH_COMMAND)
+	if OS.has_environment("LOREGUARD_LAUNCH_COMMAND"):
+		command = OS.get_environment("LOREGUARD_LAUNCH_COMMAND")
 	var out := PackedStringArray()
-	for part in String(_value(LAUNCH_COMMAND)).split(" ", false):
+	for part in command.split(" ", false):
 		out.append(ProjectSettings.globalize_path(part) if part.begins_with("res://") else part)
 	return out
 
