@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from factories import say
-from godot_helpers import DEMO_DATA, DEMO_PROJECT, godot_command
-from sidecar_helpers import free_port
+from godot_helpers import DEMO_DATA, DEMO_PROJECT, godot_command, run_godot
+from sidecar_helpers import free_port, running_sidecar
 
 from loreguard.memory import MemoryStore
 from loreguard.schemas import NpcProfile, WorldDefinition
@@ -93,3 +93,14 @@ def test_the_demo_resources_are_the_terminal_demos_json(session: Session) -> Non
     for npc_id, body in bodies["npcs"].items():
         source = json.loads((DEMO_DATA / "npcs" / f"{npc_id}.json").read_text())
         assert NpcProfile.model_validate(body) == NpcProfile.model_validate(source)
+
+
+@pytest.mark.model
+def test_demo_npcs_answer_through_the_addon_with_the_real_model(tmp_path: Path, llama_backend) -> None:
+    """The whole chain with nothing scripted: .tres resources → addon → sidecar → llama.cpp →
+    governance → `replied` signal."""
+    with running_sidecar(tmp_path, llama_backend, register=False, request_timeout_ms=300_000) as sidecar:
+        env = {"LOREGUARD_ADDRESS": sidecar.address, "LOREGUARD_AUTO_LAUNCH": "0"}
+        result = run_godot(["res://tests/talk.tscn"], project=DEMO_PROJECT, timeout=660, env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "talk: 2 of 2 answered" in output, output
