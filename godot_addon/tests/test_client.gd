@@ -1,12 +1,9 @@
-extends SceneTree
+extends "res://tests/check_run.gd"
 ## LoreguardClient (the autoload's class) against scripted libzmq ROUTERs that pytest runs
 ## (tests/test_godot_dealer.py): replies matched by id when they come back out of order, the
 ## request timeout, no sidecar at all, and errors raised before sending.
 
 const WATCHDOG_MS := 60000
-
-var passed: int = 0
-var failed: int = 0
 
 
 func _init() -> void:
@@ -22,8 +19,7 @@ func _run() -> void:
 	await _test_out_of_order_replies()
 	await _test_timeout_without_reply()
 	await _test_no_sidecar()
-	print("%d passed, %d failed" % [passed, failed])
-	quit(0 if failed == 0 else 1)
+	_finish()
 
 
 func _client(address: String) -> LoreguardClient:
@@ -84,11 +80,3 @@ func _test_no_sidecar() -> void:
 	_expect(not result.ok and result.error.code == LoreguardError.NO_REPLY, "no sidecar: no_reply: %s" % result)
 	_expect(result.error.message.begins_with("no connection to the sidecar"), "and says so: %s" % result.error.message)
 	client.queue_free()
-
-
-func _expect(ok: bool, what: String) -> void:
-	if ok:
-		passed += 1
-	else:
-		failed += 1
-		printerr("FAIL ", what)

@@ -1,12 +1,10 @@
-extends SceneTree
+extends "res://tests/check_run.gd"
 ## LoreguardDealer against a real libzmq ROUTER (tests/test_godot_dealer.py runs an echo ROUTER
 ## at $LOREGUARD_TEST_ROUTER that also sends heartbeats) and against a Godot TCPServer that
 ## speaks no ZMTP. Prints "N passed, M failed"; exits non-zero on failure.
 
 const WATCHDOG_MS := 60000
 
-var passed: int = 0
-var failed: int = 0
 var _start_ms: int = Time.get_ticks_msec()
 
 
@@ -20,8 +18,7 @@ func _run() -> void:
 	await _test_answers_router_pings()
 	await _test_backoff_when_refused()
 	await _test_not_zmtp()
-	print("%d passed, %d failed" % [passed, failed])
-	quit(0 if failed == 0 else 1)
+	_finish()
 
 
 func _test_parse_address() -> void:
@@ -177,11 +174,3 @@ func _pump(dealer: LoreguardDealer, done: Callable, timeout_ms: int) -> void:
 			return
 		dealer.poll()
 		await process_frame
-
-
-func _expect(ok: bool, what: String) -> void:
-	if ok:
-		passed += 1
-	else:
-		failed += 1
-		printerr("FAIL ", what)

@@ -1,10 +1,7 @@
-extends SceneTree
+extends "res://tests/check_run.gd"
 ## Checks LoreguardMsgPack against vectors written by Python's `msgpack`.
 ## Usage: godot --headless --path godot_addon -s res://tests/test_msgpack.gd -- VECTORS.json
 ## Prints one line per failure and "N passed, M failed"; exits 1 if anything failed.
-
-var passed := 0
-var failed := 0
 
 
 func _init() -> void:
@@ -22,16 +19,7 @@ func _init() -> void:
 	for vector: Dictionary in vectors:
 		_check(vector)
 	_check_unencodable()
-	print("%d passed, %d failed" % [passed, failed])
-	quit(1 if failed > 0 else 0)
-
-
-func _expect(condition: bool, name: String, detail: String) -> void:
-	if condition:
-		passed += 1
-	else:
-		failed += 1
-		print("FAIL %s: %s" % [name, detail])
+	_finish()
 
 
 func _check(vector: Dictionary) -> void:

@@ -1,9 +1,6 @@
-extends SceneTree
+extends "res://tests/check_run.gd"
 ## Checks LoreguardZmtp against ZMTP 3.1 byte vectors written by Python (tests/test_godot_zmtp.py).
 ## Usage: godot --headless --path godot_addon -s res://tests/test_zmtp.gd -- VECTORS.json
-
-var passed := 0
-var failed := 0
 
 
 func _init() -> void:
@@ -15,16 +12,7 @@ func _init() -> void:
 	_encoding(vectors)
 	_parsing(vectors)
 	_errors(vectors)
-	print("%d passed, %d failed" % [passed, failed])
-	quit(1 if failed > 0 else 0)
-
-
-func _expect(condition: bool, name: String, detail: String = "") -> void:
-	if condition:
-		passed += 1
-	else:
-		failed += 1
-		print("FAIL %s %s" % [name, detail])
+	_finish()
 
 
 func _hex(v: Variant) -> PackedByteArray:
