@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from factories import say
 
 ROOT = Path(__file__).resolve().parent.parent
 ADDON_PROJECT = ROOT / "godot_addon"
@@ -63,3 +64,22 @@ def run_godot(
 @lru_cache(maxsize=8)
 def _import(binary: str, project: str) -> None:
     subprocess.run([binary, "--headless", "--path", project, "--import"], capture_output=True, text=True, timeout=300)
+
+
+#: Model outputs for the demo scene's scripted run (main.gd --smoke): Brom opens the gate,
+#: Mira hands over a lantern. A per-NPC script for ScriptedBackend or `serve --script`.
+DEMO_SCENE_SCRIPT: dict[str, list[str]] = {
+    "guard": [
+        say(
+            "Aye, traveller. The gate is yours.",
+            mutations=[{"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}}],
+        )
+    ],
+    "merchant": [
+        say(
+            "One lantern, freshly oiled!",
+            "happy",
+            [{"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "lantern", "count": 1}}],
+        )
+    ],
+}

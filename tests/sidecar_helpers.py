@@ -32,7 +32,7 @@ def running_sidecar(
         for profile in demo_npcs():
             store.register_npc(profile)
     sidecar = Sidecar(
-        store, backend or ScriptedBackend([say("Well met, traveller.")], cycle=True), SidecarConfig(port=0, **config)
+        store, backend or ScriptedBackend([say("Well met, traveller.")], cycle=True), SidecarConfig(**{"port": 0, **config})
     )  # type: ignore[arg-type]
     sidecar.start()
     try:

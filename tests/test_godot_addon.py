@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from factories import say
-from godot_helpers import ADDON_PROJECT, DEMO_PROJECT, ROOT, godot_command, run_godot
+from godot_helpers import ADDON_PROJECT, DEMO_PROJECT, DEMO_SCENE_SCRIPT, ROOT, godot_command, run_godot
 from sidecar_helpers import free_port, running_sidecar
 
 from loreguard.server.pipeline.inference import ScriptedBackend
@@ -74,15 +73,7 @@ def test_godot_type_checks_script(script: Path) -> None:
 
 
 def test_demo_scene_plays_a_scripted_conversation(tmp_path: Path) -> None:
-    open_gate = {"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}}
-    lantern = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "lantern", "count": 1}}
-    backend = ScriptedBackend(
-        {
-            "guard": [say("Aye, traveller. The gate is yours.", mutations=[open_gate])],
-            "merchant": [say("One lantern, freshly oiled!", "happy", [lantern])],
-        },
-        cycle=True,
-    )
+    backend = ScriptedBackend(DEMO_SCENE_SCRIPT, cycle=True)
     # The demo registers its own world and NPCs, as it would against a fresh `loreguard serve`.
     with running_sidecar(tmp_path, backend, register=False) as sidecar:
         env = {"LOREGUARD_ADDRESS": sidecar.address, "LOREGUARD_AUTO_LAUNCH": "0"}
@@ -112,17 +103,8 @@ def test_editor_starts_with_the_plugin_enabled(tmp_path: Path) -> None:
 def test_demo_auto_launches_the_sidecar_and_stops_it_on_exit(tmp_path: Path) -> None:
     """No sidecar running: the autoload's `hello` goes unanswered, it launches `loreguard serve`,
     the demo plays through it, and the sidecar is gone once the game has quit."""
-    open_gate = {"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}}
-    lantern = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "lantern", "count": 1}}
     script = tmp_path / "script.json"
-    script.write_text(
-        json.dumps(
-            {
-                "guard": [say("Aye, traveller. The gate is yours.", mutations=[open_gate])],
-                "merchant": [say("One lantern, freshly oiled!", "happy", [lantern])],
-            }
-        )
-    )
+    script.write_text(json.dumps(DEMO_SCENE_SCRIPT))
     port = free_port()
     loreguard = Path(sys.executable).with_name("loreguard")
     launch = f"{loreguard} serve --backend scripted --script {script} --port {port} --data {tmp_path / 'data'}"

@@ -17,25 +17,20 @@ from factories import say
 from godot_helpers import DEMO_DATA, DEMO_PROJECT, godot_command, run_godot
 from sidecar_helpers import free_port, running_sidecar
 
-from loreguard.memory import MemoryStore
 from loreguard.schemas import NpcProfile, WorldDefinition
 from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.sidecar.server import Sidecar, SidecarConfig
 
 pytestmark = pytest.mark.slow
 
 LANTERN = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "lantern", "count": 1}}
 
 
-def _sidecar(data: Path, port: int) -> Sidecar:
+def _backend() -> ScriptedBackend:
     script = {
         "guard": [say("The gate closes at dusk, traveller."), say("Nothing I can speak of, traveller.")],
         "merchant": [say("One lantern, freshly oiled!", "happy", [LANTERN]), say("Welcome back, dear!", "happy")],
     }
-    data.mkdir(parents=True, exist_ok=True)
-    sidecar = Sidecar(MemoryStore(data / "memory.sqlite"), ScriptedBackend(script, cycle=True), SidecarConfig(port=port))
-    sidecar.start()
-    return sidecar
+    return ScriptedBackend(script, cycle=True)
 
 
 def _wait_for(path: Path, process: subprocess.Popen[str], timeout: float) -> None:
@@ -62,18 +57,14 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
         os.environ, LOREGUARD_ADDRESS=f"tcp://127.0.0.1:{port}", LOREGUARD_AUTO_LAUNCH="0", LOREGUARD_TEST_OUT=str(out_dir)
     )
     command = godot_command(["res://tests/integration.tscn"], project=DEMO_PROJECT)
-    first = _sidecar(out_dir / "first", port)
-    try:
+    (out_dir / "first").mkdir()
+    (out_dir / "second").mkdir()
+    with running_sidecar(out_dir / "first", _backend(), register=False, port=port):
         godot = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         _wait_for(out_dir / "restart-please", godot, timeout=120)
-    finally:
-        first.stop()
     # An empty sidecar on the same port: the NPCs only exist there if the client re-registers.
-    second = _sidecar(out_dir / "second", port)
-    try:
+    with running_sidecar(out_dir / "second", _backend(), register=False, port=port):
         output, _ = godot.communicate(timeout=150)
-    finally:
-        second.stop()
     return Session(godot.returncode, output, out_dir)
 
 

@@ -52,10 +52,10 @@ func client() -> LoreguardClient:
 
 ## Sends the profile and rules (`npc.register`). Called on ready; call again after editing them.
 func register() -> LoreguardResult:
+	var missing := _missing()
+	if missing != null:
+		return missing
 	var loreguard := client()
-	if profile == null or loreguard == null:
-		var why := "no profile set" if profile == null else "no Loreguard client (enable the Loreguard plugin)"
-		return _fail(LoreguardResult.failure(LoreguardError.new(LoreguardError.CLIENT, "%s: %s" % [name, why])))
 	var result := await loreguard.register_npc(profile, rules)
 	is_registered = result.ok
 	if result.ok:
@@ -78,9 +78,10 @@ func say(text: String) -> LoreguardResult:
 ## Any interaction: `trigger_reason` is one of the protocol's trigger reasons; `extra` adds
 ## InteractionContext fields (e.g. {"trigger_prompt": "greet the player"}).
 func interact(trigger_reason: String, player_input: String = "", extra: Dictionary = {}) -> LoreguardResult:
+	var missing := _missing()
+	if missing != null:
+		return missing
 	var loreguard := client()
-	if profile == null or loreguard == null:
-		return await register()
 	var context := {
 		"npc_id": profile.id,
 		"trigger_reason": trigger_reason,
@@ -100,6 +101,14 @@ func interact(trigger_reason: String, player_input: String = "", extra: Dictiona
 				str(intent.get("type", "")), intent.get("params", {}) if intent.get("params") is Dictionary else {}
 			)
 	return result
+
+
+## A failed result when there is no profile or no client to send through, else null.
+func _missing() -> LoreguardResult:
+	if profile != null and client() != null:
+		return null
+	var why := "no profile set" if profile == null else "no Loreguard client (enable the Loreguard plugin)"
+	return _fail(LoreguardResult.failure(LoreguardError.new(LoreguardError.CLIENT, "%s: %s" % [name, why])))
 
 
 func _dispatch(intent_type: String, params: Dictionary) -> void:

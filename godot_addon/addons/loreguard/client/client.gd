@@ -77,11 +77,7 @@ func _process(_delta: float) -> void:
 	_expire(Time.get_ticks_msec())
 
 
-func _notification(what: int) -> void:
-	if what == NOTIFICATION_WM_CLOSE_REQUEST or what == NOTIFICATION_PREDELETE:
-		stop_sidecar()
-
-
+# Quitting the game and freeing this node both pass through here.
 func _exit_tree() -> void:
 	stop_sidecar()
 
@@ -96,8 +92,8 @@ func start(to_address: String = "", auto_launch: bool = LoreguardSettings.auto_l
 		push_error("Loreguard: " + problem)
 		return
 	if auto_launch:
-		var hello := await request("hello", {"client": "loreguard-godot"}, LAUNCH_PROBE_MS)
-		if not hello.ok and hello.error.code == LoreguardError.NO_REPLY:
+		var probe := await hello(LAUNCH_PROBE_MS)
+		if not probe.ok and probe.error.code == LoreguardError.NO_REPLY:
 			launch_sidecar()
 
 
@@ -133,8 +129,8 @@ func request(type: String, body: Dictionary = {}, timeout_ms: int = -1) -> Loreg
 	return pending.result
 
 
-func hello() -> LoreguardResult:
-	return await request("hello", {"client": "loreguard-godot"})
+func hello(timeout_ms: int = -1) -> LoreguardResult:
+	return await request("hello", {"client": "loreguard-godot"}, timeout_ms)
 
 
 ## Loads the world (canonical facts, rules, fallbacks); sent again after every reconnect.
