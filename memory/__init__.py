@@ -2,6 +2,7 @@
 
 from loreguard.memory.authority import MINIMUM_AUTHORITY, check_write
 from loreguard.memory.errors import (
+    AuditWriteError,
     MemoryStoreError,
     SchemaVersionError,
     SlotCorruptError,
@@ -18,10 +19,13 @@ from loreguard.memory.retrieval import (
     retrieve_beliefs,
     retrieve_episodic,
 )
-from loreguard.memory.store import SCHEMA_VERSION, Durability, MemoryStore, memory_hash
+from loreguard.memory.store import SCHEMA_VERSION, AuditEntry, AuditWriter, Durability, MemoryStore, StoreView, memory_hash
 from loreguard.memory.transitions import BatchPlan, plan_batch
 
 __all__ = [
+    "AuditEntry",
+    "AuditWriteError",
+    "AuditWriter",
     "BatchPlan",
     "Durability",
     "MINIMUM_AUTHORITY",
@@ -33,6 +37,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SchemaVersionError",
     "SlotCorruptError",
+    "StoreView",
     "SlotNotFoundError",
     "StoreClosedError",
     "UnknownScopeError",

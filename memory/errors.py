@@ -25,3 +25,8 @@ class SchemaVersionError(MemoryStoreError):
 
 class StoreClosedError(MemoryStoreError):
     """The store was used after `close()`."""
+
+
+class AuditWriteError(MemoryStoreError):
+    """The audit record could not be written (disk full, I/O error). The batch it described was
+    rolled back with it: no state changes without a record."""

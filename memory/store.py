@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
 from loreguard.memory.errors import (
+    AuditWriteError,
     SchemaVersionError,
     SlotCorruptError,
     SlotNotFoundError,
@@ -47,7 +48,7 @@ from loreguard.schemas.memory import (
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.rules import BehaviourStats
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA_V1 = """
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -69,9 +70,30 @@ CREATE TABLE behaviour (rule_id TEXT PRIMARY KEY, positive INTEGER NOT NULL, neg
 CREATE TABLE slots (name TEXT PRIMARY KEY, image TEXT NOT NULL, memory_hash TEXT NOT NULL);
 """
 
+# The audit log lives in the memory file on purpose: a record is written in the same transaction
+# as the memory batch it describes, so there is never a state change without its record.
+# Triggers make both tables append-only, whoever opens the file.
+_APPEND_ONLY = "BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END"
+_AUDIT_V2 = (
+    "CREATE TABLE audit (seq INTEGER PRIMARY KEY, npc_id TEXT NOT NULL, record TEXT NOT NULL)",
+    "CREATE INDEX audit_by_npc ON audit (npc_id, seq)",
+    "CREATE TABLE audit_blobs (hash TEXT PRIMARY KEY, data TEXT NOT NULL)",
+    *(
+        f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} {_APPEND_ONLY}"
+        for table in ("audit", "audit_blobs")
+        for action in ("UPDATE", "DELETE")
+    ),
+)
+
+
+def _add_audit_log(db: sqlite3.Connection) -> None:
+    for statement in _AUDIT_V2:
+        db.execute(statement)
+
+
 #: Migration hook: MIGRATIONS[n] upgrades a database from version n to n + 1, inside the
 #: transaction that also records the new version.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_audit_log}
 
 _ENTRY_MODELS = {
     MemoryKind.CANONICAL: StoredCanonicalFact,
@@ -129,6 +151,40 @@ def memory_hash(scopes: Iterable[ScopeMemory]) -> str:
     """sha256 over the scopes' canonical serializations, ordered by scope name; equal on every
     machine and in every process for equal memory."""
     return combine_scope_hashes((s.scope, scope_hash(s)) for s in scopes)
+
+
+@dataclass(frozen=True)
+class StoreView:
+    """One consistent read of everything an interaction reads from the store, taken under the
+    store's lock so no concurrent batch can fall between its parts."""
+
+    npc_id: str
+    profile: NpcProfile
+    profile_hash: str
+    world: WorldDefinition | None
+    world_hash: str | None
+    npc: ScopeMemory
+    world_memory: ScopeMemory
+    interactions: int
+    behaviour: dict[str, BehaviourStats]
+    next_seq: int
+    #: (scope, scope hash) for the NPC and the world, sorted by scope.
+    scope_hashes: tuple[tuple[str, str], ...]
+    memory_hash: str
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One audit-log row and the content-addressed blobs it names (JSON text)."""
+
+    npc_id: str
+    record: str
+    blobs: Mapping[str, str]
+
+
+#: Builds the audit entry inside the batch's transaction, from the log position it gets and
+#: the memory hash the batch leads to (a function of the scope names to hash).
+AuditWriter = Callable[[int, Callable[[Iterable[str]], str]], AuditEntry]
 
 
 class MemoryStore:
@@ -205,6 +261,35 @@ class MemoryStore:
         self.scope(npc_id)
         return self._interactions.get(npc_id, 0)
 
+    def view(self, npc_id: str) -> StoreView:
+        """Everything an interaction for `npc_id` reads, as one consistent snapshot."""
+        with self._lock:
+            profile = self.profile(npc_id)
+            names = tuple(sorted((npc_id, WORLD_SCOPE)))
+            hashes = tuple((name, self._scope_hash(name)) for name in names)
+            return StoreView(
+                npc_id=npc_id,
+                profile=profile,
+                profile_hash=self.profile_hash(npc_id),
+                world=self._world,
+                world_hash=self.world_hash(),
+                npc=self._scopes[npc_id],
+                world_memory=self._scopes[WORLD_SCOPE],
+                interactions=self._interactions.get(npc_id, 0),
+                behaviour=dict(self._behaviour),
+                next_seq=self._next_seq,
+                scope_hashes=hashes,
+                memory_hash=combine_scope_hashes(hashes),
+            )
+
+    def world_hash(self) -> str | None:
+        """Content hash of the loaded world definition, or None before `load_world`."""
+        if self._world is None:
+            return None
+        if self._world_hash is None:
+            self._world_hash = content_hash(self._world)
+        return self._world_hash
+
     def memory_hash(self, scopes: Iterable[str] | None = None) -> str:
         """The memory hash of the given scopes (default: all of them)."""
         names = sorted(self._scopes) if scopes is None else sorted(set(scopes))
@@ -227,11 +312,19 @@ class MemoryStore:
 
     # --- writes --------------------------------------------------------------------------
 
-    def apply(self, writes: Sequence[MemoryWrite], *, complete_interaction: str | None = None) -> BatchResult:
+    def apply(
+        self,
+        writes: Sequence[MemoryWrite],
+        *,
+        complete_interaction: str | None = None,
+        audit: AuditWriter | None = None,
+    ) -> BatchResult:
         """Apply a batch in one transaction: all of it, or (with any refusal) none of it.
 
         `complete_interaction` names an NPC whose interaction count advances in the same
         transaction; the count is bookkeeping, not memory, and is outside the memory hash.
+        `audit` writes the batch's audit record in that transaction too; if the record cannot
+        be written, `AuditWriteError` is raised and nothing changed.
         """
         with self._lock:
             if complete_interaction is not None:
@@ -240,8 +333,8 @@ class MemoryStore:
             if not plan.ok:
                 self._count_refusals(plan)
                 return BatchResult(committed=False, applied=0, refusals=plan.refusals)
-            self._commit(plan, complete_interaction=complete_interaction)
-            return _result(plan)
+            seq = self._commit(plan, complete_interaction=complete_interaction, audit=audit)
+            return _result(plan, audit_seq=seq)
 
     def register_npc(self, profile: NpcProfile) -> BatchResult:
         """Designer registration: the profile and its canonical facts, in one transaction.
@@ -290,6 +383,7 @@ class MemoryStore:
                 return BatchResult(committed=False, applied=0, refusals=plan.refusals)
             self._commit(plan, definitions={WORLD_SCOPE: world.model_dump_json()})
             self._world = world
+            self._world_hash = None
             return _result(plan)
 
     # --- behavioural rule feedback -------------------------------------------------------
@@ -369,10 +463,9 @@ class MemoryStore:
                 for statement in _SCHEMA_V1.split(";"):
                     if statement.strip():
                         db.execute(statement)
-                db.execute("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
+                db.execute("INSERT INTO schema_version(version) VALUES (1)")
                 db.execute("INSERT INTO meta(key, value) VALUES ('next_seq', 1)")
                 db.execute("INSERT INTO scopes(scope, definition, interactions) VALUES (?, NULL, 0)", (WORLD_SCOPE,))
-            return
         (version,) = db.execute("SELECT version FROM schema_version").fetchone()
         if version > SCHEMA_VERSION:
             raise SchemaVersionError(f"{self.path} has schema version {version}; this Loreguard reads up to {SCHEMA_VERSION}")
@@ -390,6 +483,7 @@ class MemoryStore:
         self._profiles = loaded.profiles
         self._profile_hashes: dict[str, str] = {}
         self._world = loaded.world
+        self._world_hash: str | None = None
         self._interactions = loaded.interactions
         self._behaviour = loaded.behaviour
         self._next_seq = loaded.next_seq
@@ -400,7 +494,26 @@ class MemoryStore:
         *,
         complete_interaction: str | None = None,
         definitions: dict[str, str] | None = None,
-    ) -> None:
+        audit: AuditWriter | None = None,
+    ) -> int | None:
+        """Write a planned batch (and its audit entry) in one transaction; returns the audit
+        log position, or None without `audit`."""
+        digests = {name: dict(self._entry_digests.get(name, {})) for name in plan.scopes}
+        for change in plan.changes:
+            entry_digests = digests.setdefault(change.scope, dict(self._entry_digests.get(change.scope, {})))
+            if change.action == "upsert":
+                entry_digests[(change.kind.value, change.entry_id)] = sha256_hex(change.data)
+            else:
+                entry_digests.pop((change.kind.value, change.entry_id), None)
+        scope_hashes = {
+            name: _combine_entry_digests((kind, key, d) for (kind, key), d in entries.items())
+            for name, entries in digests.items()
+        }
+
+        def hash_after(names: Iterable[str]) -> str:
+            return combine_scope_hashes((name, scope_hashes.get(name) or self._scope_hash(name)) for name in sorted(set(names)))
+
+        seq = None
         with self._transaction() as db:
             for scope, definition in (definitions or {}).items():
                 db.execute(
@@ -413,20 +526,124 @@ class MemoryStore:
             db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (plan.next_seq,))
             if complete_interaction is not None:
                 db.execute("UPDATE scopes SET interactions = interactions + 1 WHERE scope = ?", (complete_interaction,))
+            if audit is not None:
+                seq = self._append_audit(db, audit, hash_after)
         # Only after the commit succeeded does anyone see the new state.
         self._scopes = {**self._scopes, **plan.scopes}
-        for change in plan.changes:
-            digests = self._entry_digests.setdefault(change.scope, {})
-            if change.action == "upsert":
-                digests[(change.kind.value, change.entry_id)] = sha256_hex(change.data)
-            else:
-                digests.pop((change.kind.value, change.entry_id), None)
-        for name in plan.scopes:
-            self._entry_digests.setdefault(name, {})
-            self._scope_hashes.pop(name, None)
+        self._entry_digests.update(digests)
+        self._scope_hashes.update(scope_hashes)
         self._next_seq = plan.next_seq
         if complete_interaction is not None:
             self._interactions[complete_interaction] = self._interactions.get(complete_interaction, 0) + 1
+        return seq
+
+    @staticmethod
+    def _append_audit(db: sqlite3.Connection, audit: AuditWriter, hash_after: Callable[[Iterable[str]], str]) -> int:
+        try:
+            (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM audit").fetchone()
+            entry = audit(seq, hash_after)
+            db.executemany("INSERT OR IGNORE INTO audit_blobs(hash, data) VALUES (?, ?)", sorted(entry.blobs.items()))
+            db.execute("INSERT INTO audit(seq, npc_id, record) VALUES (?, ?, ?)", (seq, entry.npc_id, entry.record))
+        except sqlite3.Error as exc:
+            raise AuditWriteError(f"the audit record could not be written ({exc}); nothing was changed") from exc
+        return seq
+
+    # --- the audit log -------------------------------------------------------------------
+
+    def audit_rows(
+        self,
+        *,
+        npc_id: str | None = None,
+        after: int = 0,
+        last_seq: int | None = None,
+        last: int | None = None,
+    ) -> list[tuple[int, str]]:
+        """(seq, record JSON) rows in log order: those after `after` up to `last_seq`, for one
+        NPC or all, the newest `last` of them when given."""
+        with self._lock:
+            return self._audit_rows(npc_id, after, last_seq, last)
+
+    def _audit_rows(self, npc_id: str | None, after: int, last_seq: int | None, last: int | None) -> list[tuple[int, str]]:
+        sql = "SELECT seq, record FROM audit WHERE seq > ?"
+        params: list[object] = [after]
+        if npc_id is not None:
+            sql += " AND npc_id = ?"
+            params.append(npc_id)
+        if last_seq is not None:
+            sql += " AND seq <= ?"
+            params.append(last_seq)
+        if last is None:
+            return [(int(seq), record) for seq, record in self.db.execute(sql + " ORDER BY seq", params)]
+        rows = self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", [*params, last]).fetchall()
+        return [(int(seq), record) for seq, record in reversed(rows)]
+
+    def audit_blobs(self, hashes: Iterable[str]) -> dict[str, str]:
+        """The blobs with these hashes (those that exist)."""
+        found: dict[str, str] = {}
+        with self._lock:
+            for digest in sorted(set(hashes)):
+                row = self.db.execute("SELECT data FROM audit_blobs WHERE hash = ?", (digest,)).fetchone()
+                if row is not None:
+                    found[digest] = row[0]
+        return found
+
+    def audit_blob_hashes(self) -> set[str]:
+        with self._lock:
+            return {row[0] for row in self.db.execute("SELECT hash FROM audit_blobs")}
+
+    # --- replay support --------------------------------------------------------------------
+
+    def replace_all(
+        self,
+        *,
+        scopes: Sequence[ScopeMemory],
+        profiles: Mapping[str, NpcProfile],
+        world: WorldDefinition | None,
+        interactions: Mapping[str, int],
+        behaviour: Sequence[BehaviourStats],
+        next_seq: int,
+    ) -> str:
+        """Replace all memory with the given image, atomically (how a replay puts the store back
+        where a recorded interaction started). Returns the memory hash."""
+        with self._lock:
+            loaded = self._replace_rows(scopes, profiles, world, interactions, behaviour, next_seq)
+            self._install(loaded)
+            return self.memory_hash()
+
+    def _replace_rows(
+        self,
+        scopes: Sequence[ScopeMemory],
+        profiles: Mapping[str, NpcProfile],
+        world: WorldDefinition | None,
+        interactions: Mapping[str, int],
+        behaviour: Sequence[BehaviourStats],
+        next_seq: int,
+    ) -> _StoredState:
+        with self._transaction() as db:
+            db.execute("DELETE FROM scopes")
+            db.execute("DELETE FROM entries")
+            db.execute("DELETE FROM behaviour")
+            names = {s.scope for s in scopes} | {WORLD_SCOPE}
+            for name in sorted(names):
+                definition = profiles[name].model_dump_json() if name in profiles else None
+                if name == WORLD_SCOPE and world is not None:
+                    definition = world.model_dump_json()
+                db.execute(
+                    "INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, ?)",
+                    (name, definition, interactions.get(name, 0)),
+                )
+            for memory in scopes:
+                for kind, entry in _scope_entries(memory):
+                    db.execute(
+                        "INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?)",
+                        (memory.scope, kind.value, _entry_key(kind, entry), entry.seq, canonical_json(entry).decode("utf-8")),  # type: ignore[attr-defined]
+                    )
+            db.executemany(
+                "INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?)",
+                [(b.rule_id, b.positive, b.negative) for b in behaviour],
+            )
+            db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (next_seq,))
+            return _read_state(db)
 
     @staticmethod
     def _write_change(db: sqlite3.Connection, change: RowChange) -> None:
@@ -536,9 +753,9 @@ class _Transaction:
             self.db.execute("ROLLBACK")
 
 
-def _result(plan: BatchPlan) -> BatchResult:
+def _result(plan: BatchPlan, *, audit_seq: int | None = None) -> BatchResult:
     seq_range = (plan.first_seq, plan.last_seq) if plan.first_seq is not None and plan.last_seq is not None else None
-    return BatchResult(committed=True, applied=plan.applied, seq_range=seq_range)
+    return BatchResult(committed=True, applied=plan.applied, seq_range=seq_range, audit_seq=audit_seq)
 
 
-__all__ = ["Durability", "MemoryStore", "SCHEMA_VERSION", "memory_hash", "sha256_hex"]
+__all__ = ["AuditEntry", "AuditWriter", "Durability", "MemoryStore", "StoreView", "SCHEMA_VERSION", "memory_hash", "sha256_hex"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from loreguard.schemas.audit import DebugPackage
 from loreguard.schemas.output import ParsedOutput
 from loreguard.schemas.wire import MESSAGES, Envelope, ErrorEnvelope
 
@@ -18,6 +19,7 @@ def json_schemas() -> dict[str, dict]:
         "envelope.json": Envelope.model_json_schema(),
         "error.json": ErrorEnvelope.model_json_schema(),
         "model_output.json": ParsedOutput.model_json_schema(),
+        "debug_package.json": DebugPackage.model_json_schema(),
     }
     for name in sorted(MESSAGES):
         spec = MESSAGES[name]

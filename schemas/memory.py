@@ -201,6 +201,8 @@ class BatchResult(FrozenModel):
     refusals: tuple[WriteRefusal, ...] = ()
     #: Sequence numbers assigned to this batch's entries (first, last); None when none were.
     seq_range: tuple[int, int] | None = None
+    #: The audit log position of the record written with this batch, when one was.
+    audit_seq: int | None = None
 
 
 # --- views --------------------------------------------------------------------------------

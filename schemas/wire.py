@@ -12,11 +12,12 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, StringConstraints
 
+from loreguard.schemas.audit import AuditRecord
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, StateKey
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import ScopeMemory
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
-from loreguard.schemas.receipt import InteractionResult, ModelFingerprint, Receipt
+from loreguard.schemas.receipt import InteractionResult, ModelFingerprint
 
 PROTOCOL_VERSION = 1
 SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
@@ -131,22 +132,35 @@ class SlotReply(FrozenModel):
 
 
 class AuditTailRequest(FrozenModel):
+    """Recent audit records: the newest `limit`, or with `after` (a log position) the first
+    `limit` records after it, which is how a debugger follows the log live."""
+
     npc_id: Identifier | None = None
     limit: int = Field(default=20, ge=1, le=1000)
+    after: int | None = Field(default=None, ge=0)
 
 
 class AuditTailReply(FrozenModel):
-    records: tuple[Receipt, ...]
+    records: tuple[AuditRecord, ...]
+    #: The newest log position the sidecar holds (0 before the first record).
+    last_seq: int = 0
 
 
 class AuditExportRequest(FrozenModel):
+    """A debug package of one NPC's or every NPC's records: the newest `last`, or the log
+    positions `first_seq`..`last_seq`."""
+
     npc_id: Identifier | None = None
     last: int | None = Field(default=None, ge=1, le=100_000)
+    first_seq: int | None = Field(default=None, ge=1)
+    last_seq: int | None = Field(default=None, ge=1)
 
 
 class AuditExportReply(FrozenModel):
     format: Literal["json"] = "json"
+    #: The package document as `loreguard audit export` writes it in JSON (integrity hash included).
     package: dict[str, Any]
+    records: int = 0
 
 
 class StatsReply(FrozenModel):

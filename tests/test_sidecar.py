@@ -52,9 +52,11 @@ def test_every_message_type_round_trips(tmp_path: Path) -> None:
         assert client.load("slot1").memory_hash == client.save("slot1").memory_hash
         assert client.memory("guard").interactions == 1
         tail = client.audit_tail(npc_id="guard")
-        assert [r.interaction_index for r in tail.records] == [0, 1]
-        package = client.audit_export().package
-        assert package["format_version"] == 1 and len(package["receipts"]) == 2
+        assert [r.receipt.interaction_index for r in tail.records] == [0, 1]
+        assert [r.record_id for r in tail.records] == [result.audit_record_id, "r2"] and tail.last_seq == 2
+        assert client.audit_tail(after=1).records[0].seq == 2
+        exported = client.audit_export(npc_id="guard")
+        assert exported.records == 2 and exported.package["package"]["format_version"] == 1
         stats = client.stats()
         assert stats.counters["interact.validated"] == 2 and stats.latency_us["interact_count"] == 2
 

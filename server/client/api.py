@@ -46,11 +46,15 @@ class ClientApi(ABC):
     def load(self, slot: str) -> Any:
         return self._call("load", {"slot": slot})
 
-    def audit_tail(self, npc_id: str | None = None, limit: int = 20) -> Any:
-        return self._call("audit.tail", {"npc_id": npc_id, "limit": limit})
+    def audit_tail(self, npc_id: str | None = None, limit: int = 20, after: int | None = None) -> Any:
+        """Recent audit records; with `after` (a log position), the ones after it."""
+        return self._call("audit.tail", {"npc_id": npc_id, "limit": limit, "after": after})
 
-    def audit_export(self, npc_id: str | None = None, last: int | None = None) -> Any:
-        return self._call("audit.export", {"npc_id": npc_id, "last": last})
+    def audit_export(
+        self, npc_id: str | None = None, last: int | None = None, first_seq: int | None = None, last_seq: int | None = None
+    ) -> Any:
+        """A debug package document (JSON form); `loreguard.server.audit.package` reads it."""
+        return self._call("audit.export", {"npc_id": npc_id, "last": last, "first_seq": first_seq, "last_seq": last_seq})
 
     def stats(self) -> Any:
         return self._call("stats", {})

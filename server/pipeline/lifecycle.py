@@ -17,12 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loreguard.memory.errors import UnknownScopeError
-from loreguard.memory.hashing import sha256_hex
-from loreguard.memory.store import MemoryStore
+from loreguard.memory.hashing import canonical_json, sha256_hex
+from loreguard.memory.store import AuditEntry, MemoryStore, StoreView
+from loreguard.schemas.audit import AuditRecord, AuditTimings
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.interaction import InteractionContext
-from loreguard.schemas.memory import WORLD_SCOPE, UpsertBelief
-from loreguard.schemas.npc import NpcProfile, WorldDefinition
+from loreguard.schemas.memory import UpsertBelief
 from loreguard.schemas.output import Emotion, WorldIntent
 from loreguard.schemas.receipt import (
     AttemptRecord,
@@ -33,6 +33,7 @@ from loreguard.schemas.receipt import (
     Receipt,
 )
 from loreguard.schemas.rules import Severity
+from loreguard.server.audit.recorder import AuditRecorder
 from loreguard.server.pipeline.contract import Sufficiency, Verdict, check_sufficiency, contract_for
 from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, UnknownNpcError
 from loreguard.server.pipeline.expectancy import evaluate_rules
@@ -78,9 +79,10 @@ class _Timer:
 class _Run:
     """Per-interaction state the endings need."""
 
+    #: The context as the game sent it (the audit record keeps it for replay).
+    received: InteractionContext
     ctx: InteractionContext
-    profile: NpcProfile
-    world: WorldDefinition | None
+    view: StoreView
     interaction_index: int
     seed: int
     scopes: tuple[str, ...]
@@ -90,6 +92,8 @@ class _Run:
     first_snapshot: StateSnapshot
     timer: _Timer
     attempts: list[AttemptRecord] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)
+    ttft_ms: float = 0.0
     manifest: str = ""
     context_keys: tuple[str, ...] = ()
     deadline_ns: int | None = None
@@ -158,11 +162,18 @@ class GovernancePipeline:
         config: PipelineConfig | None = None,
         *,
         judge_backend: InferenceBackend | None = None,
+        recorder: AuditRecorder | None = None,
         clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         self.store = store
         self.backend = backend
         self.config = config or PipelineConfig()
+        #: With a recorder, every interaction writes an audit record in the same transaction
+        #: as its memory batch, or fails with `AuditWriteError` and changes nothing.
+        self.recorder = recorder
+        self._config_blob = canonical_json(
+            {"pipeline": self.config.model_dump(mode="json"), "memory_policy": store.policy.model_dump(mode="json")}
+        )
         self.judge = SemanticJudge(judge_backend)
         self.clock = clock
         self.counters: Counter[str] = Counter()
@@ -197,17 +208,14 @@ class GovernancePipeline:
     def _prepare(self, context: InteractionContext) -> _Run:
         """intake -> contract -> expectancy -> sufficiency -> snapshot."""
         timer = _Timer(self.clock)
-        store = self.store
         try:
-            profile = store.profile(context.npc_id)
+            view = self.store.view(context.npc_id)
         except UnknownScopeError:
             raise UnknownNpcError(f"no NPC {context.npc_id!r} is registered") from None
-        world = store.world()
-        scopes = (context.npc_id, WORLD_SCOPE)
-        taken = intake(context, store.interactions(context.npc_id))
+        profile, world = view.profile, view.world
+        taken = intake(context, view.interactions)
         ctx = taken.context
-        npc_memory, world_memory = store.scope(ctx.npc_id), store.scope(WORLD_SCOPE)
-        hash_before = store.memory_hash(scopes)
+        npc_memory, world_memory = view.npc, view.world_memory
         timer.lap("intake")
 
         contract = contract_for(ctx)
@@ -215,7 +223,7 @@ class GovernancePipeline:
 
         rules = (world.rules if world else ()) + profile.rules
         state = merged_state(world_memory, npc_memory)
-        behaviour = store.all_behaviour_stats()
+        behaviour = view.behaviour
         evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour)
         timer.lap("expectancy")
 
@@ -236,8 +244,8 @@ class GovernancePipeline:
             interaction_index=taken.interaction_index,
             seed=taken.seed,
             profile=profile,
-            profile_hash=store.profile_hash(ctx.npc_id),
-            memory_hash=hash_before,
+            profile_hash=view.profile_hash,
+            memory_hash=view.memory_hash,
             world=world,
             npc_memory=npc_memory,
             world_memory=world_memory,
@@ -245,17 +253,17 @@ class GovernancePipeline:
             constraints=evaluation.constraints,
             derived=derived,
             max_attempts=self.config.retry.max_attempts,
-            decay=store.policy.episodic_decay,
+            decay=self.store.policy.episodic_decay,
         )
         timer.lap("snapshot")
         return _Run(
+            received=context,
             ctx=ctx,
-            profile=profile,
-            world=world,
+            view=view,
             interaction_index=taken.interaction_index,
             seed=taken.seed,
-            scopes=scopes,
-            hash_before=hash_before,
+            scopes=tuple(name for name, _ in view.scope_hashes),
+            hash_before=view.memory_hash,
             task_type=contract.task_type.value,
             sufficiency=sufficiency,
             first_snapshot=snapshot,
@@ -290,6 +298,9 @@ class GovernancePipeline:
                 run.timer.lap(f"inference.{snapshot.attempt}")
                 return None, (), f"backend: {exc}"
             run.timer.lap(f"inference.{snapshot.attempt}")
+            run.prompts.append(prompt.full)
+            if snapshot.attempt == 1:
+                run.ttft_ms = generation.ttft_ms
 
             parse = parse_output(generation.text)
             gate = validate(parse, generation.text, snapshot, self.config.gate, judge)
@@ -332,7 +343,7 @@ class GovernancePipeline:
         writes = plan_writes(
             gate.approved_mutations,
             npc_id=run.ctx.npc_id,
-            npc_name=run.profile.name,
+            npc_name=run.view.profile.name,
             interaction_index=run.interaction_index,
             memory=self.store.scope(run.ctx.npc_id),
             player_input=run.ctx.player_input,
@@ -342,48 +353,103 @@ class GovernancePipeline:
         for write in writes:
             if isinstance(write.op, UpsertBelief) and write.op.belief_id in canonical:
                 raise LifecycleHalt("mutation", f"an approved write targets canonical fact {write.op.belief_id}")
-        result = self.store.apply(writes, complete_interaction=run.ctx.npc_id)
-        if not result.committed:
-            raise LifecycleHalt("mutation", f"memory refused approved writes: {result.refusals}")
         overrides = sum(1 for r in gate.rejected_mutations if r.canonical_override)
+        result = self._commit(
+            run,
+            "mutation",
+            writes,
+            lambda hash_after: run.result(
+                InteractionOutcome.VALIDATED,
+                output.dialogue,
+                emotion=output.emotion,
+                intents=gate.approved_intents,
+                memory_hash_after=hash_after,
+                applied_mutations=gate.approved_mutations,
+                rejected_mutations=gate.rejected_mutations,
+                canonical_override_attempts=overrides,
+                warnings=warnings,
+            ),
+        )
         self.counters["validated"] += 1
         self.counters["canonical_override_blocked"] += overrides
         self.counters["mutations_applied"] += len(gate.approved_mutations)
         self.counters["mutations_rejected"] += len(gate.rejected_mutations)
-        run.timer.lap("mutation")
-        return run.result(
-            InteractionOutcome.VALIDATED,
-            output.dialogue,
-            emotion=output.emotion,
-            intents=gate.approved_intents,
-            memory_hash_after=self.store.memory_hash(run.scopes),
-            applied_mutations=gate.approved_mutations,
-            rejected_mutations=gate.rejected_mutations,
-            canonical_override_attempts=overrides,
-            warnings=warnings,
-        )
+        return result
 
     def _fallback(self, run: _Run, reason: str) -> InteractionResult:
-        choice = choose_fallback(run.profile, run.world, run.ctx.trigger_reason, run.interaction_index)
+        choice = choose_fallback(run.view.profile, run.view.world, run.ctx.trigger_reason, run.interaction_index)
         # The interaction still counts (it picks the next line and seed); memory does not change.
-        if not self.store.apply([], complete_interaction=run.ctx.npc_id).committed:
-            raise LifecycleHalt("fallback", "could not record the interaction")
+        result = self._commit(
+            run,
+            "fallback",
+            [],
+            lambda hash_after: run.result(
+                InteractionOutcome.FALLBACK,
+                choice.text,
+                memory_hash_after=hash_after,
+                fallback_reason=f"{reason} -> {choice.source}",
+            ),
+        )
         self._check_unchanged(run, "fallback")
         self.counters["fallback"] += 1
         self.counters[f"fallback.{choice.source}"] += 1
-        run.timer.lap("fallback")
-        return run.result(
-            InteractionOutcome.FALLBACK,
-            choice.text,
-            memory_hash_after=run.hash_before,
-            fallback_reason=f"{reason} -> {choice.source}",
-        )
+        return result
 
     def _clarify(self, run: _Run) -> InteractionResult:
+        # Nothing counts and nothing changes; the record still goes in the log.
+        result = self._commit(
+            run,
+            "clarify",
+            [],
+            lambda hash_after: run.result(InteractionOutcome.CLARIFY, "", memory_hash_after=hash_after),
+            complete=False,
+        )
         self._check_unchanged(run, "clarify")
         self.counters["clarify"] += 1
-        run.timer.lap("clarify")
-        return run.result(InteractionOutcome.CLARIFY, "", memory_hash_after=run.hash_before)
+        return result
+
+    def _commit(
+        self,
+        run: _Run,
+        phase: str,
+        writes: list,
+        build: Callable[[str], InteractionResult],
+        *,
+        complete: bool = True,
+    ) -> InteractionResult:
+        """Apply the ending's batch and, with a recorder, its audit record in the same
+        transaction. `build` makes the reply from the memory hash the batch leads to."""
+        complete_interaction = run.ctx.npc_id if complete else None
+        if self.recorder is None:
+            batch = self.store.apply(writes, complete_interaction=complete_interaction)
+            if not batch.committed:
+                raise LifecycleHalt(phase, f"memory refused approved writes: {batch.refusals}")
+            run.timer.lap(phase)
+            return build(self.store.memory_hash(run.scopes))
+        recorder = self.recorder
+        made: list[tuple[InteractionResult, AuditRecord, AuditEntry]] = []
+
+        def write_record(seq: int, hash_after: Callable[[tuple[str, ...]], str]) -> AuditEntry:
+            run.timer.lap(phase)
+            result = build(hash_after(run.scopes))
+            record, entry = recorder.entry(
+                seq,
+                context=run.received,
+                view=run.view,
+                config=self._config_blob,
+                result=result,
+                prompts=run.prompts,
+                timings=AuditTimings(ttft_ms=run.ttft_ms, total_ms=run.timer.elapsed_ms()),
+            )
+            made.append((result, record, entry))
+            return entry
+
+        batch = self.store.apply(writes, complete_interaction=complete_interaction, audit=write_record)
+        if not batch.committed:
+            raise LifecycleHalt(phase, f"memory refused approved writes: {batch.refusals}")
+        result, record, entry = made[-1]
+        recorder.committed(record, entry)
+        return result.model_copy(update={"audit_record_id": record.record_id})
 
     def _check_unchanged(self, run: _Run, phase: str) -> None:
         if self.store.memory_hash(run.scopes) != run.hash_before:

@@ -23,6 +23,7 @@ from zmq.utils.monitor import parse_monitor_message
 from loreguard.memory import MemoryStore
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, Limits
+from loreguard.server.audit import AuditRecorder
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference.base import InferenceBackend
 from loreguard.server.sidecar.codec import ProtocolError, decode_request, encode_error, encode_reply, internal_error
@@ -44,6 +45,8 @@ class SidecarConfig:
     request_timeout_ms: int = 60_000
     #: How long shutdown waits for the interaction in progress.
     shutdown_grace_s: float = 30.0
+    #: Audit records kept in RAM per NPC for `audit.tail` (the log on disk keeps all).
+    audit_ring_size: int = 50
 
 
 class _Clients:
@@ -77,13 +80,16 @@ class Sidecar:
         self.store = store
         self.backend = backend
         self.stats = SidecarStats()
-        self.pipeline = GovernancePipeline(store, backend)
+        fingerprint = backend.fingerprint()
+        #: Every interaction is recorded; a record that cannot be written fails the interaction.
+        self.recorder = AuditRecorder(store, fingerprint=fingerprint, ring_size=self.config.audit_ring_size)
+        self.pipeline = GovernancePipeline(store, backend, recorder=self.recorder)
         limits = Limits(
             max_message_bytes=self.config.max_message_bytes,
             queue_size=self.config.queue_size,
             request_timeout_ms=self.config.request_timeout_ms,
         )
-        self.service = Service(store, fingerprint=backend.fingerprint(), limits=limits, stats=self.stats)
+        self.service = Service(store, fingerprint=fingerprint, limits=limits, stats=self.stats, recorder=self.recorder)
         self._context = zmq.Context()
         self._router = self._context.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.MAXMSGSIZE, self.config.max_message_bytes)
@@ -108,7 +114,6 @@ class Sidecar:
             deliver=self._deliver,
             is_connected=self._clients.connected,
             stats=self.stats,
-            on_result=self.service.record,
         )
         self._stop = threading.Event()
         self._stopped = threading.Event()

@@ -7,7 +7,6 @@ applies a batch all or nothing.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from importlib.metadata import version
 
@@ -15,6 +14,7 @@ from pydantic import BaseModel
 
 from loreguard.memory import MemoryStore
 from loreguard.memory.errors import SlotCorruptError, SlotNotFoundError, UnknownScopeError
+from loreguard.schemas.audit import PackageSelection
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import (
     WORLD_SCOPE,
@@ -27,7 +27,7 @@ from loreguard.schemas.memory import (
     SetWorldState,
 )
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
-from loreguard.schemas.receipt import InteractionResult, ModelFingerprint, Receipt
+from loreguard.schemas.receipt import ModelFingerprint
 from loreguard.schemas.wire import (
     MESSAGES,
     SUPPORTED_VERSIONS,
@@ -50,11 +50,10 @@ from loreguard.schemas.wire import (
     StatsReply,
     WorldLoadReply,
 )
+from loreguard.server.audit import AuditRecorder, NoRecordsError
+from loreguard.server.audit.package import package_document
 from loreguard.server.sidecar.codec import ProtocolError
 from loreguard.server.sidecar.stats import SidecarStats
-
-#: Receipts kept for `audit.tail` and `audit.export` (the newest; the audit recorder keeps all).
-RECENT_RECEIPTS = 1000
 
 
 def _refused(result: BatchResult, what: str) -> ProtocolError:
@@ -67,11 +66,19 @@ def _refused(result: BatchResult, what: str) -> ProtocolError:
 
 
 class Service:
-    def __init__(self, store: MemoryStore, *, fingerprint: ModelFingerprint | None, limits: Limits, stats: SidecarStats) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        fingerprint: ModelFingerprint | None,
+        limits: Limits,
+        stats: SidecarStats,
+        recorder: AuditRecorder,
+    ) -> None:
         self.store = store
         self.fingerprint = fingerprint
         self.stats = stats
-        self._receipts: deque[Receipt] = deque(maxlen=RECENT_RECEIPTS)
+        self.recorder = recorder
         self._hello = HelloReply(
             server=f"loreguard {version('loreguard')}",
             protocol_versions=SUPPORTED_VERSIONS,
@@ -94,9 +101,6 @@ class Service:
 
     def handle(self, message_type: str, body: BaseModel) -> FrozenModel:
         return self._handlers[message_type](body)
-
-    def record(self, result: InteractionResult) -> None:
-        self._receipts.append(result.receipt)
 
     def require_npc(self, npc_id: str) -> None:
         try:
@@ -168,26 +172,21 @@ class Service:
         except SlotCorruptError as exc:
             raise ProtocolError(ErrorCode.INTERNAL, f"save slot {body.slot!r} is corrupt: {exc}") from None
 
-    def _recent(self, npc_id: str | None, limit: int) -> tuple[Receipt, ...]:
-        if npc_id is not None:
-            self.require_npc(npc_id)
-        chosen = [r for r in self._receipts if npc_id is None or r.npc_id == npc_id]
-        return tuple(chosen[-limit:])
-
     def audit_tail(self, body: AuditTailRequest) -> AuditTailReply:
-        return AuditTailReply(records=self._recent(body.npc_id, body.limit))
+        if body.npc_id is not None:
+            self.require_npc(body.npc_id)
+        records = self.recorder.tail(npc_id=body.npc_id, after=body.after, limit=body.limit)
+        return AuditTailReply(records=records, last_seq=self.recorder.last_seq)
 
     def audit_export(self, body: AuditExportRequest) -> AuditExportReply:
-        records = self._recent(body.npc_id, body.last or RECENT_RECEIPTS)
-        return AuditExportReply(
-            package={
-                "format_version": 1,
-                "model": self.fingerprint.model_dump(mode="json") if self.fingerprint else None,
-                "world": (w.model_dump(mode="json") if (w := self.store.world()) else None),
-                "profiles": {npc: self.store.profile(npc).model_dump(mode="json") for npc in sorted(self.store.npc_ids())},
-                "receipts": [r.model_dump(mode="json") for r in records],
-            }
-        )
+        if body.npc_id is not None:
+            self.require_npc(body.npc_id)
+        selection = PackageSelection(npc_id=body.npc_id, last=body.last, first_seq=body.first_seq, last_seq=body.last_seq)
+        try:
+            package = self.recorder.export(selection, exported_by=self._hello.server)
+        except NoRecordsError as exc:
+            raise ProtocolError(ErrorCode.NOT_FOUND, str(exc), details=selection.model_dump(exclude_none=True)) from None
+        return AuditExportReply(package=package_document(package), records=len(package.records))
 
     def stats_reply(self, body: Empty) -> StatsReply:
         counters = self.stats.counters()

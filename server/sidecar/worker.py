@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from loreguard.memory import AuditWriteError
 from loreguard.schemas.interaction import InteractionContext
-from loreguard.schemas.receipt import InteractionResult
 from loreguard.schemas.wire import ErrorCode
 from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, UnknownNpcError
 from loreguard.server.sidecar.codec import encode_error, encode_reply, internal_error
@@ -43,14 +43,12 @@ class InteractionWorker:
         deliver: Deliver,
         is_connected: Callable[[bytes], bool],
         stats: SidecarStats,
-        on_result: Callable[[InteractionResult], None] = lambda result: None,
     ) -> None:
         self._pipeline = pipeline
         self._queue: queue.Queue[InteractJob | None] = queue.Queue(maxsize=queue_size)
         self._deliver = deliver
         self._is_connected = is_connected
         self._stats = stats
-        self._on_result = on_result
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name="loreguard-inference", daemon=True)
 
@@ -108,10 +106,14 @@ class InteractionWorker:
         except DeadlineExceeded as exc:
             self._stats.count("interact.timeout")
             return encode_error(job.request_id, ErrorCode.TIMEOUT, str(exc))
+        except AuditWriteError as exc:
+            # Not a bug but the same promise as `internal`: nothing changed. `details.cause`
+            # tells the game it is the disk, not the request.
+            self._stats.count("interact.audit_failed")
+            return encode_error(job.request_id, ErrorCode.INTERNAL, str(exc), {"cause": "audit_write_failed"})
         except Exception:  # a bug: keep serving, tell the client, log with a correlation id
             self._stats.count("internal_errors")
             return internal_error(job.request_id, f"interact for {job.context.npc_id}")
         self._stats.observe("interact", (time.perf_counter_ns() - job.received_ns) // 1000)
         self._stats.count(f"interact.{result.receipt.outcome.value}")
-        self._on_result(result)
         return encode_reply(job.request_id, "interact", result)

@@ -1,0 +1,153 @@
+"""The black-box recorder: one audit record per interaction, written with its memory batch.
+
+The record goes into the store's append-only log in the same SQLite transaction as the
+interaction's mutations (see `MemoryStore.apply(audit=...)`), so a record that cannot be
+written takes the mutations down with it. The memory image before the interaction is stored as
+content-addressed blobs: a scope, profile, world or config is serialized only the first time
+its hash is seen, which keeps recording cheap (`loreguard bench audit` measures it).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+
+from loreguard.memory import AuditEntry, MemoryStore, StoreView, canonical_json, sha256_hex
+from loreguard.schemas.audit import AuditRecord, AuditTimings, DebugPackage, MemoryImage, PackageSelection
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.receipt import InteractionResult, ModelFingerprint
+
+#: Records kept in RAM per NPC for `audit.tail`; the log on disk keeps all of them.
+DEFAULT_RING_SIZE = 50
+
+
+class NoRecordsError(LookupError):
+    """The selection matched no audit record."""
+
+
+class AuditRecorder:
+    def __init__(self, store: MemoryStore, *, fingerprint: ModelFingerprint | None, ring_size: int = DEFAULT_RING_SIZE) -> None:
+        self.store = store
+        self.fingerprint = fingerprint
+        self.ring_size = ring_size
+        self._lock = threading.Lock()
+        self._rings: dict[str, deque[AuditRecord]] = {}
+        self._known_blobs = store.audit_blob_hashes()
+        for _, text in store.audit_rows(last=ring_size * 8):
+            self._remember(AuditRecord.model_validate_json(text))
+
+    # --- recording (the pipeline's worker thread) -----------------------------------------
+
+    def entry(
+        self,
+        seq: int,
+        *,
+        context: InteractionContext,
+        view: StoreView,
+        config: bytes,
+        result: InteractionResult,
+        prompts: Iterable[str],
+        timings: AuditTimings,
+    ) -> tuple[AuditRecord, AuditEntry]:
+        """The record of one finished interaction and the log entry that stores it."""
+        blobs: dict[str, str] = {}
+        config_hash = self._blob(blobs, config.decode("utf-8"), digest=None)
+        memories = {view.npc.scope: view.npc, view.world_memory.scope: view.world_memory}
+        for name, digest in view.scope_hashes:
+            # A scope blob is named by its scope hash, which the replay checks after restoring it.
+            self._blob(blobs, lambda m=memories[name]: canonical_json(m).decode("utf-8"), digest=digest)
+        self._blob(blobs, lambda: canonical_json(view.profile).decode("utf-8"), digest=view.profile_hash)
+        if view.world is not None and view.world_hash is not None:
+            self._blob(blobs, lambda: canonical_json(view.world).decode("utf-8"), digest=view.world_hash)
+        record = AuditRecord(
+            seq=seq,
+            context=context,
+            receipt=result.receipt,
+            prompts=tuple(prompts),
+            dialogue=result.dialogue,
+            emotion=result.emotion,
+            intents=result.intents,
+            needs=result.needs,
+            before=MemoryImage(
+                scopes=view.scope_hashes,
+                profile=view.profile_hash,
+                world=view.world_hash,
+                interactions=view.interactions,
+                next_seq=view.next_seq,
+                behaviour=tuple(view.behaviour[k] for k in sorted(view.behaviour)),
+            ),
+            config=config_hash,
+            model=self.fingerprint,
+            timings=timings,
+        )
+        return record, AuditEntry(npc_id=record.npc_id, record=record.model_dump_json(), blobs=blobs)
+
+    def committed(self, record: AuditRecord, entry: AuditEntry) -> None:
+        """The record's transaction committed: its blobs are stored, and it is the newest."""
+        with self._lock:
+            self._known_blobs.update(entry.blobs)
+            self._remember(record)
+
+    def _blob(self, blobs: dict[str, str], data: str | Callable[[], str], *, digest: str | None) -> str:
+        if digest is not None and digest in self._known_blobs:
+            return digest
+        text = data() if callable(data) else data
+        digest = digest or sha256_hex(text)
+        if digest not in self._known_blobs:
+            blobs[digest] = text
+        return digest
+
+    @property
+    def last_seq(self) -> int:
+        with self._lock:
+            return max((ring[-1].seq for ring in self._rings.values() if ring), default=0)
+
+    def _remember(self, record: AuditRecord) -> None:
+        ring = self._rings.get(record.npc_id)
+        if ring is None:
+            ring = self._rings[record.npc_id] = deque(maxlen=self.ring_size)
+        ring.append(record)
+
+    # --- reading (any thread) ---------------------------------------------------------------
+
+    def tail(self, *, npc_id: str | None = None, after: int | None = None, limit: int = 20) -> tuple[AuditRecord, ...]:
+        """Recent records from the ring buffers, oldest first: the newest `limit`, or with
+        `after` the first `limit` after that log position (a cursor for live tailing)."""
+        with self._lock:
+            rings = [self._rings.get(npc_id, ())] if npc_id is not None else list(self._rings.values())
+            records = sorted((r for ring in rings for r in ring), key=lambda r: r.seq)
+        if after is not None:
+            return tuple(r for r in records if r.seq > after)[:limit]
+        return tuple(records[-limit:])
+
+    def records(
+        self, *, npc_id: str | None = None, first_seq: int | None = None, last_seq: int | None = None, last: int | None = None
+    ) -> tuple[AuditRecord, ...]:
+        """Records from the log on disk, in log order."""
+        rows = self.store.audit_rows(npc_id=npc_id, after=(first_seq or 1) - 1, last_seq=last_seq, last=last)
+        return tuple(AuditRecord.model_validate_json(text) for _, text in rows)
+
+    def export(self, selection: PackageSelection, *, exported_by: str) -> DebugPackage:
+        """A debug package of the selected records and every blob they name."""
+        records = self.records(
+            npc_id=selection.npc_id, first_seq=selection.first_seq, last_seq=selection.last_seq, last=selection.last
+        )
+        if not records:
+            raise NoRecordsError(f"no audit records match {selection.model_dump(exclude_none=True)}")
+        wanted = {digest for r in records for digest in (*r.before.blob_hashes(), r.config)}
+        found = self.store.audit_blobs(wanted)
+        missing = sorted(wanted - set(found))
+        if missing:
+            raise LookupError(f"the audit log lacks blobs {missing[:3]}; the data folder is damaged")
+        return DebugPackage(
+            exported_by=exported_by,
+            selection=selection,
+            model=records[-1].model,
+            records=records,
+            blobs={digest: json.loads(found[digest]) for digest in sorted(found)},
+        )
+
+
+__all__ = ["AuditRecorder", "DEFAULT_RING_SIZE", "NoRecordsError"]
