@@ -1,0 +1,283 @@
+"""Replay recorded interactions through the current code and report where behaviour drifted.
+
+Each record is replayed on its own: a scratch in-memory store is put back exactly where the
+record started (its memory image, profile, world and config), the recorded context goes in,
+and the new audit record is compared with the recorded one. A drift in one record therefore
+never hides or causes drift in another.
+
+- Governance replay feeds the recorded raw outputs back as the model: prompts, constraints,
+  validation and memory must come out byte for byte. This catches code and rule regressions.
+- Live replay runs a real model with the recorded seeds: output drift shows what the model
+  (or its build, or its settings) now says differently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from loreguard.memory import MemoryPolicy, MemoryStore
+from loreguard.schemas.audit import AuditRecord, DebugPackage
+from loreguard.schemas.memory import ScopeMemory
+from loreguard.schemas.npc import NpcProfile, WorldDefinition
+from loreguard.schemas.receipt import ModelFingerprint
+from loreguard.server.audit.recorder import AuditRecorder
+from loreguard.server.pipeline.inference.base import BackendError, Generation, GenerationRequest, InferenceBackend
+from loreguard.server.pipeline.lifecycle import GovernancePipeline, PipelineConfig
+
+
+class DriftKind(str, Enum):
+    NONE = "none"
+    CONSTRAINTS = "constraints"
+    PROMPT = "prompt"
+    OUTPUT = "output"
+    VALIDATION = "validation"
+    MEMORY = "memory"
+    FAILURE = "failure"
+
+
+#: Pipeline order: a record's primary drift is the earliest stage that differs.
+_ORDER = (DriftKind.FAILURE, DriftKind.CONSTRAINTS, DriftKind.PROMPT, DriftKind.OUTPUT, DriftKind.VALIDATION, DriftKind.MEMORY)
+
+
+class ReplayMode(str, Enum):
+    GOVERNANCE = "governance"
+    LIVE = "live"
+
+
+@dataclass(frozen=True)
+class RecordReplay:
+    """One record, replayed."""
+
+    recorded: AuditRecord
+    replayed: AuditRecord | None
+    kinds: tuple[DriftKind, ...] = ()
+    #: One line per difference, or the failure.
+    details: tuple[str, ...] = ()
+
+    @property
+    def exact(self) -> bool:
+        return not self.kinds
+
+    @property
+    def kind(self) -> DriftKind:
+        return self.kinds[0] if self.kinds else DriftKind.NONE
+
+
+@dataclass
+class ReplayReport:
+    mode: ReplayMode
+    recorded_model: ModelFingerprint | None
+    current_model: ModelFingerprint | None
+    results: list[RecordReplay] = field(default_factory=list)
+    stopped_early: bool = False
+
+    @property
+    def model_matches(self) -> bool:
+        return _same_model(self.recorded_model, self.current_model)
+
+    @property
+    def exact_matches(self) -> int:
+        return sum(1 for r in self.results if r.exact)
+
+    @property
+    def drifts(self) -> int:
+        return len(self.results) - self.exact_matches
+
+    @property
+    def first_drift(self) -> RecordReplay | None:
+        return next((r for r in self.results if not r.exact), None)
+
+
+class RecordedOutputs(InferenceBackend):
+    """The model of a governance replay: the record's raw outputs, attempt by attempt."""
+
+    name = "replay"
+
+    def __init__(self, record: AuditRecord) -> None:
+        self._record = record
+        self._next = 0
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        attempts = self._record.receipt.attempts
+        if self._next >= len(attempts):
+            raise BackendError(f"the record has no model output for attempt {self._next + 1} (it made {len(attempts)})")
+        attempt = attempts[self._next]
+        self._next += 1
+        return Generation(text=attempt.raw_output, tokens_generated=attempt.tokens_generated)
+
+    def fingerprint(self) -> ModelFingerprint:
+        return self._record.model or ModelFingerprint(backend="replay")
+
+
+class Replayer:
+    """Replays a package's records. `profiles` and `world` replace the recorded definitions
+    (how a designer checks a rule change against a recorded session)."""
+
+    def __init__(
+        self,
+        package: DebugPackage,
+        *,
+        live_backend: InferenceBackend | None = None,
+        profiles: Mapping[str, NpcProfile] | None = None,
+        world: WorldDefinition | None = None,
+    ) -> None:
+        self.package = package
+        self.live_backend = live_backend
+        self.profiles = dict(profiles or {})
+        self.world = world
+
+    @property
+    def mode(self) -> ReplayMode:
+        return ReplayMode.LIVE if self.live_backend is not None else ReplayMode.GOVERNANCE
+
+    def steps(self, *, stop_on_drift: bool = False) -> Iterator[RecordReplay]:
+        """Replay record by record (step mode consumes this one item at a time)."""
+        for record in self.package.records:
+            result = self.replay_record(record)
+            yield result
+            if stop_on_drift and not result.exact:
+                return
+
+    def run(self, *, stop_on_drift: bool = False) -> ReplayReport:
+        report = ReplayReport(
+            mode=self.mode,
+            recorded_model=self.package.model,
+            current_model=self.live_backend.fingerprint() if self.live_backend is not None else self.package.model,
+        )
+        for result in self.steps(stop_on_drift=stop_on_drift):
+            report.results.append(result)
+        report.stopped_early = len(report.results) < len(self.package.records)
+        return report
+
+    def replay_record(self, record: AuditRecord) -> RecordReplay:
+        try:
+            replayed = self._run(record)
+        except Exception as exc:  # noqa: BLE001 - any failure of the current code is a finding, not a crash
+            return RecordReplay(record, None, (DriftKind.FAILURE,), (f"{type(exc).__name__}: {exc}",))
+        kinds, details = compare(record, replayed, live=self.live_backend is not None)
+        return RecordReplay(record, replayed, kinds, details)
+
+    def _run(self, record: AuditRecord) -> AuditRecord:
+        blobs = self.package.blobs
+        config: dict[str, Any] = blobs[record.config]
+        store = MemoryStore(":memory:", policy=MemoryPolicy.model_validate(config["memory_policy"]))
+        try:
+            image = record.before
+            profile = self.profiles.get(record.npc_id) or NpcProfile.model_validate(blobs[image.profile])
+            world = self.world or (WorldDefinition.model_validate(blobs[image.world]) if image.world else None)
+            restored = store.replace_all(
+                scopes=[ScopeMemory.model_validate(blobs[digest]) for _, digest in image.scopes],
+                profiles={record.npc_id: profile},
+                world=world,
+                interactions={record.npc_id: image.interactions},
+                behaviour=image.behaviour,
+                next_seq=image.next_seq,
+            )
+            if restored != record.receipt.memory_hash_before:
+                raise ValueError("the package's memory image does not hash to the record's memory_hash_before")
+            backend = self.live_backend or RecordedOutputs(record)
+            recorder = AuditRecorder(store, fingerprint=backend.fingerprint(), ring_size=1)
+            pipeline = GovernancePipeline(store, backend, PipelineConfig.model_validate(config["pipeline"]), recorder=recorder)
+            pipeline.interact(record.context)
+            return recorder.tail(limit=1)[0]
+        finally:
+            store.close()
+
+
+def _groups(record: AuditRecord, *, live: bool) -> dict[DriftKind, object]:
+    """What each drift kind compares. Inputs (context, memory image, config) are not compared:
+    they are what the replay starts from."""
+    r = record.receipt
+    groups: dict[DriftKind, object] = {
+        DriftKind.CONSTRAINTS: (r.constraints, r.constraints_hash),
+        DriftKind.PROMPT: (
+            record.prompts,
+            [a.prompt_hash for a in r.attempts],
+            r.snapshot_hash,
+            r.manifest,
+            r.context_keys,
+            r.task_type,
+            r.sufficiency,
+            r.interaction_index,
+            r.seed,
+        ),
+        DriftKind.OUTPUT: [(a.raw_output, a.output_hash, a.tokens_generated) for a in r.attempts],
+        DriftKind.VALIDATION: (
+            r.outcome,
+            [(a.attempt, a.parse_path, a.gates, a.failures) for a in r.attempts],
+            record.dialogue,
+            record.emotion,
+            record.intents,
+            record.needs,
+            r.fallback_used,
+            r.fallback_reason,
+            r.warnings,
+            r.rejected_mutations,
+            r.canonical_override_attempts,
+        ),
+        DriftKind.MEMORY: (r.memory_hash_after, r.applied_mutations),
+    }
+    if not live:
+        # In a governance replay the outputs are the recorded ones by construction; a change in
+        # how many attempts were made is validation drift, not output drift.
+        del groups[DriftKind.OUTPUT]
+    return groups
+
+
+def compare(recorded: AuditRecord, replayed: AuditRecord, *, live: bool = False) -> tuple[tuple[DriftKind, ...], tuple[str, ...]]:
+    """The drift kinds (in pipeline order) and one line per difference."""
+    before, after = _groups(recorded, live=live), _groups(replayed, live=live)
+    kinds = [kind for kind in _ORDER if kind in before and before[kind] != after[kind]]
+    details = [_describe(kind, recorded, replayed) for kind in kinds]
+    if not kinds and _outcome(recorded) != _outcome(replayed):
+        kinds, details = [DriftKind.FAILURE], ["the records differ in a field no drift kind covers (a replay bug)"]
+    return tuple(kinds), tuple(details)
+
+
+def _outcome(record: AuditRecord) -> dict[str, Any]:
+    fields = record.decision_fields()
+    for name in ("context", "before", "config"):
+        fields.pop(name)
+    return fields
+
+
+def _describe(kind: DriftKind, recorded: AuditRecord, replayed: AuditRecord) -> str:
+    a, b = recorded.receipt, replayed.receipt
+    if kind is DriftKind.CONSTRAINTS:
+        gone, new = sorted(set(a.constraints) - set(b.constraints)), sorted(set(b.constraints) - set(a.constraints))
+        return (
+            f"constraints: removed {gone or '-'}, added {new or '-'}, hash {a.constraints_hash[:12]} -> {b.constraints_hash[:12]}"
+        )
+    if kind is DriftKind.PROMPT:
+        changed = [i + 1 for i, (x, y) in enumerate(zip(recorded.prompts, replayed.prompts, strict=False)) if x != y]
+        if changed:
+            return f"prompt: attempt {', '.join(map(str, changed))} differs"
+        if len(recorded.prompts) != len(replayed.prompts):
+            return f"prompt: {len(recorded.prompts)} prompts recorded, {len(replayed.prompts)} replayed"
+        return f"prompt: same text, snapshot {a.snapshot_hash[:12]} -> {b.snapshot_hash[:12]} (an input definition changed)"
+    if kind is DriftKind.OUTPUT:
+        changed = [x.attempt for x, y in zip(a.attempts, b.attempts, strict=False) if x.raw_output != y.raw_output]
+        return f"output: attempt {', '.join(map(str, changed)) or '-'} differs ({len(a.attempts)} -> {len(b.attempts)} attempts)"
+    if kind is DriftKind.VALIDATION:
+        return (
+            f"validation: {a.outcome.value} after {len(a.attempts)} attempt(s) -> {b.outcome.value} after {len(b.attempts)}; "
+            f"failed gates {_failed(recorded)} -> {_failed(replayed)}"
+            + (f"; fallback: {b.fallback_reason}" if b.fallback_reason and b.fallback_reason != a.fallback_reason else "")
+        )
+    return f"memory: {a.memory_hash_after[:12]} -> {b.memory_hash_after[:12]}, {len(a.applied_mutations)} -> {len(b.applied_mutations)} mutations"
+
+
+def _failed(record: AuditRecord) -> list[str]:
+    return [f"{a.attempt}:{check.gate.value}" for a in record.receipt.attempts for check in a.gates if not check.passed]
+
+
+def _same_model(a: ModelFingerprint | None, b: ModelFingerprint | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (a.backend, a.file_name, a.size_bytes, a.header_sha256) == (b.backend, b.file_name, b.size_bytes, b.header_sha256)
+
+
+__all__ = ["DriftKind", "RecordReplay", "RecordedOutputs", "ReplayMode", "ReplayReport", "Replayer", "compare"]
