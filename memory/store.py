@@ -749,7 +749,8 @@ class _Transaction:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.db.execute("COMMIT")
-        else:
+        elif self.db.in_transaction:
+            # SQLite may already have rolled back by itself (SQLITE_FULL, SQLITE_IOERR, ...).
             self.db.execute("ROLLBACK")
 
 

@@ -31,9 +31,10 @@ def _open_log(data: Path) -> MemoryStore:
 
 
 def export_package(
-    data: Path, out_file: Path, selection: PackageSelection, form: PackageFormat | None, out: TextIO = sys.stdout
+    data: Path, out_file: Path, selection: PackageSelection, form: PackageFormat | None, out: TextIO | None = None
 ) -> int:
     """Write a debug package of the selected records; print its size in both forms."""
+    out = out or sys.stdout
     with _open_log(data) as store:
         try:
             package = AuditRecorder(store, fingerprint=None).export(selection, exported_by=f"loreguard {version('loreguard')}")
@@ -53,7 +54,8 @@ def export_package(
     return 0
 
 
-def list_records(data: Path, selection: PackageSelection, out: TextIO = sys.stdout) -> int:
+def list_records(data: Path, selection: PackageSelection, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     with _open_log(data) as store:
         records = AuditRecorder(store, fingerprint=None).records(
             npc_id=selection.npc_id, first_seq=selection.first_seq, last_seq=selection.last_seq, last=selection.last
@@ -71,10 +73,11 @@ def replay_package(
     stop_on_drift: bool = False,
     profile_files: list[Path] | None = None,
     world_file: Path | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
     read: Callable[[str], str] = input,
 ) -> int:
     """Replay a package; exit status 1 when any record drifted."""
+    out = out or sys.stdout
     try:
         package, form = read_package(file)
     except (OSError, PackageError) as exc:
@@ -134,10 +137,11 @@ def attach(
     count: int | None = None,
     backlog: int = 10,
     interval_s: float = 0.25,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     """Print a running sidecar's interactions as they happen (`audit.tail` with a cursor).
     Stops after `count` records when given, else on Ctrl-C."""
+    out = out or sys.stdout
     from loreguard.client import Client, LoreguardError, NoReply
 
     shown = 0

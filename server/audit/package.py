@@ -8,12 +8,13 @@ Compressed form (zlib, so the Godot editor can open it with `decompress_dynamic(
 
     8-byte magic  b"\\x89LGDP\\r\\n\\x1a"   (PNG-style: catches text-mode and truncation damage)
     1 byte        format version
-    32 bytes      sha256 of the package's canonical JSON
-    rest          zlib stream of that canonical JSON
+    32 bytes      sha256 of the zlib stream that follows
+    rest          zlib stream of the package's canonical JSON
 
-In both, the hash covers the canonical JSON of the package, so any changed byte that survives
-parsing is caught by the hash, and the rest fail to parse. `read_package` tells the forms apart
-by the magic and verifies before anything is trusted.
+The JSON form's hash covers the package's canonical JSON, so any changed byte that survives
+parsing changes the hash, and the rest fail to parse. The compressed form's hash covers the
+stream's bytes themselves (a deflate stream has bits that do not change what it inflates to).
+`read_package` tells the forms apart by the magic and verifies before anything is trusted.
 """
 
 from __future__ import annotations
@@ -56,9 +57,8 @@ def encode_package(package: DebugPackage, form: PackageFormat) -> bytes:
     if form is PackageFormat.JSON:
         text = json.dumps(package_document(package), indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
         return (text + "\n").encode("utf-8")
-    content = canonical_json(package)
-    digest = bytes.fromhex(sha256_hex(content))
-    return MAGIC + bytes([PACKAGE_FORMAT_VERSION]) + digest + zlib.compress(content, 9)
+    stream = zlib.compress(canonical_json(package), 9)
+    return MAGIC + bytes([PACKAGE_FORMAT_VERSION]) + bytes.fromhex(sha256_hex(stream)) + stream
 
 
 def decode_package(data: bytes) -> tuple[DebugPackage, PackageFormat]:
@@ -91,12 +91,12 @@ def _decode_compressed(data: bytes) -> DebugPackage:
     version = data[len(MAGIC)]
     if version != PACKAGE_FORMAT_VERSION:
         raise PackageError(f"package format {version} is not supported (this Loreguard reads {PACKAGE_FORMAT_VERSION})")
-    expected = data[len(MAGIC) + 1 : _HEADER].hex()
+    stream = data[_HEADER:]
+    _verify(stream, data[len(MAGIC) + 1 : _HEADER].hex())
     try:
-        content = zlib.decompress(data[_HEADER:])
-    except zlib.error as exc:
+        content = zlib.decompress(stream)
+    except zlib.error as exc:  # only reachable with a forged hash
         raise PackageIntegrityError(f"the compressed payload is damaged ({exc})") from None
-    _verify(content, expected)
     try:
         value = json.loads(content.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:  # only reachable with a forged hash

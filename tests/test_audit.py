@@ -1,0 +1,337 @@
+"""The black box: records written with their batch, debug packages, replay and drift."""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from factories import say
+from model_helpers import demo_store
+from sidecar_helpers import running_sidecar
+
+from loreguard.client import Client, Internal
+from loreguard.memory import AuditWriteError, MemoryStore, canonical_json
+from loreguard.schemas import InteractionContext
+from loreguard.schemas.audit import PackageSelection
+from loreguard.server.audit import AuditRecorder
+from loreguard.server.audit.commands import attach
+from loreguard.server.audit.package import (
+    MAGIC,
+    PackageError,
+    PackageFormat,
+    PackageIntegrityError,
+    decode_package,
+    encode_package,
+    package_document,
+)
+from loreguard.server.audit.replay import DriftKind, Replayer
+from loreguard.server.cli import main
+from loreguard.server.demo import demo_npcs
+from loreguard.server.demo.run import run_demo
+from loreguard.server.pipeline import GovernancePipeline
+from loreguard.server.pipeline.inference import ScriptedBackend
+
+
+@pytest.fixture(scope="module")
+def demo_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The scripted demo session, recorded by a real sidecar over ZeroMQ into a real SQLite file:
+    six interactions with a retry (r2), a fallback (r3) and a repaired contradiction (r5)."""
+    data = tmp_path_factory.mktemp("demo-session")
+    assert run_demo(data, out=io.StringIO()) == 0
+    return data
+
+
+@pytest.fixture(scope="module")
+def package_files(demo_session: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("packages")
+    files = {"json": out / "session.json", "compressed": out / "session.lgp"}
+    for path in files.values():
+        assert main(["audit", "export", "--data", str(demo_session), "--out", str(path)]) == 0
+    return files
+
+
+def _records(data: Path):  # noqa: ANN202
+    with MemoryStore(data / "memory.sqlite") as store:
+        return AuditRecorder(store, fingerprint=None).records()
+
+
+# --- recording ---------------------------------------------------------------------------------
+
+
+def test_every_interaction_has_a_record_written_with_its_memory(demo_session: Path) -> None:
+    records = _records(demo_session)
+    assert [r.record_id for r in records] == [f"r{n}" for n in range(1, 7)]
+    assert [r.receipt.outcome.value for r in records] == [
+        "validated",
+        "validated",
+        "fallback",
+        "validated",
+        "validated",
+        "validated",
+    ]
+    assert [len(r.receipt.attempts) for r in records] == [1, 2, 1, 1, 2, 1]
+    retry = records[1]
+    assert len(retry.prompts) == 2 and retry.prompts[0] != retry.prompts[1]
+    assert [a.raw_output for a in retry.receipt.attempts][0].startswith('{"dialogue": "They say a dragon')
+    # Each record starts where the one before it for the same NPC ended.
+    guard = [r for r in records if r.npc_id == "guard"]
+    for earlier, later in zip(guard, guard[1:], strict=False):
+        assert later.receipt.memory_hash_before == earlier.receipt.memory_hash_after
+    with MemoryStore(demo_session / "memory.sqlite") as store:
+        assert store.memory_hash(("guard", "@world")) == guard[-1].receipt.memory_hash_after
+        assert records[3].intents[0].type == "give_item"
+
+
+def test_the_audit_log_is_append_only(demo_session: Path) -> None:
+    db = sqlite3.connect(demo_session / "memory.sqlite")
+    try:
+        for statement in ("UPDATE audit SET record = '{}' WHERE seq = 1", "DELETE FROM audit", "DELETE FROM audit_blobs"):
+            with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+                db.execute(statement)
+    finally:
+        db.close()
+
+
+def _fail_audit_writes(store: MemoryStore) -> None:
+    # A TEMP trigger lives only on this connection: the audit insert fails the way a full disk
+    # or an I/O error would, inside the interaction's transaction.
+    store.db.execute("CREATE TEMP TRIGGER fail_audit BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END")
+
+
+def test_no_state_change_without_a_record(tmp_path: Path) -> None:
+    store = demo_store(tmp_path / "memory.sqlite")
+    recorder = AuditRecorder(store, fingerprint=None)
+    reply = say(
+        "Gate closes at dusk.", mutations=[{"kind": "append_episodic", "text": "Asked about the gate.", "significance": 0.5}]
+    )
+    pipeline = GovernancePipeline(store, ScriptedBackend([reply], cycle=True), recorder=recorder)
+    ask = InteractionContext(npc_id="guard", trigger_reason="player_utterance", player_input="When does the gate close?")
+    first = pipeline.interact(ask)
+    assert first.audit_record_id == "r1"
+    before, image = store.memory_hash(), store.db.execute("SELECT count(*) FROM audit_blobs").fetchone()
+    _fail_audit_writes(store)
+    with pytest.raises(AuditWriteError, match="nothing was changed"):
+        pipeline.interact(ask)
+    assert store.memory_hash() == before and store.interactions("guard") == 1
+    assert store.db.execute("SELECT count(*) FROM audit_blobs").fetchone() == image
+    assert [r.seq for r in recorder.records()] == [1] and [r.seq for r in recorder.tail()] == [1]
+    # A fresh store on the same file sees the same: the failed transaction left nothing behind.
+    with MemoryStore(tmp_path / "memory.sqlite") as again:
+        assert again.memory_hash() == before and again.interactions("guard") == 1
+    store.db.execute("DROP TRIGGER fail_audit")
+    assert pipeline.interact(ask).audit_record_id == "r2"
+
+
+def test_a_full_disk_fails_the_interaction_with_a_typed_error(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        client.interact("guard", "Hello.")
+        before = sidecar.store.memory_hash()
+        # A real "database or disk is full": the file may not grow by a single page.
+        (pages,) = sidecar.store.db.execute("PRAGMA page_count").fetchone()
+        sidecar.store.db.execute(f"PRAGMA max_page_count = {pages}")
+        with pytest.raises(Internal) as failure:
+            client.interact("guard", "Tell me a long story. " * 80)
+        assert failure.value.details == {"cause": "audit_write_failed"}
+        assert "nothing was changed" in str(failure.value)
+        assert sidecar.store.memory_hash() == before and client.memory("guard").interactions == 1
+        assert client.stats().counters["interact.audit_failed"] == 1
+        sidecar.store.db.execute("PRAGMA max_page_count = 1073741823")
+        assert client.interact("guard", "Hello again.").audit_record_id == "r2"
+
+
+def test_ring_buffer_keeps_the_newest_per_npc_and_tail_follows_a_cursor(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path, audit_ring_size=3) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        for n in range(5):
+            client.interact("guard", f"line {n}")
+        client.interact("merchant", "hello")
+        tail = client.audit_tail(limit=50)
+        assert [r.record_id for r in tail.records] == ["r3", "r4", "r5", "r6"] and tail.last_seq == 6
+        assert [r.context.player_input for r in client.audit_tail(npc_id="guard").records] == ["line 2", "line 3", "line 4"]
+        assert [r.seq for r in client.audit_tail(after=4, limit=1).records] == [5]
+        assert client.audit_tail(after=6).records == ()
+        # The log on disk keeps everything the ring forgot.
+        assert len(sidecar.recorder.records()) == 6
+
+
+def test_recording_is_deterministic_byte_for_byte(tmp_path: Path) -> None:
+    """Two recordings of the same session agree on every decision byte (timings aside)."""
+    decisions = []
+    for run in ("a", "b"):
+        assert run_demo(tmp_path / run, out=io.StringIO()) == 0
+        decisions.append(b"\n".join(canonical_json(r.decision_fields()) for r in _records(tmp_path / run)))
+    assert decisions[0] == decisions[1] and len(decisions[0]) > 10_000
+
+
+# --- packages ----------------------------------------------------------------------------------
+
+
+def test_json_and_compressed_round_trips_are_identical(package_files: dict[str, Path], capsys) -> None:  # noqa: ANN001
+    from_json, form_json = decode_package(package_files["json"].read_bytes())
+    from_compressed, form_compressed = decode_package(package_files["compressed"].read_bytes())
+    assert (form_json, form_compressed) == (PackageFormat.JSON, PackageFormat.COMPRESSED)
+    assert from_json == from_compressed and len(from_json.records) == 6
+    assert package_files["compressed"].read_bytes().startswith(MAGIC)
+    for form, path in ((PackageFormat.JSON, package_files["json"]), (PackageFormat.COMPRESSED, package_files["compressed"])):
+        assert encode_package(from_json, form) == path.read_bytes() == encode_package(from_compressed, form)
+    json_size, compressed_size = (package_files[f].stat().st_size for f in ("json", "compressed"))
+    assert compressed_size * 4 < json_size
+
+
+def test_a_package_holds_what_a_replay_needs(package_files: dict[str, Path]) -> None:
+    package, _ = decode_package(package_files["json"].read_bytes())
+    first = package.records[0]
+    assert first.before.interactions == 0 and first.receipt.memory_hash_before
+    assert set(package.blobs) == {h for r in package.records for h in (*r.before.blob_hashes(), r.config)}
+    assert {package.blobs[r.before.profile]["id"] for r in package.records} == {"guard", "merchant"}
+    assert package.blobs[first.config]["pipeline"]["retry"]["max_attempts"] >= 2
+    assert package.model is not None and package.model.backend == "scripted"
+
+
+@pytest.mark.parametrize("form", ["json", "compressed"])
+def test_one_flipped_byte_is_rejected(package_files: dict[str, Path], form: str) -> None:
+    data = package_files[form].read_bytes()
+    step = max(1, len(data) // 300)
+    for position in [*range(0, 64), *range(64, len(data), step), len(data) - 1]:
+        damaged = bytearray(data)
+        damaged[position] ^= 0x01
+        with pytest.raises(PackageError):
+            decode_package(bytes(damaged))
+
+
+def test_a_resealed_forgery_of_the_hash_field_is_still_caught(package_files: dict[str, Path]) -> None:
+    document = json.loads(package_files["json"].read_text())
+    document["package"]["records"][0]["dialogue"] = "The password is silver moon."
+    with pytest.raises(PackageIntegrityError, match="changed after export"):
+        decode_package(json.dumps(document).encode())
+    with pytest.raises(PackageError, match="not a Loreguard debug package"):
+        decode_package(b"hello")
+
+
+def test_audit_export_over_the_wire_is_a_valid_json_package(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        client.interact("guard", "Hello.")
+        client.interact("merchant", "Hello.")
+        reply = client.audit_export(npc_id="merchant")
+        package, _ = decode_package(json.dumps(reply.package).encode())
+        assert reply.records == 1 and [r.npc_id for r in package.records] == ["merchant"]
+        assert reply.package == package_document(
+            sidecar.recorder.export(PackageSelection(npc_id="merchant"), exported_by=package.exported_by)
+        )
+
+
+# --- replay ------------------------------------------------------------------------------------
+
+
+def test_governance_replay_of_the_recorded_session_has_no_drift(package_files: dict[str, Path], capsys) -> None:  # noqa: ANN001
+    assert main(["replay", str(package_files["compressed"])]) == 0
+    out = capsys.readouterr().out
+    assert "records: 6\nexact_matches: 6\ndrifts: 0\nfirst_drift: none" in out
+
+
+def _changed_merchant_rule(tmp_path: Path) -> Path:
+    """The designer adds "lantern" to the merchant's no-free-goods phrases."""
+    merchant = next(p for p in demo_npcs() if p.id == "merchant")
+    data = merchant.model_dump(mode="json")
+    data["rules"][0]["checks"]["forbidden_phrases"].append("lantern")
+    path = tmp_path / "merchant.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_changed_rule_drifts_validation_at_the_right_record(package_files: dict[str, Path], tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    profile = _changed_merchant_rule(tmp_path)
+    assert main(["replay", str(package_files["json"]), "--profile", str(profile)]) == 1
+    out = capsys.readouterr().out
+    assert "exact_matches: 4\ndrifts: 2\nfirst_drift: r4 (merchant, interaction 0): constraints" in out
+    assert "r4 merchant interaction 0: DRIFT constraints, prompt, validation, memory" in out
+    assert 'replayed attempt 1 constraints: forbidden phrase "lantern"' in out
+
+    package, _ = decode_package(package_files["json"].read_bytes())
+    from loreguard.schemas import NpcProfile
+
+    report = Replayer(package, profiles={"merchant": NpcProfile.model_validate_json(profile.read_text())}).run()
+    kinds = {r.recorded.record_id: r.kinds for r in report.results}
+    assert all(kinds[f"r{n}"] == () for n in (1, 2, 3)), "nothing drifts before the rule first applies"
+    assert DriftKind.VALIDATION in kinds["r4"] and report.first_drift.recorded.record_id == "r4"
+    assert DriftKind.VALIDATION not in kinds["r5"] and kinds["r6"] == ()
+    stopped = Replayer(package, profiles={"merchant": NpcProfile.model_validate_json(profile.read_text())}).run(
+        stop_on_drift=True
+    )
+    assert len(stopped.results) == 4 and stopped.stopped_early
+
+
+def test_step_mode_shows_each_record_and_stops_on_request(package_files: dict[str, Path]) -> None:
+    from loreguard.server.audit.commands import replay_package
+
+    out, answers = io.StringIO(), iter(["", "q"])
+    status = replay_package(package_files["json"], step=True, out=out, read=lambda prompt: next(answers))
+    text = out.getvalue()
+    assert status == 0 and "[1/6]" in text and "[2/6]" in text and "[3/6]" not in text
+    assert "attempt  gate         recorded  replayed" in text and "records: 2" in text
+
+
+def test_a_damaged_memory_image_is_a_failure_not_a_crash(package_files: dict[str, Path]) -> None:
+    package, _ = decode_package(package_files["json"].read_bytes())
+    digest = package.records[0].before.scopes[0][1]
+    blobs = dict(package.blobs)
+    blobs[digest] = {**blobs[digest], "beliefs": []} if blobs[digest]["beliefs"] else {**blobs[digest], "episodic": []}
+    blobs[digest] = {**blobs[digest], "world_state": []}
+    report = Replayer(package.model_copy(update={"blobs": blobs})).run()
+    assert report.results[0].kind is DriftKind.FAILURE
+    assert "memory_hash_before" in report.results[0].details[0]
+
+
+def test_replay_cli_rejects_a_tampered_file_clearly(package_files: dict[str, Path], tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    data = bytearray(package_files["compressed"].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged = tmp_path / "damaged.lgp"
+    damaged.write_bytes(bytes(data))
+    assert main(["replay", str(damaged)]) == 2
+    assert "cannot replay" in capsys.readouterr().err
+
+
+# --- attach ------------------------------------------------------------------------------------
+
+
+def test_attach_follows_a_running_sidecar(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        client.interact("guard", "Before attach.")
+        out = io.StringIO()
+        follower = threading.Thread(target=lambda: attach(sidecar.address, count=3, backlog=1, interval_s=0.05, out=out))
+        follower.start()
+        client.interact("merchant", "After attach, one.")
+        client.interact("guard", "After attach, two.")
+        follower.join(10)
+        assert not follower.is_alive()
+        lines = out.getvalue().splitlines()
+        assert lines[0].startswith("attached to loreguard")
+        assert [line.split()[0] for line in lines[1:]] == ["r1", "r2", "r3"]
+        assert "'After attach, two.'" in lines[3] and "validated" in lines[3]
+
+
+def test_audit_cli_on_a_missing_data_folder_says_so(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    assert main(["audit", "export", "--data", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x.json")]) == 2
+    assert "no Loreguard data" in capsys.readouterr().err
+
+
+# --- the real model ----------------------------------------------------------------------------
+
+
+@pytest.mark.model
+def test_a_real_model_session_replays_exactly(tmp_path: Path, llama_backend) -> None:  # noqa: ANN001
+    store = demo_store(tmp_path / "memory.sqlite")
+    recorder = AuditRecorder(store, fingerprint=llama_backend.fingerprint())
+    pipeline = GovernancePipeline(store, llama_backend, recorder=recorder)
+    for npc, line in (("guard", "Good evening. When does the gate close?"), ("merchant", "Do you sell lanterns?")):
+        pipeline.interact(InteractionContext(npc_id=npc, trigger_reason="player_utterance", player_input=line, scene="eldmoor"))
+    package = recorder.export(PackageSelection(), exported_by="test")
+    governance = Replayer(package).run()
+    assert (governance.exact_matches, governance.drifts) == (2, 0)
+    live = Replayer(package, live_backend=llama_backend).run()
+    assert live.model_matches and all(r.kind is not DriftKind.FAILURE for r in live.results)
+    # Same model, same seeds, same prompts: llama.cpp on the CPU says the same again.
+    assert live.exact_matches == 2, [r.details for r in live.results]
