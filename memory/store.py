@@ -127,6 +127,26 @@ def _scope_entries(scope: ScopeMemory) -> Iterable[tuple[MemoryKind, object]]:
             yield kind, entry
 
 
+def scope_entries(scope: ScopeMemory) -> Iterable[tuple[MemoryKind, str, object]]:
+    """(kind, entry id, entry) for every entry of a scope."""
+    for kind, entry in _scope_entries(scope):
+        yield kind, _entry_key(kind, entry), entry
+
+
+def build_scope(name: str, entries: Iterable[tuple[MemoryKind, object]]) -> ScopeMemory:
+    """A scope from (kind, entry as JSON value) pairs, each list in its documented order."""
+    parts: dict[MemoryKind, list] = {kind: [] for kind in MemoryKind}
+    for kind, value in entries:
+        parts[kind].append(_ENTRY_MODELS[kind].model_validate(value))
+    return ScopeMemory(
+        scope=name,
+        canonical=tuple(sorted(parts[MemoryKind.CANONICAL], key=lambda c: c.fact.id)),
+        world_state=tuple(sorted(parts[MemoryKind.WORLD_STATE], key=lambda w: w.key)),
+        episodic=tuple(sorted(parts[MemoryKind.EPISODIC], key=lambda e: e.seq)),
+        beliefs=tuple(sorted(parts[MemoryKind.BELIEF], key=lambda b: b.id)),
+    )
+
+
 def _combine_entry_digests(digests: Iterable[tuple[str, str, str]]) -> str:
     # One line per entry; kinds, ids and keys cannot contain tabs or newlines, so this text is
     # an unambiguous canonical form.
@@ -171,6 +191,8 @@ class StoreView:
     #: (scope, scope hash) for the NPC and the world, sorted by scope.
     scope_hashes: tuple[tuple[str, str], ...]
     memory_hash: str
+    #: Per scope: (kind, entry id) -> sha256 of the entry's canonical JSON (read-only).
+    entry_digests: Mapping[str, Mapping[tuple[str, str], str]]
 
 
 @dataclass(frozen=True)
@@ -280,6 +302,8 @@ class MemoryStore:
                 next_seq=self._next_seq,
                 scope_hashes=hashes,
                 memory_hash=combine_scope_hashes(hashes),
+                # Safe to share: a scope's digest map is replaced on commit, never changed in place.
+                entry_digests={name: self._entry_digests.get(name, {}) for name in names},
             )
 
     def world_hash(self) -> str | None:
@@ -759,4 +783,15 @@ def _result(plan: BatchPlan, *, audit_seq: int | None = None) -> BatchResult:
     return BatchResult(committed=True, applied=plan.applied, seq_range=seq_range, audit_seq=audit_seq)
 
 
-__all__ = ["AuditEntry", "AuditWriter", "Durability", "MemoryStore", "StoreView", "SCHEMA_VERSION", "memory_hash", "sha256_hex"]
+__all__ = [
+    "AuditEntry",
+    "AuditWriter",
+    "Durability",
+    "MemoryStore",
+    "StoreView",
+    "build_scope",
+    "scope_entries",
+    "SCHEMA_VERSION",
+    "memory_hash",
+    "sha256_hex",
+]

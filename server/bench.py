@@ -151,3 +151,72 @@ def bench_governance(interactions: int = 400, warmup: int = 20) -> dict[str, flo
         "interactions": len(samples),
         "retries": retries,
     }
+
+
+def bench_audit(interactions: int = 300, warmup: int = 20) -> dict[str, float]:
+    """What the black box costs: the governance workload above, run on two stores side by
+    side (interleaved, so machine noise hits both), one with the audit recorder and one
+    without; then the recorded interactions exported and replayed."""
+    from loreguard.schemas.audit import PackageSelection
+    from loreguard.server.audit import AuditRecorder
+    from loreguard.server.audit.package import PackageFormat, encode_package
+    from loreguard.server.audit.replay import Replayer
+
+    profile, world = governance_fixture()
+    total = warmup + interactions
+    outputs = []
+    for i in range(total):
+        if i % 4 == 3:
+            outputs.append(_output(i, valid=False))
+        outputs.append(_output(i, valid=True))
+    inputs = ["Tell me about the landmark by the river", "Who built it?", "Nice weather", "Any news?"]
+    with tempfile.TemporaryDirectory() as tmp:
+        pipelines = {}
+        for name in ("plain", "recorded"):
+            store = MemoryStore(Path(tmp) / f"{name}.sqlite", policy=MemoryPolicy(episodic_limit=60))
+            store.load_world(world)
+            store.register_npc(profile)
+            _seed_memory(store, profile.id)
+            recorder = AuditRecorder(store, fingerprint=None) if name == "recorded" else None
+            pipelines[name] = GovernancePipeline(store, ScriptedBackend(outputs), recorder=recorder)
+        samples: dict[str, list[float]] = {"plain": [], "recorded": []}
+        for i in range(total):
+            ctx = InteractionContext(
+                npc_id=profile.id, trigger_reason="player_utterance", player_input=inputs[i % 4], tags=("market",)
+            )
+            for name in ("plain", "recorded") if i % 2 else ("recorded", "plain"):
+                start = time.perf_counter_ns()
+                pipelines[name].interact(ctx)
+                if i >= warmup:
+                    samples[name].append((time.perf_counter_ns() - start) / 1000)
+        recorded = pipelines["recorded"]
+        assert recorded.recorder is not None
+        log_bytes = sum(
+            len(r) for (r,) in recorded.store.db.execute("SELECT record FROM audit UNION ALL SELECT data FROM audit_blobs")
+        )
+        package = recorded.recorder.export(PackageSelection(last=50), exported_by="bench")
+        json_size = len(encode_package(package, PackageFormat.JSON))
+        compressed_size = len(encode_package(package, PackageFormat.COMPRESSED))
+        replayer = Replayer(package)
+        replay_us = []
+        for record in package.records:
+            start = time.perf_counter_ns()
+            if not replayer.replay_record(record).exact:
+                raise RuntimeError(f"benchmark record {record.record_id} drifted on replay")
+            replay_us.append((time.perf_counter_ns() - start) / 1000)
+        for pipeline in pipelines.values():
+            pipeline.store.close()
+    plain, with_audit = statistics.median(samples["plain"]), statistics.median(samples["recorded"])
+    return {
+        "interactions": interactions,
+        "governance_p50_us": round(plain, 1),
+        "governance_recorded_p50_us": round(with_audit, 1),
+        "audit_overhead_p50_us": round(with_audit - plain, 1),
+        "audit_overhead_ratio": round(with_audit / plain, 3),
+        "audit_log_bytes_per_interaction": round(log_bytes / total),
+        "package_records": len(package.records),
+        "package_json_bytes": json_size,
+        "package_compressed_bytes": compressed_size,
+        "package_compression_ratio": round(json_size / compressed_size, 1),
+        "replay_p50_us_per_record": round(statistics.median(replay_us), 1),
+    }

@@ -22,6 +22,8 @@ def _bench(args: argparse.Namespace) -> int:
 
     if args.suite == "governance":
         figures = bench.bench_governance(interactions=args.interactions)
+    elif args.suite == "audit":
+        figures = bench.bench_audit(interactions=args.interactions)
     elif args.suite == "roundtrip":
         from loreguard.server.bench_sidecar import bench_roundtrip
 
@@ -231,11 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
     attach.set_defaults(handler=_attach)
 
     bench = commands.add_parser("bench", help="benchmarks; print `name: value` lines")
-    bench.add_argument("suite", choices=["governance", "inference", "roundtrip", "load"])
+    bench.add_argument("suite", choices=["governance", "audit", "inference", "roundtrip", "load"])
     bench.add_argument("--round-trips", type=int, default=5000, help="roundtrip: hello round trips to time")
     bench.add_argument("--clients", type=int, default=32, help="load: concurrent clients (one NPC each)")
     bench.add_argument("--per-client", type=int, default=50, help="load: interactions per client")
-    bench.add_argument("--interactions", type=int, default=400, help="governance: interactions to time")
+    bench.add_argument("--interactions", type=int, default=400, help="governance, audit: interactions to time")
     bench.add_argument("--npcs", type=int, default=8, help="inference: NPCs in the rotation")
     bench.add_argument("--rounds", type=int, default=3, help="inference: turns per NPC")
     bench.add_argument("--model", help="inference: a GGUF file (default: the embedded model)")

@@ -185,7 +185,11 @@ def test_a_package_holds_what_a_replay_needs(package_files: dict[str, Path]) -> 
     package, _ = decode_package(package_files["json"].read_bytes())
     first = package.records[0]
     assert first.before.interactions == 0 and first.receipt.memory_hash_before
-    assert set(package.blobs) == {h for r in package.records for h in (*r.before.blob_hashes(), r.config)}
+    named = {h for r in package.records for h in (*r.before.blob_hashes(), r.config)}
+    manifests = [package.blobs[digest] for r in package.records for _, digest in r.before.scopes]
+    entries = {digest for m in manifests for _, _, digest in m["entries"]}
+    assert set(package.blobs) == named | entries, "exactly the blobs the records need"
+    assert {m["scope"] for m in manifests} == {"guard", "merchant", "@world"}
     assert {package.blobs[r.before.profile]["id"] for r in package.records} == {"guard", "merchant"}
     assert package.blobs[first.config]["pipeline"]["retry"]["max_attempts"] >= 2
     assert package.model is not None and package.model.backend == "scripted"
@@ -278,8 +282,7 @@ def test_a_damaged_memory_image_is_a_failure_not_a_crash(package_files: dict[str
     package, _ = decode_package(package_files["json"].read_bytes())
     digest = package.records[0].before.scopes[0][1]
     blobs = dict(package.blobs)
-    blobs[digest] = {**blobs[digest], "beliefs": []} if blobs[digest]["beliefs"] else {**blobs[digest], "episodic": []}
-    blobs[digest] = {**blobs[digest], "world_state": []}
+    blobs[digest] = {**blobs[digest], "entries": blobs[digest]["entries"][:-1]}  # one memory lost
     report = Replayer(package.model_copy(update={"blobs": blobs})).run()
     assert report.results[0].kind is DriftKind.FAILURE
     assert "memory_hash_before" in report.results[0].details[0]

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from loreguard.memory import AuditEntry, MemoryStore, StoreView, canonical_json, sha256_hex
+from loreguard.memory.store import scope_entries
 from loreguard.schemas.audit import AuditRecord, AuditTimings, DebugPackage, MemoryImage, PackageSelection
 from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.memory import ScopeMemory
 from loreguard.schemas.receipt import InteractionResult, ModelFingerprint
 
 #: Records kept in RAM per NPC for `audit.tail`; the log on disk keeps all of them.
@@ -55,9 +57,9 @@ class AuditRecorder:
         blobs: dict[str, str] = {}
         config_hash = self._blob(blobs, config.decode("utf-8"), digest=None)
         memories = {view.npc.scope: view.npc, view.world_memory.scope: view.world_memory}
-        for name, digest in view.scope_hashes:
-            # A scope blob is named by its scope hash, which the replay checks after restoring it.
-            self._blob(blobs, lambda m=memories[name]: canonical_json(m).decode("utf-8"), digest=digest)
+        for name, scope_hash in view.scope_hashes:
+            if scope_hash not in self._known_blobs:
+                self._scope_blobs(blobs, memories[name], scope_hash, view.entry_digests[name])
         self._blob(blobs, lambda: canonical_json(view.profile).decode("utf-8"), digest=view.profile_hash)
         if view.world is not None and view.world_hash is not None:
             self._blob(blobs, lambda: canonical_json(view.world).decode("utf-8"), digest=view.world_hash)
@@ -89,6 +91,19 @@ class AuditRecorder:
         with self._lock:
             self._known_blobs.update(entry.blobs)
             self._remember(record)
+
+    def _scope_blobs(self, blobs: dict[str, str], memory: ScopeMemory, scope_hash: str, digests: Mapping) -> None:
+        """A scope is a manifest of its entries' digests (named by the scope hash, which the
+        replay checks after restoring it) plus one blob per entry: an interaction that adds
+        one memory stores one new entry, not the whole scope again."""
+        entries = []
+        for kind, entry_id, entry in scope_entries(memory):
+            digest = digests[(kind.value, entry_id)]
+            entries.append([kind.value, entry_id, digest])
+            if digest not in self._known_blobs and digest not in blobs:
+                blobs[digest] = canonical_json(entry).decode("utf-8")
+        manifest = {"scope": memory.scope, "entries": sorted(entries)}
+        blobs[scope_hash] = canonical_json(manifest).decode("utf-8")
 
     def _blob(self, blobs: dict[str, str], data: str | Callable[[], str], *, digest: str | None) -> str:
         if digest is not None and digest in self._known_blobs:
@@ -138,7 +153,10 @@ class AuditRecorder:
             raise NoRecordsError(f"no audit records match {selection.model_dump(exclude_none=True)}")
         wanted = {digest for r in records for digest in (*r.before.blob_hashes(), r.config)}
         found = self.store.audit_blobs(wanted)
-        missing = sorted(wanted - set(found))
+        manifests = [json.loads(found[digest]) for r in records for _, digest in r.before.scopes if digest in found]
+        entries = {digest for m in manifests for _, _, digest in m["entries"]}
+        found.update(self.store.audit_blobs(entries - set(found)))
+        missing = sorted((wanted | entries) - set(found))
         if missing:
             raise LookupError(f"the audit log lacks blobs {missing[:3]}; the data folder is damaged")
         return DebugPackage(

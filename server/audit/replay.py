@@ -19,8 +19,9 @@ from enum import Enum
 from typing import Any
 
 from loreguard.memory import MemoryPolicy, MemoryStore
+from loreguard.memory.store import build_scope
 from loreguard.schemas.audit import AuditRecord, DebugPackage
-from loreguard.schemas.memory import ScopeMemory
+from loreguard.schemas.memory import MemoryKind, ScopeMemory
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import ModelFingerprint
 from loreguard.server.audit.recorder import AuditRecorder
@@ -169,7 +170,7 @@ class Replayer:
             profile = self.profiles.get(record.npc_id) or NpcProfile.model_validate(blobs[image.profile])
             world = self.world or (WorldDefinition.model_validate(blobs[image.world]) if image.world else None)
             restored = store.replace_all(
-                scopes=[ScopeMemory.model_validate(blobs[digest]) for _, digest in image.scopes],
+                scopes=[_scope(blobs, digest) for _, digest in image.scopes],
                 profiles={record.npc_id: profile},
                 world=world,
                 interactions={record.npc_id: image.interactions},
@@ -185,6 +186,11 @@ class Replayer:
             return recorder.tail(limit=1)[0]
         finally:
             store.close()
+
+
+def _scope(blobs: Mapping[str, Any], digest: str) -> ScopeMemory:
+    manifest = blobs[digest]
+    return build_scope(manifest["scope"], ((MemoryKind(kind), blobs[entry]) for kind, _, entry in manifest["entries"]))
 
 
 def _groups(record: AuditRecord, *, live: bool) -> dict[DriftKind, object]:
