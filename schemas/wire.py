@@ -154,12 +154,18 @@ class AuditExportRequest(FrozenModel):
     last: int | None = Field(default=None, ge=1, le=100_000)
     first_seq: int | None = Field(default=None, ge=1)
     last_seq: int | None = Field(default=None, ge=1)
+    #: `document`: the package as a map; `json`: the exact text of a JSON package file (what a
+    #: client that cannot reproduce canonical JSON, such as the Godot editor, saves as is).
+    form: Literal["document", "json"] = "document"
 
 
 class AuditExportReply(FrozenModel):
     format: Literal["json"] = "json"
-    #: The package document as `loreguard audit export` writes it in JSON (integrity hash included).
-    package: dict[str, Any]
+    #: With form `document`: the package document as `loreguard audit export` writes it in JSON
+    #: (integrity hash included).
+    package: dict[str, Any] | None = None
+    #: With form `json`: the file's text.
+    text: str | None = None
     records: int = 0
 
 

@@ -51,7 +51,7 @@ from loreguard.schemas.wire import (
     WorldLoadReply,
 )
 from loreguard.server.audit import AuditRecorder, NoRecordsError
-from loreguard.server.audit.package import package_document
+from loreguard.server.audit.package import PackageFormat, encode_package, package_document
 from loreguard.server.sidecar.codec import ProtocolError
 from loreguard.server.sidecar.stats import SidecarStats
 
@@ -186,6 +186,9 @@ class Service:
             package = self.recorder.export(selection, exported_by=self._hello.server)
         except NoRecordsError as exc:
             raise ProtocolError(ErrorCode.NOT_FOUND, str(exc), details=selection.model_dump(exclude_none=True)) from None
+        if body.form == "json":
+            text = encode_package(package, PackageFormat.JSON).decode("utf-8")
+            return AuditExportReply(text=text, records=len(package.records))
         return AuditExportReply(package=package_document(package), records=len(package.records))
 
     def stats_reply(self, body: Empty) -> StatsReply:

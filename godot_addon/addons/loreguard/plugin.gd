@@ -1,9 +1,12 @@
 @tool
 extends EditorPlugin
-## Thin on purpose: registers the `Loreguard` autoload and the project settings. Everything
-## else is plain classes that work without the editor.
+## Thin on purpose: registers the `Loreguard` autoload, the project settings and the debugger
+## tab. Everything else is plain classes that work without the editor.
 
 const AUTOLOAD := "Loreguard"
+const DebuggerPlugin := preload("res://addons/loreguard/debugger/debugger_plugin.gd")
+
+var _debugger: EditorDebuggerPlugin
 
 
 func _enable_plugin() -> void:
@@ -16,3 +19,9 @@ func _disable_plugin() -> void:
 
 func _enter_tree() -> void:
 	LoreguardSettings.register()
+	_debugger = DebuggerPlugin.new()
+	add_debugger_plugin(_debugger)
+
+
+func _exit_tree() -> void:
+	remove_debugger_plugin(_debugger)

@@ -34,6 +34,10 @@ var dealer: LoreguardDealer = LoreguardDealer.new()
 ## The process id of the sidecar this client launched, or -1.
 var launched_pid: int = -1
 
+## Forwards audit records to the editor's Loreguard tab while the game runs under the
+## debugger; null otherwise.
+var debug_forwarder: LoreguardDebugForwarder
+
 var _next_id: int = 1
 var _waiting: Array[_Pending] = []
 var _in_flight: Dictionary = {}
@@ -66,6 +70,7 @@ class _SessionEntry:
 
 
 func _ready() -> void:
+	debug_forwarder = LoreguardDebugForwarder.attach_if_debugging(self)
 	dealer.state_changed.connect(_on_state_changed)
 	dealer.message_received.connect(_on_message)
 	if autostart and not Engine.is_editor_hint():
@@ -145,7 +150,10 @@ func register_npc(profile: LoreguardNpcProfile, rules: Array[LoreguardRuleSet] =
 
 ## One interaction: the body is an InteractionContext (npc_id, trigger_reason, player_input, …).
 func interact(context: Dictionary, timeout_ms: int = -1) -> LoreguardResult:
-	return await request("interact", context, timeout_ms)
+	var result := await request("interact", context, timeout_ms)
+	if debug_forwarder != null:
+		debug_forwarder.pull()
+	return result
 
 
 ## Sets world-state keys, globally or (with `npc_id`) for one NPC.
@@ -168,8 +176,11 @@ func load_slot(slot: String) -> LoreguardResult:
 	return await request("load", {"slot": slot})
 
 
-func audit_tail(npc_id: String = "", limit: int = 20) -> LoreguardResult:
+## Recent audit records; with `after` >= 0 (a log position), the ones after it.
+func audit_tail(npc_id: String = "", limit: int = 20, after: int = -1) -> LoreguardResult:
 	var body := {"limit": limit}
+	if after >= 0:
+		body["after"] = after
 	if not npc_id.is_empty():
 		body["npc_id"] = npc_id
 	return await request("audit.tail", body)

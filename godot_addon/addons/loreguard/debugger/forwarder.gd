@@ -1,0 +1,75 @@
+class_name LoreguardDebugForwarder
+extends RefCounted
+## The running game's half of the editor's Loreguard debugger tab. After each interaction it
+## pulls the new audit records from the sidecar (`audit.tail` after a cursor) and sends each to
+## the editor as the debugger message "loreguard:record". It answers the editor's
+## "loreguard:export" with the text of a JSON debug package ("loreguard:package").
+##
+## The `Loreguard` autoload makes one when the game runs under the editor's debugger
+## (`EngineDebugger.is_active()`); nothing runs otherwise.
+
+const CAPTURE := "loreguard"
+const BACKLOG := 20
+
+var client: LoreguardClient
+## Where messages go: `EngineDebugger.send_message` in a debugged game; tests pass their own.
+var sink: Callable
+## The newest log position forwarded; -1 until the first pull.
+var cursor: int = -1
+var forwarded: int = 0
+
+var _pulling: bool = false
+var _pull_again: bool = false
+
+
+func _init(for_client: LoreguardClient, to_sink: Callable = Callable(EngineDebugger, "send_message")) -> void:
+	client = for_client
+	sink = to_sink
+
+
+## A forwarder wired to the editor, or null when the game is not being debugged.
+static func attach_if_debugging(for_client: LoreguardClient) -> LoreguardDebugForwarder:
+	if not EngineDebugger.is_active():
+		return null
+	var forwarder := LoreguardDebugForwarder.new(for_client)
+	if not EngineDebugger.has_capture(CAPTURE):
+		EngineDebugger.register_message_capture(CAPTURE, forwarder.on_editor_message)
+	return forwarder
+
+
+## Forwards every record the editor has not seen yet (the recent backlog on the first call).
+## Calls that arrive while a pull is under way fold into one more round.
+func pull() -> void:
+	if _pulling:
+		_pull_again = true
+		return
+	_pulling = true
+	_pull_again = true
+	while _pull_again:
+		_pull_again = false
+		var body := {"limit": BACKLOG} if cursor < 0 else {"limit": 100, "after": cursor}
+		var result := await client.request("audit.tail", body)
+		if not result.ok:
+			break
+		for record: Dictionary in result.body.get("records", []):
+			cursor = maxi(cursor, int(record.get("seq", 0)))
+			sink.call("loreguard:record", [record])
+			forwarded += 1
+		cursor = maxi(cursor, int(result.body.get("last_seq", 0)))
+	_pulling = false
+
+
+## The editor's messages ("export" with the number of newest records to package).
+func on_editor_message(message: String, data: Array) -> bool:
+	if message.trim_prefix(CAPTURE + ":") == "export":
+		export_package(int(data[0]) if not data.is_empty() else 50)
+		return true
+	return false
+
+
+func export_package(last: int) -> void:
+	var result := await client.request("audit.export", {"last": last, "form": "json"})
+	if result.ok:
+		sink.call("loreguard:package", [result.body.get("text", ""), int(result.body.get("records", 0))])
+	else:
+		sink.call("loreguard:package_error", [str(result.error)])

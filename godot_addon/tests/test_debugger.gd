@@ -1,0 +1,130 @@
+extends "res://tests/check_run.gd"
+## The debugger tab's parts against a real sidecar that pytest runs
+## (tests/test_godot_debugger.py): the game-side forwarder sends a record after an
+## interaction and a package on "export"; the panel lists records, describes one, steps
+## through a package, and refuses a tampered one.
+
+const WATCHDOG_MS := 60000
+
+var messages: Array = []
+
+
+func _init() -> void:
+	_run.call_deferred()
+
+
+func _run() -> void:
+	create_timer(WATCHDOG_MS / 1000.0).timeout.connect(
+		func() -> void:
+			printerr("watchdog: the debugger test ran past %d ms" % WATCHDOG_MS)
+			quit(2)
+	)
+	var client := LoreguardClient.new()
+	client.autostart = false
+	root.add_child(client)
+	client.start(OS.get_environment("LOREGUARD_ADDRESS"), false)
+	# Not under an editor here, so the autoload made no forwarder; this one sends to a list.
+	_expect(client.debug_forwarder == null, "no forwarder without a debugger session")
+	client.debug_forwarder = LoreguardDebugForwarder.new(
+		client, func(message: String, data: Array) -> void: messages.append([message, data])
+	)
+	await _test_forwarding(client)
+	await _test_export(client)
+	_test_panel()
+	_test_packages()
+	_finish()
+
+
+func _wait_for(count: int) -> void:
+	var deadline := Time.get_ticks_msec() + 10000
+	while messages.size() < count and Time.get_ticks_msec() < deadline:
+		await process_frame
+
+
+func _test_forwarding(client: LoreguardClient) -> void:
+	var reply := await client.interact(
+		{"npc_id": "guard", "trigger_reason": "player_utterance", "player_input": "Open the gate."}
+	)
+	_expect(reply.ok, "the interaction succeeds", str(reply))
+	await _wait_for(1)
+	_expect(messages.size() == 1, "one record forwarded after one interaction", str(messages.size()))
+	if messages.is_empty():
+		return
+	var record: Dictionary = messages[0][1][0]
+	_expect(messages[0][0] == "loreguard:record", "sent as loreguard:record", messages[0][0])
+	_expect(record["receipt"]["npc_id"] == "guard", "the record is the guard's")
+	_expect(record["context"]["player_input"] == "Open the gate.", "with the player's input")
+	_expect(record["dialogue"] == reply.body["dialogue"], "and the dialogue the game got")
+	_expect("r%d" % record["seq"] == reply.body["audit_record_id"], "the reply names the record")
+	await client.interact({"npc_id": "merchant", "trigger_reason": "player_utterance", "player_input": "Lanterns?"})
+	await _wait_for(2)
+	_expect(
+		messages.size() == 2 and client.debug_forwarder.cursor == 2, "the cursor follows the log", str(messages.size())
+	)
+
+
+func _test_export(client: LoreguardClient) -> void:
+	var handled := client.debug_forwarder.on_editor_message("export", [10])
+	_expect(handled, "the forwarder handles the editor's export message")
+	await _wait_for(3)
+	_expect(
+		messages.size() == 3 and messages[2][0] == "loreguard:package", "a package comes back", str(messages.size())
+	)
+	if messages.size() < 3:
+		return
+	var panel := LoreguardDebuggerPanel.new()
+	var path := OS.get_environment("LOREGUARD_TEST_OUT").path_join("from-godot.json")
+	_expect(panel.write_package(path, messages[2][1][0]).is_empty(), "the panel saves it", path)
+	_expect(messages[2][1][1] == 2, "holding both records")
+	panel.free()
+
+
+func _test_panel() -> void:
+	var panel := LoreguardDebuggerPanel.new()
+	root.add_child(panel)
+	for message: Array in messages.slice(0, 2):
+		panel.add_record(message[1][0])
+	_expect(panel.records.size() == 2 and panel.tree.get_root().get_child_count() == 2, "two live rows")
+	var cells := LoreguardDebuggerPanel.summary(panel.records[0])
+	_expect(
+		cells[0] == "r1" and cells[1] == "guard" and cells[2] == "Open the gate.", "row: id, NPC, input", str(cells)
+	)
+	_expect(cells[4] == "1" and cells[6] == "", "row: attempts, no fallback", str(cells))
+	panel.select(1)
+	_expect(panel.selected_index() == 1, "a row can be selected")
+	var text := panel.detail.text
+	_expect(
+		text.contains("merchant") and text.contains("constraints: ") and text.contains("--- prompt, attempt 1 ---"),
+		"detail: decision, constraints, prompt",
+		text.left(400)
+	)
+	_expect(text.contains("hard_limits") and text.contains("pass"), "detail: every gate's verdict")
+	panel.queue_free()
+
+
+func _test_packages() -> void:
+	var panel := LoreguardDebuggerPanel.new()
+	root.add_child(panel)
+	var error := panel.open_package(OS.get_environment("LOREGUARD_TEST_PACKAGE"))
+	_expect(error.is_empty(), "a compressed package opens", error)
+	_expect(
+		panel.records.size() == 6 and panel.selected_index() == 0,
+		"six records, the first selected",
+		str(panel.records.size())
+	)
+	panel.step(1)
+	panel.step(1)
+	_expect(panel.selected_index() == 2, "Next steps through them")
+	_expect(panel.detail.text.contains("fallback: "), "r3 is the demo's fallback", panel.detail.text.left(300))
+	panel.step(-5)
+	_expect(panel.selected_index() == 0, "Prev stops at the first")
+	var json_file := LoreguardPackageFile.read(OS.get_environment("LOREGUARD_TEST_OUT").path_join("from-godot.json"))
+	_expect(
+		json_file.error.is_empty() and json_file.form == "json" and json_file.records.size() == 2,
+		"the saved JSON package reads back",
+		json_file.error
+	)
+	var tampered := panel.open_package(OS.get_environment("LOREGUARD_TEST_TAMPERED"))
+	_expect(tampered.contains("integrity"), "a tampered package is refused", tampered)
+	_expect(panel.records.size() == 6, "and the package on show stays")
+	panel.queue_free()
