@@ -14,7 +14,7 @@ from loreguard.schemas.audit import PackageSelection
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.server.audit.package import PackageError, PackageFormat, encode_package, read_package
 from loreguard.server.audit.recorder import AuditRecorder, NoRecordsError
-from loreguard.server.audit.replay import Replayer
+from loreguard.server.audit.replay import Replayer, ReplayReport
 from loreguard.server.audit.report import record_line, result_lines, summary_lines
 from loreguard.server.pipeline.inference.base import InferenceBackend
 
@@ -106,9 +106,7 @@ def replay_package(
     return 1 if report.drifts else 0
 
 
-def _step(replayer: Replayer, stop_on_drift: bool, out: TextIO, read: Callable[[str], str]):  # noqa: ANN202
-    from loreguard.server.audit.replay import ReplayReport
-
+def _step(replayer: Replayer, stop_on_drift: bool, out: TextIO, read: Callable[[str], str]) -> ReplayReport:
     report = ReplayReport(replayer.mode, replayer.package.model, replayer.package.model)
     if replayer.live_backend is not None:
         report.current_model = replayer.live_backend.fingerprint()

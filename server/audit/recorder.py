@@ -37,6 +37,7 @@ class AuditRecorder:
         self._lock = threading.Lock()
         self._rings: dict[str, deque[AuditRecord]] = {}
         self._known_blobs = store.audit_blob_hashes()
+        # Refill the rings after a restart from the newest records (enough for a few NPCs).
         for _, text in store.audit_rows(last=ring_size * 8):
             self._remember(AuditRecord.model_validate_json(text))
 
