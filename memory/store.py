@@ -630,44 +630,34 @@ class MemoryStore:
         """Replace all memory with the given image, atomically (how a replay puts the store back
         where a recorded interaction started). Returns the memory hash."""
         with self._lock:
-            loaded = self._replace_rows(scopes, profiles, world, interactions, behaviour, next_seq)
+            with self._transaction() as db:
+                db.execute("DELETE FROM scopes")
+                db.execute("DELETE FROM entries")
+                db.execute("DELETE FROM behaviour")
+                for name in sorted({s.scope for s in scopes} | {WORLD_SCOPE}):
+                    definition = profiles[name].model_dump_json() if name in profiles else None
+                    if name == WORLD_SCOPE and world is not None:
+                        definition = world.model_dump_json()
+                    db.execute(
+                        "INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, ?)",
+                        (name, definition, interactions.get(name, 0)),
+                    )
+                db.executemany(
+                    "INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (m.scope, kind.value, _entry_key(kind, entry), entry.seq, canonical_json(entry).decode("utf-8"))  # type: ignore[attr-defined]
+                        for m in scopes
+                        for kind, entry in _scope_entries(m)
+                    ],
+                )
+                db.executemany(
+                    "INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?)",
+                    [(b.rule_id, b.positive, b.negative) for b in behaviour],
+                )
+                db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (next_seq,))
+                loaded = _read_state(db)
             self._install(loaded)
             return self.memory_hash()
-
-    def _replace_rows(
-        self,
-        scopes: Sequence[ScopeMemory],
-        profiles: Mapping[str, NpcProfile],
-        world: WorldDefinition | None,
-        interactions: Mapping[str, int],
-        behaviour: Sequence[BehaviourStats],
-        next_seq: int,
-    ) -> _StoredState:
-        with self._transaction() as db:
-            db.execute("DELETE FROM scopes")
-            db.execute("DELETE FROM entries")
-            db.execute("DELETE FROM behaviour")
-            names = {s.scope for s in scopes} | {WORLD_SCOPE}
-            for name in sorted(names):
-                definition = profiles[name].model_dump_json() if name in profiles else None
-                if name == WORLD_SCOPE and world is not None:
-                    definition = world.model_dump_json()
-                db.execute(
-                    "INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, ?)",
-                    (name, definition, interactions.get(name, 0)),
-                )
-            for memory in scopes:
-                for kind, entry in _scope_entries(memory):
-                    db.execute(
-                        "INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?)",
-                        (memory.scope, kind.value, _entry_key(kind, entry), entry.seq, canonical_json(entry).decode("utf-8")),  # type: ignore[attr-defined]
-                    )
-            db.executemany(
-                "INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?)",
-                [(b.rule_id, b.positive, b.negative) for b in behaviour],
-            )
-            db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (next_seq,))
-            return _read_state(db)
 
     @staticmethod
     def _write_change(db: sqlite3.Connection, change: RowChange) -> None:

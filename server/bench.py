@@ -112,16 +112,22 @@ def _output(i: int, valid: bool) -> str:
     return json.dumps({"dialogue": dialogue, "emotion": "neutral", "mutations": mutations})
 
 
-def bench_governance(interactions: int = 400, warmup: int = 20) -> dict[str, float]:
-    """Full interactions through the governance pipeline with the scripted backend; every
-    fourth interaction needs one retry."""
-    profile, world = governance_fixture()
-    total = warmup + interactions
+def _outputs(total: int) -> list[str]:
+    """Model outputs for `total` interactions; every fourth needs one retry."""
     outputs = []
     for i in range(total):
         if i % 4 == 3:
             outputs.append(_output(i, valid=False))
         outputs.append(_output(i, valid=True))
+    return outputs
+
+
+def bench_governance(interactions: int = 400, warmup: int = 20) -> dict[str, float]:
+    """Full interactions through the governance pipeline with the scripted backend; every
+    fourth interaction needs one retry."""
+    profile, world = governance_fixture()
+    total = warmup + interactions
+    outputs = _outputs(total)
     with tempfile.TemporaryDirectory() as tmp:
         # Keep episodic memory near 50 entries, as the scenario asks, by pruning past 60.
         store = MemoryStore(Path(tmp) / "bench.sqlite", policy=MemoryPolicy(episodic_limit=60))
@@ -164,11 +170,7 @@ def bench_audit(interactions: int = 300, warmup: int = 20) -> dict[str, float]:
 
     profile, world = governance_fixture()
     total = warmup + interactions
-    outputs = []
-    for i in range(total):
-        if i % 4 == 3:
-            outputs.append(_output(i, valid=False))
-        outputs.append(_output(i, valid=True))
+    outputs = _outputs(total)
     inputs = ["Tell me about the landmark by the river", "Who built it?", "Nice weather", "Any news?"]
     with tempfile.TemporaryDirectory() as tmp:
         pipelines = {}
