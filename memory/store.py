@@ -138,6 +138,10 @@ def build_scope(name: str, entries: Iterable[tuple[MemoryKind, object]]) -> Scop
     parts: dict[MemoryKind, list] = {kind: [] for kind in MemoryKind}
     for kind, value in entries:
         parts[kind].append(_ENTRY_MODELS[kind].model_validate(value))
+    return _sorted_scope(name, parts)
+
+
+def _sorted_scope(name: str, parts: dict[MemoryKind, list]) -> ScopeMemory:
     return ScopeMemory(
         scope=name,
         canonical=tuple(sorted(parts[MemoryKind.CANONICAL], key=lambda c: c.fact.id)),
@@ -178,7 +182,6 @@ class StoreView:
     """One consistent read of everything an interaction reads from the store, taken under the
     store's lock so no concurrent batch can fall between its parts."""
 
-    npc_id: str
     profile: NpcProfile
     profile_hash: str
     world: WorldDefinition | None
@@ -190,9 +193,12 @@ class StoreView:
     next_seq: int
     #: (scope, scope hash) for the NPC and the world, sorted by scope.
     scope_hashes: tuple[tuple[str, str], ...]
-    memory_hash: str
     #: Per scope: (kind, entry id) -> sha256 of the entry's canonical JSON (read-only).
     entry_digests: Mapping[str, Mapping[tuple[str, str], str]]
+
+    @property
+    def memory_hash(self) -> str:
+        return combine_scope_hashes(self.scope_hashes)
 
 
 @dataclass(frozen=True)
@@ -290,7 +296,6 @@ class MemoryStore:
             names = tuple(sorted((npc_id, WORLD_SCOPE)))
             hashes = tuple((name, self._scope_hash(name)) for name in names)
             return StoreView(
-                npc_id=npc_id,
                 profile=profile,
                 profile_hash=self.profile_hash(npc_id),
                 world=self._world,
@@ -301,7 +306,6 @@ class MemoryStore:
                 behaviour=dict(self._behaviour),
                 next_seq=self._next_seq,
                 scope_hashes=hashes,
-                memory_hash=combine_scope_hashes(hashes),
                 # Safe to share: a scope's digest map is replaced on commit, never changed in place.
                 entry_digests={name: self._entry_digests.get(name, {}) for name in names},
             )
@@ -457,15 +461,10 @@ class MemoryStore:
                 raise SlotNotFoundError(f"no save slot {slot!r}")
             image, expected = json.loads(row[0]), row[1]
             with self._transaction() as db:
-                db.execute("DELETE FROM scopes")
-                db.execute("DELETE FROM entries")
-                db.execute("DELETE FROM behaviour")
-                db.executemany("INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, ?)", image["scopes"])
-                db.executemany("INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?)", image["entries"])
-                db.executemany("INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?)", image["behaviour"])
                 # Sequence numbers only ever grow, also across loads.
-                db.execute("UPDATE meta SET value = MAX(value, ?) WHERE key = 'next_seq'", (int(image["next_seq"]),))
-                loaded = _read_state(db)
+                loaded = _replace_contents(
+                    db, image["scopes"], image["entries"], image["behaviour"], int(image["next_seq"]), grow_only=True
+                )
                 if loaded.memory_hash() != expected:
                     raise SlotCorruptError(f"save slot {slot!r} does not match its memory hash")
             self._install(loaded)
@@ -584,10 +583,6 @@ class MemoryStore:
     ) -> list[tuple[int, str]]:
         """(seq, record JSON) rows in log order: those after `after` up to `last_seq`, for one
         NPC or all, the newest `last` of them when given."""
-        with self._lock:
-            return self._audit_rows(npc_id, after, last_seq, last)
-
-    def _audit_rows(self, npc_id: str | None, after: int, last_seq: int | None, last: int | None) -> list[tuple[int, str]]:
         sql = "SELECT seq, record FROM audit WHERE seq > ?"
         params: list[object] = [after]
         if npc_id is not None:
@@ -596,20 +591,18 @@ class MemoryStore:
         if last_seq is not None:
             sql += " AND seq <= ?"
             params.append(last_seq)
-        if last is None:
-            return [(int(seq), record) for seq, record in self.db.execute(sql + " ORDER BY seq", params)]
-        rows = self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", [*params, last]).fetchall()
+        with self._lock:
+            if last is None:
+                return [(int(seq), record) for seq, record in self.db.execute(sql + " ORDER BY seq", params)]
+            rows = self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", [*params, last]).fetchall()
         return [(int(seq), record) for seq, record in reversed(rows)]
 
     def audit_blobs(self, hashes: Iterable[str]) -> dict[str, str]:
         """The blobs with these hashes (those that exist)."""
-        found: dict[str, str] = {}
+        wanted = json.dumps(sorted(set(hashes)))
         with self._lock:
-            for digest in sorted(set(hashes)):
-                row = self.db.execute("SELECT data FROM audit_blobs WHERE hash = ?", (digest,)).fetchone()
-                if row is not None:
-                    found[digest] = row[0]
-        return found
+            rows = self.db.execute("SELECT hash, data FROM audit_blobs WHERE hash IN (SELECT value FROM json_each(?))", (wanted,))
+            return dict(rows.fetchall())
 
     def audit_blob_hashes(self) -> set[str]:
         with self._lock:
@@ -629,33 +622,20 @@ class MemoryStore:
     ) -> str:
         """Replace all memory with the given image, atomically (how a replay puts the store back
         where a recorded interaction started). Returns the memory hash."""
+        names = sorted({s.scope for s in scopes} | {WORLD_SCOPE})
+        definitions = {name: profiles[name].model_dump_json() for name in names if name in profiles}
+        if world is not None:
+            definitions[WORLD_SCOPE] = world.model_dump_json()
+        scope_rows = [(name, definitions.get(name), interactions.get(name, 0)) for name in names]
+        entry_rows = [
+            (m.scope, kind.value, _entry_key(kind, entry), entry.seq, canonical_json(entry).decode("utf-8"))  # type: ignore[attr-defined]
+            for m in scopes
+            for kind, entry in _scope_entries(m)
+        ]
+        behaviour_rows = [(b.rule_id, b.positive, b.negative) for b in behaviour]
         with self._lock:
             with self._transaction() as db:
-                db.execute("DELETE FROM scopes")
-                db.execute("DELETE FROM entries")
-                db.execute("DELETE FROM behaviour")
-                for name in sorted({s.scope for s in scopes} | {WORLD_SCOPE}):
-                    definition = profiles[name].model_dump_json() if name in profiles else None
-                    if name == WORLD_SCOPE and world is not None:
-                        definition = world.model_dump_json()
-                    db.execute(
-                        "INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, ?)",
-                        (name, definition, interactions.get(name, 0)),
-                    )
-                db.executemany(
-                    "INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (m.scope, kind.value, _entry_key(kind, entry), entry.seq, canonical_json(entry).decode("utf-8"))  # type: ignore[attr-defined]
-                        for m in scopes
-                        for kind, entry in _scope_entries(m)
-                    ],
-                )
-                db.executemany(
-                    "INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?)",
-                    [(b.rule_id, b.positive, b.negative) for b in behaviour],
-                )
-                db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (next_seq,))
-                loaded = _read_state(db)
+                loaded = _replace_contents(db, scope_rows, entry_rows, behaviour_rows, next_seq, grow_only=False)
             self._install(loaded)
             return self.memory_hash()
 
@@ -732,22 +712,34 @@ def _read_state(db: sqlite3.Connection) -> _StoredState:
         memory_kind = MemoryKind(kind)
         parts[scope][memory_kind].append(_ENTRY_MODELS[memory_kind].model_validate_json(data))
         digests[scope][(kind, entry_id)] = sha256_hex(data)
-    scopes = {
-        scope: ScopeMemory(
-            scope=scope,
-            canonical=tuple(sorted(p[MemoryKind.CANONICAL], key=lambda c: c.fact.id)),
-            world_state=tuple(sorted(p[MemoryKind.WORLD_STATE], key=lambda w: w.key)),
-            episodic=tuple(sorted(p[MemoryKind.EPISODIC], key=lambda e: e.seq)),
-            beliefs=tuple(sorted(p[MemoryKind.BELIEF], key=lambda b: b.id)),
-        )
-        for scope, p in parts.items()
-    }
+    scopes = {scope: _sorted_scope(scope, p) for scope, p in parts.items()}
     behaviour = {
         rule_id: BehaviourStats(rule_id=rule_id, positive=pos, negative=neg)
         for rule_id, pos, neg in db.execute("SELECT rule_id, positive, negative FROM behaviour")
     }
     (next_seq,) = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
     return _StoredState(scopes, digests, profiles, world, interactions, behaviour, next_seq)
+
+
+def _replace_contents(
+    db: sqlite3.Connection,
+    scopes: Iterable[Sequence[object]],
+    entries: Iterable[Sequence[object]],
+    behaviour: Iterable[Sequence[object]],
+    next_seq: int,
+    *,
+    grow_only: bool,
+) -> _StoredState:
+    """Swap every memory row for the given ones (inside the caller's transaction)."""
+    db.execute("DELETE FROM scopes")
+    db.execute("DELETE FROM entries")
+    db.execute("DELETE FROM behaviour")
+    db.executemany("INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, ?)", scopes)
+    db.executemany("INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?)", entries)
+    db.executemany("INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?)", behaviour)
+    update = "MAX(value, ?)" if grow_only else "?"
+    db.execute(f"UPDATE meta SET value = {update} WHERE key = 'next_seq'", (next_seq,))
+    return _read_state(db)
 
 
 class _Transaction:

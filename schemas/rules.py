@@ -73,9 +73,6 @@ class RuleChecks(FrozenModel):
                 raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
         return patterns
 
-    def is_empty(self) -> bool:
-        return self == RuleChecks()
-
 
 class ExpectancyRule(FrozenModel):
     """A designer rule: when `conditions` hold, inject `prompt_injection` and enforce `checks`."""

@@ -225,6 +225,9 @@ def test_audit_export_over_the_wire_is_a_valid_json_package(tmp_path: Path) -> N
         assert reply.package == package_document(
             sidecar.recorder.export(PackageSelection(npc_id="merchant"), exported_by=package.exported_by)
         )
+        # The exact file text, for clients that cannot write canonical JSON (the Godot editor).
+        as_file = client.audit_export(npc_id="merchant", form="json")
+        assert as_file.package is None and decode_package(as_file.text.encode())[0] == package
 
 
 # --- replay ------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from loreguard.memory import MemoryStore
 from loreguard.schemas.audit import PackageSelection
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.server.audit.package import PackageError, PackageFormat, encode_package, read_package
-from loreguard.server.audit.recorder import AuditRecorder, NoRecordsError
+from loreguard.server.audit.recorder import NoRecordsError, read_records
+from loreguard.server.audit.recorder import export_package as export_records
 from loreguard.server.audit.replay import Replayer, ReplayReport
 from loreguard.server.audit.report import record_line, result_lines, summary_lines
 from loreguard.server.pipeline.inference.base import InferenceBackend
@@ -37,7 +38,7 @@ def export_package(
     out = out or sys.stdout
     with _open_log(data) as store:
         try:
-            package = AuditRecorder(store, fingerprint=None).export(selection, exported_by=f"loreguard {version('loreguard')}")
+            package = export_records(store, selection, exported_by=f"loreguard {version('loreguard')}")
         except NoRecordsError as exc:
             raise CommandError(str(exc)) from None
     json_bytes = encode_package(package, PackageFormat.JSON)
@@ -57,9 +58,7 @@ def export_package(
 def list_records(data: Path, selection: PackageSelection, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     with _open_log(data) as store:
-        records = AuditRecorder(store, fingerprint=None).records(
-            npc_id=selection.npc_id, first_seq=selection.first_seq, last_seq=selection.last_seq, last=selection.last
-        )
+        records = read_records(store, selection)
     for record in records:
         print(record_line(record), file=out)
     return 0
@@ -107,10 +106,8 @@ def replay_package(
 
 
 def _step(replayer: Replayer, stop_on_drift: bool, out: TextIO, read: Callable[[str], str]) -> ReplayReport:
-    report = ReplayReport(replayer.mode, replayer.package.model, replayer.package.model)
-    if replayer.live_backend is not None:
-        report.current_model = replayer.live_backend.fingerprint()
-    total = len(replayer.package.records)
+    report = replayer.new_report()
+    total = report.total
     for n, result in enumerate(replayer.steps(stop_on_drift=stop_on_drift), start=1):
         report.results.append(result)
         print(f"[{n}/{total}] {record_line(result.recorded)}", file=out)
@@ -124,7 +121,6 @@ def _step(replayer: Replayer, stop_on_drift: bool, out: TextIO, read: Callable[[
             if answer == "q":
                 break
         print(file=out)
-    report.stopped_early = len(report.results) < total
     return report
 
 

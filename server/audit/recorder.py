@@ -14,7 +14,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 
-from loreguard.memory import AuditEntry, MemoryStore, StoreView, canonical_json, sha256_hex
+from loreguard.memory import AuditEntry, MemoryStore, StoreView, canonical_json
 from loreguard.memory.store import scope_entries
 from loreguard.schemas.audit import AuditRecord, AuditTimings, DebugPackage, MemoryImage, PackageSelection
 from loreguard.schemas.interaction import InteractionContext
@@ -49,21 +49,23 @@ class AuditRecorder:
         *,
         context: InteractionContext,
         view: StoreView,
-        config: bytes,
+        config: tuple[str, str],
         result: InteractionResult,
         prompts: Iterable[str],
         timings: AuditTimings,
     ) -> tuple[AuditRecord, AuditEntry]:
-        """The record of one finished interaction and the log entry that stores it."""
+        """The record of one finished interaction and the log entry that stores it. `config`
+        is the (hash, canonical JSON) of the settings it ran under."""
         blobs: dict[str, str] = {}
-        config_hash = self._blob(blobs, config.decode("utf-8"), digest=None)
+        config_hash, config_json = config
+        self._blob(blobs, config_hash, lambda: config_json)
         memories = {view.npc.scope: view.npc, view.world_memory.scope: view.world_memory}
         for name, scope_hash in view.scope_hashes:
             if scope_hash not in self._known_blobs:
                 self._scope_blobs(blobs, memories[name], scope_hash, view.entry_digests[name])
-        self._blob(blobs, lambda: canonical_json(view.profile).decode("utf-8"), digest=view.profile_hash)
+        self._blob(blobs, view.profile_hash, lambda: canonical_json(view.profile).decode("utf-8"))
         if view.world is not None and view.world_hash is not None:
-            self._blob(blobs, lambda: canonical_json(view.world).decode("utf-8"), digest=view.world_hash)
+            self._blob(blobs, view.world_hash, lambda: canonical_json(view.world).decode("utf-8"))
         record = AuditRecord(
             seq=seq,
             context=context,
@@ -101,19 +103,14 @@ class AuditRecorder:
         for kind, entry_id, entry in scope_entries(memory):
             digest = digests[(kind.value, entry_id)]
             entries.append([kind.value, entry_id, digest])
-            if digest not in self._known_blobs and digest not in blobs:
-                blobs[digest] = canonical_json(entry).decode("utf-8")
+            self._blob(blobs, digest, lambda e=entry: canonical_json(e).decode("utf-8"))
         manifest = {"scope": memory.scope, "entries": sorted(entries)}
         blobs[scope_hash] = canonical_json(manifest).decode("utf-8")
 
-    def _blob(self, blobs: dict[str, str], data: str | Callable[[], str], *, digest: str | None) -> str:
-        if digest is not None and digest in self._known_blobs:
-            return digest
-        text = data() if callable(data) else data
-        digest = digest or sha256_hex(text)
-        if digest not in self._known_blobs:
-            blobs[digest] = text
-        return digest
+    def _blob(self, blobs: dict[str, str], digest: str, make: Callable[[], str]) -> None:
+        """Add a blob unless it is stored already; `make` serializes only when needed."""
+        if digest not in self._known_blobs and digest not in blobs:
+            blobs[digest] = make()
 
     @property
     def last_seq(self) -> int:
@@ -142,31 +139,43 @@ class AuditRecorder:
         self, *, npc_id: str | None = None, first_seq: int | None = None, last_seq: int | None = None, last: int | None = None
     ) -> tuple[AuditRecord, ...]:
         """Records from the log on disk, in log order."""
-        rows = self.store.audit_rows(npc_id=npc_id, after=(first_seq or 1) - 1, last_seq=last_seq, last=last)
-        return tuple(AuditRecord.model_validate_json(text) for _, text in rows)
+        return read_records(self.store, PackageSelection(npc_id=npc_id, first_seq=first_seq, last_seq=last_seq, last=last))
 
     def export(self, selection: PackageSelection, *, exported_by: str) -> DebugPackage:
-        """A debug package of the selected records and every blob they name."""
-        records = self.records(
-            npc_id=selection.npc_id, first_seq=selection.first_seq, last_seq=selection.last_seq, last=selection.last
-        )
-        if not records:
-            raise NoRecordsError(f"no audit records match {selection.model_dump(exclude_none=True)}")
-        wanted = {digest for r in records for digest in (*r.before.blob_hashes(), r.config)}
-        found = self.store.audit_blobs(wanted)
-        manifests = [json.loads(found[digest]) for r in records for _, digest in r.before.scopes if digest in found]
-        entries = {digest for m in manifests for _, _, digest in m["entries"]}
-        found.update(self.store.audit_blobs(entries - set(found)))
-        missing = sorted((wanted | entries) - set(found))
-        if missing:
-            raise LookupError(f"the audit log lacks blobs {missing[:3]}; the data folder is damaged")
-        return DebugPackage(
-            exported_by=exported_by,
-            selection=selection,
-            model=records[-1].model,
-            records=records,
-            blobs={digest: json.loads(found[digest]) for digest in sorted(found)},
-        )
+        return export_package(self.store, selection, exported_by=exported_by)
 
 
-__all__ = ["AuditRecorder", "DEFAULT_RING_SIZE", "NoRecordsError"]
+# Reading the log needs no recorder (and none of its start-up reads): the command line opens a
+# data folder and calls these directly.
+
+
+def read_records(store: MemoryStore, selection: PackageSelection) -> tuple[AuditRecord, ...]:
+    """The selected records from the log on disk, in log order."""
+    after = (selection.first_seq or 1) - 1
+    rows = store.audit_rows(npc_id=selection.npc_id, after=after, last_seq=selection.last_seq, last=selection.last)
+    return tuple(AuditRecord.model_validate_json(text) for _, text in rows)
+
+
+def export_package(store: MemoryStore, selection: PackageSelection, *, exported_by: str) -> DebugPackage:
+    """A debug package of the selected records and every blob they name."""
+    records = read_records(store, selection)
+    if not records:
+        raise NoRecordsError(f"no audit records match {selection.model_dump(exclude_none=True)}")
+    wanted = {digest for r in records for digest in (*r.before.blob_hashes(), r.config)}
+    found = store.audit_blobs(wanted)
+    manifests = [json.loads(found[digest]) for r in records for _, digest in r.before.scopes if digest in found]
+    entries = {digest for m in manifests for _, _, digest in m["entries"]}
+    found.update(store.audit_blobs(entries - set(found)))
+    missing = sorted((wanted | entries) - set(found))
+    if missing:
+        raise LookupError(f"the audit log lacks blobs {missing[:3]}; the data folder is damaged")
+    return DebugPackage(
+        exported_by=exported_by,
+        selection=selection,
+        model=records[-1].model,
+        records=records,
+        blobs={digest: json.loads(found[digest]) for digest in sorted(found)},
+    )
+
+
+__all__ = ["AuditRecorder", "DEFAULT_RING_SIZE", "NoRecordsError", "export_package", "read_records"]

@@ -72,8 +72,13 @@ class ReplayReport:
     mode: ReplayMode
     recorded_model: ModelFingerprint | None
     current_model: ModelFingerprint | None
+    #: Records in the package (more than `results` when replay stopped early).
+    total: int = 0
     results: list[RecordReplay] = field(default_factory=list)
-    stopped_early: bool = False
+
+    @property
+    def stopped_early(self) -> bool:
+        return len(self.results) < self.total
 
     @property
     def model_matches(self) -> bool:
@@ -142,15 +147,18 @@ class Replayer:
             if stop_on_drift and not result.exact:
                 return
 
-    def run(self, *, stop_on_drift: bool = False) -> ReplayReport:
-        report = ReplayReport(
+    def new_report(self) -> ReplayReport:
+        """An empty report for this package and mode; `run` (or a stepping caller) fills it."""
+        return ReplayReport(
             mode=self.mode,
             recorded_model=self.package.model,
             current_model=self.live_backend.fingerprint() if self.live_backend is not None else self.package.model,
+            total=len(self.package.records),
         )
-        for result in self.steps(stop_on_drift=stop_on_drift):
-            report.results.append(result)
-        report.stopped_early = len(report.results) < len(self.package.records)
+
+    def run(self, *, stop_on_drift: bool = False) -> ReplayReport:
+        report = self.new_report()
+        report.results.extend(self.steps(stop_on_drift=stop_on_drift))
         return report
 
     def replay_record(self, record: AuditRecord) -> RecordReplay:

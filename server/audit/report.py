@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 
 from loreguard.schemas.audit import AuditRecord
-from loreguard.schemas.receipt import GateName
+from loreguard.schemas.receipt import GateName, ModelFingerprint
 from loreguard.server.audit.replay import RecordReplay, ReplayReport
 
 
@@ -103,11 +103,10 @@ def _first(result: RecordReplay | None) -> str:
     return f"{rec.record_id} ({rec.npc_id}, interaction {rec.receipt.interaction_index}): {result.kind.value}"
 
 
-def _model(fingerprint: object) -> str:
+def _model(fingerprint: ModelFingerprint | None) -> str:
     if fingerprint is None:
         return "none"
-    name = getattr(fingerprint, "file_name", "") or getattr(fingerprint, "backend", "?")
-    return str(name)
+    return fingerprint.file_name or fingerprint.backend
 
 
 def _clip(text: str, width: int) -> str:

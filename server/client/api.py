@@ -51,10 +51,17 @@ class ClientApi(ABC):
         return self._call("audit.tail", {"npc_id": npc_id, "limit": limit, "after": after})
 
     def audit_export(
-        self, npc_id: str | None = None, last: int | None = None, first_seq: int | None = None, last_seq: int | None = None
+        self,
+        npc_id: str | None = None,
+        last: int | None = None,
+        first_seq: int | None = None,
+        last_seq: int | None = None,
+        form: str = "document",
     ) -> Any:
-        """A debug package document (JSON form); `loreguard.server.audit.package` reads it."""
-        return self._call("audit.export", {"npc_id": npc_id, "last": last, "first_seq": first_seq, "last_seq": last_seq})
+        """A debug package: the document (`package`), or with form "json" the file's `text`;
+        `loreguard.server.audit.package` reads either."""
+        body = {"npc_id": npc_id, "last": last, "first_seq": first_seq, "last_seq": last_seq, "form": form}
+        return self._call("audit.export", body)
 
     def stats(self) -> Any:
         return self._call("stats", {})

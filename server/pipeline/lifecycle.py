@@ -171,9 +171,11 @@ class GovernancePipeline:
         #: With a recorder, every interaction writes an audit record in the same transaction
         #: as its memory batch, or fails with `AuditWriteError` and changes nothing.
         self.recorder = recorder
-        self._config_blob = canonical_json(
+        # What replay needs to run under the same settings; hashed once, stored once.
+        self._config_json = canonical_json(
             {"pipeline": self.config.model_dump(mode="json"), "memory_policy": store.policy.model_dump(mode="json")}
-        )
+        ).decode("utf-8")
+        self._config_hash = sha256_hex(self._config_json)
         self.judge = SemanticJudge(judge_backend)
         self.clock = clock
         self.counters: Counter[str] = Counter()
@@ -421,9 +423,10 @@ class GovernancePipeline:
         transaction. `build` makes the reply from the memory hash the batch leads to."""
         complete_interaction = run.ctx.npc_id if complete else None
         if self.recorder is None:
-            batch = self.store.apply(writes, complete_interaction=complete_interaction)
-            if not batch.committed:
-                raise LifecycleHalt(phase, f"memory refused approved writes: {batch.refusals}")
+            if writes or complete_interaction is not None:  # a clarify without a record has nothing to write
+                batch = self.store.apply(writes, complete_interaction=complete_interaction)
+                if not batch.committed:
+                    raise LifecycleHalt(phase, f"memory refused approved writes: {batch.refusals}")
             run.timer.lap(phase)
             return build(self.store.memory_hash(run.scopes))
         recorder = self.recorder
@@ -436,7 +439,7 @@ class GovernancePipeline:
                 seq,
                 context=run.received,
                 view=run.view,
-                config=self._config_blob,
+                config=(self._config_hash, self._config_json),
                 result=result,
                 prompts=run.prompts,
                 timings=AuditTimings(ttft_ms=run.ttft_ms, total_ms=run.timer.elapsed_ms()),

@@ -57,9 +57,6 @@ class Prompt(FrozenModel):
     def prompt_hash(self) -> str:
         return sha256_hex(self.full)
 
-    def prefix_hash(self) -> str:
-        return sha256_hex(self.static_prefix)
-
 
 def _json_line(dialogue: str, emotion: Emotion) -> str:
     return json.dumps({"dialogue": dialogue, "emotion": emotion.value, "mutations": []}, ensure_ascii=False)

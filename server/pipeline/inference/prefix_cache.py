@@ -70,10 +70,6 @@ class PrefixCache:
         """NPC ids with a cached prefix, least recently used first."""
         return list(self._entries)
 
-    def key_of(self, npc_id: str) -> str | None:
-        entry = self._entries.get(npc_id)
-        return entry.key if entry else None
-
     def _drop(self, npc_id: str) -> None:
         entry = self._entries.pop(npc_id)
         self.stats.bytes -= len(entry.state)

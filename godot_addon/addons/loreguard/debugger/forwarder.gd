@@ -47,8 +47,7 @@ func pull() -> void:
 	_pull_again = true
 	while _pull_again:
 		_pull_again = false
-		var body := {"limit": BACKLOG} if cursor < 0 else {"limit": 100, "after": cursor}
-		var result := await client.request("audit.tail", body)
+		var result := await client.audit_tail("", BACKLOG if cursor < 0 else 100, cursor)
 		if not result.ok:
 			break
 		for record: Dictionary in result.body.get("records", []):
