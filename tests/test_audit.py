@@ -12,6 +12,7 @@ import pytest
 from factories import say
 from model_helpers import demo_store
 from sidecar_helpers import running_sidecar
+from waiting import wait_for
 
 from loreguard.client import Client, Internal
 from loreguard.memory import AuditWriteError, MemoryStore, canonical_json
@@ -309,14 +310,26 @@ def test_attach_follows_a_running_sidecar(tmp_path: Path) -> None:
         out = io.StringIO()
         follower = threading.Thread(target=lambda: attach(sidecar.address, count=3, backlog=1, interval_s=0.05, out=out))
         follower.start()
+        # The backlog is read once, at attach: interactions made before it would fall into it.
+        wait_for(lambda: len(out.getvalue().splitlines()) >= 2, "attach to show its backlog")
         client.interact("merchant", "After attach, one.")
         client.interact("guard", "After attach, two.")
-        follower.join(10)
+        follower.join(60)
         assert not follower.is_alive()
         lines = out.getvalue().splitlines()
         assert lines[0].startswith("attached to loreguard")
         assert [line.split()[0] for line in lines[1:]] == ["r1", "r2", "r3"]
         assert "'After attach, two.'" in lines[3] and "validated" in lines[3]
+
+
+def test_attach_ends_cleanly_when_the_sidecar_goes_away(tmp_path: Path) -> None:
+    out, status = io.StringIO(), []
+    with running_sidecar(tmp_path) as sidecar:
+        follower = threading.Thread(target=lambda: status.append(attach(sidecar.address, interval_s=0.05, out=out)))
+        follower.start()
+        wait_for(lambda: out.getvalue().startswith("attached"), "attach to connect")
+    follower.join(60)
+    assert status == [1] and "went away" in out.getvalue().splitlines()[-1]
 
 
 def test_audit_cli_on_a_missing_data_folder_says_so(tmp_path: Path, capsys) -> None:  # noqa: ANN001

@@ -11,12 +11,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from godot_helpers import ADDON_PROJECT, DEMO_PROJECT, DEMO_SCENE_SCRIPT, ROOT, godot_command, run_godot
 from sidecar_helpers import free_port, running_sidecar
+from waiting import wait_for
 
 from loreguard.server.pipeline.inference import ScriptedBackend
 
@@ -114,10 +114,7 @@ def test_demo_auto_launches_the_sidecar_and_stops_it_on_exit(tmp_path: Path) -> 
     assert result.returncode == 0 and "demo smoke: 4 checks, 0 failed" in output, output
     assert "loreguard sidecar listening on" in output  # the launched sidecar shares the game's stdout
     assert (tmp_path / "data").is_dir()
-    deadline = time.monotonic() + 5
-    while _listening(port) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _listening(port), "the launched sidecar outlived the game"
+    wait_for(lambda: not _listening(port), "the launched sidecar to exit with the game")
 
 
 def _listening(port: int) -> bool:

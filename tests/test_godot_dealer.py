@@ -74,7 +74,7 @@ def router(respond: Callable[[list[list[bytes]]], list[list[bytes]]], **options:
 
 
 def test_dealer_against_libzmq_router() -> None:
-    with router(_echo) as plain, router(_echo, HEARTBEAT_IVL=100, HEARTBEAT_TIMEOUT=300) as heartbeat:
+    with router(_echo) as plain, router(_echo, HEARTBEAT_IVL=100, HEARTBEAT_TIMEOUT=1000) as heartbeat:
         env = {"LOREGUARD_TEST_ROUTER": plain, "LOREGUARD_TEST_ROUTER_HEARTBEAT": heartbeat}
         result = run_godot(["-s", "res://tests/test_dealer.gd"], timeout=120, env=env)
     output = result.stdout + result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 
 import msgpack
@@ -11,12 +12,27 @@ import pytest
 import zmq
 from factories import say
 from sidecar_helpers import running_sidecar
+from waiting import counter, wait_for
 
 from loreguard.client import AsyncClient, Client, Forbidden, Invalid, NotFound, Overloaded, Timeout, UnknownType
 from loreguard.schemas import InteractionResult
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.pipeline.inference import ScriptedBackend
 from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
+
+
+class HoldingBackend(ScriptedBackend):
+    """Each generation returns `hold_s` after it started. A deadline shorter than that has passed
+    by then whatever the load: it counts from the request's arrival, which came earlier."""
+
+    def __init__(self, hold_s: float) -> None:
+        super().__init__([say("Aye.")], cycle=True)
+        self.hold_s = hold_s
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        started = time.monotonic()
+        wait_for(lambda: time.monotonic() - started >= self.hold_s, "the hold to end")
+        return super().generate(request)
 
 
 class GatedBackend(ScriptedBackend):
@@ -118,7 +134,8 @@ def test_an_oversized_message_is_dropped_without_harming_others(tmp_path: Path) 
     with running_sidecar(tmp_path, max_message_bytes=4096) as sidecar, Client(sidecar.address, timeout_s=10) as client:
         big = _raw(sidecar.address)
         big.send(msgpack.packb({"v": 1, "id": 1, "type": "hello", "body": {"client": "x" * 10_000}}))
-        assert not big.poll(500)  # the peer is disconnected, no reply
+        wait_for(lambda: counter(client, "clients.disconnected") == 1, "the oversized peer to be disconnected")
+        assert not big.poll(0)  # and it got no reply
         big.close()
         assert client.interact("guard", "Still there?").dialogue
 
@@ -132,7 +149,8 @@ def test_a_full_queue_answers_overloaded(tmp_path: Path) -> None:
                 first = asyncio.create_task(client.interact("guard", "one"))
                 await asyncio.get_running_loop().run_in_executor(None, backend.started.wait, 10)
                 second = asyncio.create_task(client.interact("guard", "two"))  # queued
-                await asyncio.sleep(0.2)
+                while (await client.stats()).counters.get("interact.queued", 0) < 2:
+                    await asyncio.sleep(0.01)  # the queue holds "two" once the sidecar counted it
                 with pytest.raises(Overloaded):
                     await client.interact("guard", "three")  # no room
                 backend.gate.set()
@@ -143,10 +161,9 @@ def test_a_full_queue_answers_overloaded(tmp_path: Path) -> None:
 
 
 def test_a_deadline_answers_timeout_and_applies_nothing(tmp_path: Path) -> None:
-    backend = GatedBackend()
-    with running_sidecar(tmp_path, backend, request_timeout_ms=200) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+    backend = HoldingBackend(hold_s=0.3)
+    with running_sidecar(tmp_path, backend, request_timeout_ms=200) as sidecar, Client(sidecar.address, timeout_s=30) as client:
         before = sidecar.store.memory_hash()
-        threading.Timer(0.6, backend.gate.set).start()
         with pytest.raises(Timeout):
             client.interact("guard", "Too slow?")
         assert sidecar.store.memory_hash() == before
@@ -169,7 +186,11 @@ def test_interactions_for_one_npc_apply_in_arrival_order(tmp_path: Path) -> None
 
 def test_work_of_a_disconnected_client_is_dropped_before_inference(tmp_path: Path) -> None:
     backend = GatedBackend()
-    with running_sidecar(tmp_path, backend) as sidecar, Client(sidecar.address, timeout_s=10) as staying:
+    with (
+        running_sidecar(tmp_path, backend) as sidecar,
+        Client(sidecar.address, timeout_s=30) as staying,
+        Client(sidecar.address, timeout_s=30) as watcher,  # a sync Client serves one thread
+    ):
         leaving = _raw(sidecar.address)
         blocker = threading.Thread(target=lambda: staying.interact("guard", "first"))
         blocker.start()
@@ -177,9 +198,11 @@ def test_work_of_a_disconnected_client_is_dropped_before_inference(tmp_path: Pat
         for i in range(3):
             leaving.send(msgpack.packb({"v": 1, "id": i, "type": "interact",
                                         "body": {"npc_id": "merchant", "trigger_reason": "player_utterance", "player_input": "hi"}}))  # fmt: skip
+        wait_for(lambda: counter(watcher, "interact.queued") == 4, "the leaving client's 3 interactions to be queued")
         leaving.close()
-        threading.Event().wait(0.5)  # let the monitor report the disconnect
+        wait_for(lambda: counter(watcher, "clients.disconnected") == 1, "the sidecar to see the client leave")
         backend.gate.set()
-        blocker.join(10)
-        assert staying.stats().counters.get("interact.dropped_disconnected") == 3
-        assert staying.memory("merchant").interactions == 0
+        blocker.join(60)
+        assert not blocker.is_alive()
+        assert counter(watcher, "interact.dropped_disconnected") == 3
+        assert watcher.memory("merchant").interactions == 0

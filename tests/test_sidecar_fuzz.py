@@ -11,6 +11,7 @@ import msgpack
 import pytest
 import zmq
 from sidecar_helpers import running_sidecar
+from waiting import counter, wait_for
 
 from loreguard.client import Client
 from loreguard.schemas.wire import MESSAGES, ErrorCode
@@ -105,16 +106,19 @@ def test_fuzzed_messages_get_typed_errors_and_change_nothing(tmp_path: Path) -> 
                 assert reply["body"]["code"] != "internal", reply
                 replies += 1
         # Oversized frames: the peer is dropped (PROTOCOL.md), the sidecar lives on.
-        for _ in range(3):
-            big = zmq.Context.instance().socket(zmq.DEALER)
-            big.setsockopt(zmq.LINGER, 0)
-            big.connect(sidecar.address)
-            big.send(b"\x00" * (128 * 1024))
-            assert not big.poll(300)
-            big.close()
-        sock.close()
+        with Client(sidecar.address, timeout_s=30) as client:
+            for dropped in range(1, 4):
+                big = zmq.Context.instance().socket(zmq.DEALER)
+                big.setsockopt(zmq.LINGER, 0)
+                big.connect(sidecar.address)
+                big.send(b"\x00" * (128 * 1024))
+                wait_for(
+                    lambda n=dropped: counter(client, "clients.disconnected") == n, f"oversized peer {dropped} to be dropped"
+                )
+                assert not big.poll(0)
+                big.close()
+            sock.close()
 
-        assert sent >= 5000 and kinds == {name for name, _ in cases}
-        assert sidecar.store.memory_hash() == hash_before
-        with Client(sidecar.address, timeout_s=10) as client:
+            assert sent >= 5000 and kinds == {name for name, _ in cases}
+            assert sidecar.store.memory_hash() == hash_before
             assert client.interact("guard", "Still standing?").dialogue

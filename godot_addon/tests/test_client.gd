@@ -36,7 +36,7 @@ func _test_out_of_order_replies() -> void:
 	var results := {}
 	for i in 3:
 		_ask(client, i, results)
-	var deadline := Time.get_ticks_msec() + 10000
+	var deadline := Time.get_ticks_msec() + 30000
 	while results.size() < 3 and Time.get_ticks_msec() < deadline:
 		await process_frame
 	for i in 3:
@@ -63,7 +63,7 @@ func _test_timeout_without_reply() -> void:
 		not result.ok and result.error.code == LoreguardError.NO_REPLY,
 		"an unanswered request ends in no_reply: %s" % result
 	)
-	_expect(waited >= 300 and waited < 5000, "after its own timeout (%d ms)" % waited)
+	_expect(waited >= 300 and waited < 30000, "after its own timeout (%d ms)" % waited)
 	_expect(result.error.is_retryable(), "no_reply is retryable")
 	var bad := await client.request("hello", {"callable": Callable()})
 	_expect(not bad.ok and bad.error.code == LoreguardError.CLIENT, "an unencodable body fails at once: %s" % bad)

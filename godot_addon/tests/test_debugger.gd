@@ -36,7 +36,7 @@ func _run() -> void:
 
 
 func _wait_for(count: int) -> void:
-	var deadline := Time.get_ticks_msec() + 10000
+	var deadline := Time.get_ticks_msec() + 30000
 	while messages.size() < count and Time.get_ticks_msec() < deadline:
 		await process_frame
 

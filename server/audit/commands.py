@@ -160,6 +160,10 @@ def attach(
                 records = list(client.audit_tail(npc_id=npc_id, after=cursor, limit=100).records)
         except KeyboardInterrupt:
             print("detached", file=out)
+        except (LoreguardError, NoReply) as exc:
+            # The sidecar shut down or stopped answering: say so and end, no traceback.
+            print(f"detached: the sidecar at {address} went away ({exc})", file=out, flush=True)
+            return 1
     return 0
 
 

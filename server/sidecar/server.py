@@ -32,6 +32,9 @@ from loreguard.server.sidecar.stats import SidecarStats
 from loreguard.server.sidecar.worker import InteractionWorker, InteractJob
 
 _POLL_MS = 100
+#: Most requests read before a disconnect is applied; far above any real backlog, and a bound
+#: so that a flood cannot keep the loop from ever answering.
+_DRAIN_LIMIT = 100_000
 
 
 @dataclass(frozen=True)
@@ -151,19 +154,34 @@ class Sidecar:
 
     def _poll_once(self, poller: zmq.Poller, *, accepting: bool = True) -> None:
         events = dict(poller.poll(_POLL_MS))
-        if self._monitor in events:
-            while self._monitor.poll(0):
-                event = parse_monitor_message(self._monitor.recv_multipart())
-                if event["event"] == zmq.EVENT_DISCONNECTED:
-                    self._clients.disconnected(int(event["value"]))
+        gone_fds = self._read_disconnects() if self._monitor in events else []
         if self._replies in events:
             while self._replies.poll(0):
                 self._router.send_multipart(self._replies.recv_multipart())
-        if self._router in events:
-            for _ in range(256):  # bounded batch, so replies are never starved
-                if not self._router.poll(0):
-                    break
-                self._receive(accepting)
+        if gone_fds:
+            # A client's last frames reach the ROUTER before libzmq reports its disconnect.
+            # Read them all first, or they would arrive after the disconnect and count as
+            # the work of a connected client.
+            self._read_requests(accepting, limit=_DRAIN_LIMIT)
+            for fd in gone_fds:
+                self._clients.disconnected(fd)
+                self.stats.count("clients.disconnected")
+        elif self._router in events:
+            self._read_requests(accepting, limit=256)  # bounded batch, so replies are never starved
+
+    def _read_disconnects(self) -> list[int]:
+        fds = []
+        while self._monitor.poll(0):
+            event = parse_monitor_message(self._monitor.recv_multipart())
+            if event["event"] == zmq.EVENT_DISCONNECTED:
+                fds.append(int(event["value"]))
+        return fds
+
+    def _read_requests(self, accepting: bool, *, limit: int) -> None:
+        for _ in range(limit):
+            if not self._router.poll(0):
+                return
+            self._receive(accepting)
 
     def _receive(self, accepting: bool) -> None:
         frames = self._router.recv_multipart(copy=False)
@@ -208,6 +226,7 @@ class Sidecar:
                 ErrorCode.OVERLOADED, "the interaction queue is full; retry later", request_id=request_id,
                 details={"queue_size": self.config.queue_size},
             )  # fmt: skip
+        self.stats.count("interact.queued")
 
     def _reply(self, client: bytes, frame: bytes) -> None:
         self._router.send_multipart([client, frame])

@@ -25,8 +25,14 @@ var min_backoff_ms: int = 100
 var max_backoff_ms: int = 2000
 ## How long the TCP connect plus the ZMTP handshake may take.
 var handshake_timeout_ms: int = 3000
-## Send a PING after this much silence, and give up on the peer after three times as much.
+## Send a PING after this much silence; give up on the peer when twice as long passes after
+## that PING with nothing heard. Only time after our PING counts, so a long frame on the game's
+## side (a level load) never drops a healthy connection.
 var heartbeat_ms: int = 2000
+## How long the sidecar keeps this connection while the game sends nothing (the TTL in every
+## PING). Long enough to outlast a level load; a game that quits or crashes closes its socket,
+## which the sidecar notices at once.
+var silence_ttl_ms: int = 30000
 var max_frame_size: int = 16 * 1024 * 1024
 
 var _peer: StreamPeerTCP
@@ -37,7 +43,8 @@ var _backoff_ms: int = 0
 var _next_attempt_ms: int = 0
 var _phase_started_ms: int = 0
 var _last_heard_ms: int = 0
-var _last_ping_ms: int = 0
+## When the unanswered PING went out; -1 while none is outstanding.
+var _ping_sent_ms: int = -1
 
 
 ## Parses "tcp://host:port" into {"host", "port"}, or {"error": why it is unusable}.
@@ -141,6 +148,7 @@ func _poll_connected(now_ms: int) -> void:
 			return
 		_parser.feed(got[1])
 		_last_heard_ms = now_ms
+		_ping_sent_ms = -1  # any traffic answers a PING
 	if state == State.HANDSHAKING:
 		_handshake(now_ms)
 	if state == State.READY:
@@ -178,7 +186,7 @@ func _handshake(now_ms: int) -> void:
 		_fail(now_ms, "a DEALER cannot talk to a %s socket" % (socket_type if socket_type else "malformed"))
 		return
 	_backoff_ms = 0
-	_last_ping_ms = now_ms
+	_ping_sent_ms = -1
 	_set_state(State.READY)
 
 
@@ -216,12 +224,14 @@ func _on_command(now_ms: int, frame: LoreguardZmtp.Frame) -> void:
 
 
 func _heartbeat(now_ms: int) -> void:
-	var quiet := now_ms - _last_heard_ms
-	if quiet > 3 * heartbeat_ms:
-		_fail(now_ms, "the sidecar stopped answering (no traffic for %d ms)" % quiet)
-	elif quiet > heartbeat_ms and now_ms - _last_ping_ms > heartbeat_ms:
-		_last_ping_ms = now_ms
-		_write(LoreguardZmtp.ping(int(3 * heartbeat_ms / 100.0), PackedByteArray()))
+	if _ping_sent_ms >= 0:
+		if now_ms - _ping_sent_ms > 2 * heartbeat_ms:
+			_fail(
+				now_ms, "the sidecar stopped answering (nothing heard %d ms after a PING)" % (now_ms - _ping_sent_ms)
+			)
+	elif now_ms - _last_heard_ms > heartbeat_ms:
+		_ping_sent_ms = now_ms
+		_write(LoreguardZmtp.ping(mini(silence_ttl_ms / 100, 0xFFFF), PackedByteArray()))
 
 
 func _write(data: PackedByteArray) -> bool:
