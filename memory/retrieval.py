@@ -15,18 +15,15 @@ last bit of a float.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
 from pydantic import Field
 
 from loreguard.memory.policy import episodic_strength
+from loreguard.memory.text import is_unspaced, word_tokens
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import Belief, EpisodicEntry
-
-_WORD = re.compile(r"[a-z0-9]+")
 
 #: Words too common to signal relevance.
 STOPWORDS = frozenset(
@@ -39,9 +36,9 @@ STOPWORDS = frozenset(
 
 @lru_cache(maxsize=8192)
 def keywords(text: str) -> frozenset[str]:
-    """Lower-case content words of `text` (accents folded, stopwords and 1-2 letter words out)."""
-    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
-    return frozenset(w for w in _WORD.findall(folded) if len(w) > 2 and w not in STOPWORDS)
+    """Folded content words of `text` in any script: stopwords out, and 1-2 letter words out
+    except the two-character pieces of unspaced scripts (Chinese, Japanese)."""
+    return frozenset(w for w in word_tokens(text) if (len(w) > 2 or is_unspaced(w)) and w not in STOPWORDS)
 
 
 class RetrievalWeights(FrozenModel):

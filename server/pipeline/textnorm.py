@@ -1,4 +1,7 @@
-"""Text normalisation for matching phrases, secrets and claims. Pure and deterministic."""
+"""Text normalisation for matching phrases, secrets and claims. Pure and deterministic.
+
+Folding itself is `loreguard.memory.text.fold`, shared with retrieval, so the gate and the
+keywords that pick memories can never fold differently."""
 
 from __future__ import annotations
 
@@ -6,8 +9,11 @@ import re
 import unicodedata
 from functools import lru_cache
 
-_NON_ALNUM = re.compile(r"[^a-z0-9]+")
-_NON_ALPHA = re.compile(r"[^a-z]+")
+from loreguard.memory.text import fold
+
+#: Letters and digits of every script count (Cyrillic, Greek, CJK), not only ASCII.
+_NON_ALNUM = re.compile(r"[\W_]+")
+_NON_ALPHA = re.compile(r"[\W\d_]+")
 _SPACES = re.compile(r"\s+")
 
 #: Common character swaps used to slip a word past a filter ("s1lv3r m00n").
@@ -16,14 +22,6 @@ _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t
 #: Squashed matching (spaces and punctuation removed) is used only for markers at least this
 #: long: short ones would match inside unrelated words ("moon" in "honeymoon").
 MIN_SQUASHED_MARKER = 6
-
-
-def fold(text: str) -> str:
-    """Lower case, accents removed, compatibility forms unified (full-width letters, ligatures)."""
-    if text.isascii():
-        return text.lower()
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).lower()
 
 
 # Pure functions of their argument, called for the same rule phrases, claims and memories on
