@@ -1,5 +1,6 @@
 """Authoritative memory: authority-checked writes, scored retrieval, SQLite persistence."""
 
+from loreguard.memory.audit_log import AuditEntry, AuditWriter
 from loreguard.memory.authority import MINIMUM_AUTHORITY, check_write
 from loreguard.memory.errors import (
     AuditWriteError,
@@ -10,7 +11,7 @@ from loreguard.memory.errors import (
     StoreClosedError,
     UnknownScopeError,
 )
-from loreguard.memory.hashing import canonical_json, content_hash, sha256_hex
+from loreguard.memory.hashing import canonical_json, content_hash, memory_hash, sha256_hex
 from loreguard.memory.policy import MemoryPolicy, episodic_strength
 from loreguard.memory.retrieval import (
     RetrievalQuery,
@@ -19,7 +20,8 @@ from loreguard.memory.retrieval import (
     retrieve_beliefs,
     retrieve_episodic,
 )
-from loreguard.memory.store import SCHEMA_VERSION, AuditEntry, AuditWriter, Durability, MemoryStore, StoreView, memory_hash
+from loreguard.memory.schema import SCHEMA_VERSION
+from loreguard.memory.store import Durability, MemoryStore, StoreView
 from loreguard.memory.transitions import BatchPlan, plan_batch
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Canonical serialization and content hashes.
+"""Canonical serialization, content hashes, and the memory hash built from them.
 
 One byte string per value, on every machine: keys sorted, no insignificant whitespace, UTF-8,
 floats in Python's shortest round-trip form, NaN and infinity refused.
@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
+
+from loreguard.memory.entries import scope_entries
+from loreguard.schemas.memory import ScopeMemory
 
 
 def canonical_json(value: Any) -> bytes:
@@ -29,3 +33,45 @@ def sha256_hex(data: bytes | str) -> str:
 def content_hash(value: Any) -> str:
     """sha256 of `canonical_json(value)`."""
     return sha256_hex(canonical_json(value))
+
+
+# --- memory hashes ----------------------------------------------------------------------------
+#
+# A memory hash is built in two levels so that a batch re-hashes only what it wrote: each entry's
+# canonical JSON is hashed, a scope hash covers its sorted (kind, id, entry hash) lines, and a
+# memory hash covers sorted (scope, scope hash) lines. Kinds, ids, keys and scope names cannot
+# contain tabs or newlines, so these texts are unambiguous canonical forms.
+
+#: Per scope: (kind, entry id) -> sha256 of the entry's canonical JSON.
+EntryDigests = Mapping[tuple[str, str], str]
+
+
+def scope_hash_of(digests: EntryDigests) -> str:
+    """A scope's hash from its entries' digests."""
+    return sha256_hex("\n".join(sorted(f"{kind}\t{key}\t{digest}" for (kind, key), digest in digests.items())))
+
+
+def entry_digests(scope: ScopeMemory) -> dict[tuple[str, str], str]:
+    """The digest of every entry of a scope, keyed by (kind, entry id)."""
+    return {(kind.value, key): sha256_hex(canonical_json(entry)) for kind, key, entry in scope_entries(scope)}
+
+
+def scope_hash(scope: ScopeMemory) -> str:
+    """sha256 over one scope's entries (see the two levels above)."""
+    return scope_hash_of(entry_digests(scope))
+
+
+def combine_scope_hashes(hashes: Iterable[tuple[str, str]]) -> str:
+    """The memory hash of several scopes from their (name, scope hash) pairs."""
+    return sha256_hex("\n".join(sorted(f"{name}\t{digest}" for name, digest in hashes)))
+
+
+def memory_hash(scopes: Iterable[ScopeMemory]) -> str:
+    """sha256 over the scopes' canonical serializations, ordered by scope name; equal on every
+    machine and in every process for equal memory."""
+    return combine_scope_hashes((s.scope, scope_hash(s)) for s in scopes)
+
+
+def memory_hash_of(digests_by_scope: Mapping[str, EntryDigests]) -> str:
+    """The memory hash of scopes given as their entries' digests."""
+    return combine_scope_hashes((name, scope_hash_of(digests)) for name, digests in digests_by_scope.items())

@@ -12,169 +12,38 @@ see half a batch.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
-from loreguard.memory.errors import (
-    AuditWriteError,
-    SchemaVersionError,
-    SlotCorruptError,
-    SlotNotFoundError,
-    StoreClosedError,
-    UnknownScopeError,
-)
-from loreguard.memory.hashing import canonical_json, content_hash, sha256_hex
+from loreguard.memory import audit_log, slots
+from loreguard.memory.audit_log import AuditWriter
+from loreguard.memory.entries import entry_key, kind_entries
+from loreguard.memory.errors import StoreClosedError, UnknownScopeError
+from loreguard.memory.hashing import canonical_json, combine_scope_hashes, content_hash, scope_hash_of, sha256_hex
 from loreguard.memory.policy import MemoryPolicy
+from loreguard.memory.schema import Transaction, migrate
+from loreguard.memory.state import StoredState, read_state, replace_contents
 from loreguard.memory.transitions import BatchPlan, RowChange, plan_batch
 from loreguard.schemas.memory import (
     WORLD_SCOPE,
     AddCanonicalFact,
     Authority,
     BatchResult,
-    Belief,
-    EpisodicEntry,
-    MemoryKind,
     MemoryWrite,
     ScopeMemory,
     SetWorldState,
-    StoredCanonicalFact,
-    WorldStateEntry,
 )
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.rules import BehaviourStats
-
-SCHEMA_VERSION = 2
-
-_SCHEMA_V1 = """
-CREATE TABLE schema_version (version INTEGER NOT NULL);
-CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE scopes (
-    scope TEXT PRIMARY KEY,
-    definition TEXT,
-    interactions INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE entries (
-    scope TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (scope, kind, id)
-);
-CREATE TABLE behaviour (rule_id TEXT PRIMARY KEY, positive INTEGER NOT NULL, negative INTEGER NOT NULL);
-CREATE TABLE slots (name TEXT PRIMARY KEY, image TEXT NOT NULL, memory_hash TEXT NOT NULL);
-"""
-
-# The audit log lives in the memory file on purpose: a record is written in the same transaction
-# as the memory batch it describes, so there is never a state change without its record.
-# Triggers make both tables append-only, whoever opens the file.
-_APPEND_ONLY = "BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END"
-_AUDIT_V2 = (
-    "CREATE TABLE audit (seq INTEGER PRIMARY KEY, npc_id TEXT NOT NULL, record TEXT NOT NULL)",
-    "CREATE INDEX audit_by_npc ON audit (npc_id, seq)",
-    "CREATE TABLE audit_blobs (hash TEXT PRIMARY KEY, data TEXT NOT NULL)",
-    *(
-        f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} {_APPEND_ONLY}"
-        for table in ("audit", "audit_blobs")
-        for action in ("UPDATE", "DELETE")
-    ),
-)
-
-
-def _add_audit_log(db: sqlite3.Connection) -> None:
-    for statement in _AUDIT_V2:
-        db.execute(statement)
-
-
-#: Migration hook: MIGRATIONS[n] upgrades a database from version n to n + 1, inside the
-#: transaction that also records the new version.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_audit_log}
-
-_ENTRY_MODELS = {
-    MemoryKind.CANONICAL: StoredCanonicalFact,
-    MemoryKind.WORLD_STATE: WorldStateEntry,
-    MemoryKind.EPISODIC: EpisodicEntry,
-    MemoryKind.BELIEF: Belief,
-}
 
 
 class Durability(str, Enum):
     FULL = "FULL"
     NORMAL = "NORMAL"
-
-
-def _entry_key(kind: MemoryKind, entry: object) -> str:
-    if kind is MemoryKind.CANONICAL:
-        return entry.fact.id  # type: ignore[attr-defined]
-    if kind is MemoryKind.WORLD_STATE:
-        return entry.key  # type: ignore[attr-defined]
-    return entry.id  # type: ignore[attr-defined]
-
-
-def _scope_entries(scope: ScopeMemory) -> Iterable[tuple[MemoryKind, object]]:
-    for kind, entries in (
-        (MemoryKind.CANONICAL, scope.canonical),
-        (MemoryKind.WORLD_STATE, scope.world_state),
-        (MemoryKind.EPISODIC, scope.episodic),
-        (MemoryKind.BELIEF, scope.beliefs),
-    ):
-        for entry in entries:
-            yield kind, entry
-
-
-def scope_entries(scope: ScopeMemory) -> Iterable[tuple[MemoryKind, str, object]]:
-    """(kind, entry id, entry) for every entry of a scope."""
-    for kind, entry in _scope_entries(scope):
-        yield kind, _entry_key(kind, entry), entry
-
-
-def build_scope(name: str, entries: Iterable[tuple[MemoryKind, object]]) -> ScopeMemory:
-    """A scope from (kind, entry as JSON value) pairs, each list in its documented order."""
-    parts: dict[MemoryKind, list] = {kind: [] for kind in MemoryKind}
-    for kind, value in entries:
-        parts[kind].append(_ENTRY_MODELS[kind].model_validate(value))
-    return _sorted_scope(name, parts)
-
-
-def _sorted_scope(name: str, parts: dict[MemoryKind, list]) -> ScopeMemory:
-    return ScopeMemory(
-        scope=name,
-        canonical=tuple(sorted(parts[MemoryKind.CANONICAL], key=lambda c: c.fact.id)),
-        world_state=tuple(sorted(parts[MemoryKind.WORLD_STATE], key=lambda w: w.key)),
-        episodic=tuple(sorted(parts[MemoryKind.EPISODIC], key=lambda e: e.seq)),
-        beliefs=tuple(sorted(parts[MemoryKind.BELIEF], key=lambda b: b.id)),
-    )
-
-
-def _combine_entry_digests(digests: Iterable[tuple[str, str, str]]) -> str:
-    # One line per entry; kinds, ids and keys cannot contain tabs or newlines, so this text is
-    # an unambiguous canonical form.
-    return sha256_hex("\n".join(sorted(f"{kind}\t{key}\t{digest}" for kind, key, digest in digests)))
-
-
-def scope_hash(scope: ScopeMemory) -> str:
-    """sha256 over one scope's entries: each entry's canonical serialization is hashed, and the
-    sorted (kind, id, entry hash) triples are hashed again. Incremental by design: the store
-    re-hashes only the entries a batch wrote."""
-    return _combine_entry_digests(
-        (kind.value, _entry_key(kind, entry), sha256_hex(canonical_json(entry))) for kind, entry in _scope_entries(scope)
-    )
-
-
-def combine_scope_hashes(hashes: Iterable[tuple[str, str]]) -> str:
-    """The memory hash of several scopes from their (name, scope hash) pairs."""
-    return sha256_hex("\n".join(sorted(f"{name}\t{digest}" for name, digest in hashes)))
-
-
-def memory_hash(scopes: Iterable[ScopeMemory]) -> str:
-    """sha256 over the scopes' canonical serializations, ordered by scope name; equal on every
-    machine and in every process for equal memory."""
-    return combine_scope_hashes((s.scope, scope_hash(s)) for s in scopes)
 
 
 @dataclass(frozen=True)
@@ -201,20 +70,6 @@ class StoreView:
         return combine_scope_hashes(self.scope_hashes)
 
 
-@dataclass(frozen=True)
-class AuditEntry:
-    """One audit-log row and the content-addressed blobs it names (JSON text)."""
-
-    npc_id: str
-    record: str
-    blobs: Mapping[str, str]
-
-
-#: Builds the audit entry inside the batch's transaction, from the log position it gets and
-#: the memory hash the batch leads to (a function of the scope names to hash).
-AuditWriter = Callable[[int, Callable[[Iterable[str]], str]], AuditEntry]
-
-
 class MemoryStore:
     """Authoritative memory for one world and its NPCs, persisted in one SQLite file."""
 
@@ -231,9 +86,9 @@ class MemoryStore:
         self._db: sqlite3.Connection | None = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={durability.value}")
-        self._migrate()
+        migrate(self._db, self.path)
         self._counters: dict[str, int] = {}
-        self._install(_read_state(self._db))
+        self._install(read_state(self._db))
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -327,9 +182,7 @@ class MemoryStore:
         self.scope(name)
         digest = self._scope_hashes.get(name)
         if digest is None:
-            entries = self._entry_digests.get(name, {})
-            digest = _combine_entry_digests((kind, key, d) for (kind, key), d in entries.items())
-            self._scope_hashes[name] = digest
+            digest = self._scope_hashes[name] = scope_hash_of(self._entry_digests.get(name, {}))
         return digest
 
     @property
@@ -359,8 +212,7 @@ class MemoryStore:
                 self.scope(complete_interaction)
             plan = plan_batch(self._scopes, writes, self._next_seq, self.policy)
             if not plan.ok:
-                self._count_refusals(plan)
-                return BatchResult(committed=False, applied=0, refusals=plan.refusals)
+                return self._refuse(plan)
             seq = self._commit(plan, complete_interaction=complete_interaction, audit=audit)
             return _result(plan, audit_seq=seq)
 
@@ -382,8 +234,7 @@ class MemoryStore:
             ]
             plan = plan_batch(scopes, writes, self._next_seq, self.policy)
             if not plan.ok:
-                self._count_refusals(plan)
-                return BatchResult(committed=False, applied=0, refusals=plan.refusals)
+                return self._refuse(plan)
             if is_new and profile.id not in plan.scopes:
                 plan = replace(plan, scopes={**plan.scopes, profile.id: ScopeMemory(scope=profile.id)})
             self._commit(plan, definitions={profile.id: profile.model_dump_json()})
@@ -407,8 +258,7 @@ class MemoryStore:
             ]
             plan = plan_batch(self._scopes, writes, self._next_seq, self.policy)
             if not plan.ok:
-                self._count_refusals(plan)
-                return BatchResult(committed=False, applied=0, refusals=plan.refusals)
+                return self._refuse(plan)
             self._commit(plan, definitions={WORLD_SCOPE: world.model_dump_json()})
             self._world = world
             self._world_hash = None
@@ -444,61 +294,29 @@ class MemoryStore:
         """Copy all memory, profiles and counts into `slot` atomically. Returns the memory hash."""
         with self._lock:
             digest = self.memory_hash()
-            image = self._image()
+            image = slots.image(self.db)
             with self._transaction() as db:
-                db.execute(
-                    "INSERT INTO slots(name, image, memory_hash) VALUES (?, ?, ?) "
-                    "ON CONFLICT(name) DO UPDATE SET image=excluded.image, memory_hash=excluded.memory_hash",
-                    (slot, image, digest),
-                )
+                slots.write(db, slot, image, digest)
             return digest
 
     def load(self, slot: str) -> str:
         """Replace all memory with the content of `slot`, atomically. Returns the memory hash."""
         with self._lock:
-            row = self.db.execute("SELECT image, memory_hash FROM slots WHERE name = ?", (slot,)).fetchone()
-            if row is None:
-                raise SlotNotFoundError(f"no save slot {slot!r}")
-            image, expected = json.loads(row[0]), row[1]
             with self._transaction() as db:
-                # Sequence numbers only ever grow, also across loads.
-                loaded = _replace_contents(
-                    db, image["scopes"], image["entries"], image["behaviour"], int(image["next_seq"]), grow_only=True
-                )
-                if loaded.memory_hash() != expected:
-                    raise SlotCorruptError(f"save slot {slot!r} does not match its memory hash")
+                loaded, expected = slots.restore(db, slot)
             self._install(loaded)
             return expected
 
     def slots(self) -> tuple[str, ...]:
-        return tuple(r[0] for r in self.db.execute("SELECT name FROM slots ORDER BY name"))
+        with self._lock:
+            return slots.names(self.db)
 
     # --- internals -----------------------------------------------------------------------
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self.db)
+    def _transaction(self) -> Transaction:
+        return Transaction(self.db)
 
-    def _migrate(self) -> None:
-        db = self.db
-        has_version = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'").fetchone()
-        if not has_version:
-            with _Transaction(db):
-                for statement in _SCHEMA_V1.split(";"):
-                    if statement.strip():
-                        db.execute(statement)
-                db.execute("INSERT INTO schema_version(version) VALUES (1)")
-                db.execute("INSERT INTO meta(key, value) VALUES ('next_seq', 1)")
-                db.execute("INSERT INTO scopes(scope, definition, interactions) VALUES (?, NULL, 0)", (WORLD_SCOPE,))
-        (version,) = db.execute("SELECT version FROM schema_version").fetchone()
-        if version > SCHEMA_VERSION:
-            raise SchemaVersionError(f"{self.path} has schema version {version}; this Loreguard reads up to {SCHEMA_VERSION}")
-        while version < SCHEMA_VERSION:
-            with _Transaction(db):
-                MIGRATIONS[version](db)
-                version += 1
-                db.execute("UPDATE schema_version SET version = ?", (version,))
-
-    def _install(self, loaded: _StoredState) -> None:
+    def _install(self, loaded: StoredState) -> None:
         """Make a freshly read database state the store's view."""
         self._scopes = loaded.scopes
         self._entry_digests = loaded.entry_digests
@@ -528,10 +346,7 @@ class MemoryStore:
                 entry_digests[(change.kind.value, change.entry_id)] = sha256_hex(change.data)
             else:
                 entry_digests.pop((change.kind.value, change.entry_id), None)
-        scope_hashes = {
-            name: _combine_entry_digests((kind, key, d) for (kind, key), d in entries.items())
-            for name, entries in digests.items()
-        }
+        scope_hashes = {name: scope_hash_of(entries) for name, entries in digests.items()}
 
         def hash_after(names: Iterable[str]) -> str:
             return combine_scope_hashes((name, scope_hashes.get(name) or self._scope_hash(name)) for name in sorted(set(names)))
@@ -550,7 +365,7 @@ class MemoryStore:
             if complete_interaction is not None:
                 db.execute("UPDATE scopes SET interactions = interactions + 1 WHERE scope = ?", (complete_interaction,))
             if audit is not None:
-                seq = self._append_audit(db, audit, hash_after)
+                seq = audit_log.append(db, audit, hash_after)
         # Only after the commit succeeded does anyone see the new state.
         self._scopes = {**self._scopes, **plan.scopes}
         self._entry_digests.update(digests)
@@ -560,53 +375,23 @@ class MemoryStore:
             self._interactions[complete_interaction] = self._interactions.get(complete_interaction, 0) + 1
         return seq
 
-    @staticmethod
-    def _append_audit(db: sqlite3.Connection, audit: AuditWriter, hash_after: Callable[[Iterable[str]], str]) -> int:
-        try:
-            (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM audit").fetchone()
-            entry = audit(seq, hash_after)
-            db.executemany("INSERT OR IGNORE INTO audit_blobs(hash, data) VALUES (?, ?)", sorted(entry.blobs.items()))
-            db.execute("INSERT INTO audit(seq, npc_id, record) VALUES (?, ?, ?)", (seq, entry.npc_id, entry.record))
-        except sqlite3.Error as exc:
-            raise AuditWriteError(f"the audit record could not be written ({exc}); nothing was changed") from exc
-        return seq
-
-    # --- the audit log -------------------------------------------------------------------
+    # --- the audit log (storage in `audit_log`) ---------------------------------------------
 
     def audit_rows(
-        self,
-        *,
-        npc_id: str | None = None,
-        after: int = 0,
-        last_seq: int | None = None,
-        last: int | None = None,
+        self, *, npc_id: str | None = None, after: int = 0, last_seq: int | None = None, last: int | None = None
     ) -> list[tuple[int, str]]:
-        """(seq, record JSON) rows in log order: those after `after` up to `last_seq`, for one
-        NPC or all, the newest `last` of them when given."""
-        sql = "SELECT seq, record FROM audit WHERE seq > ?"
-        params: list[object] = [after]
-        if npc_id is not None:
-            sql += " AND npc_id = ?"
-            params.append(npc_id)
-        if last_seq is not None:
-            sql += " AND seq <= ?"
-            params.append(last_seq)
+        """(seq, record JSON) rows in log order; see `audit_log.rows`."""
         with self._lock:
-            if last is None:
-                return [(int(seq), record) for seq, record in self.db.execute(sql + " ORDER BY seq", params)]
-            rows = self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", [*params, last]).fetchall()
-        return [(int(seq), record) for seq, record in reversed(rows)]
+            return audit_log.rows(self.db, npc_id=npc_id, after=after, last_seq=last_seq, last=last)
 
     def audit_blobs(self, hashes: Iterable[str]) -> dict[str, str]:
         """The blobs with these hashes (those that exist)."""
-        wanted = json.dumps(sorted(set(hashes)))
         with self._lock:
-            rows = self.db.execute("SELECT hash, data FROM audit_blobs WHERE hash IN (SELECT value FROM json_each(?))", (wanted,))
-            return dict(rows.fetchall())
+            return audit_log.blobs(self.db, hashes)
 
     def audit_blob_hashes(self) -> set[str]:
         with self._lock:
-            return {row[0] for row in self.db.execute("SELECT hash FROM audit_blobs")}
+            return audit_log.blob_hashes(self.db)
 
     # --- replay support --------------------------------------------------------------------
 
@@ -628,14 +413,14 @@ class MemoryStore:
             definitions[WORLD_SCOPE] = world.model_dump_json()
         scope_rows = [(name, definitions.get(name), interactions.get(name, 0)) for name in names]
         entry_rows = [
-            (m.scope, kind.value, _entry_key(kind, entry), entry.seq, canonical_json(entry).decode("utf-8"))  # type: ignore[attr-defined]
+            (m.scope, kind.value, entry_key(kind, entry), entry.seq, canonical_json(entry).decode("utf-8"))  # type: ignore[attr-defined]
             for m in scopes
-            for kind, entry in _scope_entries(m)
+            for kind, entry in kind_entries(m)
         ]
         behaviour_rows = [(b.rule_id, b.positive, b.negative) for b in behaviour]
         with self._lock:
             with self._transaction() as db:
-                loaded = _replace_contents(db, scope_rows, entry_rows, behaviour_rows, next_seq, grow_only=False)
+                loaded = replace_contents(db, scope_rows, entry_rows, behaviour_rows, next_seq, grow_only=False)
             self._install(loaded)
             return self.memory_hash()
 
@@ -653,111 +438,13 @@ class MemoryStore:
                 (change.scope, change.kind.value, change.entry_id),
             )
 
-    def _count_refusals(self, plan: BatchPlan) -> None:
+    def _refuse(self, plan: BatchPlan) -> BatchResult:
+        """Count a refused batch and its refusals; nothing was written."""
         self._counters["batches_refused"] = self._counters.get("batches_refused", 0) + 1
         for refusal in plan.refusals:
             key = f"refused.{refusal.code.value}"
             self._counters[key] = self._counters.get(key, 0) + 1
-
-    def _image(self) -> str:
-        db = self.db
-        (next_seq,) = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
-        image = {
-            "format": 1,
-            "next_seq": next_seq,
-            "scopes": [list(r) for r in db.execute("SELECT scope, definition, interactions FROM scopes ORDER BY scope")],
-            "entries": [list(r) for r in db.execute("SELECT scope, kind, id, seq, data FROM entries ORDER BY scope, kind, id")],
-            "behaviour": [list(r) for r in db.execute("SELECT rule_id, positive, negative FROM behaviour ORDER BY rule_id")],
-        }
-        return canonical_json(image).decode("utf-8")
-
-
-@dataclass
-class _StoredState:
-    """Everything the store caches, as read from the database in one pass."""
-
-    scopes: dict[str, ScopeMemory]
-    #: Per-entry digests of the stored canonical JSON, so a scope's hash after a batch costs
-    #: only the entries the batch wrote.
-    entry_digests: dict[str, dict[tuple[str, str], str]]
-    profiles: dict[str, NpcProfile]
-    world: WorldDefinition | None
-    interactions: dict[str, int]
-    behaviour: dict[str, BehaviourStats]
-    next_seq: int
-
-    def memory_hash(self) -> str:
-        return combine_scope_hashes(
-            (name, _combine_entry_digests((kind, key, d) for (kind, key), d in self.entry_digests[name].items()))
-            for name in self.scopes
-        )
-
-
-def _read_state(db: sqlite3.Connection) -> _StoredState:
-    parts: dict[str, dict[MemoryKind, list]] = {}
-    profiles: dict[str, NpcProfile] = {}
-    world: WorldDefinition | None = None
-    interactions: dict[str, int] = {}
-    for scope, definition, count in db.execute("SELECT scope, definition, interactions FROM scopes"):
-        parts[scope] = {kind: [] for kind in MemoryKind}
-        interactions[scope] = count
-        if definition is None:
-            continue
-        if scope == WORLD_SCOPE:
-            world = WorldDefinition.model_validate_json(definition)
-        else:
-            profiles[scope] = NpcProfile.model_validate_json(definition)
-    digests: dict[str, dict[tuple[str, str], str]] = {scope: {} for scope in parts}
-    for scope, kind, entry_id, data in db.execute("SELECT scope, kind, id, data FROM entries"):
-        memory_kind = MemoryKind(kind)
-        parts[scope][memory_kind].append(_ENTRY_MODELS[memory_kind].model_validate_json(data))
-        digests[scope][(kind, entry_id)] = sha256_hex(data)
-    scopes = {scope: _sorted_scope(scope, p) for scope, p in parts.items()}
-    behaviour = {
-        rule_id: BehaviourStats(rule_id=rule_id, positive=pos, negative=neg)
-        for rule_id, pos, neg in db.execute("SELECT rule_id, positive, negative FROM behaviour")
-    }
-    (next_seq,) = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
-    return _StoredState(scopes, digests, profiles, world, interactions, behaviour, next_seq)
-
-
-def _replace_contents(
-    db: sqlite3.Connection,
-    scopes: Iterable[Sequence[object]],
-    entries: Iterable[Sequence[object]],
-    behaviour: Iterable[Sequence[object]],
-    next_seq: int,
-    *,
-    grow_only: bool,
-) -> _StoredState:
-    """Swap every memory row for the given ones (inside the caller's transaction)."""
-    db.execute("DELETE FROM scopes")
-    db.execute("DELETE FROM entries")
-    db.execute("DELETE FROM behaviour")
-    db.executemany("INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, ?)", scopes)
-    db.executemany("INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?)", entries)
-    db.executemany("INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?)", behaviour)
-    update = "MAX(value, ?)" if grow_only else "?"
-    db.execute(f"UPDATE meta SET value = {update} WHERE key = 'next_seq'", (next_seq,))
-    return _read_state(db)
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.db.execute("BEGIN IMMEDIATE")
-        return self.db
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.db.execute("COMMIT")
-        elif self.db.in_transaction:
-            # SQLite may already have rolled back by itself (SQLITE_FULL, SQLITE_IOERR, ...).
-            self.db.execute("ROLLBACK")
+        return BatchResult(committed=False, applied=0, refusals=plan.refusals)
 
 
 def _result(plan: BatchPlan, *, audit_seq: int | None = None) -> BatchResult:
@@ -765,15 +452,4 @@ def _result(plan: BatchPlan, *, audit_seq: int | None = None) -> BatchResult:
     return BatchResult(committed=True, applied=plan.applied, seq_range=seq_range, audit_seq=audit_seq)
 
 
-__all__ = [
-    "AuditEntry",
-    "AuditWriter",
-    "Durability",
-    "MemoryStore",
-    "StoreView",
-    "build_scope",
-    "scope_entries",
-    "SCHEMA_VERSION",
-    "memory_hash",
-    "sha256_hex",
-]
+__all__ = ["Durability", "MemoryStore", "StoreView"]

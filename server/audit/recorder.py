@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 
 from loreguard.memory import AuditEntry, MemoryStore, StoreView, canonical_json
-from loreguard.memory.store import scope_entries
+from loreguard.memory.entries import scope_entries
 from loreguard.schemas.audit import AuditRecord, AuditTimings, DebugPackage, MemoryImage, PackageSelection
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import ScopeMemory

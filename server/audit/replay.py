@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any
 
 from loreguard.memory import MemoryPolicy, MemoryStore
-from loreguard.memory.store import build_scope
+from loreguard.memory.entries import build_scope
 from loreguard.schemas.audit import AuditRecord, DebugPackage
 from loreguard.schemas.memory import MemoryKind, ScopeMemory
 from loreguard.schemas.npc import NpcProfile, WorldDefinition

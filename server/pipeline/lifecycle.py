@@ -16,9 +16,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from loreguard.memory.audit_log import AuditEntry
 from loreguard.memory.errors import UnknownScopeError
 from loreguard.memory.hashing import canonical_json, sha256_hex
-from loreguard.memory.store import AuditEntry, MemoryStore, StoreView
+from loreguard.memory.store import MemoryStore, StoreView
 from loreguard.schemas.audit import AuditRecord, AuditTimings
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.interaction import InteractionContext

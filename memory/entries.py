@@ -1,0 +1,60 @@
+"""A scope's entries as (kind, id, entry) rows, and scopes rebuilt from rows in their documented order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from loreguard.schemas.memory import Belief, EpisodicEntry, MemoryKind, ScopeMemory, StoredCanonicalFact, WorldStateEntry
+
+ENTRY_MODELS = {
+    MemoryKind.CANONICAL: StoredCanonicalFact,
+    MemoryKind.WORLD_STATE: WorldStateEntry,
+    MemoryKind.EPISODIC: EpisodicEntry,
+    MemoryKind.BELIEF: Belief,
+}
+
+
+def entry_key(kind: MemoryKind, entry: object) -> str:
+    """The id an entry is stored under: fact id, world-state key, or the entry's own id."""
+    if kind is MemoryKind.CANONICAL:
+        return entry.fact.id  # type: ignore[attr-defined]
+    if kind is MemoryKind.WORLD_STATE:
+        return entry.key  # type: ignore[attr-defined]
+    return entry.id  # type: ignore[attr-defined]
+
+
+def kind_entries(scope: ScopeMemory) -> Iterable[tuple[MemoryKind, object]]:
+    """(kind, entry) for every entry of a scope, kind by kind."""
+    for kind, entries in (
+        (MemoryKind.CANONICAL, scope.canonical),
+        (MemoryKind.WORLD_STATE, scope.world_state),
+        (MemoryKind.EPISODIC, scope.episodic),
+        (MemoryKind.BELIEF, scope.beliefs),
+    ):
+        for entry in entries:
+            yield kind, entry
+
+
+def scope_entries(scope: ScopeMemory) -> Iterable[tuple[MemoryKind, str, object]]:
+    """(kind, entry id, entry) for every entry of a scope."""
+    for kind, entry in kind_entries(scope):
+        yield kind, entry_key(kind, entry), entry
+
+
+def build_scope(name: str, entries: Iterable[tuple[MemoryKind, object]]) -> ScopeMemory:
+    """A scope from (kind, entry as JSON value) pairs, each list in its documented order."""
+    parts: dict[MemoryKind, list] = {kind: [] for kind in MemoryKind}
+    for kind, value in entries:
+        parts[kind].append(ENTRY_MODELS[kind].model_validate(value))
+    return sorted_scope(name, parts)
+
+
+def sorted_scope(name: str, parts: dict[MemoryKind, list]) -> ScopeMemory:
+    """A scope from already-parsed entries per kind, each list in its documented order."""
+    return ScopeMemory(
+        scope=name,
+        canonical=tuple(sorted(parts[MemoryKind.CANONICAL], key=lambda c: c.fact.id)),
+        world_state=tuple(sorted(parts[MemoryKind.WORLD_STATE], key=lambda w: w.key)),
+        episodic=tuple(sorted(parts[MemoryKind.EPISODIC], key=lambda e: e.seq)),
+        beliefs=tuple(sorted(parts[MemoryKind.BELIEF], key=lambda b: b.id)),
+    )

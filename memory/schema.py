@@ -1,0 +1,96 @@
+"""The SQLite tables, their migrations, and the one way to open a write transaction."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from loreguard.memory.errors import SchemaVersionError
+from loreguard.schemas.memory import WORLD_SCOPE
+
+SCHEMA_VERSION = 2
+
+_SCHEMA_V1 = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE scopes (
+    scope TEXT PRIMARY KEY,
+    definition TEXT,
+    interactions INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE entries (
+    scope TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (scope, kind, id)
+);
+CREATE TABLE behaviour (rule_id TEXT PRIMARY KEY, positive INTEGER NOT NULL, negative INTEGER NOT NULL);
+CREATE TABLE slots (name TEXT PRIMARY KEY, image TEXT NOT NULL, memory_hash TEXT NOT NULL);
+"""
+
+# The audit log lives in the memory file on purpose: a record is written in the same transaction
+# as the memory batch it describes, so there is never a state change without its record.
+# Triggers make both tables append-only, whoever opens the file.
+_APPEND_ONLY = "BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END"
+_AUDIT_V2 = (
+    "CREATE TABLE audit (seq INTEGER PRIMARY KEY, npc_id TEXT NOT NULL, record TEXT NOT NULL)",
+    "CREATE INDEX audit_by_npc ON audit (npc_id, seq)",
+    "CREATE TABLE audit_blobs (hash TEXT PRIMARY KEY, data TEXT NOT NULL)",
+    *(
+        f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} {_APPEND_ONLY}"
+        for table in ("audit", "audit_blobs")
+        for action in ("UPDATE", "DELETE")
+    ),
+)
+
+
+def _add_audit_log(db: sqlite3.Connection) -> None:
+    for statement in _AUDIT_V2:
+        db.execute(statement)
+
+
+#: Migration hook: MIGRATIONS[n] upgrades a database from version n to n + 1, inside the
+#: transaction that also records the new version.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_audit_log}
+
+
+class Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.db.execute("COMMIT")
+        elif self.db.in_transaction:
+            # SQLite may already have rolled back by itself (SQLITE_FULL, SQLITE_IOERR, ...).
+            self.db.execute("ROLLBACK")
+
+
+def migrate(db: sqlite3.Connection, path: Path) -> None:
+    """Create the tables of a new file, or bring an older file up to `SCHEMA_VERSION`."""
+    has_version = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'").fetchone()
+    if not has_version:
+        with Transaction(db):
+            for statement in _SCHEMA_V1.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute("INSERT INTO schema_version(version) VALUES (1)")
+            db.execute("INSERT INTO meta(key, value) VALUES ('next_seq', 1)")
+            db.execute("INSERT INTO scopes(scope, definition, interactions) VALUES (?, NULL, 0)", (WORLD_SCOPE,))
+    (version,) = db.execute("SELECT version FROM schema_version").fetchone()
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(f"{path} has schema version {version}; this Loreguard reads up to {SCHEMA_VERSION}")
+    while version < SCHEMA_VERSION:
+        with Transaction(db):
+            MIGRATIONS[version](db)
+            version += 1
+            db.execute("UPDATE schema_version SET version = ?", (version,))
