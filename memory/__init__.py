@@ -1,6 +1,6 @@
 """Authoritative memory: authority-checked writes, scored retrieval, SQLite persistence."""
 
-from loreguard.memory.audit_log import AuditEntry, AuditWriter
+from loreguard.memory.audit_log import AuditEntry
 from loreguard.memory.authority import MINIMUM_AUTHORITY, check_write
 from loreguard.memory.errors import (
     AuditWriteError,
@@ -8,6 +8,7 @@ from loreguard.memory.errors import (
     SchemaVersionError,
     SlotCorruptError,
     SlotNotFoundError,
+    StalePlanError,
     StoreClosedError,
     UnknownScopeError,
 )
@@ -21,19 +22,19 @@ from loreguard.memory.retrieval import (
     retrieve_episodic,
 )
 from loreguard.memory.schema import SCHEMA_VERSION
-from loreguard.memory.store import Durability, MemoryStore, StoreView
+from loreguard.memory.store import Durability, MemoryStore, PlannedBatch, StoreView
 from loreguard.memory.transitions import BatchPlan, plan_batch
 
 __all__ = [
     "AuditEntry",
     "AuditWriteError",
-    "AuditWriter",
     "BatchPlan",
     "Durability",
     "MINIMUM_AUTHORITY",
     "MemoryPolicy",
     "MemoryStore",
     "MemoryStoreError",
+    "PlannedBatch",
     "RetrievalQuery",
     "RetrievalWeights",
     "SCHEMA_VERSION",
@@ -41,6 +42,7 @@ __all__ = [
     "SlotCorruptError",
     "StoreView",
     "SlotNotFoundError",
+    "StalePlanError",
     "StoreClosedError",
     "UnknownScopeError",
     "canonical_json",

@@ -1,14 +1,15 @@
 """The audit log's storage: append-only rows plus content-addressed blobs, in the memory file.
 
-A record is appended inside the transaction of the batch it describes (`append`), so there is
-never a state change without its record; what a record says is the audit package's business.
+A record is appended inside the transaction of the batch it describes (`MemoryStore.commit`), so
+there is never a state change without its record; what a record says is the audit package's
+business.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from loreguard.memory.errors import AuditWriteError
@@ -23,21 +24,20 @@ class AuditEntry:
     blobs: Mapping[str, str]
 
 
-#: Builds the audit entry inside the batch's transaction, from the log position it gets and
-#: the memory hash the batch leads to (a function of the scope names to hash).
-AuditWriter = Callable[[int, Callable[[Iterable[str]], str]], AuditEntry]
+def next_seq(db: sqlite3.Connection) -> int:
+    """The log position the next record takes."""
+    (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM audit").fetchone()
+    return int(seq)
 
 
-def append(db: sqlite3.Connection, audit: AuditWriter, hash_after: Callable[[Iterable[str]], str]) -> int:
-    """Write the next record (inside the caller's transaction); returns its log position."""
+def append(db: sqlite3.Connection, seq: int, entry: AuditEntry) -> None:
+    """Write a record at log position `seq` (inside the caller's transaction). A position already
+    taken, a full disk or an I/O error raise `AuditWriteError`, and the caller rolls back."""
     try:
-        (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM audit").fetchone()
-        entry = audit(seq, hash_after)
         db.executemany("INSERT OR IGNORE INTO audit_blobs(hash, data) VALUES (?, ?)", sorted(entry.blobs.items()))
         db.execute("INSERT INTO audit(seq, npc_id, record) VALUES (?, ?, ?)", (seq, entry.npc_id, entry.record))
     except sqlite3.Error as exc:
         raise AuditWriteError(f"the audit record could not be written ({exc}); nothing was changed") from exc
-    return seq
 
 
 def rows(

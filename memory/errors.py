@@ -30,3 +30,7 @@ class StoreClosedError(MemoryStoreError):
 class AuditWriteError(MemoryStoreError):
     """The audit record could not be written (disk full, I/O error). The batch it described was
     rolled back with it: no state changes without a record."""
+
+
+class StalePlanError(MemoryStoreError):
+    """A planned batch was committed after another batch changed memory: plan it again."""

@@ -20,9 +20,9 @@ from enum import Enum
 from pathlib import Path
 
 from loreguard.memory import audit_log, slots
-from loreguard.memory.audit_log import AuditWriter
+from loreguard.memory.audit_log import AuditEntry
 from loreguard.memory.entries import entry_key, kind_entries
-from loreguard.memory.errors import StoreClosedError, UnknownScopeError
+from loreguard.memory.errors import StalePlanError, StoreClosedError, UnknownScopeError
 from loreguard.memory.hashing import canonical_json, combine_scope_hashes, content_hash, scope_hash_of, sha256_hex
 from loreguard.memory.policy import MemoryPolicy
 from loreguard.memory.schema import Transaction, migrate
@@ -70,6 +70,30 @@ class StoreView:
         return combine_scope_hashes(self.scope_hashes)
 
 
+@dataclass(frozen=True)
+class PlannedBatch:
+    """A batch planned against the store's state as it is now: the writes, the memory hash they
+    lead to and the audit log position the batch's record takes. Nothing is written until
+    `MemoryStore.commit`, so a caller builds its reply and record between the two, outside any
+    database lock."""
+
+    plan: BatchPlan
+    complete_interaction: str | None
+    #: Hash of the scopes the caller named (`hash_scopes`) once this batch is applied.
+    memory_hash_after: str
+    #: Where this batch's audit record goes in the log, if it has one.
+    audit_seq: int
+    definitions: Mapping[str, str]
+    digests: Mapping[str, dict[tuple[str, str], str]]
+    scope_hashes: Mapping[str, str]
+    #: The store's state version the plan was made against; a commit checks it.
+    base_version: int
+
+    @property
+    def ok(self) -> bool:
+        return self.plan.ok
+
+
 class MemoryStore:
     """Authoritative memory for one world and its NPCs, persisted in one SQLite file."""
 
@@ -88,7 +112,9 @@ class MemoryStore:
         self._db.execute(f"PRAGMA synchronous={durability.value}")
         migrate(self._db, self.path)
         self._counters: dict[str, int] = {}
+        self._version = 0
         self._install(read_state(self._db))
+        self._next_audit_seq = audit_log.next_seq(self._db)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -193,28 +219,39 @@ class MemoryStore:
 
     # --- writes --------------------------------------------------------------------------
 
-    def apply(
-        self,
-        writes: Sequence[MemoryWrite],
-        *,
-        complete_interaction: str | None = None,
-        audit: AuditWriter | None = None,
-    ) -> BatchResult:
+    def apply(self, writes: Sequence[MemoryWrite], *, complete_interaction: str | None = None) -> BatchResult:
         """Apply a batch in one transaction: all of it, or (with any refusal) none of it.
 
         `complete_interaction` names an NPC whose interaction count advances in the same
         transaction; the count is bookkeeping, not memory, and is outside the memory hash.
-        `audit` writes the batch's audit record in that transaction too; if the record cannot
-        be written, `AuditWriteError` is raised and nothing changed.
         """
+        with self._lock:
+            return self.commit(self.plan(writes, complete_interaction=complete_interaction))
+
+    def plan(
+        self, writes: Sequence[MemoryWrite], *, complete_interaction: str | None = None, hash_scopes: Iterable[str] = ()
+    ) -> PlannedBatch:
+        """Plan a batch against the current state (pure: nothing is written). Its
+        `memory_hash_after` covers `hash_scopes`. A plan with refusals commits as a refusal."""
         with self._lock:
             if complete_interaction is not None:
                 self.scope(complete_interaction)
             plan = plan_batch(self._scopes, writes, self._next_seq, self.policy)
-            if not plan.ok:
-                return self._refuse(plan)
-            seq = self._commit(plan, complete_interaction=complete_interaction, audit=audit)
-            return _result(plan, audit_seq=seq)
+            return self._planned(plan, complete_interaction=complete_interaction, hash_scopes=hash_scopes)
+
+    def commit(self, planned: PlannedBatch, *, audit: AuditEntry | None = None) -> BatchResult:
+        """Write a planned batch, and its audit record when given, in one short transaction.
+
+        A record that cannot be written raises `AuditWriteError` and nothing changes. A plan
+        made before another batch committed raises `StalePlanError`, and nothing changes.
+        """
+        with self._lock:
+            if not planned.ok:
+                return self._refuse(planned.plan)
+            if planned.base_version != self._version:
+                raise StalePlanError("memory changed after this batch was planned")
+            self._commit(planned, audit=audit)
+            return _result(planned.plan, audit_seq=planned.audit_seq if audit is not None else None)
 
     def register_npc(self, profile: NpcProfile) -> BatchResult:
         """Designer registration: the profile and its canonical facts, in one transaction.
@@ -237,7 +274,7 @@ class MemoryStore:
                 return self._refuse(plan)
             if is_new and profile.id not in plan.scopes:
                 plan = replace(plan, scopes={**plan.scopes, profile.id: ScopeMemory(scope=profile.id)})
-            self._commit(plan, definitions={profile.id: profile.model_dump_json()})
+            self._commit(self._planned(plan, definitions={profile.id: profile.model_dump_json()}))
             self._profiles[profile.id] = profile
             self._profile_hashes.pop(profile.id, None)
             return _result(plan)
@@ -259,7 +296,7 @@ class MemoryStore:
             plan = plan_batch(self._scopes, writes, self._next_seq, self.policy)
             if not plan.ok:
                 return self._refuse(plan)
-            self._commit(plan, definitions={WORLD_SCOPE: world.model_dump_json()})
+            self._commit(self._planned(plan, definitions={WORLD_SCOPE: world.model_dump_json()}))
             self._world = world
             self._world_hash = None
             return _result(plan)
@@ -328,17 +365,17 @@ class MemoryStore:
         self._interactions = loaded.interactions
         self._behaviour = loaded.behaviour
         self._next_seq = loaded.next_seq
+        self._version += 1
 
-    def _commit(
+    def _planned(
         self,
         plan: BatchPlan,
         *,
         complete_interaction: str | None = None,
-        definitions: dict[str, str] | None = None,
-        audit: AuditWriter | None = None,
-    ) -> int | None:
-        """Write a planned batch (and its audit entry) in one transaction; returns the audit
-        log position, or None without `audit`."""
+        definitions: Mapping[str, str] | None = None,
+        hash_scopes: Iterable[str] = (),
+    ) -> PlannedBatch:
+        """The digests and hashes a plan leads to, computed before anything is written."""
         digests = {name: dict(self._entry_digests.get(name, {})) for name in plan.scopes}
         for change in plan.changes:
             entry_digests = digests.setdefault(change.scope, dict(self._entry_digests.get(change.scope, {})))
@@ -347,13 +384,23 @@ class MemoryStore:
             else:
                 entry_digests.pop((change.kind.value, change.entry_id), None)
         scope_hashes = {name: scope_hash_of(entries) for name, entries in digests.items()}
+        names = sorted(set(hash_scopes))
+        return PlannedBatch(
+            plan=plan,
+            complete_interaction=complete_interaction,
+            memory_hash_after=combine_scope_hashes((name, scope_hashes.get(name) or self._scope_hash(name)) for name in names),
+            audit_seq=self._next_audit_seq,
+            definitions=definitions or {},
+            digests=digests,
+            scope_hashes=scope_hashes,
+            base_version=self._version,
+        )
 
-        def hash_after(names: Iterable[str]) -> str:
-            return combine_scope_hashes((name, scope_hashes.get(name) or self._scope_hash(name)) for name in sorted(set(names)))
-
-        seq = None
+    def _commit(self, planned: PlannedBatch, *, audit: AuditEntry | None = None) -> None:
+        """Write a planned batch (and its audit entry) in one transaction, then show it."""
+        plan, complete_interaction = planned.plan, planned.complete_interaction
         with self._transaction() as db:
-            for scope, definition in (definitions or {}).items():
+            for scope, definition in planned.definitions.items():
                 db.execute(
                     "INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, 0) "
                     "ON CONFLICT(scope) DO UPDATE SET definition=excluded.definition",
@@ -365,15 +412,17 @@ class MemoryStore:
             if complete_interaction is not None:
                 db.execute("UPDATE scopes SET interactions = interactions + 1 WHERE scope = ?", (complete_interaction,))
             if audit is not None:
-                seq = audit_log.append(db, audit, hash_after)
+                audit_log.append(db, planned.audit_seq, audit)
         # Only after the commit succeeded does anyone see the new state.
         self._scopes = {**self._scopes, **plan.scopes}
-        self._entry_digests.update(digests)
-        self._scope_hashes.update(scope_hashes)
+        self._entry_digests.update(planned.digests)
+        self._scope_hashes.update(planned.scope_hashes)
         self._next_seq = plan.next_seq
         if complete_interaction is not None:
             self._interactions[complete_interaction] = self._interactions.get(complete_interaction, 0) + 1
-        return seq
+        if audit is not None:
+            self._next_audit_seq = planned.audit_seq + 1
+        self._version += 1
 
     # --- the audit log (storage in `audit_log`) ---------------------------------------------
 
@@ -452,4 +501,4 @@ def _result(plan: BatchPlan, *, audit_seq: int | None = None) -> BatchResult:
     return BatchResult(committed=True, applied=plan.applied, seq_range=seq_range, audit_seq=audit_seq)
 
 
-__all__ = ["Durability", "MemoryStore", "StoreView"]
+__all__ = ["Durability", "MemoryStore", "PlannedBatch", "StoreView"]

@@ -103,6 +103,22 @@ def _fail_audit_writes(store: MemoryStore) -> None:
     store.db.execute("CREATE TEMP TRIGGER fail_audit BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END")
 
 
+def test_the_record_is_built_outside_any_write_transaction(tmp_path: Path) -> None:
+    """Reply and record are made between plan and commit, so the SQLite write lock is held only
+    for the rows themselves."""
+    store = demo_store(tmp_path / "memory.sqlite")
+    seen: list[bool] = []
+
+    class Watching(AuditRecorder):
+        def entry(self, seq: int, **parts: object):  # noqa: ANN202
+            seen.append(store.db.in_transaction)
+            return super().entry(seq, **parts)  # type: ignore[arg-type]
+
+    pipeline = GovernancePipeline(store, ScriptedBackend([say("Aye.")], cycle=True), recorder=Watching(store, fingerprint=None))
+    result = pipeline.interact(InteractionContext(npc_id="guard", trigger_reason="player_utterance", player_input="Hello."))
+    assert seen == [False] and result.audit_record_id == "r1"
+
+
 def test_no_state_change_without_a_record(tmp_path: Path) -> None:
     store = demo_store(tmp_path / "memory.sqlite")
     recorder = AuditRecorder(store, fingerprint=None)

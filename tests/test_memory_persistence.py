@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from factories import eldmoor_world, guard_profile
 
-from loreguard.memory import MemoryStore, SchemaVersionError, SlotNotFoundError
+from loreguard.memory import MemoryStore, SchemaVersionError, SlotNotFoundError, StalePlanError
 from loreguard.memory.store import MemoryStore as StoreClass
 from loreguard.schemas import (
     WORLD_SCOPE,
@@ -80,6 +80,19 @@ def test_save_load_round_trip(store: MemoryStore) -> None:
     assert store.slots() == ("chapter1",)
     with pytest.raises(SlotNotFoundError):
         store.load("nope")
+
+
+def test_a_plan_is_pure_and_a_stale_one_is_refused(store: MemoryStore) -> None:
+    before = store.memory_hash()
+    planned = store.plan(_some_writes(1), hash_scopes=("guard", WORLD_SCOPE))
+    assert store.memory_hash() == before  # planning writes nothing
+    store.apply(_some_writes(2))  # another batch commits in between
+    changed = store.memory_hash()
+    with pytest.raises(StalePlanError):
+        store.commit(planned)
+    assert store.memory_hash() == changed
+    fresh = store.plan(_some_writes(1), hash_scopes=("guard", WORLD_SCOPE))
+    assert store.commit(fresh).committed and store.memory_hash(("guard", WORLD_SCOPE)) == fresh.memory_hash_after
 
 
 def test_refused_write_mid_batch_applies_nothing(store: MemoryStore) -> None:

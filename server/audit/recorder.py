@@ -1,8 +1,9 @@
 """The black-box recorder: one audit record per interaction, written with its memory batch.
 
-The record goes into the store's append-only log in the same SQLite transaction as the
-interaction's mutations (see `MemoryStore.apply(audit=...)`), so a record that cannot be
-written takes the mutations down with it. The memory image before the interaction is stored as
+The pipeline asks for the record once its batch is planned, outside any database lock, and the
+record goes into the store's append-only log in the same SQLite transaction as the interaction's
+mutations (`MemoryStore.commit(planned, audit=...)`), so a record that cannot be written takes
+the mutations down with it. The recorder is the pipeline's `AuditSink`. The memory image before the interaction is stored as
 content-addressed blobs: a scope, profile, world or config is serialized only the first time
 its hash is seen, which keeps recording cheap (`loreguard bench audit` measures it).
 """

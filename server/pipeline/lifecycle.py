@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loreguard.memory.audit_log import AuditEntry
-from loreguard.memory.errors import UnknownScopeError
+from loreguard.memory.errors import StalePlanError, UnknownScopeError
 from loreguard.memory.hashing import canonical_json, sha256_hex
-from loreguard.memory.store import MemoryStore, StoreView
-from loreguard.schemas.audit import AuditRecord, AuditTimings
+from loreguard.memory.store import MemoryStore, PlannedBatch, StoreView
+from loreguard.schemas.audit import AuditTimings
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import UpsertBelief
@@ -34,7 +34,6 @@ from loreguard.schemas.receipt import (
     Receipt,
 )
 from loreguard.schemas.rules import Severity
-from loreguard.server.audit.recorder import AuditRecorder
 from loreguard.server.pipeline.contract import Sufficiency, Verdict, check_sufficiency, contract_for
 from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, UnknownNpcError
 from loreguard.server.pipeline.expectancy import evaluate_rules
@@ -48,6 +47,7 @@ from loreguard.server.pipeline.output_schema import GenerationLimits, output_sch
 from loreguard.server.pipeline.parsing import parse_output
 from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt
 from loreguard.server.pipeline.retry import RetryPolicy, escalate, repair_message
+from loreguard.server.pipeline.sink import AuditSink
 from loreguard.server.pipeline.snapshot import StateSnapshot, build_snapshot, merged_state
 
 
@@ -163,7 +163,7 @@ class GovernancePipeline:
         config: PipelineConfig | None = None,
         *,
         judge_backend: InferenceBackend | None = None,
-        recorder: AuditRecorder | None = None,
+        recorder: AuditSink | None = None,
         clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         self.store = store
@@ -420,40 +420,42 @@ class GovernancePipeline:
         *,
         complete: bool = True,
     ) -> InteractionResult:
-        """Apply the ending's batch and, with a recorder, its audit record in the same
-        transaction. `build` makes the reply from the memory hash the batch leads to."""
+        """Plan the ending's batch, build the reply from the memory hash it leads to and, with a
+        recorder, the audit record; then commit batch and record in one short transaction."""
         complete_interaction = run.ctx.npc_id if complete else None
-        if self.recorder is None:
-            if writes or complete_interaction is not None:  # a clarify without a record has nothing to write
-                batch = self.store.apply(writes, complete_interaction=complete_interaction)
-                if not batch.committed:
-                    raise LifecycleHalt(phase, f"memory refused approved writes: {batch.refusals}")
+        recorder = self.recorder
+        if recorder is None and not writes and complete_interaction is None:
+            # A clarify without a record has nothing to write.
             run.timer.lap(phase)
             return build(self.store.memory_hash(run.scopes))
-        recorder = self.recorder
-        made: list[tuple[InteractionResult, AuditRecord, AuditEntry]] = []
-
-        def write_record(seq: int, hash_after: Callable[[tuple[str, ...]], str]) -> AuditEntry:
-            run.timer.lap(phase)
-            result = build(hash_after(run.scopes))
-            record, entry = recorder.entry(
-                seq,
-                context=run.received,
-                view=run.view,
-                config=(self._config_hash, self._config_json),
-                result=result,
-                prompts=run.prompts,
-                timings=AuditTimings(ttft_ms=run.ttft_ms, total_ms=run.timer.elapsed_ms()),
-            )
-            made.append((result, record, entry))
-            return entry
-
-        batch = self.store.apply(writes, complete_interaction=complete_interaction, audit=write_record)
-        if not batch.committed:
-            raise LifecycleHalt(phase, f"memory refused approved writes: {batch.refusals}")
-        result, record, entry = made[-1]
+        planned = self.store.plan(writes, complete_interaction=complete_interaction, hash_scopes=run.scopes)
+        if not planned.ok:
+            raise LifecycleHalt(phase, f"memory refused approved writes: {planned.plan.refusals}")
+        run.timer.lap(phase)
+        result = build(planned.memory_hash_after)
+        if recorder is None:
+            self._commit_planned(phase, planned)
+            return result
+        record, entry = recorder.entry(
+            planned.audit_seq,
+            context=run.received,
+            view=run.view,
+            config=(self._config_hash, self._config_json),
+            result=result,
+            prompts=run.prompts,
+            timings=AuditTimings(ttft_ms=run.ttft_ms, total_ms=run.timer.elapsed_ms()),
+        )
+        self._commit_planned(phase, planned, audit=entry)
         recorder.committed(record, entry)
         return result.model_copy(update={"audit_record_id": record.record_id})
+
+    def _commit_planned(self, phase: str, planned: PlannedBatch, *, audit: AuditEntry | None = None) -> None:
+        try:
+            self.store.commit(planned, audit=audit)
+        except StalePlanError:
+            # One interaction at a time writes memory; anything else committing in between is a
+            # bug in the caller's scheduling, never something to paper over.
+            raise LifecycleHalt(phase, "memory changed while this interaction was being committed") from None
 
     def _check_unchanged(self, run: _Run, phase: str) -> None:
         if self.store.memory_hash(run.scopes) != run.hash_before:
