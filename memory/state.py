@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from loreguard.memory.entries import ENTRY_MODELS, sorted_scope
 from loreguard.memory.hashing import memory_hash_of, sha256_hex
@@ -32,7 +33,7 @@ class StoredState:
 
 
 def read_state(db: sqlite3.Connection) -> StoredState:
-    parts: dict[str, dict[MemoryKind, list]] = {}
+    parts: dict[str, dict[MemoryKind, list[Any]]] = {}
     profiles: dict[str, NpcProfile] = {}
     world: WorldDefinition | None = None
     interactions: dict[str, int] = {}

@@ -97,6 +97,18 @@ class PlannedBatch:
 class MemoryStore:
     """Authoritative memory for one world and its NPCs, persisted in one SQLite file."""
 
+    # The in-RAM view of the database, replaced whole by `_install` (open, slot load, replace_all).
+    _scopes: dict[str, ScopeMemory]
+    _entry_digests: dict[str, dict[tuple[str, str], str]]
+    _scope_hashes: dict[str, str]
+    _profiles: dict[str, NpcProfile]
+    _profile_hashes: dict[str, str]
+    _world: WorldDefinition | None
+    _world_hash: str | None
+    _interactions: dict[str, int]
+    _behaviour: dict[str, BehaviourStats]
+    _next_seq: int
+
     def __init__(
         self,
         path: str | Path,
@@ -357,11 +369,11 @@ class MemoryStore:
         """Make a freshly read database state the store's view."""
         self._scopes = loaded.scopes
         self._entry_digests = loaded.entry_digests
-        self._scope_hashes: dict[str, str] = {}
+        self._scope_hashes = {}
         self._profiles = loaded.profiles
-        self._profile_hashes: dict[str, str] = {}
+        self._profile_hashes = {}
         self._world = loaded.world
-        self._world_hash: str | None = None
+        self._world_hash = None
         self._interactions = loaded.interactions
         self._behaviour = loaded.behaviour
         self._next_seq = loaded.next_seq
@@ -462,7 +474,7 @@ class MemoryStore:
             definitions[WORLD_SCOPE] = world.model_dump_json()
         scope_rows = [(name, definitions.get(name), interactions.get(name, 0)) for name in names]
         entry_rows = [
-            (m.scope, kind.value, entry_key(kind, entry), entry.seq, canonical_json(entry).decode("utf-8"))  # type: ignore[attr-defined]
+            (m.scope, kind.value, entry_key(entry), entry.seq, canonical_json(entry).decode("utf-8"))
             for m in scopes
             for kind, entry in kind_entries(m)
         ]

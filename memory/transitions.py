@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from loreguard.memory.authority import check_write
 from loreguard.memory.hashing import canonical_json
@@ -191,11 +191,12 @@ def plan_batch(
             work.beliefs[op.belief_id] = belief
             changes.append(_upsert(op.scope, MemoryKind.BELIEF, op.belief_id, seq, belief))
         elif isinstance(op, RemoveEntry):
-            table = {
+            tables: dict[MemoryKind, dict[str, Any]] = {
                 MemoryKind.WORLD_STATE: work.world_state,
                 MemoryKind.EPISODIC: work.episodic,
                 MemoryKind.BELIEF: work.beliefs,
-            }[op.kind]
+            }
+            table = tables[op.kind]
             if op.entry_id not in table:
                 refuse(index, write, RefusalCode.NOT_FOUND, f"no {op.kind.value} entry {op.entry_id!r}")
                 continue

@@ -10,7 +10,7 @@ match byte for byte.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
@@ -21,7 +21,7 @@ from loreguard.schemas.receipt import ModelFingerprint, Receipt
 from loreguard.schemas.rules import BehaviourStats
 
 #: Bump when a record's meaning changes; old packages are then refused with a clear error.
-PACKAGE_FORMAT_VERSION = 1
+PACKAGE_FORMAT_VERSION: Final = 1
 
 
 class MemoryImage(FrozenModel):

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from loreguard.schemas.audit import DebugPackage
 from loreguard.schemas.output import ParsedOutput
 from loreguard.schemas.wire import MESSAGES, Envelope, ErrorEnvelope
 
 
-def json_schemas() -> dict[str, dict]:
+def json_schemas() -> dict[str, dict[str, Any]]:
     """File name -> JSON Schema, for the envelope, the error and each request and reply body."""
-    schemas: dict[str, dict] = {
+    schemas: dict[str, dict[str, Any]] = {
         "envelope.json": Envelope.model_json_schema(),
         "error.json": ErrorEnvelope.model_json_schema(),
         "model_output.json": ParsedOutput.model_json_schema(),
@@ -28,7 +29,7 @@ def json_schemas() -> dict[str, dict]:
     return schemas
 
 
-def render(schema: dict) -> str:
+def render(schema: dict[str, Any]) -> str:
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
@@ -46,7 +47,7 @@ def export_json_schemas(directory: Path) -> list[Path]:
 # --- the message reference (docs/protocol-messages.md) ----------------------------------------
 
 
-def _type_of(prop: dict) -> str:
+def _type_of(prop: dict[str, Any]) -> str:
     if "$ref" in prop:
         return f"`{prop['$ref'].rsplit('/', 1)[-1]}`"
     if "const" in prop:
@@ -65,7 +66,7 @@ def _type_of(prop: dict) -> str:
     return f"{kind}" + (f" ({', '.join(bounds)})" if bounds else "")
 
 
-def _model_table(name: str, schema: dict) -> list[str]:
+def _model_table(name: str, schema: dict[str, Any]) -> list[str]:
     lines = [f"#### `{name}`", ""]
     if schema.get("description"):
         lines += [" ".join(schema["description"].split()), ""]
@@ -90,7 +91,7 @@ def protocol_reference() -> str:
         "PROTOCOL.md; the JSON Schema of each body is in `schemas/json/`.",
         "",
     ]
-    shared: dict[str, dict] = {}
+    shared: dict[str, dict[str, Any]] = {}
     for message_type in sorted(MESSAGES):
         spec = MESSAGES[message_type]
         out += [f"## `{message_type}` (authority: {spec.authority})", ""]

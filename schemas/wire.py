@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, StringConstraints
+import msgpack
+from pydantic import BaseModel, Field, StringConstraints
 
 from loreguard.schemas.audit import AuditRecord
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, StateKey
@@ -195,3 +196,32 @@ MESSAGES: dict[str, MessageSpec] = {
     "audit.export": MessageSpec(request=AuditExportRequest, reply=AuditExportReply, authority="none"),
     "stats": MessageSpec(request=Empty, reply=StatsReply, authority="none"),
 }
+
+
+# --- the envelope on the wire: one MessagePack map per frame --------------------------------------
+
+
+def encode_request(request_id: int | str, message_type: str, body: dict[str, Any]) -> bytes:
+    return _pack({"v": PROTOCOL_VERSION, "id": request_id, "type": message_type, "body": body})
+
+
+def encode_reply(request_id: int | str, message_type: str, body: BaseModel) -> bytes:
+    return _pack({"v": PROTOCOL_VERSION, "id": request_id, "type": f"{message_type}.ok", "body": body.model_dump(mode="json")})
+
+
+def encode_error(request_id: Any, code: ErrorCode, message: str, details: dict[str, Any] | None = None) -> bytes:
+    envelope = ErrorEnvelope(id=request_id, body=ErrorBody(code=code, message=message, details=details))
+    return _pack(envelope.model_dump(mode="json"))
+
+
+def decode_reply(frame: bytes) -> dict[str, Any]:
+    """A reply or error envelope as a plain map (the client validates the body it expects)."""
+    data = msgpack.unpackb(frame, raw=False, strict_map_key=False)
+    if not isinstance(data, dict) or "type" not in data or "body" not in data:
+        raise ValueError("not a Loreguard reply envelope")
+    return data
+
+
+def _pack(envelope: dict[str, Any]) -> bytes:
+    packed: bytes = msgpack.packb(envelope, use_bin_type=True)
+    return packed

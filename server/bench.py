@@ -192,7 +192,7 @@ def bench_audit(interactions: int = 300, warmup: int = 20) -> dict[str, float]:
                 if i >= warmup:
                     samples[name].append((time.perf_counter_ns() - start) / 1000)
         recorded = pipelines["recorded"]
-        assert recorded.recorder is not None
+        assert isinstance(recorded.recorder, AuditRecorder)
         log_bytes = sum(
             len(r) for (r,) in recorded.store.db.execute("SELECT record FROM audit UNION ALL SELECT data FROM audit_blobs")
         )

@@ -21,9 +21,9 @@ import zmq
 from loreguard.client import AsyncClient, Client
 from loreguard.memory import MemoryStore
 from loreguard.schemas import NpcProfile
+from loreguard.schemas.wire import encode_reply, encode_request
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.sidecar.codec import encode_reply, encode_request
 from loreguard.server.sidecar.server import Sidecar, SidecarConfig
 from loreguard.server.sidecar.stats import percentile
 
@@ -72,7 +72,7 @@ def bench_roundtrip(*, round_trips: int = 5000) -> dict[str, object]:
             request = encode_request(1, "hello", {"client": "bench"})
             with Client(sidecar.address) as client:
                 reply = encode_reply(1, "hello", client.hello())
-            context = zmq.Context.instance()
+            context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
             sock = context.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
             sock.connect(sidecar.address)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 
@@ -20,6 +20,7 @@ def _schemas_export(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from loreguard.server import bench
 
+    figures: Mapping[str, object]
     if args.suite == "governance":
         figures = bench.bench_governance(interactions=args.interactions)
     elif args.suite == "audit":
@@ -73,8 +74,8 @@ def _backend_factory(args: argparse.Namespace):  # noqa: ANN202
     from loreguard.server.pipeline.inference.models import resolve_model_path
 
     path = resolve_model_path(args.model)
-    config = LlamaCppConfig(model_path=str(path), n_gpu_layers=args.gpu_layers)
-    return path.name, lambda: LlamaCppBackend(config)
+    llama_config = LlamaCppConfig(model_path=str(path), n_gpu_layers=args.gpu_layers)
+    return path.name, lambda: LlamaCppBackend(llama_config)
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -14,6 +14,8 @@ import json
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
+from typing import Any
 
 from loreguard.memory import AuditEntry, MemoryStore, StoreView, canonical_json
 from loreguard.memory.entries import scope_entries
@@ -104,7 +106,7 @@ class AuditRecorder:
         for kind, entry_id, entry in scope_entries(memory):
             digest = digests[(kind.value, entry_id)]
             entries.append([kind.value, entry_id, digest])
-            self._blob(blobs, digest, lambda e=entry: canonical_json(e).decode("utf-8"))
+            self._blob(blobs, digest, partial(_json_text, entry))
         manifest = {"scope": memory.scope, "entries": sorted(entries)}
         blobs[scope_hash] = canonical_json(manifest).decode("utf-8")
 
@@ -144,6 +146,10 @@ class AuditRecorder:
 
     def export(self, selection: PackageSelection, *, exported_by: str) -> DebugPackage:
         return export_package(self.store, selection, exported_by=exported_by)
+
+
+def _json_text(value: Any) -> str:
+    return canonical_json(value).decode("utf-8")
 
 
 # Reading the log needs no recorder (and none of its start-up reads): the command line opens a

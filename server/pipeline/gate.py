@@ -253,8 +253,9 @@ def intent_problem(m: EmitWorldIntentMutation, spec: IntentSpec | None) -> str:
             if not isinstance(value, bool):
                 return f"{m.intent}.{name} must be a boolean"
         else:
-            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not numeric or (param.type is ParamType.INTEGER and not isinstance(value, int)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                return f"{m.intent}.{name} must be a {param.type.value}"
+            if param.type is ParamType.INTEGER and not isinstance(value, int):
                 return f"{m.intent}.{name} must be a {param.type.value}"
             if param.minimum is not None and value < param.minimum:
                 return f"{m.intent}.{name} is below {param.minimum}"

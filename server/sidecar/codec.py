@@ -1,4 +1,8 @@
-"""Frames to envelopes and back: MessagePack with hard limits and typed protocol errors.
+"""Request frames to validated requests: MessagePack with hard limits and typed protocol errors.
+
+The envelope's plain encoders (`encode_reply`, `encode_error`, the client's `encode_request` and
+`decode_reply`) live with the envelope in `loreguard.schemas.wire`; this module is the sidecar's
+strict side.
 
 Decoding checks, in order: size, MessagePack, map with string keys, envelope fields, version,
 message type, body schema (every body model refuses NaN and infinities: `allow_inf_nan=False`). The first failure becomes a `ProtocolError` carrying the error code
@@ -15,14 +19,7 @@ from typing import Any
 import msgpack
 from pydantic import BaseModel, ValidationError
 
-from loreguard.schemas.wire import (
-    MESSAGES,
-    PROTOCOL_VERSION,
-    SUPPORTED_VERSIONS,
-    ErrorBody,
-    ErrorCode,
-    ErrorEnvelope,
-)
+from loreguard.schemas.wire import MESSAGES, SUPPORTED_VERSIONS, ErrorCode, encode_error, encode_reply
 
 log = logging.getLogger("loreguard.sidecar")
 
@@ -130,18 +127,6 @@ def decode_request(frame: bytes, *, max_bytes: int) -> Request:
     return Request(request_id, message_type, model)
 
 
-def encode_reply(request_id: int | str, message_type: str, body: BaseModel) -> bytes:
-    return msgpack.packb(
-        {"v": PROTOCOL_VERSION, "id": request_id, "type": f"{message_type}.ok", "body": body.model_dump(mode="json")},
-        use_bin_type=True,
-    )
-
-
-def encode_error(request_id: Any, code: ErrorCode, message: str, details: dict[str, Any] | None = None) -> bytes:
-    envelope = ErrorEnvelope(id=request_id, body=ErrorBody(code=code, message=message, details=details))
-    return msgpack.packb(envelope.model_dump(mode="json"), use_bin_type=True)
-
-
 def internal_error(request_id: Any, where: str) -> bytes:
     """Log a bug with a fresh correlation id and return the `internal` error naming it."""
     correlation = uuid.uuid4().hex[:12]
@@ -151,13 +136,4 @@ def internal_error(request_id: Any, where: str) -> bytes:
     )
 
 
-def encode_request(request_id: int | str, message_type: str, body: dict[str, Any]) -> bytes:
-    return msgpack.packb({"v": PROTOCOL_VERSION, "id": request_id, "type": message_type, "body": body}, use_bin_type=True)
-
-
-def decode_reply(frame: bytes) -> dict[str, Any]:
-    """A reply or error envelope as a plain map (the client validates the body it expects)."""
-    data = msgpack.unpackb(frame, raw=False, strict_map_key=False)
-    if not isinstance(data, dict) or "type" not in data or "body" not in data:
-        raise ValueError("not a Loreguard reply envelope")
-    return data
+__all__ = ["ProtocolError", "Request", "decode_request", "encode_error", "encode_reply", "internal_error"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib.metadata import version
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -86,17 +87,13 @@ class Service:
             model=fingerprint,
             limits=limits,
         )
-        self._handlers: dict[str, Callable[[BaseModel], FrozenModel]] = {
-            "hello": self.hello,  # type: ignore[dict-item]
-            "world.load": self.world_load,  # type: ignore[dict-item]
-            "npc.register": self.npc_register,  # type: ignore[dict-item]
-            "world.set_state": self.set_state,  # type: ignore[dict-item]
-            "memory.get": self.memory_get,  # type: ignore[dict-item]
-            "save": self.save,  # type: ignore[dict-item]
-            "load": self.load,  # type: ignore[dict-item]
-            "audit.tail": self.audit_tail,  # type: ignore[dict-item]
-            "audit.export": self.audit_export,  # type: ignore[dict-item]
-            "stats": self.stats_reply,  # type: ignore[dict-item]
+        # The wire table names every message; each one but `interact` (which the socket loop
+        # queues for the inference worker) is answered here by the method `on_<type>`. A message
+        # added to the table without its handler fails at start-up, not at the first request.
+        self._handlers: dict[str, Callable[[Any], FrozenModel]] = {
+            message_type: getattr(self, "on_" + message_type.replace(".", "_"))
+            for message_type in MESSAGES
+            if message_type != "interact"
         }
 
     def handle(self, message_type: str, body: BaseModel) -> FrozenModel:
@@ -110,21 +107,21 @@ class Service:
 
     # --- handlers ----------------------------------------------------------------------------
 
-    def hello(self, body: HelloRequest) -> HelloReply:
+    def on_hello(self, body: HelloRequest) -> HelloReply:
         if not set(body.versions) & set(SUPPORTED_VERSIONS):
             raise ProtocolError(
                 ErrorCode.UNSUPPORTED_VERSION, "no protocol version in common", details={"supported": list(SUPPORTED_VERSIONS)}
             )
         return self._hello
 
-    def world_load(self, body: WorldDefinition) -> WorldLoadReply:
+    def on_world_load(self, body: WorldDefinition) -> WorldLoadReply:
         result = self.store.load_world(body)
         if not result.committed:
             raise _refused(result, "world.load")
         memory = self.store.scope(WORLD_SCOPE)
         return WorldLoadReply(world_id=body.id, canonical_facts=len(memory.canonical), memory_hash=self.store.memory_hash())
 
-    def npc_register(self, body: NpcProfile) -> NpcRegisterReply:
+    def on_npc_register(self, body: NpcProfile) -> NpcRegisterReply:
         result = self.store.register_npc(body)
         if not result.committed:
             raise _refused(result, "npc.register")
@@ -135,7 +132,7 @@ class Service:
             memory_hash=self.store.memory_hash(),
         )
 
-    def set_state(self, body: SetStateRequest) -> SetStateReply:
+    def on_world_set_state(self, body: SetStateRequest) -> SetStateReply:
         scope = body.npc_id or WORLD_SCOPE
         if body.npc_id is not None:
             self.require_npc(body.npc_id)
@@ -151,7 +148,7 @@ class Service:
             raise _refused(result, "world.set_state")
         return SetStateReply(applied=result.applied, memory_hash=self.store.memory_hash())
 
-    def memory_get(self, body: MemoryGetRequest) -> MemoryGetReply:
+    def on_memory_get(self, body: MemoryGetRequest) -> MemoryGetReply:
         self.require_npc(body.npc_id)
         return MemoryGetReply(
             npc_id=body.npc_id,
@@ -161,10 +158,10 @@ class Service:
             memory_hash=self.store.memory_hash((body.npc_id, WORLD_SCOPE)),
         )
 
-    def save(self, body: SlotRequest) -> SlotReply:
+    def on_save(self, body: SlotRequest) -> SlotReply:
         return SlotReply(slot=body.slot, memory_hash=self.store.save(body.slot))
 
-    def load(self, body: SlotRequest) -> SlotReply:
+    def on_load(self, body: SlotRequest) -> SlotReply:
         try:
             return SlotReply(slot=body.slot, memory_hash=self.store.load(body.slot))
         except SlotNotFoundError:
@@ -172,13 +169,13 @@ class Service:
         except SlotCorruptError as exc:
             raise ProtocolError(ErrorCode.INTERNAL, f"save slot {body.slot!r} is corrupt: {exc}") from None
 
-    def audit_tail(self, body: AuditTailRequest) -> AuditTailReply:
+    def on_audit_tail(self, body: AuditTailRequest) -> AuditTailReply:
         if body.npc_id is not None:
             self.require_npc(body.npc_id)
         records = self.recorder.tail(npc_id=body.npc_id, after=body.after, limit=body.limit)
         return AuditTailReply(records=records, last_seq=self.recorder.last_seq)
 
-    def audit_export(self, body: AuditExportRequest) -> AuditExportReply:
+    def on_audit_export(self, body: AuditExportRequest) -> AuditExportReply:
         if body.npc_id is not None:
             self.require_npc(body.npc_id)
         selection = PackageSelection(npc_id=body.npc_id, last=body.last, first_seq=body.first_seq, last_seq=body.last_seq)
@@ -191,7 +188,7 @@ class Service:
             return AuditExportReply(text=text, records=len(package.records))
         return AuditExportReply(package=package_document(package), records=len(package.records))
 
-    def stats_reply(self, body: Empty) -> StatsReply:
+    def on_stats(self, body: Empty) -> StatsReply:
         counters = self.stats.counters()
         counters.update({f"memory.{k}": v for k, v in sorted(self.store.counters.items())})
         return StatsReply(counters=counters, latency_us=self.stats.latency_us())

@@ -228,7 +228,7 @@ class LlamaCppBackend(InferenceBackend):
             tokens_evaluated=evaluated,
             tokens_cached=cached,
             tokens_generated=generated,
-            finish_reason=finish,  # type: ignore[arg-type]
+            finish_reason=finish,
             ttft_ms=ttft_ms,
             total_ms=(time.perf_counter() - started) * 1000,
         )

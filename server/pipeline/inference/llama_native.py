@@ -242,10 +242,11 @@ class TokenSampler:
     """
 
     def __init__(self, model: NativeModel, params: SamplingParams, seed: int, grammar: str | None = None) -> None:
-        self._free = _chain(params, seed, None)
-        self._constrained = None
-        self._grammar = None
-        self._tail = None
+        # Each chain is a llama.cpp sampler pointer; None once freed (or when unused).
+        self._free: llama_cpp.llama_sampler_p | None = _chain(params, seed, None)
+        self._constrained: llama_cpp.llama_sampler_p | None = None
+        self._grammar: llama_cpp.llama_sampler_p | None = None
+        self._tail: llama_cpp.llama_sampler_p | None = None
         self._n_vocab = model.n_vocab
         self._top_k = params.top_k if params.top_k > 0 else 40
         self.shortlist_samples = 0
@@ -269,7 +270,7 @@ class TokenSampler:
         self._probe.sorted = False
 
     def _grammar_allows(self, token: int) -> bool:
-        self._probe_data[0].id = token
+        self._probe_data[0].id = token  # type: ignore[assignment]  # ctypes fields take ints; the stubs say c_int32
         self._probe_data[0].logit = 1.0
         self._probe_data[0].p = 0.0
         self._probe.size = 1
@@ -301,7 +302,7 @@ class TokenSampler:
         self._shortlist.size = kept
         self._shortlist.selected = -1
         llama_cpp.llama_sampler_apply(self._tail, ctypes.byref(self._shortlist))
-        return self._shortlist.data[self._shortlist.selected].id
+        return int(self._shortlist.data[self._shortlist.selected].id)
 
     def sample(self, ctx: NativeContext) -> int:
         token = llama_cpp.llama_sampler_sample(self._free, ctx.handle, -1)

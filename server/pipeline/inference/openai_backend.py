@@ -166,7 +166,7 @@ class OpenAICompatibleBackend(InferenceBackend):
             text=text,
             tokens_evaluated=int(usage.get("prompt_tokens", 0)),
             tokens_generated=int(usage.get("completion_tokens", 0)),
-            finish_reason=finish,  # type: ignore[arg-type]
+            finish_reason=finish,
             ttft_ms=elapsed_ms,
             total_ms=elapsed_ms,
         )

@@ -1,0 +1,132 @@
+"""The asyncio client: many requests in flight on one socket, replies matched by id."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from typing import Any, Literal
+
+import zmq
+import zmq.asyncio
+
+from loreguard.client import calls
+from loreguard.client.calls import DEFAULT_ADDRESS, Call, ReplyT
+from loreguard.client.errors import NoReply, error_from_envelope
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.npc import NpcProfile, WorldDefinition
+from loreguard.schemas.receipt import InteractionResult
+from loreguard.schemas.wire import (
+    AuditExportReply,
+    AuditTailReply,
+    HelloReply,
+    MemoryGetReply,
+    NpcRegisterReply,
+    SetStateReply,
+    SlotReply,
+    StatsReply,
+    WorldLoadReply,
+    decode_reply,
+    encode_request,
+)
+
+
+class AsyncClient:
+    def __init__(
+        self, address: str = DEFAULT_ADDRESS, *, timeout_s: float = 120.0, context: zmq.asyncio.Context | None = None
+    ) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self._socket = (context or zmq.asyncio.Context.instance()).socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.connect(address)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._reader: asyncio.Task[None] | None = None
+
+    async def _read(self) -> None:
+        while True:
+            envelope = decode_reply(await self._socket.recv())
+            future = self._pending.pop(envelope.get("id"), None)  # type: ignore[arg-type]
+            if future is None or future.done():
+                continue
+            if envelope["type"] == "error":
+                future.set_exception(error_from_envelope(envelope))
+            else:
+                future.set_result(envelope["body"])
+
+    async def request(self, message_type: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read())
+        request_id = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        await self._socket.send(encode_request(request_id, message_type, body))
+        try:
+            return await asyncio.wait_for(future, self.timeout_s)
+        except TimeoutError:
+            raise NoReply(f"no reply to {message_type} from {self.address} within {self.timeout_s}s") from None
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def send(self, call: Call[ReplyT]) -> ReplyT:
+        return call.parse(await self.request(call.message_type, call.body))
+
+    # The same methods as `Client`, awaitable; `calls` says what each sends and what comes back.
+
+    async def hello(self, client: str = "loreguard.client") -> HelloReply:
+        return await self.send(calls.hello(client))
+
+    async def load_world(self, world: WorldDefinition | dict[str, Any]) -> WorldLoadReply:
+        return await self.send(calls.load_world(world))
+
+    async def register_npc(self, profile: NpcProfile | dict[str, Any]) -> NpcRegisterReply:
+        return await self.send(calls.register_npc(profile))
+
+    async def set_state(
+        self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()
+    ) -> SetStateReply:
+        return await self.send(calls.set_state(values, npc_id, remove))
+
+    async def interact(
+        self, npc_id: str | InteractionContext, player_input: str = "", trigger_reason: str = "player_utterance", **fields: Any
+    ) -> InteractionResult:
+        return await self.send(calls.interact(npc_id, player_input, trigger_reason, fields))
+
+    async def memory(self, npc_id: str) -> MemoryGetReply:
+        return await self.send(calls.memory(npc_id))
+
+    async def save(self, slot: str) -> SlotReply:
+        return await self.send(calls.save(slot))
+
+    async def load(self, slot: str) -> SlotReply:
+        return await self.send(calls.load(slot))
+
+    async def audit_tail(self, npc_id: str | None = None, limit: int = 20, after: int | None = None) -> AuditTailReply:
+        return await self.send(calls.audit_tail(npc_id, limit, after))
+
+    async def audit_export(
+        self,
+        npc_id: str | None = None,
+        last: int | None = None,
+        first_seq: int | None = None,
+        last_seq: int | None = None,
+        form: Literal["document", "json"] = "document",
+    ) -> AuditExportReply:
+        return await self.send(calls.audit_export(npc_id, last, first_seq, last_seq, form))
+
+    async def stats(self) -> StatsReply:
+        return await self.send(calls.stats())
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        self._socket.close(linger=0)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

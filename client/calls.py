@@ -1,0 +1,111 @@
+"""Every request the client can make, written once: the message type, the body, and the reply
+model it comes back as. `Client` sends a `Call` and returns the model; `AsyncClient` awaits it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel
+
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.npc import NpcProfile, WorldDefinition
+from loreguard.schemas.receipt import InteractionResult
+from loreguard.schemas.wire import (
+    MESSAGES,
+    AuditExportReply,
+    AuditTailReply,
+    HelloReply,
+    MemoryGetReply,
+    NpcRegisterReply,
+    SetStateReply,
+    SlotReply,
+    StatsReply,
+    WorldLoadReply,
+)
+
+ReplyT = TypeVar("ReplyT", bound=BaseModel)
+
+DEFAULT_ADDRESS = "tcp://127.0.0.1:7878"
+
+
+@dataclass(frozen=True)
+class Call(Generic[ReplyT]):
+    """One request: what to send, and the model its reply body is validated into."""
+
+    message_type: str
+    body: dict[str, Any]
+    reply: type[ReplyT]
+
+    def parse(self, body: dict[str, Any]) -> ReplyT:
+        return self.reply.model_validate(body)
+
+
+def _call(message_type: str, body: dict[str, Any], reply: type[ReplyT]) -> Call[ReplyT]:
+    if MESSAGES[message_type].reply is not reply:  # the wire table is the one source of truth
+        raise TypeError(f"{message_type} replies with {MESSAGES[message_type].reply.__name__}, not {reply.__name__}")
+    return Call(message_type, body, reply)
+
+
+def body_of(value: BaseModel | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_defaults=True)
+    return dict(value)
+
+
+def hello(client: str) -> Call[HelloReply]:
+    """Versions, capabilities, model fingerprint and limits."""
+    return _call("hello", {"client": client}, HelloReply)
+
+
+def load_world(world: WorldDefinition | dict[str, Any]) -> Call[WorldLoadReply]:
+    return _call("world.load", body_of(world), WorldLoadReply)
+
+
+def register_npc(profile: NpcProfile | dict[str, Any]) -> Call[NpcRegisterReply]:
+    return _call("npc.register", body_of(profile), NpcRegisterReply)
+
+
+def set_state(values: dict[str, Any], npc_id: str | None, remove: tuple[str, ...]) -> Call[SetStateReply]:
+    """Game-system world state; `npc_id=None` writes the world scope."""
+    return _call("world.set_state", {"npc_id": npc_id, "values": values, "remove": list(remove)}, SetStateReply)
+
+
+def interact(
+    npc_id: str | InteractionContext, player_input: str, trigger_reason: str, fields: dict[str, Any]
+) -> Call[InteractionResult]:
+    """One NPC line: validated dialogue, approved intents, the receipt."""
+    if isinstance(npc_id, InteractionContext):
+        body = body_of(npc_id)
+    else:
+        body = {"npc_id": npc_id, "trigger_reason": trigger_reason, "player_input": player_input, **fields}
+    return _call("interact", body, InteractionResult)
+
+
+def memory(npc_id: str) -> Call[MemoryGetReply]:
+    return _call("memory.get", {"npc_id": npc_id}, MemoryGetReply)
+
+
+def save(slot: str) -> Call[SlotReply]:
+    return _call("save", {"slot": slot}, SlotReply)
+
+
+def load(slot: str) -> Call[SlotReply]:
+    return _call("load", {"slot": slot}, SlotReply)
+
+
+def audit_tail(npc_id: str | None, limit: int, after: int | None) -> Call[AuditTailReply]:
+    """Recent audit records; with `after` (a log position), the ones after it."""
+    return _call("audit.tail", {"npc_id": npc_id, "limit": limit, "after": after}, AuditTailReply)
+
+
+def audit_export(
+    npc_id: str | None, last: int | None, first_seq: int | None, last_seq: int | None, form: Literal["document", "json"]
+) -> Call[AuditExportReply]:
+    """A debug package: the document (`package`), or with form "json" the file's `text`."""
+    body = {"npc_id": npc_id, "last": last, "first_seq": first_seq, "last_seq": last_seq, "form": form}
+    return _call("audit.export", body, AuditExportReply)
+
+
+def stats() -> Call[StatsReply]:
+    return _call("stats", {}, StatsReply)

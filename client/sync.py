@@ -1,0 +1,114 @@
+"""The blocking client: one DEALER socket, one request at a time (one thread per `Client`)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any, Literal
+
+import zmq
+
+from loreguard.client import calls
+from loreguard.client.calls import DEFAULT_ADDRESS, Call, ReplyT
+from loreguard.client.errors import NoReply, error_from_envelope
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.npc import NpcProfile, WorldDefinition
+from loreguard.schemas.receipt import InteractionResult
+from loreguard.schemas.wire import (
+    AuditExportReply,
+    AuditTailReply,
+    HelloReply,
+    MemoryGetReply,
+    NpcRegisterReply,
+    SetStateReply,
+    SlotReply,
+    StatsReply,
+    WorldLoadReply,
+    decode_reply,
+    encode_request,
+)
+
+
+class Client:
+    def __init__(
+        self, address: str = DEFAULT_ADDRESS, *, timeout_s: float = 120.0, context: zmq.Context[zmq.Socket[bytes]] | None = None
+    ) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self._socket = (context or zmq.Context.instance()).socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.connect(address)
+        self._ids = itertools.count(1)
+
+    def request(self, message_type: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Send one request and return the reply body; raise the typed error on an error reply."""
+        request_id = next(self._ids)
+        self._socket.send(encode_request(request_id, message_type, body))
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0 or not self._socket.poll(remaining_ms):
+                raise NoReply(f"no reply to {message_type} from {self.address} within {self.timeout_s}s")
+            envelope = decode_reply(self._socket.recv())
+            if envelope.get("id") != request_id:
+                continue  # a late reply to a request that already timed out
+            if envelope["type"] == "error":
+                raise error_from_envelope(envelope)
+            reply: dict[str, Any] = envelope["body"]
+            return reply
+
+    def send(self, call: Call[ReplyT]) -> ReplyT:
+        return call.parse(self.request(call.message_type, call.body))
+
+    # One method per message; `calls` says what each sends and what comes back.
+
+    def hello(self, client: str = "loreguard.client") -> HelloReply:
+        return self.send(calls.hello(client))
+
+    def load_world(self, world: WorldDefinition | dict[str, Any]) -> WorldLoadReply:
+        return self.send(calls.load_world(world))
+
+    def register_npc(self, profile: NpcProfile | dict[str, Any]) -> NpcRegisterReply:
+        return self.send(calls.register_npc(profile))
+
+    def set_state(self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()) -> SetStateReply:
+        return self.send(calls.set_state(values, npc_id, remove))
+
+    def interact(
+        self, npc_id: str | InteractionContext, player_input: str = "", trigger_reason: str = "player_utterance", **fields: Any
+    ) -> InteractionResult:
+        return self.send(calls.interact(npc_id, player_input, trigger_reason, fields))
+
+    def memory(self, npc_id: str) -> MemoryGetReply:
+        return self.send(calls.memory(npc_id))
+
+    def save(self, slot: str) -> SlotReply:
+        return self.send(calls.save(slot))
+
+    def load(self, slot: str) -> SlotReply:
+        return self.send(calls.load(slot))
+
+    def audit_tail(self, npc_id: str | None = None, limit: int = 20, after: int | None = None) -> AuditTailReply:
+        return self.send(calls.audit_tail(npc_id, limit, after))
+
+    def audit_export(
+        self,
+        npc_id: str | None = None,
+        last: int | None = None,
+        first_seq: int | None = None,
+        last_seq: int | None = None,
+        form: Literal["document", "json"] = "document",
+    ) -> AuditExportReply:
+        return self.send(calls.audit_export(npc_id, last, first_seq, last_seq, form))
+
+    def stats(self) -> StatsReply:
+        return self.send(calls.stats())
+
+    def close(self) -> None:
+        self._socket.close(linger=0)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
