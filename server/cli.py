@@ -95,7 +95,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from loreguard.server.sidecar.serve import serve
-    from loreguard.server.sidecar.server import SidecarConfig
+    from loreguard.server.sidecar.transport import SidecarConfig
 
     what, load = _backend_factory(args)
     config = SidecarConfig(

@@ -12,7 +12,7 @@ from factories import say
 from loreguard.memory import MemoryStore
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.sidecar.server import Sidecar, SidecarConfig
+from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 
 def free_port() -> int:

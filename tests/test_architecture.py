@@ -21,3 +21,8 @@ def test_the_pipeline_knows_no_audit_package() -> None:
 def test_memory_knows_nothing_above_it() -> None:
     loaded = _modules_after_import("loreguard.memory")
     assert not {m for m in loaded if m.startswith(("loreguard.server", "loreguard.client"))}
+
+
+def test_the_client_needs_no_sidecar_code() -> None:
+    loaded = _modules_after_import("loreguard.client")
+    assert not {m for m in loaded if m.startswith(("loreguard.server", "loreguard.memory"))}

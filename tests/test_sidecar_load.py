@@ -12,7 +12,7 @@ from loreguard.server.bench_sidecar import _REPLY, load_npcs, run_load
 from loreguard.server.cli import main
 from loreguard.server.demo import demo_world
 from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.sidecar.server import Sidecar, SidecarConfig
+from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 
 @pytest.mark.slow

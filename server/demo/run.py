@@ -15,7 +15,7 @@ from loreguard.schemas import InteractionResult
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.demo.session import TURNS, context_for
 from loreguard.server.pipeline.inference import InferenceBackend, ScriptedBackend
-from loreguard.server.sidecar.server import Sidecar, SidecarConfig
+from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 
 def _table(rows: list[list[str]]) -> str:

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from loreguard.memory import MemoryStore
 from loreguard.server.pipeline.inference.base import InferenceBackend
-from loreguard.server.sidecar.server import Sidecar, SidecarConfig
+from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 
 def load_with_progress(what: str, load: Callable[[], InferenceBackend], out: TextIO) -> InferenceBackend:

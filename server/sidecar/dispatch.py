@@ -66,7 +66,7 @@ def _refused(result: BatchResult, what: str) -> ProtocolError:
     )
 
 
-class Service:
+class Dispatcher:
     def __init__(
         self,
         store: MemoryStore,

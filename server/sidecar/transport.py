@@ -27,7 +27,7 @@ from loreguard.server.audit import AuditRecorder
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference.base import InferenceBackend
 from loreguard.server.sidecar.codec import ProtocolError, decode_request, encode_error, encode_reply, internal_error
-from loreguard.server.sidecar.service import Service
+from loreguard.server.sidecar.dispatch import Dispatcher
 from loreguard.server.sidecar.stats import SidecarStats
 from loreguard.server.sidecar.worker import InteractionWorker, InteractJob
 
@@ -92,7 +92,7 @@ class Sidecar:
             queue_size=self.config.queue_size,
             request_timeout_ms=self.config.request_timeout_ms,
         )
-        self.service = Service(store, fingerprint=fingerprint, limits=limits, stats=self.stats, recorder=self.recorder)
+        self.dispatcher = Dispatcher(store, fingerprint=fingerprint, limits=limits, stats=self.stats, recorder=self.recorder)
         self._context = zmq.Context()
         self._router = self._context.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.MAXMSGSIZE, self.config.max_message_bytes)
@@ -201,7 +201,7 @@ class Sidecar:
             if request.type == "interact":
                 self._submit(client, request.id, request.body, received)  # type: ignore[arg-type]
                 return
-            reply = encode_reply(request.id, request.type, self.service.handle(request.type, request.body))
+            reply = encode_reply(request.id, request.type, self.dispatcher.handle(request.type, request.body))
             self.stats.observe(request.type, (time.perf_counter_ns() - received) // 1000)
         except ProtocolError as exc:
             self.stats.count(f"errors.{exc.code.value}")
@@ -212,7 +212,7 @@ class Sidecar:
         self._reply(client, reply)
 
     def _submit(self, client: bytes, request_id: int | str, context: InteractionContext, received: int) -> None:
-        self.service.require_npc(context.npc_id)
+        self.dispatcher.require_npc(context.npc_id)
         job = InteractJob(
             client=client,
             request_id=request_id,
