@@ -204,5 +204,6 @@ def test_work_of_a_disconnected_client_is_dropped_before_inference(tmp_path: Pat
         backend.gate.set()
         blocker.join(60)
         assert not blocker.is_alive()
-        assert counter(watcher, "interact.dropped_disconnected") == 3
+        # The worker reaches the three queued jobs after it answered "first": wait for it.
+        wait_for(lambda: counter(watcher, "interact.dropped_disconnected") == 3, "the three jobs to be dropped")
         assert watcher.memory("merchant").interactions == 0
