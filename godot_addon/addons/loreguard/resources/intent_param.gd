@@ -37,10 +37,10 @@ static func from_dict(param_name: String, data: Dictionary) -> LoreguardIntentPa
 	var out := LoreguardIntentParam.new()
 	out.name = param_name
 	out.type = data.get("type", "string")
-	out.required = data.get("required", true)
+	out.required = data.get("required", out.required)
 	out.description = data.get("description", "")
 	out.enum_values = LoreguardDict.strings(data, "enum")
-	out.max_length = int(data.get("max_length", 64))
+	out.max_length = int(data.get("max_length", out.max_length))
 	out.has_minimum = data.get("minimum") != null
 	out.minimum = float(data.get("minimum", 0.0)) if out.has_minimum else 0.0
 	out.has_maximum = data.get("maximum") != null

@@ -71,11 +71,12 @@ static func from_dict(data: Dictionary) -> LoreguardNpcProfile:
 		out.few_shot.append(LoreguardExample.from_dict(example))
 	out.fallbacks_by_trigger = LoreguardDict.fallbacks_by_trigger(data)
 	out.fallbacks = LoreguardDict.strings(data.get("fallbacks", {}), "generic")
+	# A bound the body leaves out keeps the Resource's default (one place for each default).
 	var bounds: Dictionary = data.get("bounds", {})
-	out.max_exchanges = int(bounds.get("max_exchanges", 4))
-	out.max_episodic = int(bounds.get("max_episodic", 6))
-	out.max_beliefs = int(bounds.get("max_beliefs", 6))
-	out.max_few_shot = int(bounds.get("max_few_shot", 3))
-	out.max_chars = int(bounds.get("max_chars", 12000))
-	out.belief_threshold = float(bounds.get("belief_threshold", 0.2))
+	out.max_exchanges = int(bounds.get("max_exchanges", out.max_exchanges))
+	out.max_episodic = int(bounds.get("max_episodic", out.max_episodic))
+	out.max_beliefs = int(bounds.get("max_beliefs", out.max_beliefs))
+	out.max_few_shot = int(bounds.get("max_few_shot", out.max_few_shot))
+	out.max_chars = int(bounds.get("max_chars", out.max_chars))
+	out.belief_threshold = float(bounds.get("belief_threshold", out.belief_threshold))
 	return out

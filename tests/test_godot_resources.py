@@ -1,0 +1,104 @@
+"""The designer Resources against the sidecar's JSON Schema: every field a Resource sends is one
+the schema knows, every schema field is one a Resource can set, and a Resource left at its
+defaults sends the schema's defaults. The Resources are hand-written GDScript; this keeps them
+from drifting from the pydantic models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from godot_helpers import run_godot
+
+SCHEMAS = Path(__file__).resolve().parents[1] / "schemas" / "json"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def defaults() -> dict[str, dict[str, Any]]:
+    result = run_godot(["-s", "res://tests/dump_defaults.gd"], timeout=120)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("LOREGUARD_DEFAULTS ")]
+    assert result.returncode == 0 and lines, result.stdout + result.stderr
+    return json.loads(lines[0].removeprefix("LOREGUARD_DEFAULTS "))
+
+
+def _schemas() -> dict[str, dict[str, Any]]:
+    """Each Resource's schema, found the way a body nests it."""
+    profile = json.loads((SCHEMAS / "npc.register.request.json").read_text())
+    world = json.loads((SCHEMAS / "world.load.request.json").read_text())
+    defs = {**world.get("$defs", {}), **profile.get("$defs", {})}
+
+    def ref(schema: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in schema or "anyOf" in schema:
+            if "$ref" in schema:
+                schema = defs[schema["$ref"].rsplit("/", 1)[-1]]
+            else:
+                schema = next(s for s in schema["anyOf"] if s.get("type") != "null")
+        return schema
+
+    props = profile["properties"]
+    fact = ref(props["canonical_facts"]["items"])
+    intent = ref(props["allowed_intents"]["items"])
+    rule = ref(props["rules"]["items"])
+    return {
+        "rule_checks": ref(rule["properties"]["checks"]),
+        "rule_conditions": ref(rule["properties"]["conditions"]),
+        "fallbacks": ref(props["fallbacks"]),
+        "profile": profile,
+        "bounds": ref(props["bounds"]),
+        "world": world,
+        "fact": fact,
+        "claim": ref(fact["properties"]["claims"]["items"]),
+        "secret": ref(props["secrets"]["items"]),
+        "intent": intent,
+        "intent_param": ref(next(iter(intent["properties"]["params"]["patternProperties"].values()))),
+        "example": ref(props["few_shot"]["items"]),
+        "rule": rule,
+    }
+
+
+def _sent(defaults: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        **defaults,
+        "bounds": defaults["profile"]["bounds"],
+        "fallbacks": defaults["profile"]["fallbacks"],
+        "rule_checks": defaults["rule"]["checks"],
+        "rule_conditions": defaults["rule"]["conditions"],
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_schemas()))
+def test_a_resource_sends_only_fields_the_schema_knows(name: str, defaults: dict[str, dict[str, Any]]) -> None:
+    schema = _schemas()[name]
+    assert set(_sent(defaults)[name]) <= set(schema["properties"]), set(_sent(defaults)[name]) - set(schema["properties"])
+
+
+@pytest.mark.parametrize("name", sorted(_schemas()))
+def test_every_schema_field_can_be_set_from_a_resource(name: str, defaults: dict[str, dict[str, Any]]) -> None:
+    schema = _schemas()[name]
+    optional_numbers = {k for k, v in schema["properties"].items() if "anyOf" in v or k in {"minimum", "maximum"}}
+    missing = set(schema["properties"]) - set(_sent(defaults)[name])
+    assert missing <= optional_numbers, missing - optional_numbers
+
+
+@pytest.mark.parametrize("name", sorted(_schemas()))
+def test_a_resource_at_its_defaults_sends_the_schema_defaults(name: str, defaults: dict[str, dict[str, Any]]) -> None:
+    schema, sent = _schemas()[name], _sent(defaults)[name]
+    differ = {
+        key: (sent[key], spec["default"])
+        for key, spec in schema["properties"].items()
+        if "default" in spec and key in sent and key != "bounds" and not _same(sent[key], spec["default"])
+    }
+    assert not differ, f"{name}: Resource default vs schema default: {differ}"
+
+
+def _same(sent: Any, default: Any) -> bool:
+    if isinstance(default, (int, float)) and not isinstance(default, bool) and isinstance(sent, (int, float)):
+        return float(sent) == float(default)
+    if isinstance(default, dict) and isinstance(sent, dict):
+        # A Resource leaves an unset optional value out; the schema's default says None.
+        return all(_same(sent[k], v) if k in sent else v is None for k, v in default.items()) and set(sent) <= set(default)
+    return bool(sent == default)
