@@ -13,22 +13,11 @@ import zmq.asyncio
 from loreguard.client import calls
 from loreguard.client.calls import DEFAULT_ADDRESS, Call, ReplyT
 from loreguard.client.errors import NoReply, error_from_envelope
+from loreguard.schemas import wire
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import InteractionResult
-from loreguard.schemas.wire import (
-    AuditExportReply,
-    AuditTailReply,
-    HelloReply,
-    MemoryGetReply,
-    NpcRegisterReply,
-    SetStateReply,
-    SlotReply,
-    StatsReply,
-    WorldLoadReply,
-    decode_reply,
-    encode_request,
-)
+from loreguard.schemas.wire import decode_reply, encode_request
 
 
 class AsyncClient:
@@ -74,18 +63,18 @@ class AsyncClient:
 
     # The same methods as `Client`, awaitable; `calls` says what each sends and what comes back.
 
-    async def hello(self, client: str = "loreguard.client") -> HelloReply:
+    async def hello(self, client: str = "loreguard.client") -> wire.HelloReply:
         return await self.send(calls.hello(client))
 
-    async def load_world(self, world: WorldDefinition | dict[str, Any]) -> WorldLoadReply:
+    async def load_world(self, world: WorldDefinition | dict[str, Any]) -> wire.WorldLoadReply:
         return await self.send(calls.load_world(world))
 
-    async def register_npc(self, profile: NpcProfile | dict[str, Any]) -> NpcRegisterReply:
+    async def register_npc(self, profile: NpcProfile | dict[str, Any]) -> wire.NpcRegisterReply:
         return await self.send(calls.register_npc(profile))
 
     async def set_state(
         self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()
-    ) -> SetStateReply:
+    ) -> wire.SetStateReply:
         return await self.send(calls.set_state(values, npc_id, remove))
 
     async def interact(
@@ -93,16 +82,16 @@ class AsyncClient:
     ) -> InteractionResult:
         return await self.send(calls.interact(npc_id, player_input, trigger_reason, fields))
 
-    async def memory(self, npc_id: str) -> MemoryGetReply:
+    async def memory(self, npc_id: str) -> wire.MemoryGetReply:
         return await self.send(calls.memory(npc_id))
 
-    async def save(self, slot: str) -> SlotReply:
+    async def save(self, slot: str) -> wire.SlotReply:
         return await self.send(calls.save(slot))
 
-    async def load(self, slot: str) -> SlotReply:
+    async def load(self, slot: str) -> wire.SlotReply:
         return await self.send(calls.load(slot))
 
-    async def audit_tail(self, npc_id: str | None = None, limit: int = 20, after: int | None = None) -> AuditTailReply:
+    async def audit_tail(self, npc_id: str | None = None, limit: int = 20, after: int | None = None) -> wire.AuditTailReply:
         return await self.send(calls.audit_tail(npc_id, limit, after))
 
     async def audit_export(
@@ -112,10 +101,10 @@ class AsyncClient:
         first_seq: int | None = None,
         last_seq: int | None = None,
         form: Literal["document", "json"] = "document",
-    ) -> AuditExportReply:
+    ) -> wire.AuditExportReply:
         return await self.send(calls.audit_export(npc_id, last, first_seq, last_seq, form))
 
-    async def stats(self) -> StatsReply:
+    async def stats(self) -> wire.StatsReply:
         return await self.send(calls.stats())
 
     async def close(self) -> None:

@@ -11,22 +11,11 @@ import zmq
 from loreguard.client import calls
 from loreguard.client.calls import DEFAULT_ADDRESS, Call, ReplyT
 from loreguard.client.errors import NoReply, error_from_envelope
+from loreguard.schemas import wire
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import InteractionResult
-from loreguard.schemas.wire import (
-    AuditExportReply,
-    AuditTailReply,
-    HelloReply,
-    MemoryGetReply,
-    NpcRegisterReply,
-    SetStateReply,
-    SlotReply,
-    StatsReply,
-    WorldLoadReply,
-    decode_reply,
-    encode_request,
-)
+from loreguard.schemas.wire import decode_reply, encode_request
 
 
 class Client:
@@ -62,16 +51,16 @@ class Client:
 
     # One method per message; `calls` says what each sends and what comes back.
 
-    def hello(self, client: str = "loreguard.client") -> HelloReply:
+    def hello(self, client: str = "loreguard.client") -> wire.HelloReply:
         return self.send(calls.hello(client))
 
-    def load_world(self, world: WorldDefinition | dict[str, Any]) -> WorldLoadReply:
+    def load_world(self, world: WorldDefinition | dict[str, Any]) -> wire.WorldLoadReply:
         return self.send(calls.load_world(world))
 
-    def register_npc(self, profile: NpcProfile | dict[str, Any]) -> NpcRegisterReply:
+    def register_npc(self, profile: NpcProfile | dict[str, Any]) -> wire.NpcRegisterReply:
         return self.send(calls.register_npc(profile))
 
-    def set_state(self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()) -> SetStateReply:
+    def set_state(self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()) -> wire.SetStateReply:
         return self.send(calls.set_state(values, npc_id, remove))
 
     def interact(
@@ -79,16 +68,16 @@ class Client:
     ) -> InteractionResult:
         return self.send(calls.interact(npc_id, player_input, trigger_reason, fields))
 
-    def memory(self, npc_id: str) -> MemoryGetReply:
+    def memory(self, npc_id: str) -> wire.MemoryGetReply:
         return self.send(calls.memory(npc_id))
 
-    def save(self, slot: str) -> SlotReply:
+    def save(self, slot: str) -> wire.SlotReply:
         return self.send(calls.save(slot))
 
-    def load(self, slot: str) -> SlotReply:
+    def load(self, slot: str) -> wire.SlotReply:
         return self.send(calls.load(slot))
 
-    def audit_tail(self, npc_id: str | None = None, limit: int = 20, after: int | None = None) -> AuditTailReply:
+    def audit_tail(self, npc_id: str | None = None, limit: int = 20, after: int | None = None) -> wire.AuditTailReply:
         return self.send(calls.audit_tail(npc_id, limit, after))
 
     def audit_export(
@@ -98,10 +87,10 @@ class Client:
         first_seq: int | None = None,
         last_seq: int | None = None,
         form: Literal["document", "json"] = "document",
-    ) -> AuditExportReply:
+    ) -> wire.AuditExportReply:
         return self.send(calls.audit_export(npc_id, last, first_seq, last_seq, form))
 
-    def stats(self) -> StatsReply:
+    def stats(self) -> wire.StatsReply:
         return self.send(calls.stats())
 
     def close(self) -> None:
