@@ -207,3 +207,14 @@ def test_work_of_a_disconnected_client_is_dropped_before_inference(tmp_path: Pat
         # The worker reaches the three queued jobs after it answered "first": wait for it.
         wait_for(lambda: counter(watcher, "interact.dropped_disconnected") == 3, "the three jobs to be dropped")
         assert watcher.memory("merchant").interactions == 0
+
+
+def test_a_client_on_a_departed_clients_descriptor_is_answered(tmp_path: Path) -> None:
+    """The OS gives a new connection the descriptor a closed one had; whatever order the monitor's
+    events and the frames are read in, the newcomer is never taken for the client that left."""
+    with running_sidecar(tmp_path) as sidecar:
+        for round_ in range(40):
+            with Client(sidecar.address, timeout_s=30) as leaving:
+                leaving.hello()
+            with Client(sidecar.address, timeout_s=30) as arriving:
+                assert arriving.interact("guard", f"Round {round_}.").dialogue

@@ -5,9 +5,10 @@ queue; every other message is a quick store operation answered at once. Finished
 come back through an inproc socket, so only this thread ever touches the ROUTER socket (ZeroMQ
 sockets are not thread-safe).
 
-Disconnects: libzmq tells a socket monitor which connection (file descriptor) closed, and each
-received frame carries the descriptor it came from (`SRCFD`); together they tell which client
-left, so its queued interactions are dropped before inference.
+Disconnects: libzmq tells a socket monitor which connection (file descriptor) was accepted and
+which closed, and each received frame carries the descriptor it came from (`SRCFD`); together
+they tell which client left (see `_Clients` for descriptors the OS reuses), so its queued
+interactions are dropped before inference.
 """
 
 from __future__ import annotations
@@ -32,9 +33,6 @@ from loreguard.server.sidecar.stats import SidecarStats
 from loreguard.server.sidecar.worker import InteractionWorker, InteractJob
 
 _POLL_MS = 100
-#: Most requests read before a disconnect is applied; far above any real backlog, and a bound
-#: so that a flood cannot keep the loop from ever answering.
-_DRAIN_LIMIT = 100_000
 
 
 @dataclass(frozen=True)
@@ -53,24 +51,53 @@ class SidecarConfig:
 
 
 class _Clients:
-    """Which client identities are still connected, from SRCFD and monitor events."""
+    """Which client identities are still connected, from SRCFD and socket-monitor events.
+
+    libzmq names a connection only by its file descriptor, which the OS reuses, but it reports
+    ACCEPTED and DISCONNECTED per descriptor in the order they happen, and every frame a
+    connection sends comes after its ACCEPTED. So a client's connection is (descriptor, how many
+    connections that descriptor had when the client was first seen), and a DISCONNECTED ends
+    exactly the connections on its descriptor up to the latest one: a new client that got a
+    departed client's descriptor is never taken for it, in whatever order the events and frames
+    are read. Only the socket thread calls these.
+    """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._fd: dict[bytes, int] = {}
-        self._gone: set[bytes] = set()
+        self._lock = threading.Lock()  # `connected` is asked from the inference worker
+        #: descriptor -> connections accepted on it so far
+        self._generation: dict[int, int] = {}
+        #: descriptor -> the generation of its latest closed connection
+        self._closed: dict[int, int] = {}
+        self._live: dict[bytes, tuple[int, int]] = {}
+        self._gone: dict[bytes, tuple[int, int]] = {}
 
-    def seen(self, client: bytes, fd: int) -> None:
+    def knows(self, client: bytes, fd: int) -> bool:
+        """True when the client was already placed on this descriptor (no monitor read needed)."""
         with self._lock:
-            self._fd[client] = fd
-            self._gone.discard(client)
+            return self._live.get(client, (None,))[0] == fd or self._gone.get(client, (None,))[0] == fd
+
+    def accepted(self, fd: int) -> None:
+        with self._lock:
+            self._generation[fd] = self._generation.get(fd, 0) + 1
 
     def disconnected(self, fd: int) -> None:
         with self._lock:
-            for client, client_fd in list(self._fd.items()):
-                if client_fd == fd:
-                    self._gone.add(client)
-                    del self._fd[client]
+            latest = self._closed[fd] = self._generation.get(fd, 0)
+            for client, (client_fd, generation) in list(self._live.items()):
+                if client_fd == fd and generation <= latest:
+                    self._gone[client] = self._live.pop(client)
+
+    def seen(self, client: bytes, fd: int) -> None:
+        """A frame from `client` arrived on `fd`; call after reading the monitor's events."""
+        with self._lock:
+            connection = (fd, self._generation.get(fd, 0))
+            if self._live.get(client) == connection or self._gone.get(client) == connection:
+                return  # the same connection as before, live or already closed
+            self._gone.pop(client, None)  # a client with a fixed identity on a new connection
+            if self._closed.get(fd) == connection[1]:
+                self._gone[client] = connection  # its frames were read after it closed
+            else:
+                self._live[client] = connection
 
     def connected(self, client: bytes) -> bool:
         with self._lock:
@@ -103,7 +130,7 @@ class Sidecar:
             port = self.config.port
             self._router.bind(f"tcp://{self.config.host}:{port}")
         self.address = f"tcp://{self.config.host}:{port}"
-        self._monitor = self._router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._monitor = self._router.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
         self._replies_address = f"inproc://loreguard-replies-{uuid.uuid4().hex}"
         self._replies = self._context.socket(zmq.PULL)
         self._replies.bind(self._replies_address)
@@ -154,39 +181,33 @@ class Sidecar:
 
     def _poll_once(self, poller: zmq.Poller, *, accepting: bool = True) -> None:
         events = dict(poller.poll(_POLL_MS))
-        gone_fds = self._read_disconnects() if self._monitor in events else []
+        if self._monitor in events:
+            self._read_monitor()
         if self._replies in events:
             while self._replies.poll(0):
                 self._router.send_multipart(self._replies.recv_multipart())
-        if gone_fds:
-            # A client's last frames reach the ROUTER before libzmq reports its disconnect.
-            # Read them all first, or they would arrive after the disconnect and count as
-            # the work of a connected client.
-            self._read_requests(accepting, limit=_DRAIN_LIMIT)
-            for fd in gone_fds:
-                self._clients.disconnected(fd)
-                self.stats.count("clients.disconnected")
-        elif self._router in events:
-            self._read_requests(accepting, limit=256)  # bounded batch, so replies are never starved
+        if self._router in events:
+            for _ in range(256):  # bounded batch, so replies are never starved
+                if not self._router.poll(0):
+                    break
+                self._receive(accepting)
 
-    def _read_disconnects(self) -> list[int]:
-        fds = []
+    def _read_monitor(self) -> None:
         while self._monitor.poll(0):
             event = parse_monitor_message(self._monitor.recv_multipart())
-            if event["event"] == zmq.EVENT_DISCONNECTED:
-                fds.append(int(event["value"]))
-        return fds
-
-    def _read_requests(self, accepting: bool, *, limit: int) -> None:
-        for _ in range(limit):
-            if not self._router.poll(0):
-                return
-            self._receive(accepting)
+            if event["event"] == zmq.EVENT_ACCEPTED:
+                self._clients.accepted(int(event["value"]))
+            elif event["event"] == zmq.EVENT_DISCONNECTED:
+                self._clients.disconnected(int(event["value"]))
+                self.stats.count("clients.disconnected")
 
     def _receive(self, accepting: bool) -> None:
         frames = self._router.recv_multipart(copy=False)
         client = frames[0].bytes
-        self._clients.seen(client, frames[1].get(zmq.SRCFD) if len(frames) > 1 else -1)
+        fd = frames[1].get(zmq.SRCFD) if len(frames) > 1 else -1
+        if not self._clients.knows(client, fd):
+            self._read_monitor()  # the ACCEPTED of this client's connection came before its frame
+        self._clients.seen(client, fd)
         received = time.perf_counter_ns()
         self.stats.count("requests")
         if len(frames) != 2:
