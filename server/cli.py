@@ -18,30 +18,40 @@ def _schemas_export(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from loreguard.server import bench
-
-    figures: Mapping[str, object]
-    if args.suite == "governance":
-        figures = bench.bench_governance(interactions=args.interactions)
-    elif args.suite == "audit":
-        figures = bench.bench_audit(interactions=args.interactions)
-    elif args.suite == "roundtrip":
-        from loreguard.server.bench_sidecar import bench_roundtrip
-
-        figures = bench_roundtrip(round_trips=args.round_trips)
-    elif args.suite == "load":
-        from loreguard.server.bench_sidecar import bench_load
-
-        figures = bench_load(clients=args.clients, per_client=args.per_client)
-    elif args.suite == "inference":
-        from loreguard.server.bench_inference import bench_inference
-
-        figures = bench_inference(npcs=args.npcs, rounds=args.rounds, model=args.model, threads=args.threads)
-    else:  # argparse restricts the choices
-        raise AssertionError(args.suite)
+    figures: Mapping[str, object] = args.run_suite(args)
     for name, value in figures.items():
         print(f"{name}: {value}")
     return 0
+
+
+def _bench_governance(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server import bench
+
+    return bench.bench_governance(interactions=args.interactions)
+
+
+def _bench_audit(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server import bench
+
+    return bench.bench_audit(interactions=args.interactions)
+
+
+def _bench_roundtrip(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench_sidecar import bench_roundtrip
+
+    return bench_roundtrip(round_trips=args.round_trips)
+
+
+def _bench_load(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench_sidecar import bench_load
+
+    return bench_load(clients=args.clients, per_client=args.per_client)
+
+
+def _bench_inference(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench_inference import bench_inference
+
+    return bench_inference(npcs=args.npcs, rounds=args.rounds, model=args.model, threads=args.threads)
 
 
 def _schemas_docs(args: argparse.Namespace) -> int:
@@ -234,16 +244,28 @@ def build_parser() -> argparse.ArgumentParser:
     attach.set_defaults(handler=_attach)
 
     bench = commands.add_parser("bench", help="benchmarks; print `name: value` lines")
-    bench.add_argument("suite", choices=["governance", "audit", "inference", "roundtrip", "load"])
-    bench.add_argument("--round-trips", type=int, default=5000, help="roundtrip: hello round trips to time")
-    bench.add_argument("--clients", type=int, default=32, help="load: concurrent clients (one NPC each)")
-    bench.add_argument("--per-client", type=int, default=50, help="load: interactions per client")
-    bench.add_argument("--interactions", type=int, default=400, help="governance, audit: interactions to time")
-    bench.add_argument("--npcs", type=int, default=8, help="inference: NPCs in the rotation")
-    bench.add_argument("--rounds", type=int, default=3, help="inference: turns per NPC")
-    bench.add_argument("--model", help="inference: a GGUF file (default: the embedded model)")
-    bench.add_argument("--threads", type=int, help="inference: CPU threads (default: cores - 1)")
-    bench.set_defaults(handler=_bench)
+    suites = bench.add_subparsers(dest="suite", required=True, metavar="SUITE")
+    for name, run_suite, about in (
+        ("governance", _bench_governance, "full interactions with the scripted model"),
+        ("audit", _bench_audit, "the same with and without the audit recorder"),
+        ("roundtrip", _bench_roundtrip, "hello round trips through the sidecar vs a raw pyzmq echo"),
+        ("load", _bench_load, "asyncio clients through the sidecar (scripted model)"),
+        ("inference", _bench_inference, "the embedded model, NPCs with long prefixes, interleaved"),
+    ):
+        suite = suites.add_parser(name, help=about)
+        suite.set_defaults(handler=_bench, run_suite=run_suite)
+        if name in ("governance", "audit"):
+            suite.add_argument("--interactions", type=int, default=400, help="interactions to time")
+        elif name == "roundtrip":
+            suite.add_argument("--round-trips", type=int, default=5000, help="hello round trips to time")
+        elif name == "load":
+            suite.add_argument("--clients", type=int, default=32, help="concurrent clients (one NPC each)")
+            suite.add_argument("--per-client", type=int, default=50, help="interactions per client")
+        else:
+            suite.add_argument("--npcs", type=int, default=8, help="NPCs in the rotation")
+            suite.add_argument("--rounds", type=int, default=3, help="turns per NPC")
+            suite.add_argument("--model", help="a GGUF file (default: the embedded model)")
+            suite.add_argument("--threads", type=int, help="CPU threads (default: cores - 1)")
     return parser
 
 

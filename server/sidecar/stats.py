@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import threading
 from collections import Counter, deque
 
@@ -9,9 +10,12 @@ _WINDOW = 4096
 
 
 def percentile(values: list[float] | list[int], q: float) -> float:
-    """The value at rank `q` (0..1) of `values`, nearest rank; benchmarks and `stats` share it."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+    """The value at quantile `q` (0 < q < 1), interpolated between ranks (`statistics.quantiles`,
+    inclusive method); benchmarks and `stats` share it."""
+    if len(values) == 1:
+        return float(values[0])
+    cuts = statistics.quantiles(values, n=1000, method="inclusive")
+    return cuts[min(len(cuts) - 1, max(0, round(q * 1000) - 1))]
 
 
 class SidecarStats:
