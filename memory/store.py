@@ -81,6 +81,8 @@ class PlannedBatch:
     complete_interaction: str | None
     #: Hash of the scopes the caller named (`hash_scopes`) once this batch is applied.
     memory_hash_after: str
+    #: Hash of the same scopes as they were when the batch was planned.
+    memory_hash_before: str
     #: Where this batch's audit record goes in the log, if it has one.
     audit_seq: int
     definitions: Mapping[str, str]
@@ -401,6 +403,7 @@ class MemoryStore:
             plan=plan,
             complete_interaction=complete_interaction,
             memory_hash_after=combine_scope_hashes((name, scope_hashes.get(name) or self._scope_hash(name)) for name in names),
+            memory_hash_before=combine_scope_hashes((name, self._scope_hash(name)) for name in names),
             audit_seq=self._next_audit_seq,
             definitions=definitions or {},
             digests=digests,

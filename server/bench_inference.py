@@ -2,10 +2,12 @@
 
 Eight NPCs, each with a static prefix of about 1,500 tokens (persona, world lore and canonical
 facts), speak in an interleaved rotation (A, B, ... H, A, B, ...) through the full governance
-pipeline. The first turn of each NPC evaluates its prefix (cold); later turns restore it (warm).
-Every figure is a median over one run, so ratios compare like with like: TTFT cold and warm are
-measured on the same prompts (each NPC's last turn) with its prefix evicted and cached, and free
-decoding on the same prompts and seeds as constrained decoding.
+pipeline. The first turn of each NPC evaluates its whole prompt (cold); later turns reuse what
+is cached of the NPC's earlier turns (warm): the batched engine the longest common token prefix
+with its resident sequences, the reproducible engine the saved static prefix.
+Every figure is a median over one run, so ratios compare like with like: TTFT warm is each NPC's
+last turn as the rotation ran it, TTFT cold the same request again with that NPC's cache
+dropped; free decoding runs on the same prompts and seeds as constrained decoding.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pydantic import ValidationError
 from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionContext, NpcProfile, ParsedOutput, WorldDefinition
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
-from loreguard.server.pipeline.inference.base import Generation
+from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
 from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 from loreguard.server.pipeline.inference.recording import RecordingBackend
 
@@ -89,8 +91,18 @@ def _median(values: list[float]) -> float:
     return round(statistics.median(values), 1) if values else float("nan")
 
 
-def bench_inference(*, npcs: int = 8, rounds: int = 3, model: str | None = None, threads: int | None = None) -> dict[str, object]:
-    backend = LlamaCppBackend(LlamaCppConfig(model_path=model, n_threads=threads))
+def bench_inference(
+    *,
+    npcs: int = 8,
+    rounds: int = 3,
+    model: str | None = None,
+    threads: int | None = None,
+    gpu_layers: int = 0,
+    reproducible: bool = False,
+) -> dict[str, object]:
+    backend = LlamaCppBackend(
+        LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, reproducible=reproducible)
+    )
     recorder = RecordingBackend(backend)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,37 +112,44 @@ def bench_inference(*, npcs: int = 8, rounds: int = 3, model: str | None = None,
         for profile in profiles:
             store.register_npc(profile)
         pipeline = GovernancePipeline(store, recorder, PipelineConfig())
+        #: Per round, each NPC's first attempt (a retry re-sends most of the same prompt).
+        turns: list[list[tuple[GenerationRequest, Generation]]] = []
         for round_ in range(rounds):
+            turns.append([])
             for profile in profiles:
                 ctx = InteractionContext(npc_id=profile.id, trigger_reason="player_utterance",
                                          player_input=_LINES[round_ % len(_LINES)])  # fmt: skip
+                mark = len(recorder.calls)
                 pipeline.interact(ctx)
+                turns[-1].append(recorder.calls[mark])
         store.close()
 
     calls = recorder.calls
     generations = [generation for _, generation in calls]
     constrained = [r for g in generations if (r := _decode_tok_s(g)) is not None]
-    last_turns = calls[-npcs:]
-    # Cache hit vs miss on identical prompts (each NPC's last turn): time to the first token.
+    repeat = [g for turn in turns[1:] for _, g in turn]
+    # Cache hit vs miss on identical requests: each NPC's last turn as run, then with its cache dropped.
     warm, cold, free = [], [], []
-    for request, _ in last_turns:
-        first_token = request.model_copy(update={"output_schema": None, "max_tokens": 1})
-        warm.append(backend.generate(first_token))
+    for request, generation in turns[-1]:
+        warm.append(generation)
         backend.invalidate(request.npc_id)
-        cold.append(backend.generate(first_token))
+        cold.append(backend.generate(request))
         # Free decoding on the same prompt and seed, without the grammar.
         free_request = request.model_copy(update={"output_schema": None, "max_tokens": 96})
         if (rate := _decode_tok_s(backend.generate(free_request))) is not None:
             free.append(rate)
     ttft_cold, ttft_warm = _median([g.ttft_ms for g in cold]), _median([g.ttft_ms for g in warm])
     free_rate, constrained_rate = _median(free), _median(constrained)
+    static_prefix = int(statistics.median(len(backend.tokenize_prompt(r.prompt).prefix) for r, _ in turns[-1]))
     figures: dict[str, object] = {
         "model": backend.fingerprint().file_name,
+        "engine": "reproducible" if reproducible else "batched",
         "threads": backend.n_threads,
         "npcs": npcs,
         "generations": len(calls),
-        "static_prefix_tokens": int(statistics.median(g.tokens_cached for g in warm)),
-        "dynamic_suffix_tokens": int(statistics.median(g.tokens_evaluated for g in warm)),
+        "static_prefix_tokens": static_prefix,
+        "prompt_tokens_per_turn": round(statistics.mean(g.tokens_evaluated + g.tokens_cached for g in repeat), 1),
+        "prompt_tokens_evaluated_per_turn": round(statistics.mean(g.tokens_evaluated for g in repeat), 1),
         "prefill_tok_s": _median([g.tokens_evaluated / (g.ttft_ms / 1000) for g in cold if g.ttft_ms > 0]),
         "decode_tok_s": free_rate,
         "constrained_decode_tok_s": constrained_rate,
@@ -140,7 +159,8 @@ def bench_inference(*, npcs: int = 8, rounds: int = 3, model: str | None = None,
         "kv_hit_speedup": round(ttft_cold / ttft_warm, 1) if ttft_warm else float("nan"),
         "rotation_kv_hits": sum(g.tokens_cached > 0 for g in generations),
         "rotation_kv_misses": sum(g.tokens_cached == 0 for g in generations),
-        "kv_state_mb_per_npc": round(backend.prefix_cache.stats.bytes / max(1, backend.prefix_cache.stats.entries) / 2**20, 1),
+        "resident_prefixes": backend.resident_prefixes,
+        "kv_state_mb_per_npc": round(static_prefix * backend.native_model.kv_bytes_per_token / 2**20, 1),
         "grammar_full_filter_rate": round(backend.stats.grammar_full_filters / max(1, backend.stats.tokens_generated), 4),
         "truncated_outputs": sum(g.finish_reason == "length" for g in generations),
         "schema_valid_rate": round(sum(_strictly_valid(g.text) for g in generations) / len(generations), 3),

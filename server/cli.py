@@ -51,7 +51,24 @@ def _bench_load(args: argparse.Namespace) -> Mapping[str, object]:
 def _bench_inference(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench_inference import bench_inference
 
-    return bench_inference(npcs=args.npcs, rounds=args.rounds, model=args.model, threads=args.threads)
+    return bench_inference(
+        npcs=args.npcs, rounds=args.rounds, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers,
+        reproducible=args.reproducible,
+    )  # fmt: skip
+
+
+def _bench_concurrency(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench_concurrency import bench_concurrency
+
+    return bench_concurrency(
+        npcs=tuple(int(n) for n in args.npcs.split(",")),
+        serial=args.serial,
+        facts=args.facts,
+        model=args.model,
+        threads=args.threads,
+        gpu_layers=args.gpu_layers,
+        kv_budget_mib=args.kv_budget_mib,
+    )
 
 
 def _schemas_docs(args: argparse.Namespace) -> int:
@@ -84,7 +101,13 @@ def _backend_factory(args: argparse.Namespace):  # noqa: ANN202
     from loreguard.server.pipeline.inference.models import resolve_model_path
 
     path = resolve_model_path(args.model)
-    llama_config = LlamaCppConfig(model_path=str(path), n_gpu_layers=args.gpu_layers)
+    llama_config = LlamaCppConfig(
+        model_path=str(path),
+        n_gpu_layers=args.gpu_layers,
+        reproducible=getattr(args, "reproducible", False),
+        parallel=getattr(args, "parallel", None) or LlamaCppConfig.model_fields["parallel"].default,
+        kv_budget_mib=getattr(args, "kv_budget_mib", None),
+    )
     return path.name, lambda: LlamaCppBackend(llama_config)
 
 
@@ -144,6 +167,7 @@ def _replay(args: argparse.Namespace) -> int:
 
     backend = None
     if args.live:
+        args.reproducible = True  # a recorded seed replays the same text only without batch effects
         what, load = _backend_factory(args)
         backend = load_with_progress(what, load, sys.stderr)
     try:
@@ -174,9 +198,18 @@ def _add_selection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", type=int, help="last log position")
 
 
-def _add_model_options(parser: argparse.ArgumentParser) -> None:
+def _add_model_options(parser: argparse.ArgumentParser, *, engine: bool = False) -> None:
     parser.add_argument("--model", help="a GGUF file (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all; CUDA builds)")
+    if engine:
+        parser.add_argument("--parallel", type=int, help="NPCs whose generations are decoded together (default 8)")
+        parser.add_argument(
+            "--kv-budget-mib", type=int, help="KV cache memory for all sequences (default 2048 with a GPU, 512 on the CPU)"
+        )
+        parser.add_argument(
+            "--reproducible", action="store_true",
+            help="one generation at a time, numerics independent of other NPCs (tests, replays)",
+        )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -194,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run the demo conversation through the governance pipeline")
     demo.add_argument("--data", help="keep memory in this folder (default: a temporary one)")
-    _add_model_options(demo)
+    _add_model_options(demo, engine=True)
     demo.add_argument("--scripted", action="store_true", help="replay recorded model outputs instead of running the model")
     demo.add_argument("--interactive", metavar="NPC", help="after the scripted turns, chat with this NPC (guard, merchant)")
 
@@ -208,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     serve.add_argument("--script", help="scripted backend: a JSON file with a list of model outputs")
     serve.add_argument("--base-url", default="http://127.0.0.1:8080", help="openai backend: the server's URL")
-    _add_model_options(serve)
+    _add_model_options(serve, engine=True)
     serve.add_argument("--queue-size", type=int, default=64, help="queued interactions before `overloaded`")
     serve.add_argument("--max-message-bytes", type=int, default=1 << 20)
     serve.add_argument("--timeout-ms", type=int, default=60_000, help="deadline of one interaction")
@@ -251,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("roundtrip", _bench_roundtrip, "hello round trips through the sidecar vs a raw pyzmq echo"),
         ("load", _bench_load, "asyncio clients through the sidecar (scripted model)"),
         ("inference", _bench_inference, "the embedded model, NPCs with long prefixes, interleaved"),
+        ("concurrency", _bench_concurrency, "N NPCs at once through the sidecar vs serial and llama.cpp's batched ceiling"),
     ):
         suite = suites.add_parser(name, help=about)
         suite.set_defaults(handler=_bench, run_suite=run_suite)
@@ -261,11 +295,19 @@ def build_parser() -> argparse.ArgumentParser:
         elif name == "load":
             suite.add_argument("--clients", type=int, default=32, help="concurrent clients (one NPC each)")
             suite.add_argument("--per-client", type=int, default=50, help="interactions per client")
-        else:
+        elif name == "inference":
             suite.add_argument("--npcs", type=int, default=8, help="NPCs in the rotation")
             suite.add_argument("--rounds", type=int, default=3, help="turns per NPC")
+            suite.add_argument("--reproducible", action="store_true", help="the one-at-a-time engine instead of the batched one")
+        else:
+            suite.add_argument("--npcs", default="1,8,32", help="comma-separated N: NPCs asking at once")
+            suite.add_argument("--serial", type=int, default=8, help="NPCs in the one-at-a-time baseline")
+            suite.add_argument("--facts", type=int, default=8, help="canonical facts per NPC (prefix length)")
+            suite.add_argument("--kv-budget-mib", type=int, help="KV cache memory (default: the engine's)")
+        if name in ("inference", "concurrency"):
             suite.add_argument("--model", help="a GGUF file (default: the embedded model)")
             suite.add_argument("--threads", type=int, help="CPU threads (default: cores - 1)")
+            suite.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all)")
     return parser
 
 

@@ -23,11 +23,24 @@ def store(store_path: Path):
 
 @pytest.fixture(scope="session")
 def llama_backend():
-    """The embedded model, loaded once for every model test (all cores: tests run alone)."""
+    """The embedded model on the batched engine (the sidecar's default), loaded once for every
+    model test (all cores: tests run alone)."""
     import os
 
     from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 
-    backend = LlamaCppBackend(LlamaCppConfig(n_threads=os.cpu_count() or 1))
+    backend = LlamaCppBackend(LlamaCppConfig(n_threads=os.cpu_count() or 1, parallel=4))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="session")
+def reproducible_backend():
+    """The embedded model on the reproducible engine: same prompt and seed, same text, always."""
+    import os
+
+    from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+
+    backend = LlamaCppBackend(LlamaCppConfig(n_threads=os.cpu_count() or 1, reproducible=True))
     yield backend
     backend.close()

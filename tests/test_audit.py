@@ -357,7 +357,9 @@ def test_audit_cli_on_a_missing_data_folder_says_so(tmp_path: Path, capsys) -> N
 
 
 @pytest.mark.model
-def test_a_real_model_session_replays_exactly(tmp_path: Path, llama_backend) -> None:  # noqa: ANN001
+def test_a_real_model_session_replays_exactly(tmp_path: Path, reproducible_backend) -> None:  # noqa: ANN001
+    # Recorded on the reproducible engine, as `serve --reproducible` does; live replay always runs it.
+    llama_backend = reproducible_backend
     store = demo_store(tmp_path / "memory.sqlite")
     recorder = AuditRecorder(store, fingerprint=llama_backend.fingerprint())
     pipeline = GovernancePipeline(store, llama_backend, recorder=recorder)

@@ -62,7 +62,8 @@ def test_fifty_interactions_are_schema_valid_and_never_truncated(llama_backend: 
     assert store.interactions("guard") + store.interactions("merchant") == 50
 
 
-def test_kv_reuse_survives_another_npcs_turn(llama_backend: LlamaCppBackend, tmp_path: Path) -> None:
+def test_kv_reuse_survives_another_npcs_turn(reproducible_backend: LlamaCppBackend, tmp_path: Path) -> None:
+    llama_backend = reproducible_backend
     guard = _request_for(llama_backend, tmp_path, "guard", "Good evening.")
     merchant = _request_for(llama_backend, tmp_path, "merchant", "Good evening.")
     tokens = llama_backend.tokenize_prompt(guard.prompt)
@@ -76,7 +77,8 @@ def test_kv_reuse_survives_another_npcs_turn(llama_backend: LlamaCppBackend, tmp
     assert len(tokens.prefix) > 3 * len(tokens.suffix)
 
 
-def test_same_seed_same_text_cached_or_not_and_in_another_process(llama_backend: LlamaCppBackend, tmp_path: Path) -> None:
+def test_same_seed_same_text_cached_or_not_and_in_another_process(reproducible_backend: LlamaCppBackend, tmp_path: Path) -> None:
+    llama_backend = reproducible_backend
     guard = _request_for(llama_backend, tmp_path, "guard", "Tell me about the town.")
     merchant = _request_for(llama_backend, tmp_path, "merchant", "Tell me about the town.")
 
@@ -94,7 +96,7 @@ def test_same_seed_same_text_cached_or_not_and_in_another_process(llama_backend:
         "from loreguard.server.pipeline.inference.base import GenerationRequest\n"
         "from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig\n"
         "request = GenerationRequest.model_validate_json(open(sys.argv[1]).read())\n"
-        f"backend = LlamaCppBackend(LlamaCppConfig(n_threads={llama_backend.n_threads}))\n"
+        f"backend = LlamaCppBackend(LlamaCppConfig(n_threads={llama_backend.n_threads}, reproducible=True))\n"
         "sys.stdout.write(backend.generate(request).text)\n"
     )
     other = subprocess.run([sys.executable, "-c", script, str(request_file)], capture_output=True, text=True, timeout=300)
@@ -111,7 +113,8 @@ def test_different_seeds_are_recorded_per_interaction(llama_backend: LlamaCppBac
     assert [r.seed for r, _ in recording.calls][0] == first.receipt.seed
 
 
-def test_a_profile_change_invalidates_that_npc_only(llama_backend: LlamaCppBackend, tmp_path: Path) -> None:
+def test_a_profile_change_invalidates_that_npc_only(reproducible_backend: LlamaCppBackend, tmp_path: Path) -> None:
+    llama_backend = reproducible_backend
     recording = Recording(llama_backend)
     store = demo_store(tmp_path / "m.sqlite")
     pipeline = GovernancePipeline(store, recording)
@@ -132,14 +135,18 @@ def test_a_profile_change_invalidates_that_npc_only(llama_backend: LlamaCppBacke
     assert llama_backend.prefix_cache.stats.invalidations == invalidations + 1
 
 
-def test_a_prompt_beyond_the_context_is_a_typed_error_and_changes_nothing(llama_backend: LlamaCppBackend, tmp_path: Path) -> None:
-    request = _request_for(llama_backend, tmp_path, "guard", "Hello.")
+@pytest.mark.parametrize("engine", ["llama_backend", "reproducible_backend"])
+def test_a_prompt_beyond_the_context_is_a_typed_error_and_changes_nothing(
+    engine: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    llama_backend: LlamaCppBackend = request.getfixturevalue(engine)
+    asked = _request_for(llama_backend, tmp_path, "guard", "Hello.")
     huge = Prompt(static_prefix="lore " * 20000, dynamic_suffix="Player: hi\nYou:", manifest="", context_keys=())
-    cached_before = llama_backend.prefix_cache.cached_npcs()
+    cached_before = llama_backend.prefix_cache.cached_npcs(), llama_backend.resident_prefixes, llama_backend.stats.generations
     with pytest.raises(BackendError, match="n_ctx"):
-        llama_backend.generate(request.model_copy(update={"prompt": huge}))
-    assert llama_backend.prefix_cache.cached_npcs() == cached_before
-    assert llama_backend.generate(request).finish_reason == "stop"
+        llama_backend.generate(asked.model_copy(update={"prompt": huge}))
+    assert (llama_backend.prefix_cache.cached_npcs(), llama_backend.resident_prefixes, llama_backend.stats.generations) == cached_before
+    assert llama_backend.generate(asked).finish_reason == "stop"
 
 
 def test_fingerprint_identifies_the_file_and_reports_offload(llama_backend: LlamaCppBackend) -> None:

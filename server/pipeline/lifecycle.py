@@ -11,6 +11,7 @@ injected and only ever feeds timings, which are metadata outside every hash.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -49,6 +50,10 @@ from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt
 from loreguard.server.pipeline.retry import RetryPolicy, escalate, repair_message
 from loreguard.server.pipeline.sink import AuditSink
 from loreguard.server.pipeline.snapshot import StateSnapshot, build_snapshot, merged_state
+
+#: Plans a commit may make before giving up: each new plan follows another batch's commit, so
+#: reaching this means the store is being written in a tight loop.
+_MAX_PLANS = 16
 
 
 class PipelineConfig(FrozenModel):
@@ -180,6 +185,12 @@ class GovernancePipeline:
         self.judge = SemanticJudge(judge_backend)
         self.clock = clock
         self.counters: Counter[str] = Counter()
+        self._counters_lock = threading.Lock()
+
+    def _count(self, key: str, n: int = 1) -> None:
+        # Interactions of different NPCs run on different threads (the sidecar's scheduler).
+        with self._counters_lock:
+            self.counters[key] += n
 
     def record_correction(self, rule_id: str, verdict: int) -> None:
         """Designer feedback on a behavioural rule (+1 right, -1 wrong); persisted."""
@@ -187,6 +198,10 @@ class GovernancePipeline:
 
     def interact(self, context: InteractionContext, *, deadline_ns: int | None = None) -> InteractionResult:
         """Run one interaction to exactly one outcome: validated, fallback or clarify.
+
+        Thread-safe for different NPCs: their interactions may run at once (they read and write
+        disjoint scopes, and each commit re-plans if another committed first). Interactions of
+        one NPC must not overlap; the sidecar's scheduler keeps them in arrival order.
 
         `deadline_ns` is a time on the pipeline's clock. Past it, no further model call starts
         and nothing is committed: `DeadlineExceeded` is raised with memory unchanged.
@@ -203,7 +218,7 @@ class GovernancePipeline:
 
     def _check_deadline(self, run: _Run, phase: str) -> None:
         if run.deadline_ns is not None and self.clock() > run.deadline_ns:
-            self.counters["deadline_exceeded"] += 1
+            self._count("deadline_exceeded", 1)
             raise DeadlineExceeded(phase)
 
     # --- phases ----------------------------------------------------------------------------
@@ -321,7 +336,7 @@ class GovernancePipeline:
                 )
             )
             for failure in gate.failures:
-                self.counters[f"gate_failed.{failure.gate.value}"] += 1
+                self._count(f"gate_failed.{failure.gate.value}", 1)
             run.timer.lap(f"gate.{snapshot.attempt}")
 
             if gate.passed:
@@ -332,7 +347,7 @@ class GovernancePipeline:
                 return None, (), "critical: " + "; ".join(f.reason for f in gate.failures if f.severity is Severity.CRITICAL)
             if not snapshot.can_retry:
                 return None, (), "attempts_exhausted"
-            self.counters["retries"] += 1
+            self._count("retries", 1)
             snapshot = snapshot.for_retry(
                 escalate(snapshot.constraints, gate.failures, policy.escalation), repair_message(gate.failures)
             )
@@ -373,10 +388,10 @@ class GovernancePipeline:
                 warnings=warnings,
             ),
         )
-        self.counters["validated"] += 1
-        self.counters["canonical_override_blocked"] += overrides
-        self.counters["mutations_applied"] += len(gate.approved_mutations)
-        self.counters["mutations_rejected"] += len(gate.rejected_mutations)
+        self._count("validated", 1)
+        self._count("canonical_override_blocked", overrides)
+        self._count("mutations_applied", len(gate.approved_mutations))
+        self._count("mutations_rejected", len(gate.rejected_mutations))
         return result
 
     def _fallback(self, run: _Run, reason: str) -> InteractionResult:
@@ -393,9 +408,8 @@ class GovernancePipeline:
                 fallback_reason=f"{reason} -> {choice.source}",
             ),
         )
-        self._check_unchanged(run, "fallback")
-        self.counters["fallback"] += 1
-        self.counters[f"fallback.{choice.source}"] += 1
+        self._count("fallback", 1)
+        self._count(f"fallback.{choice.source}", 1)
         return result
 
     def _clarify(self, run: _Run) -> InteractionResult:
@@ -407,8 +421,7 @@ class GovernancePipeline:
             lambda hash_after: run.result(InteractionOutcome.CLARIFY, "", memory_hash_after=hash_after),
             complete=False,
         )
-        self._check_unchanged(run, "clarify")
-        self.counters["clarify"] += 1
+        self._count("clarify", 1)
         return result
 
     def _commit(
@@ -428,35 +441,39 @@ class GovernancePipeline:
             # A clarify without a record has nothing to write.
             run.timer.lap(phase)
             return build(self.store.memory_hash(run.scopes))
-        planned = self.store.plan(writes, complete_interaction=complete_interaction, hash_scopes=run.scopes)
-        if not planned.ok:
-            raise LifecycleHalt(phase, f"memory refused approved writes: {planned.plan.refusals}")
-        run.timer.lap(phase)
-        result = build(planned.memory_hash_after)
-        if recorder is None:
-            self._commit_planned(phase, planned)
-            return result
-        record, entry = recorder.entry(
-            planned.audit_seq,
-            context=run.received,
-            view=run.view,
-            config=(self._config_hash, self._config_json),
-            result=result,
-            prompts=run.prompts,
-            timings=AuditTimings(ttft_ms=run.ttft_ms, total_ms=run.timer.elapsed_ms()),
-        )
-        self._commit_planned(phase, planned, audit=entry)
-        recorder.committed(record, entry)
-        return result.model_copy(update={"audit_record_id": record.record_id})
+        for plans in range(_MAX_PLANS):
+            planned = self.store.plan(writes, complete_interaction=complete_interaction, hash_scopes=run.scopes)
+            if not planned.ok:
+                raise LifecycleHalt(phase, f"memory refused approved writes: {planned.plan.refusals}")
+            if not writes and planned.memory_hash_after != planned.memory_hash_before:
+                raise LifecycleHalt(phase, "memory changed without a validated output")
+            if plans == 0:
+                run.timer.lap(phase)
+            result = build(planned.memory_hash_after)
+            if recorder is None:
+                if self._committed(planned):
+                    return result
+                continue
+            record, entry = recorder.entry(
+                planned.audit_seq,
+                context=run.received,
+                view=run.view,
+                config=(self._config_hash, self._config_json),
+                result=result,
+                prompts=run.prompts,
+                timings=AuditTimings(ttft_ms=run.ttft_ms, total_ms=run.timer.elapsed_ms()),
+            )
+            if self._committed(planned, audit=entry):
+                recorder.committed(record, entry)
+                return result.model_copy(update={"audit_record_id": record.record_id})
+        raise LifecycleHalt(phase, f"memory changed under this interaction's commit {_MAX_PLANS} times in a row")
 
-    def _commit_planned(self, phase: str, planned: PlannedBatch, *, audit: AuditEntry | None = None) -> None:
+    def _committed(self, planned: PlannedBatch, *, audit: AuditEntry | None = None) -> bool:
+        """Commit a plan; False when another batch (another NPC's interaction, the game's world
+        state) committed after it was planned, so the caller plans again against the new state."""
         try:
             self.store.commit(planned, audit=audit)
         except StalePlanError:
-            # One interaction at a time writes memory; anything else committing in between is a
-            # bug in the caller's scheduling, never something to paper over.
-            raise LifecycleHalt(phase, "memory changed while this interaction was being committed") from None
-
-    def _check_unchanged(self, run: _Run, phase: str) -> None:
-        if self.store.memory_hash(run.scopes) != run.hash_before:
-            raise LifecycleHalt(phase, "memory changed without a validated output")
+            self._count("commit_replanned")
+            return False
+        return True

@@ -1,7 +1,7 @@
 """The socket loop: one ROUTER socket, one thread, never blocked by inference.
 
-Requests are decoded and validated here. `interact` goes to the inference worker's bounded
-queue; every other message is a quick store operation answered at once. Finished interactions
+Requests are decoded and validated here. `interact` goes to the scheduler's bounded queue
+(different NPCs run at once, each NPC's interactions in arrival order); every other message is a quick store operation answered at once. Finished interactions
 come back through an inproc socket, so only this thread ever touches the ROUTER socket (ZeroMQ
 sockets are not thread-safe).
 
@@ -29,8 +29,8 @@ from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference.base import InferenceBackend
 from loreguard.server.sidecar.codec import ProtocolError, decode_request, encode_error, encode_reply, internal_error
 from loreguard.server.sidecar.dispatch import Dispatcher
+from loreguard.server.sidecar.scheduler import InteractionScheduler, InteractJob
 from loreguard.server.sidecar.stats import SidecarStats
-from loreguard.server.sidecar.worker import InteractionWorker, InteractJob
 
 _POLL_MS = 100
 
@@ -48,6 +48,8 @@ class SidecarConfig:
     shutdown_grace_s: float = 30.0
     #: Audit records kept in RAM per NPC for `audit.tail` (the log on disk keeps all).
     audit_ring_size: int = 50
+    #: Interactions run at once (different NPCs); None: as many as the backend serves together.
+    workers: int | None = None
 
 
 class _Clients:
@@ -63,7 +65,7 @@ class _Clients:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # `connected` is asked from the inference worker
+        self._lock = threading.Lock()  # `connected` is asked from the scheduler's threads
         #: descriptor -> connections accepted on it so far
         self._generation: dict[int, int] = {}
         #: descriptor -> the generation of its latest closed connection
@@ -138,8 +140,9 @@ class Sidecar:
         self._reply_sockets = threading.local()
         self._sender_sockets: list[zmq.Socket] = []
         self._sender_lock = threading.Lock()
-        self.worker = InteractionWorker(
+        self.worker = InteractionScheduler(
             self.pipeline,
+            workers=self.config.workers or backend.max_concurrency,
             queue_size=self.config.queue_size,
             deliver=self._deliver,
             is_connected=self._clients.connected,
@@ -253,7 +256,7 @@ class Sidecar:
         self._router.send_multipart([client, frame])
 
     def _drain(self, poller: zmq.Poller) -> None:
-        """Refuse queued work with a typed error, finish the running interaction, flush replies."""
+        """Refuse queued work with a typed error, finish the running interactions, flush replies."""
         done = threading.Event()
 
         def stop_worker() -> None:

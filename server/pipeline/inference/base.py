@@ -53,9 +53,15 @@ class Generation(FrozenModel):
 
 
 class InferenceBackend(ABC):
-    """One model. `generate` may be called from a worker thread, one call at a time."""
+    """One model. `generate` may be called from several threads at once; a backend that cannot
+    serve calls together serialises them and says so with `max_concurrency` 1."""
 
     name: str = "backend"
+
+    @property
+    def max_concurrency(self) -> int:
+        """Generations this backend serves at once; the sidecar runs that many interactions."""
+        return 1
 
     @abstractmethod
     def generate(self, request: GenerationRequest) -> Generation:

@@ -1,6 +1,14 @@
-"""In-process llama.cpp inference with per-NPC prefix reuse and bounded constrained decoding.
+"""In-process llama.cpp inference with prompt-prefix reuse and bounded constrained decoding.
 
-Every generation takes the same path, whatever is cached:
+Two engines behind one backend:
+
+* **batched** (the default): one context with `parallel` generation slots, continuously
+  batched (`batch_engine.py`); every prompt reuses the longest token prefix any resident
+  sequence holds, so a repeat turn evaluates only what changed. Many NPCs talk at once.
+* **reproducible**: one generation at a time, numerics independent of anything else. Used for
+  tests and live replay, where the same prompt and seed must give the same text in any process.
+
+The reproducible engine takes the same path for every generation, whatever is cached:
 
 1. render the prompt with the chat template and split it after the static prefix;
 2. put the NPC's prefix in the KV cache: restore its saved state, or evaluate it from an empty
@@ -33,9 +41,11 @@ from loreguard.server.pipeline.inference.base import (
     GenerationRequest,
     InferenceBackend,
 )
+from loreguard.server.pipeline.inference.batch_engine import BatchedEngine, EngineJob
 from loreguard.server.pipeline.inference.chat_template import ChatTemplate, TemplateError
-from loreguard.server.pipeline.inference.grammar import UnsupportedSchema, compile_schema
+from loreguard.server.pipeline.inference.grammar import CompiledGrammar, UnsupportedSchema, compile_schema
 from loreguard.server.pipeline.inference.llama_native import (
+    MAX_SEQUENCES,
     NativeContext,
     NativeError,
     NativeModel,
@@ -45,6 +55,7 @@ from loreguard.server.pipeline.inference.llama_native import (
 )
 from loreguard.server.pipeline.inference.models import file_prefix_sha256, resolve_model_path
 from loreguard.server.pipeline.inference.prefix_cache import PrefixCache, PrefixState
+from loreguard.server.pipeline.inference.sequences import SequencePool
 from loreguard.server.pipeline.prompt import Prompt
 
 
@@ -56,6 +67,7 @@ def default_threads() -> int:
 class LlamaCppConfig(FrozenModel):
     #: A GGUF file; None means the embedded default model.
     model_path: str | None = None
+    #: The longest one generation may be: prompt plus output, in tokens.
     n_ctx: int = Field(default=8192, ge=256)
     n_batch: int = Field(default=512, ge=8)
     #: None: one fewer than the CPU count.
@@ -67,8 +79,21 @@ class LlamaCppConfig(FrozenModel):
     temperature: float = Field(default=0.7, ge=0)
     top_k: int = Field(default=40, ge=0)
     top_p: float = Field(default=0.95, gt=0, le=1)
-    #: Memory for saved NPC prefixes; least recently used prefixes are dropped past it.
+    #: Reproducible engine: memory for saved NPC prefixes; least recently used are dropped past it.
     prefix_cache_bytes: int = Field(default=512 << 20, ge=0)
+    #: One generation at a time with numerics independent of anything else running (tests, live
+    #: replay); False runs the batched engine.
+    reproducible: bool = False
+    #: Batched engine: generations decoded together (different NPCs talking at once).
+    parallel: int = Field(default=8, ge=1, le=MAX_SEQUENCES // 2)
+    #: Batched engine: finished sequences kept in the KV cache for prefix reuse (about one per
+    #: NPC in the rotation), least recently used dropped first.
+    resident_sequences: int = Field(default=32, ge=0, le=MAX_SEQUENCES // 2)
+    #: Batched engine: KV cache memory in MiB, shared by every sequence (prefixes shared between
+    #: sequences are stored once). None: 2048 with GPU offload, 512 on the CPU.
+    kv_budget_mib: int | None = Field(default=None, ge=16)
+    #: Batched engine: prompt tokens a newcomer evaluates per step while others are decoding.
+    prefill_chunk: int = Field(default=128, ge=1)
 
 
 @dataclass(frozen=True)
@@ -85,8 +110,16 @@ class PromptTokens:
 class BackendStats:
     generations: int = 0
     prompt_tokens_evaluated: int = 0
+    prompt_tokens_reused: int = 0
     tokens_generated: int = 0
     grammar_full_filters: int = 0
+
+
+def _host_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
 
 
 class LlamaCppBackend(InferenceBackend):
@@ -96,11 +129,23 @@ class LlamaCppBackend(InferenceBackend):
         self.config = config or LlamaCppConfig()
         self.model_path = resolve_model_path(self.config.model_path)
         self.n_threads = self.config.n_threads or default_threads()
+        self._engine: BatchedEngine | None = None
         try:
             self._model = NativeModel(str(self.model_path), n_gpu_layers=self.config.n_gpu_layers)
-            self._ctx = NativeContext(self._model, n_ctx=self.config.n_ctx, n_batch=self.config.n_batch, n_threads=self.n_threads)
+            if self.config.reproducible:
+                self._ctx = NativeContext(
+                    self._model, n_ctx=self.config.n_ctx, n_batch=self.config.n_batch, n_threads=self.n_threads
+                )
+            else:
+                self._ctx = self._batched_context()
+                pool = SequencePool(self._ctx.n_seq_max, self.config.parallel)
+                self._engine = BatchedEngine(self._model, self._ctx, pool, prefill_chunk=self.config.prefill_chunk)
         except NativeError as exc:
+            if getattr(self, "_model", None) is not None:
+                self._model.close()
             raise BackendError(str(exc)) from exc
+        #: The longest prompt plus output one generation may take.
+        self.max_sequence_tokens = min(self.config.n_ctx, self._ctx.n_ctx)
         self.metadata = self._model.metadata()
         bos = self._model.bos_token
         #: The BOS token's text, which some chat templates write themselves.
@@ -108,9 +153,37 @@ class LlamaCppBackend(InferenceBackend):
         self.template = self._load_template()
         self.prefix_cache = PrefixCache(self.config.prefix_cache_bytes)
         self.stats = BackendStats()
+        self._stats_lock = threading.Lock()
         self._sampling = SamplingParams(self.config.temperature, self.config.top_k, self.config.top_p)
         self._lock = threading.Lock()
         self._fingerprint = self._make_fingerprint()
+
+    @property
+    def kv_budget_mib(self) -> int:
+        if self.config.kv_budget_mib is not None:
+            return self.config.kv_budget_mib
+        return 2048 if self.offloaded_layers else 512
+
+    def _batched_context(self) -> NativeContext:
+        """The batched engine's context: KV cells from the memory budget, refused up front when
+        the budget cannot hold one generation or exceeds this machine's memory."""
+        budget = self.kv_budget_mib << 20
+        per_token = self._model.kv_bytes_per_token
+        cells = budget // per_token // 256 * 256
+        if cells < self.config.n_ctx:
+            raise NativeError(
+                f"a KV budget of {self.kv_budget_mib} MiB holds {cells} tokens of this model "
+                f"({per_token} bytes each), fewer than one generation's n_ctx={self.config.n_ctx}: "
+                f"raise kv_budget_mib to at least {-(-self.config.n_ctx * per_token // 2**20)} or lower n_ctx"
+            )
+        host = _host_memory_bytes()
+        if not self.offloaded_layers and host is not None and budget > host // 2:
+            raise NativeError(
+                f"a KV budget of {self.kv_budget_mib} MiB is more than half of this machine's "
+                f"{host >> 20} MiB of memory: lower kv_budget_mib"
+            )
+        n_seq = self.config.parallel + self.config.resident_sequences
+        return NativeContext(self._model, n_ctx=cells, n_batch=self.config.n_batch, n_threads=self.n_threads, n_seq_max=n_seq)
 
     def _load_template(self) -> ChatTemplate:
         source = self.config.chat_template or self.metadata.get("tokenizer.chat_template")
@@ -135,12 +208,13 @@ class LlamaCppBackend(InferenceBackend):
             size_bytes=self.model_path.stat().st_size,
             header_sha256=file_prefix_sha256(self.model_path),
             quantization=description.rsplit(" ", 1)[-1] if description else "",
-            n_ctx=self._ctx.n_ctx,
+            n_ctx=self.max_sequence_tokens,
             extra={
                 "description": description,
                 "llama_cpp_python": llama_cpp.__version__,
                 "gpu_offload_supported": supports_gpu_offload(),
                 "offloaded_layers": self.offloaded_layers,
+                "engine": "reproducible" if self.config.reproducible else "batched",
                 "chat_template_sha256": hashlib.sha256(self.template.source.encode()).hexdigest(),
             },
         )
@@ -168,16 +242,20 @@ class LlamaCppBackend(InferenceBackend):
         )
 
     def generate(self, request: GenerationRequest) -> Generation:
+        """Safe to call from many threads: the batched engine runs their generations together;
+        the reproducible engine runs them one at a time."""
+        if self._engine is not None:
+            return self._generate_batched(request)
         with self._lock:
             try:
-                return self._generate(request)
+                return self._generate_solo(request)
             except NativeError as exc:
                 # The cache may hold a half-written sequence: start the next call from scratch.
                 self._ctx.clear()
                 raise BackendError(str(exc)) from exc
 
-    def _generate(self, request: GenerationRequest) -> Generation:
-        started = time.perf_counter()
+    def _prepare(self, request: GenerationRequest) -> tuple[PromptTokens, CompiledGrammar | None, int]:
+        """Prompt tokens, output grammar and token cap; a typed error when they cannot fit."""
         tokens = self.tokenize_prompt(request.prompt)
         grammar = None
         max_tokens = request.max_tokens
@@ -188,11 +266,47 @@ class LlamaCppBackend(InferenceBackend):
                 raise BackendError(f"output schema: {exc}") from exc
             max_tokens = grammar.max_tokens
         needed = len(tokens.prefix) + len(tokens.suffix) + max_tokens
-        if needed > self._ctx.n_ctx:
+        if needed > self.max_sequence_tokens:
             raise BackendError(
                 f"prompt ({len(tokens.prefix)}+{len(tokens.suffix)} tokens) plus the longest output "
-                f"({max_tokens} tokens) needs {needed} tokens, more than n_ctx={self._ctx.n_ctx}"
+                f"({max_tokens} tokens) needs {needed} tokens, more than n_ctx={self.max_sequence_tokens}"
             )
+        return tokens, grammar, max_tokens
+
+    def _count(self, evaluated: int, reused: int, generated: int, full_filters: int) -> None:
+        with self._stats_lock:
+            self.stats.generations += 1
+            self.stats.prompt_tokens_evaluated += evaluated
+            self.stats.prompt_tokens_reused += reused
+            self.stats.tokens_generated += generated
+            self.stats.grammar_full_filters += full_filters
+
+    def _generate_batched(self, request: GenerationRequest) -> Generation:
+        assert self._engine is not None
+        started = time.perf_counter()
+        tokens, grammar, max_tokens = self._prepare(request)
+        prompt = array("i", tokens.prefix + tokens.suffix)
+        sampler = TokenSampler(self._model, self._sampling, request.seed, grammar.gbnf if grammar else None)
+        job = EngineJob(owner=request.npc_id, prompt=prompt, sampler=sampler, max_tokens=max_tokens, started=started)
+        try:
+            self._engine.run(job)
+        except NativeError as exc:
+            raise BackendError(str(exc)) from exc
+        evaluated = len(prompt) - job.reused
+        self._count(evaluated, job.reused, job.generated, sampler.full_filters)
+        return Generation(
+            text=job.out.decode("utf-8", "replace"),
+            tokens_evaluated=evaluated,
+            tokens_cached=job.reused,
+            tokens_generated=job.generated,
+            finish_reason="stop" if job.finish == "stop" else "length",
+            ttft_ms=job.ttft_ms,
+            total_ms=job.total_ms,
+        )
+
+    def _generate_solo(self, request: GenerationRequest) -> Generation:
+        started = time.perf_counter()
+        tokens, grammar, max_tokens = self._prepare(request)
 
         evaluated = self._load_prefix(request.npc_id, tokens)
         cached = len(tokens.prefix) - evaluated
@@ -219,10 +333,7 @@ class LlamaCppBackend(InferenceBackend):
         finally:
             sampler.close()
 
-        self.stats.generations += 1
-        self.stats.prompt_tokens_evaluated += evaluated
-        self.stats.tokens_generated += generated
-        self.stats.grammar_full_filters += full_filters
+        self._count(evaluated, cached, generated, full_filters)
         return Generation(
             text=out.decode("utf-8", "replace"),
             tokens_evaluated=evaluated,
@@ -246,11 +357,36 @@ class LlamaCppBackend(InferenceBackend):
         return len(tokens.prefix)
 
     def invalidate(self, npc_id: str) -> bool:
-        """Forget an NPC's cached prefix (the next turn evaluates it again)."""
+        """Forget what is cached of an NPC's turns (the next turn evaluates its prompt again)."""
+        if self._engine is not None:
+            return self._engine.forget(npc_id) > 0
         with self._lock:
             return self.prefix_cache.invalidate(npc_id)
 
+    @property
+    def max_concurrency(self) -> int:
+        return self.config.parallel if self._engine is not None else 1
+
+    @property
+    def resident_prefixes(self) -> int:
+        """NPCs whose prompts are cached: resident sequences (batched) or saved prefixes."""
+        if self._engine is not None:
+            return len(self._engine.resident_owners())
+        return self.prefix_cache.stats.entries
+
+    @property
+    def native_model(self) -> NativeModel:
+        """The loaded weights (benchmarks build bare contexts on them)."""
+        return self._model
+
+    @property
+    def engine(self) -> BatchedEngine | None:
+        return self._engine
+
     def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
         with self._lock:
             self._ctx.close()
             self._model.close()

@@ -56,11 +56,20 @@ class NativeModel:
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.n_layer = llama_cpp.llama_model_n_layer(model)
         self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(model)
+        self.n_embd = llama_cpp.llama_model_n_embd(model)
+        self.n_head = llama_cpp.llama_model_n_head(model)
+        self.n_head_kv = llama_cpp.llama_model_n_head_kv(model)
         self._pieces: dict[int, bytes] = {}
 
     @property
     def handle(self) -> llama_cpp.llama_model_p:
         return self._model
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Bytes of f16 K and V cache one token takes in every layer (llama.cpp's default cache type)."""
+        head_dim = self.n_embd // max(1, self.n_head)
+        return 2 * self.n_layer * self.n_head_kv * head_dim * 2
 
     def metadata(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -120,21 +129,37 @@ class NativeModel:
             self._model = None
 
 
-class NativeContext:
-    """One KV cache (one sequence, id 0) and the batch used to fill it."""
+#: llama.cpp's own limit on sequences in one context (LLAMA_MAX_SEQ).
+MAX_SEQUENCES = 256
 
-    def __init__(self, model: NativeModel, *, n_ctx: int, n_batch: int, n_threads: int) -> None:
+
+class NativeContext:
+    """One KV cache and the batch used to fill it.
+
+    With `n_seq_max` > 1 the cache is unified: every sequence draws cells from one pool of
+    `n_ctx`, and cells copied between sequences (`seq_cp`) are shared, not duplicated. The solo
+    path (`evaluate`, `save_sequence`, `restore_sequence`) uses sequence 0.
+    """
+
+    def __init__(self, model: NativeModel, *, n_ctx: int, n_batch: int, n_threads: int, n_seq_max: int = 1) -> None:
+        if not 1 <= n_seq_max <= MAX_SEQUENCES:
+            raise NativeError(f"n_seq_max={n_seq_max}: llama.cpp takes 1 to {MAX_SEQUENCES} sequences")
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = n_batch
         params.n_ubatch = n_batch
-        params.n_seq_max = 1
+        params.n_seq_max = n_seq_max
+        params.kv_unified = n_seq_max > 1
         params.n_threads = n_threads
         params.n_threads_batch = n_threads
         params.no_perf = True
         ctx = llama_cpp.llama_init_from_model(model.handle, params)
         if not ctx:
-            raise NativeError(f"llama.cpp could not create a context of {n_ctx} tokens")
+            raise NativeError(
+                f"llama.cpp could not create a context of {n_ctx} tokens for {n_seq_max} sequences "
+                f"(about {n_ctx * model.kv_bytes_per_token / 2**20:.0f} MiB of KV cache): lower the KV budget or the slots"
+            )
+        self.n_seq_max = n_seq_max
         self._ctx = ctx
         self.model = model
         self.n_ctx = llama_cpp.llama_n_ctx(ctx)
@@ -176,11 +201,11 @@ class NativeContext:
                 raise NativeError(f"llama_decode failed with status {status}")
             self.n_past += len(chunk)
 
-    def save_sequence(self) -> bytes:
-        """The KV state of the cached tokens, without logits (a fraction of a full state)."""
-        size = llama_cpp.llama_state_seq_get_size(self._ctx, 0)
+    def save_sequence(self, seq_id: int = 0) -> bytes:
+        """The KV state of one sequence's tokens, without logits (a fraction of a full state)."""
+        size = llama_cpp.llama_state_seq_get_size(self._ctx, seq_id)
         buf = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, 0)
+        written = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, seq_id)
         if written != size:
             raise NativeError("llama.cpp wrote a partial sequence state")
         return bytes(buf)
@@ -188,10 +213,45 @@ class NativeContext:
     def restore_sequence(self, state: bytes, n_tokens: int) -> None:
         """Replace the cache with a state from `save_sequence` holding `n_tokens` tokens."""
         self.clear()
-        buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-        if llama_cpp.llama_state_seq_set_data(self._ctx, buf, len(state), 0) != len(state):
-            raise NativeError("llama.cpp refused a saved sequence state")
+        self.load_sequence(state, 0)
         self.n_past = n_tokens
+
+    def load_sequence(self, state: bytes, seq_id: int) -> None:
+        """Put a state from `save_sequence` into the (empty) sequence `seq_id`."""
+        buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        if llama_cpp.llama_state_seq_set_data(self._ctx, buf, len(state), seq_id) != len(state):
+            raise NativeError("llama.cpp refused a saved sequence state (out of KV cells?)")
+
+    # --- many sequences (the batched engine) ----------------------------------------------
+
+    def seq_remove(self, seq_id: int, start: int = 0) -> None:
+        """Drop the sequence's tokens from position `start` on (cells no other sequence uses are freed)."""
+        llama_cpp.llama_memory_seq_rm(self._memory, seq_id, start, -1)
+
+    def seq_copy(self, source: int, dest: int, n_tokens: int) -> None:
+        """Share the first `n_tokens` of `source` with `dest` (no copy in a unified cache)."""
+        llama_cpp.llama_memory_seq_cp(self._memory, source, dest, 0, n_tokens)
+
+    def decode(self, tokens: list[int], positions: list[int], seq_ids: list[int], logits: list[bool]) -> int:
+        """One `llama_decode` of tokens from any sequences; llama.cpp's status (0 ok, 1 no KV
+        cells free: nothing was changed, 2 aborted, < 0 error). Logits of row i are read with
+        `logits_row(i)` until the next decode."""
+        batch = self._batch
+        n = len(tokens)
+        if n > self.n_batch:
+            raise NativeError(f"{n} tokens do not fit a batch of {self.n_batch}")
+        batch.n_tokens = n
+        for i in range(n):
+            batch.token[i] = tokens[i]
+            batch.pos[i] = positions[i]
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = seq_ids[i]
+            batch.logits[i] = logits[i]
+        return int(llama_cpp.llama_decode(self._ctx, batch))
+
+    def logits_row(self, row: int) -> np.ndarray:
+        """The logits of batch row `row` of the last decode (a view, valid until the next)."""
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, row), shape=(self.model.n_vocab,))
 
     def close(self) -> None:
         if self._ctx:
@@ -278,9 +338,9 @@ class TokenSampler:
         llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(self._probe))
         return self._probe_data[0].logit != float("-inf")
 
-    def _sample_shortlist(self, ctx: NativeContext) -> int:
+    def _sample_shortlist(self, ctx: NativeContext, row: int) -> int:
         """Sample among the grammar-allowed tokens of the `top_k` most likely; -1 if none."""
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx.handle, -1), shape=(self._n_vocab,))
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx.handle, row), shape=(self._n_vocab,))
         top = np.argpartition(logits, -self._top_k)[-self._top_k :]
         top = top[np.argsort(-logits[top], kind="stable")]
         data = self._shortlist_data
@@ -304,21 +364,22 @@ class TokenSampler:
         llama_cpp.llama_sampler_apply(self._tail, ctypes.byref(self._shortlist))
         return int(self._shortlist.data[self._shortlist.selected].id)
 
-    def sample(self, ctx: NativeContext) -> int:
-        token = llama_cpp.llama_sampler_sample(self._free, ctx.handle, -1)
+    def sample(self, ctx: NativeContext, row: int = -1) -> int:
+        """A token from the logits of batch row `row` (-1: the last row of the last decode)."""
+        token = llama_cpp.llama_sampler_sample(self._free, ctx.handle, row)
         if self._grammar is None:
             return token
         if self._grammar_allows(token):
             llama_cpp.llama_sampler_accept(self._grammar, token)
             return token
-        token = self._sample_shortlist(ctx)
+        token = self._sample_shortlist(ctx, row)
         if token >= 0:
             self.shortlist_samples += 1
             llama_cpp.llama_sampler_accept(self._grammar, token)
             return token
         self.full_filters += 1
         # `llama_sampler_sample` accepts the chosen token into every sampler of the chain.
-        return llama_cpp.llama_sampler_sample(self._constrained, ctx.handle, -1)
+        return llama_cpp.llama_sampler_sample(self._constrained, ctx.handle, row)
 
     def close(self) -> None:
         for chain in (self._free, self._constrained, self._tail):

@@ -14,9 +14,13 @@ class RecordingBackend(InferenceBackend):
         self.name = inner.name
         self.calls: list[tuple[GenerationRequest, Generation]] = []
 
+    @property
+    def max_concurrency(self) -> int:
+        return self.inner.max_concurrency
+
     def generate(self, request: GenerationRequest) -> Generation:
         generation = self.inner.generate(request)
-        self.calls.append((request, generation))
+        self.calls.append((request, generation))  # list.append is atomic: safe from many threads
         return generation
 
     def fingerprint(self) -> ModelFingerprint:

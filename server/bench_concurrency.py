@@ -1,0 +1,192 @@
+"""`loreguard bench concurrency`: many NPCs asking at once through the real sidecar.
+
+In one run, on one model:
+
+1. **warm-up**: every NPC speaks once (the first `serial` of them one at a time, which gives the
+   cold time to first token; the rest together), so each has its previous turn resident;
+2. **serial**: the first `serial` NPCs speak again, one at a time, through one client: the
+   baseline interactions/s and the warm time to first token;
+3. **N at once** for each N: N NPCs each send one interaction at the same moment, each from its
+   own client; interactions/s, aggregate decode tokens/s and latency percentiles;
+4. **llama.cpp's ceiling**: the same model in a bare context, N sequences of the median prompt
+   length decoded in one batch per step with no sampling, grammar or governance: what the
+   engine's aggregate decode rate is a fraction of.
+
+Every figure comes from this one run (ratios compare like with like on a shared machine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from loreguard.client import AsyncClient, Client
+from loreguard.memory import MemoryStore
+from loreguard.server.bench_inference import _LINES, bench_profiles, bench_world
+from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
+from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+from loreguard.server.pipeline.inference.llama_native import NativeContext
+from loreguard.server.pipeline.inference.recording import RecordingBackend
+from loreguard.server.sidecar.stats import percentile
+from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
+
+
+def llama_cpp_ceiling(backend: LlamaCppBackend, n_sequences: int, prompt_tokens: int, steps: int) -> float:
+    """Aggregate decode tokens/s of llama.cpp alone: `n_sequences` prompts of `prompt_tokens`
+    prefilled, then `steps` steps each decoding one token of every sequence in one batch."""
+    model = backend.native_model  # the same weights, a context of its own
+    n_batch = max(512, n_sequences)
+    ctx = NativeContext(
+        model,
+        n_ctx=max(256, -(-n_sequences * (prompt_tokens + steps + 8) // 256) * 256),
+        n_batch=n_batch,
+        n_threads=backend.n_threads,
+        n_seq_max=max(2, n_sequences),
+    )
+    try:
+        rows = [(100 + (i % 997), i, s) for s in range(n_sequences) for i in range(prompt_tokens)]
+        for start in range(0, len(rows), n_batch):
+            chunk = rows[start : start + n_batch]
+            status = ctx.decode([r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk], [False] * len(chunk))
+            if status != 0:
+                raise RuntimeError(f"llama_decode failed with status {status} while prefilling")
+        started = time.perf_counter()
+        for k in range(steps):
+            seqs = list(range(n_sequences))
+            status = ctx.decode([200 + k] * n_sequences, [prompt_tokens + k] * n_sequences, seqs, [True] * n_sequences)
+            if status != 0:
+                raise RuntimeError(f"llama_decode failed with status {status} while decoding")
+            ctx.logits_row(-1)  # waits for the device, as sampling would
+        return n_sequences * steps / (time.perf_counter() - started)
+    finally:
+        ctx.close()
+
+
+async def _at_once(address: str, asks: list[tuple[str, str]]) -> tuple[float, list[float]]:
+    """Every (npc, line) sent at the same moment, one client each; wall seconds and latencies."""
+    latencies: list[float] = []
+
+    async def one(npc_id: str, line: str) -> None:
+        async with AsyncClient(address, timeout_s=3600) as client:
+            started = time.perf_counter()
+            result = await client.interact(npc_id, line)
+            latencies.append((time.perf_counter() - started) * 1000)
+            if result.npc_id != npc_id:
+                raise RuntimeError(f"{npc_id} was answered for {result.npc_id}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(npc, line) for npc, line in asks))
+    return time.perf_counter() - started, latencies
+
+
+def _first_attempts(calls: list[tuple[GenerationRequest, Generation]]) -> list[Generation]:
+    """Each NPC's first generation in `calls` (a retry reuses its own first attempt's prompt)."""
+    seen: dict[str, Generation] = {}
+    for request, generation in calls:
+        if request.purpose == "dialogue":
+            seen.setdefault(request.npc_id, generation)
+    return list(seen.values())
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 1) if values else float("nan")
+
+
+def bench_concurrency(
+    *,
+    npcs: tuple[int, ...] = (1, 8, 32),
+    serial: int = 8,
+    facts: int = 8,
+    model: str | None = None,
+    threads: int | None = None,
+    gpu_layers: int = 0,
+    kv_budget_mib: int | None = None,
+    ceiling_steps: int = 32,
+) -> dict[str, object]:
+    n_max = max(npcs)
+    serial = min(serial, n_max)
+    config = LlamaCppConfig(
+        model_path=model,
+        n_threads=threads,
+        n_gpu_layers=gpu_layers,
+        parallel=n_max,
+        resident_sequences=n_max,
+        kv_budget_mib=kv_budget_mib,
+    )
+    backend = LlamaCppBackend(config)
+    recorder = RecordingBackend(backend)
+    figures: dict[str, object] = {"model": backend.fingerprint().file_name, "threads": backend.n_threads, "npcs": n_max}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = MemoryStore(Path(tmp) / "bench.sqlite")
+        store.load_world(bench_world())
+        profiles = bench_profiles(n_max, facts=facts)
+        for profile in profiles:
+            store.register_npc(profile)
+        ids = [p.id for p in profiles]
+        sidecar = Sidecar(store, recorder, SidecarConfig(port=0, queue_size=n_max * 2, request_timeout_ms=3_600_000))
+        sidecar.start()
+        try:
+            # 1. warm-up: the first `serial` NPCs one at a time (cold TTFT), the rest together.
+            with Client(sidecar.address, timeout_s=3600) as client:
+                mark = len(recorder.calls)
+                for npc in ids[:serial]:
+                    client.interact(npc, _LINES[0])
+                cold = _first_attempts(recorder.calls[mark:])
+            if n_max > serial:
+                asyncio.run(_at_once(sidecar.address, [(npc, _LINES[0]) for npc in ids[serial:]]))
+
+            # 2. serial baseline on warm NPCs.
+            with Client(sidecar.address, timeout_s=3600) as client:
+                mark = len(recorder.calls)
+                t0 = time.perf_counter()
+                for npc in ids[:serial]:
+                    client.interact(npc, _LINES[1])
+                serial_rate = serial / (time.perf_counter() - t0)
+                warm = _first_attempts(recorder.calls[mark:])
+
+            # 3. N at once.
+            prompt_lengths: list[int] = []
+            per_n: dict[int, tuple[float, float, list[float]]] = {}
+            for round_, n in enumerate(npcs):
+                mark = len(recorder.calls)
+                line = _LINES[(2 + round_) % len(_LINES)]
+                wall, latencies = asyncio.run(_at_once(sidecar.address, [(npc, line) for npc in ids[:n]]))
+                calls = recorder.calls[mark:]
+                generated = sum(g.tokens_generated for _, g in calls)
+                prompt_lengths += [g.tokens_evaluated + g.tokens_cached for _, g in calls]
+                per_n[n] = (n / wall, generated / wall, latencies)
+            figures["resident_prefixes"] = backend.resident_prefixes
+        finally:
+            sidecar.stop()
+
+    repeat_turns = warm
+    figures["serial_interactions_per_s"] = round(serial_rate, 3)
+    figures["ttft_cold_ms"] = _median([g.ttft_ms for g in cold])
+    figures["ttft_warm_ms"] = _median([g.ttft_ms for g in repeat_turns])
+    figures["kv_hit_speedup"] = round(
+        statistics.median(g.ttft_ms for g in cold) / statistics.median(g.ttft_ms for g in repeat_turns), 1
+    )
+    figures["prompt_tokens_per_turn"] = round(statistics.mean(g.tokens_evaluated + g.tokens_cached for g in repeat_turns), 1)
+    figures["prompt_tokens_evaluated_per_turn"] = round(statistics.mean(g.tokens_evaluated for g in repeat_turns), 1)
+    prompt_tokens = int(statistics.median(prompt_lengths))
+    for n in npcs:
+        rate, decode_rate, latencies = per_n[n]
+        ceiling = llama_cpp_ceiling(backend, n, prompt_tokens, ceiling_steps)
+        figures[f"interactions_per_s_{n}"] = round(rate, 3)
+        figures[f"aggregate_decode_tok_s_{n}"] = round(decode_rate, 1)
+        figures[f"latency_p50_ms_{n}"] = round(statistics.median(latencies), 1)
+        figures[f"latency_p99_ms_{n}"] = round(percentile(latencies, 0.99), 1)
+        figures[f"speedup_vs_serial_{n}"] = round(rate / serial_rate, 2)
+        figures[f"ceiling_decode_tok_s_{n}"] = round(ceiling, 1)
+        figures[f"fraction_of_ceiling_{n}"] = round(decode_rate / ceiling, 3)
+    engine = backend.engine
+    if engine is not None:
+        figures["engine_peak_decoding"] = engine.stats.peak_decoding
+        figures["engine_steps"] = engine.stats.steps
+    figures["wall_s"] = round(time.perf_counter() - started, 1)
+    backend.close()
+    return figures

@@ -1,0 +1,264 @@
+"""Continuous batching: every active generation advances in one `llama_decode` per step.
+
+One thread owns the llama.cpp context. Callers (one per interaction in flight) hand it a job
+and wait; the engine admits jobs up to the slot count, and each step builds one batch:
+
+* one row per generation that is decoding (its last sampled token), and
+* prompt tokens of newcomers still prefilling, chunked (`prefill_chunk` tokens a step while
+  others decode) so a long newcomer does not stall everyone else's next token.
+
+Each job samples from its own row's logits with its own seeded, grammar-constrained sampler.
+A newcomer first copies the longest prompt prefix any sequence already holds (`SequencePool`),
+so a repeat turn of an NPC evaluates only what changed since its last turn. Finished sequences
+stay resident for that reuse until ids or KV cells run short.
+
+Numerics: a generation's logits depend on which cells its tokens landed in and on what else
+shared its batches, so the text can differ from a solo run with the same seed. The backend's
+`reproducible` setting bypasses this engine for tests and live replay.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+from collections import deque
+from dataclasses import dataclass, field
+
+from loreguard.server.pipeline.inference.llama_native import NativeContext, NativeError, NativeModel, TokenSampler
+from loreguard.server.pipeline.inference.sequences import Sequence, SequencePool
+
+#: llama_decode's status when no KV cells are free for the batch (nothing was changed).
+_NO_KV_SLOT = 1
+
+
+class EngineClosed(NativeError):
+    """The engine was shut down before the generation finished."""
+
+
+@dataclass
+class EngineJob:
+    owner: str
+    prompt: array
+    sampler: TokenSampler
+    max_tokens: int
+    #: perf_counter() when the caller asked; TTFT counts from here (queueing included).
+    started: float
+    done: threading.Event = field(default_factory=threading.Event)
+    error: Exception | None = None
+    # Filled in by the engine thread.
+    seq: Sequence | None = None
+    reused: int = 0
+    #: Next prompt index to evaluate.
+    pos: int = 0
+    next_token: int | None = None
+    out: bytearray = field(default_factory=bytearray)
+    generated: int = 0
+    ttft_ms: float = 0.0
+    total_ms: float = 0.0
+    finish: str = "length"
+
+    @property
+    def prefilling(self) -> bool:
+        return self.pos < len(self.prompt)
+
+
+@dataclass
+class EngineStats:
+    steps: int = 0
+    rows: int = 0
+    #: Largest number of generations decoding in one step.
+    peak_decoding: int = 0
+    prompt_tokens_reused: int = 0
+    prompt_tokens_evaluated: int = 0
+    kv_full_evictions: int = 0
+    kv_full_failures: int = 0
+
+
+class BatchedEngine:
+    def __init__(self, model: NativeModel, ctx: NativeContext, pool: SequencePool, *, prefill_chunk: int) -> None:
+        self.model = model
+        self.ctx = ctx
+        self.pool = pool
+        self.prefill_chunk = max(1, min(prefill_chunk, ctx.n_batch))
+        self.stats = EngineStats()
+        self._cond = threading.Condition()
+        self._waiting: deque[EngineJob] = deque()
+        self._active: list[EngineJob] = []
+        self._closed = False
+        #: Held for each step's native calls, so `forget` can run between steps.
+        self._native = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="loreguard-engine", daemon=True)
+        self._thread.start()
+
+    # --- callers' side -------------------------------------------------------------------
+
+    def run(self, job: EngineJob) -> EngineJob:
+        """Queue `job` and wait for it to finish; raises its error, if any."""
+        with self._cond:
+            if self._closed:
+                raise EngineClosed("the inference engine is shut down")
+            self._waiting.append(job)
+            self._cond.notify()
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        return job
+
+    def forget(self, owner: str) -> int:
+        """Drop the resident sequences `owner`'s turns left behind; how many."""
+        with self._native:
+            dropped = self.pool.owned_by(owner)
+            for seq_id in dropped:
+                self.ctx.seq_remove(seq_id)
+                self.pool.release(seq_id)
+            return len(dropped)
+
+    def resident_owners(self) -> list[str]:
+        with self._native:
+            return sorted({s.owner for s in self.pool.resident()})
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join()
+
+    # --- the engine thread ---------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not self._waiting and not self._active:
+                    self._cond.wait()
+                if self._closed:
+                    for job in list(self._waiting) + self._active:
+                        self._fail(job, EngineClosed("the inference engine shut down"))
+                    self._waiting.clear()
+                    return
+                admitted: list[EngineJob] = []
+                while self._waiting and len(self._active) + len(admitted) < self.pool.max_active:
+                    admitted.append(self._waiting.popleft())
+            with self._native:
+                for job in admitted:
+                    self._admit(job)
+                if self._active:
+                    self._step()
+
+    def _admit(self, job: EngineJob) -> None:
+        # Reuse at most all but the last prompt token: sampling needs that token's logits.
+        match = self.pool.longest_match(job.prompt, limit=len(job.prompt) - 1)
+        seq, evicted = self.pool.acquire(job.owner, keep=match.seq_id)
+        if evicted is not None:
+            self.ctx.seq_remove(evicted)
+        self.ctx.seq_remove(seq.seq_id)
+        if match.seq_id is not None:
+            self.ctx.seq_copy(match.seq_id, seq.seq_id, match.n_tokens)
+            self.pool.touch(match.seq_id)
+        seq.tokens = array("i", job.prompt[: match.n_tokens])
+        job.seq, job.reused, job.pos = seq, match.n_tokens, match.n_tokens
+        self.stats.prompt_tokens_reused += match.n_tokens
+        self._active.append(job)
+
+    def _step(self) -> None:
+        tokens: list[int] = []
+        positions: list[int] = []
+        seq_ids: list[int] = []
+        logits: list[bool] = []
+        #: (job, tokens it put in this batch, batch row of its logits or -1)
+        plan: list[tuple[EngineJob, int, int]] = []
+
+        def add(job: EngineJob, chunk: list[int], sample: bool) -> None:
+            assert job.seq is not None
+            start = len(job.seq.tokens)
+            for i, token in enumerate(chunk):
+                tokens.append(token)
+                positions.append(start + i)
+                seq_ids.append(job.seq.seq_id)
+                logits.append(sample and i == len(chunk) - 1)
+            plan.append((job, len(chunk), len(tokens) - 1 if sample else -1))
+
+        decoding = [job for job in self._active if job.next_token is not None]
+        for job in decoding:
+            add(job, [job.next_token], True)  # type: ignore[list-item]
+        room = self.ctx.n_batch - len(tokens)
+        if decoding:
+            room = min(room, self.prefill_chunk)
+        for job in self._active:
+            if room <= 0:
+                break
+            if job.prefilling:
+                chunk = job.prompt[job.pos : job.pos + room].tolist()
+                add(job, chunk, job.pos + len(chunk) == len(job.prompt))
+                room -= len(chunk)
+
+        status = self.ctx.decode(tokens, positions, seq_ids, logits)
+        if status == _NO_KV_SLOT:
+            self._make_room()
+            return
+        if status != 0:
+            failed = NativeError(f"llama_decode failed with status {status}")
+            for job in list(self._active):
+                self._fail(job, failed)
+            self.ctx.clear()
+            self.pool.clear()
+            return
+        self.stats.steps += 1
+        self.stats.rows += len(tokens)
+        self.stats.peak_decoding = max(self.stats.peak_decoding, len(decoding))
+
+        for job, n, row in plan:
+            assert job.seq is not None
+            if job.prefilling:
+                job.seq.tokens.extend(job.prompt[job.pos : job.pos + n])
+                job.pos += n
+                self.stats.prompt_tokens_evaluated += n
+            else:
+                job.seq.tokens.append(job.next_token)
+            if row >= 0:
+                self._sample(job, row)
+
+    def _sample(self, job: EngineJob, row: int) -> None:
+        token = job.sampler.sample(self.ctx, row)
+        if job.generated == 0:
+            job.ttft_ms = (time.perf_counter() - job.started) * 1000
+        job.generated += 1
+        if self.model.is_end_of_generation(token):
+            self._finish(job, "stop")
+            return
+        job.out += self.model.piece(token)
+        if job.generated >= job.max_tokens:
+            self._finish(job, "length")
+            return
+        job.next_token = token
+
+    def _make_room(self) -> None:
+        """No KV cells for this step: drop a resident sequence, or fail the newest prefilling job."""
+        evicted = self.pool.evict_one()
+        if evicted is not None:
+            self.ctx.seq_remove(evicted)
+            self.stats.kv_full_evictions += 1
+            return
+        victims = [job for job in self._active if job.prefilling] or self._active
+        self.stats.kv_full_failures += 1
+        self._fail(victims[-1], NativeError("the KV cache is full: raise the KV budget or lower the slots"))
+
+    def _finish(self, job: EngineJob, reason: str) -> None:
+        assert job.seq is not None
+        job.finish = reason
+        job.next_token = None
+        job.total_ms = (time.perf_counter() - job.started) * 1000
+        self.pool.finish(job.seq.seq_id)
+        self._active.remove(job)
+        job.sampler.close()
+        job.done.set()
+
+    def _fail(self, job: EngineJob, error: Exception) -> None:
+        if job.seq is not None and job in self._active:
+            self.ctx.seq_remove(job.seq.seq_id)
+            self.pool.release(job.seq.seq_id)
+        if job in self._active:
+            self._active.remove(job)
+        job.error = error
+        job.sampler.close()
+        job.done.set()

@@ -1,0 +1,147 @@
+"""The interaction scheduler: different NPCs at once, each NPC's interactions in arrival order.
+
+Jobs wait in one bounded queue in arrival order. Each of `workers` threads takes the oldest job
+whose NPC has nothing running, so interactions of one NPC apply strictly in the order they
+arrived while other NPCs proceed in parallel (the batched engine decodes their generations in
+the same steps). With one worker this is the plain FIFO a reproducible backend needs. The socket
+loop never waits for it; finished replies come back through `deliver`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from loreguard.memory import AuditWriteError
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.wire import ErrorCode
+from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, UnknownNpcError
+from loreguard.server.sidecar.codec import encode_error, encode_reply, internal_error
+from loreguard.server.sidecar.stats import SidecarStats
+
+
+@dataclass(frozen=True)
+class InteractJob:
+    client: bytes
+    request_id: int | str
+    context: InteractionContext
+    received_ns: int
+    deadline_ns: int
+
+
+Deliver = Callable[[bytes, bytes], None]
+
+
+class InteractionScheduler:
+    def __init__(
+        self,
+        pipeline: GovernancePipeline,
+        *,
+        workers: int,
+        queue_size: int,
+        deliver: Deliver,
+        is_connected: Callable[[bytes], bool],
+        stats: SidecarStats,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("the scheduler needs at least one worker")
+        self._pipeline = pipeline
+        self._queue_size = queue_size
+        self._deliver = deliver
+        self._is_connected = is_connected
+        self._stats = stats
+        self._cond = threading.Condition()
+        self._pending: deque[InteractJob] = deque()
+        #: NPCs with an interaction running now.
+        self._running: set[str] = set()
+        self._closed = False
+        self.workers = workers
+        self._threads = [threading.Thread(target=self._run, name=f"loreguard-interact-{i}", daemon=True) for i in range(workers)]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def depth(self) -> int:
+        with self._cond:
+            return len(self._pending)
+
+    def submit(self, job: InteractJob) -> bool:
+        """Queue a job; False when the queue is full (the caller answers `overloaded`)."""
+        with self._cond:
+            if self._closed or len(self._pending) >= self._queue_size:
+                return False
+            self._pending.append(job)
+            self._cond.notify_all()
+        return True
+
+    def shutdown(self, timeout_s: float) -> None:
+        """Refuse queued jobs with a typed error, let the running ones finish, stop the threads."""
+        with self._cond:
+            self._closed = True
+            refused = list(self._pending)
+            self._pending.clear()
+            self._cond.notify_all()
+        for job in refused:
+            self._stats.count("interact.refused_shutdown")
+            self._deliver(job.client, encode_error(job.request_id, ErrorCode.OVERLOADED, "the sidecar is shutting down"))
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _take(self) -> InteractJob | None:
+        """The oldest job whose NPC is idle, waiting for one; None once shut down."""
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                for job in self._pending:
+                    if job.context.npc_id not in self._running:
+                        self._pending.remove(job)
+                        self._running.add(job.context.npc_id)
+                        return job
+                self._cond.wait()
+
+    def _done(self, job: InteractJob) -> None:
+        with self._cond:
+            self._running.discard(job.context.npc_id)
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while (job := self._take()) is not None:
+            try:
+                if not self._is_connected(job.client):
+                    self._stats.count("interact.dropped_disconnected")
+                    continue
+                self._deliver(job.client, self._execute(job))
+            finally:
+                self._done(job)
+
+    def _execute(self, job: InteractJob) -> bytes:
+        started = time.perf_counter_ns()
+        self._stats.observe("queue_wait", (started - job.received_ns) // 1000)
+        if started > job.deadline_ns:
+            self._stats.count("interact.timeout")
+            return encode_error(job.request_id, ErrorCode.TIMEOUT, "the deadline passed while the request was queued")
+        try:
+            result = self._pipeline.interact(job.context, deadline_ns=job.deadline_ns)
+        except UnknownNpcError as exc:
+            return encode_error(job.request_id, ErrorCode.NOT_FOUND, str(exc), {"npc_id": job.context.npc_id})
+        except DeadlineExceeded as exc:
+            self._stats.count("interact.timeout")
+            return encode_error(job.request_id, ErrorCode.TIMEOUT, str(exc))
+        except AuditWriteError as exc:
+            # Not a bug but the same promise as `internal`: nothing changed. `details.cause`
+            # tells the game it is the disk, not the request.
+            self._stats.count("interact.audit_failed")
+            return encode_error(job.request_id, ErrorCode.INTERNAL, str(exc), {"cause": "audit_write_failed"})
+        except Exception:  # a bug: keep serving, tell the client, log with a correlation id
+            self._stats.count("internal_errors")
+            return internal_error(job.request_id, f"interact for {job.context.npc_id}")
+        self._stats.observe("interact", (time.perf_counter_ns() - job.received_ns) // 1000)
+        self._stats.count(f"interact.{result.receipt.outcome.value}")
+        return encode_reply(job.request_id, "interact", result)
