@@ -152,7 +152,9 @@ def test_static_prefix_stable_across_50_interactions(tmp_path: Path) -> None:
     suffixes = {r.prompt.dynamic_suffix for r in backend.requests}
     assert len(backend.requests) >= 50
     assert len(prefixes) == 1
-    assert len(suffixes) == len(backend.requests)
+    # Every interaction's suffix is its own (a retry may send its attempt's prompt again: the
+    # seed differs, and the batched engine reuses all of it).
+    assert len(suffixes) >= 50
 
     # A profile change changes the prefix; an unchanged re-registration does not.
     pipeline.store.register_npc(rich_guard_profile())

@@ -62,7 +62,7 @@ def test_npcs_asking_at_once_are_decoded_in_the_same_steps(llama_backend: LlamaC
     assert [r.npc_id for r in results] == [p.id for p in npcs]
     assert all(r.dialogue and r.audit_record_id for r in results)
     assert all(r.outcome in (InteractionOutcome.VALIDATED, InteractionOutcome.FALLBACK) for r in results)
-    for request, generation in recording.calls:
+    for _, generation in recording.calls:
         assert generation.finish_reason == "stop", generation.text
         ParsedOutput.model_validate_json(generation.text)
     assert llama_backend.engine is not None

@@ -18,7 +18,7 @@ from loreguard.schemas.output import (
     TransformBeliefMutation,
     TransformRelationshipMutation,
 )
-from loreguard.server.pipeline.snapshot import EXCHANGE_TAG
+from loreguard.server.pipeline.snapshot import EXCHANGE_TAG, exchange_text
 
 _KIND_ORDER = {"append_episodic": 0, "transform_belief": 1, "transform_relationship": 2, "emit_world_intent": 3}
 RELATIONSHIP_PREFIX = "rel."
@@ -71,7 +71,7 @@ def plan_writes(
             )
         elif isinstance(m, EmitWorldIntentMutation):
             continue  # intents go back to the game; they do not write memory
-    exchange = f'Player: "{player_input}" / {npc_name}: "{dialogue}"' if player_input else f'{npc_name}: "{dialogue}"'
+    exchange = exchange_text(npc_name, player_input, dialogue)
     write(
         AppendEpisodic(
             scope=npc_id,

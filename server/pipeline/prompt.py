@@ -5,6 +5,14 @@ The prompt is a sequence of sections. Everything before the configured boundary 
 is byte-identical across all of an NPC's interactions until its profile or facts change, and an
 inference backend can keep its evaluated KV state. Everything after is the *dynamic suffix*.
 
+The suffix is ordered by how often its parts change, so that a backend that reuses the longest
+cached token prefix (the batched engine) evaluates only what changed since the NPC's last turn:
+rules, then world state, then beliefs and episodic memories (chosen by score, written in a fixed
+order, so the same selection is the same bytes whatever the player asked), then
+the turn's situation, then the conversation, which only ever grows at its end, and last the
+player's new line. The manifest of what the prompt holds goes to the receipt, not the text: its
+counts change every turn.
+
 Truncation under the character budget drops, in order: episodic memories (lowest score first),
 then beliefs (lowest first), then the oldest exchanges. Canonical facts and world state are
 never dropped.
@@ -18,7 +26,7 @@ from enum import Enum
 from loreguard.memory.hashing import sha256_hex
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.output import MAX_DIALOGUE_CHARS, Emotion
-from loreguard.server.pipeline.snapshot import StateSnapshot
+from loreguard.server.pipeline.snapshot import StateSnapshot, exchange_text
 
 
 class PromptBoundary(str, Enum):
@@ -113,15 +121,18 @@ def _constraints_section(s: StateSnapshot) -> str:
     return f"### Rules\n{injection}\n\n" if injection else ""
 
 
-def _memory_section(s: StateSnapshot, n_beliefs: int, n_episodic: int, n_exchanges: int) -> str:
+def _memory_section(s: StateSnapshot, n_beliefs: int, n_episodic: int) -> str:
+    # The highest-scored are kept, then written in an order that depends on neither the question
+    # (a different question selecting the same memories gives the same bytes) nor the order they
+    # were written in: beliefs by id, memories by when they happened, then text (strict, since
+    # a scope holds no two entries with the same id).
     out = []
     if n_beliefs:
-        out.append("### What you believe\n" + "".join(f"- {b.belief.content}\n" for b in s.beliefs[:n_beliefs]))
+        beliefs = sorted((b.belief for b in s.beliefs[:n_beliefs]), key=lambda b: b.id)
+        out.append("### What you believe\n" + "".join(f"- {b.content}\n" for b in beliefs))
     if n_episodic:
-        out.append("### What you remember\n" + "".join(f"- {e.entry.text}\n" for e in s.episodic[:n_episodic]))
-    if n_exchanges:
-        kept = s.exchanges[len(s.exchanges) - n_exchanges :]
-        out.append("### Recent conversation\n" + "".join(f"{e.text}\n" for e in kept))
+        episodic = sorted((e.entry for e in s.episodic[:n_episodic]), key=lambda e: (e.at_interaction, e.text, e.id))
+        out.append("### What you remember\n" + "".join(f"- {e.text}\n" for e in episodic))
     return "".join(part + "\n" for part in out)
 
 
@@ -134,21 +145,23 @@ def manifest_line(s: StateSnapshot, n_beliefs: int, n_episodic: int, n_exchanges
     )
 
 
-def _turn_section(s: StateSnapshot, manifest: str) -> str:
+def _turn_section(s: StateSnapshot, n_exchanges: int) -> str:
     ctx = s.context
     situation = f"Situation: {ctx.trigger_reason.value}"
     if ctx.scene:
         situation += f" in {ctx.scene}"
     if ctx.other_npc_id:
         situation += f" with {ctx.other_npc_id}"
-    lines = ["### Now", manifest, situation]
+    lines = ["### Now", situation]
     if ctx.trigger_prompt:
         lines.append(ctx.trigger_prompt)
     if ctx.few_shot_text:
         lines.append(ctx.few_shot_text)
     if s.repair:
         lines += ["", "### Correction", s.repair]
-    lines += ["", f"Player: {ctx.player_input}" if ctx.player_input else "Player: (says nothing)", "You:"]
+    lines += ["", "### Conversation"]
+    lines += [e.text for e in s.exchanges[len(s.exchanges) - n_exchanges :]]
+    lines.append(exchange_text(s.npc_name, ctx.player_input))
     return "\n".join(lines)
 
 
@@ -159,11 +172,10 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
     fixed = [_system_section(s), _canonical_section(s), _world_state_section(s), _constraints_section(s)]
     fixed_len = sum(len(part) for part in fixed)
 
-    def render_tail() -> tuple[str, str]:
-        manifest = manifest_line(s, n_beliefs, n_episodic, n_exchanges)
-        return manifest, _memory_section(s, n_beliefs, n_episodic, n_exchanges) + _turn_section(s, manifest)
+    def render_tail() -> str:
+        return _memory_section(s, n_beliefs, n_episodic) + _turn_section(s, n_exchanges)
 
-    manifest, tail = render_tail()
+    tail = render_tail()
     while fixed_len + len(tail) > budget_chars and (n_episodic or n_beliefs or n_exchanges):
         if n_episodic:
             n_episodic -= 1
@@ -171,7 +183,7 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
             n_beliefs -= 1
         else:
             n_exchanges -= 1
-        manifest, tail = render_tail()
+        tail = render_tail()
 
     sections = fixed + [tail]
     cut = _BOUNDARY_INDEX[boundary]
@@ -185,7 +197,7 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
     return Prompt(
         static_prefix="".join(sections[:cut]),
         dynamic_suffix="".join(sections[cut:]),
-        manifest=manifest,
+        manifest=manifest_line(s, n_beliefs, n_episodic, n_exchanges),
         context_keys=tuple(keys),
         over_budget=fixed_len + len(tail) > budget_chars,
     )

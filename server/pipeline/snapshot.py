@@ -22,6 +22,17 @@ from loreguard.server.pipeline.expectancy import ConstraintSet
 EXCHANGE_TAG = "exchange"
 
 
+def exchange_text(npc_name: str, player_input: str, dialogue: str | None = None) -> str:
+    """One line of the conversation as memory keeps it: `Player: "..." / Name: "..."`.
+
+    Without `dialogue` it is the open line a prompt ends on, so the next turn's prompt, which
+    holds the finished line, continues exactly the bytes this turn's prompt ended with (the
+    batched engine then reuses everything up to the NPC's own answer).
+    """
+    speaker = f'Player: "{player_input}" / {npc_name}:' if player_input else f"{npc_name}:"
+    return speaker if dialogue is None else f'{speaker} "{dialogue}"'
+
+
 class ScoredEpisode(FrozenModel):
     entry: EpisodicEntry
     score: float
