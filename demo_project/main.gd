@@ -68,9 +68,9 @@ func _npcs() -> Array[LoreguardNPC]:
 	return [_guard, _merchant]
 
 
-func _on_replied(dialogue: String, emotion: String, npc: LoreguardNPC) -> void:
-	var note := " [i](%s)[/i]" % emotion if emotion != "neutral" else ""
-	_dialogue.append_text("[b]%s:[/b] %s%s\n" % [npc.profile.display_name, _escape(dialogue), note])
+func _on_replied(line: LoreguardLine, npc: LoreguardNPC) -> void:
+	var note := " [i](%s)[/i]" % line.emotion if line.emotion != "neutral" else ""
+	_dialogue.append_text("[b]%s:[/b] %s%s\n" % [npc.profile.display_name, _escape(line.dialogue), note])
 
 
 func _on_failed(error: LoreguardError, npc: LoreguardNPC) -> void:
