@@ -1,4 +1,4 @@
-@icon("res://addons/loreguard/icon.svg")
+@icon("../icon.svg")
 class_name LoreguardNPC
 extends Node
 ## Puts an NPC under Loreguard: give it a profile and rule sets in the inspector, then call
@@ -22,6 +22,7 @@ signal failed(error: LoreguardError)
 ## The sidecar accepted this NPC's profile and rules.
 signal registered
 
+## Who this NPC is: persona, facts, secrets, allowed intents, fallbacks.
 @export var profile: LoreguardNpcProfile
 ## Rule sets, in order; their rules are registered with the profile.
 @export var rules: Array[LoreguardRuleSet] = []

@@ -1,3 +1,4 @@
+@icon("../icon.svg")
 class_name LoreguardClient
 extends Node
 ## The `Loreguard` autoload: one connection to the sidecar and awaitable requests over it.
@@ -47,6 +48,7 @@ var _session: Array[_SessionEntry] = []
 ## A request on its way: resolved once, by reply, error, timeout or disconnect.
 class _Pending:
 	extends RefCounted
+	## Emitted once, when `result` is set.
 	signal done
 	var id: int
 	var bytes: PackedByteArray
