@@ -2,19 +2,13 @@ extends Control
 ## The Loreguard demo: talk to Brom, the guard at the north gate, and Mira, the river merchant.
 ## Every line comes from the sidecar, validated against their rules; Brom can open the gate and
 ## Mira can hand you an item, and the scene changes only when the sidecar approved the intent.
-##
-## `godot --path demo_project -- --smoke` plays a scripted conversation through the text box
-## and exits 0 only if every step showed up on screen (tests/test_godot_demo.py).
 
-const SMOKE_WATCHDOG_S := 90.0
-const SMOKE_LINES: Array[Array] = [
-	[0, "Good evening. Could you open the gate for me?"],
-	[1, "A lantern, please. Here's 5 silver."],
-]
-
+## The world's lore, facts and rules, sent to the sidecar when the scene starts.
 @export var world: LoreguardWorld
 
+## Set when Brom's `open_gate` intent arrived.
 var gate_open: bool = false
+## Item name -> count, filled by Mira's `give_item` intents.
 var inventory: Dictionary = {}
 
 # The autoload by path, so the script type-checks without the autoload registered.
@@ -46,8 +40,6 @@ func _ready() -> void:
 	_send_button.pressed.connect(send)
 	_loreguard.load_world(world)
 	_input.grab_focus()
-	if "--smoke" in OS.get_cmdline_user_args():
-		_smoke()
 
 
 ## Sends the text box's line to the NPC picked above it.
@@ -68,9 +60,9 @@ func _npcs() -> Array[LoreguardNPC]:
 	return [_guard, _merchant]
 
 
-func _on_replied(dialogue: String, emotion: String, npc: LoreguardNPC) -> void:
-	var note := " [i](%s)[/i]" % emotion if emotion != "neutral" else ""
-	_dialogue.append_text("[b]%s:[/b] %s%s\n" % [npc.profile.display_name, _escape(dialogue), note])
+func _on_replied(line: LoreguardLine, npc: LoreguardNPC) -> void:
+	var note := " [i](%s)[/i]" % line.emotion if line.emotion != "neutral" else ""
+	_dialogue.append_text("[b]%s:[/b] %s%s\n" % [npc.profile.display_name, _escape(line.dialogue), note])
 
 
 func _on_failed(error: LoreguardError, npc: LoreguardNPC) -> void:
@@ -100,35 +92,3 @@ func _give_item(params: Dictionary) -> void:
 
 func _escape(text: String) -> String:
 	return text.replace("[", "[lb]")
-
-
-## The scripted run: each line goes through the text box, then the scene must show the answers
-## and the two intents.
-func _smoke() -> void:
-	get_tree().create_timer(SMOKE_WATCHDOG_S).timeout.connect(
-		func() -> void:
-			printerr("demo smoke: watchdog fired after %d s" % SMOKE_WATCHDOG_S)
-			get_tree().quit(2)
-	)
-	if not _loreguard.is_connected_to_sidecar():
-		await _loreguard.connected
-	var failures := PackedStringArray()
-	for step in SMOKE_LINES:
-		_picker.select(step[0])
-		_input.text = step[1]
-		var before := _dialogue.get_parsed_text().length()
-		await send()
-		var shown := _dialogue.get_parsed_text().substr(before)
-		var npc: LoreguardNPC = _npcs()[step[0]]
-		if not shown.contains(npc.profile.display_name + ":") or npc.last_result == null or not npc.last_result.ok:
-			failures.append("no answer from %s to %s (%s)" % [npc.profile.display_name, step[1], npc.last_result])
-	await get_tree().create_timer(1.0).timeout  # the gate's tween
-	if not gate_open or _gate.size.y > 0.5:
-		failures.append("the gate did not open")
-	if inventory.get("lantern", 0) != 1 or not _inventory_label.text.contains("lantern"):
-		failures.append("no lantern in the pack: %s" % _inventory_label.text)
-	for failure in failures:
-		printerr("demo smoke: FAIL ", failure)
-	print("demo smoke: %d checks, %d failed" % [SMOKE_LINES.size() + 2, failures.size()])
-	print(_dialogue.get_parsed_text())
-	get_tree().quit(0 if failures.is_empty() else 1)

@@ -66,7 +66,7 @@ def _import(binary: str, project: str) -> None:
     subprocess.run([binary, "--headless", "--path", project, "--import"], capture_output=True, text=True, timeout=300)
 
 
-#: Model outputs for the demo scene's scripted run (main.gd --smoke): Brom opens the gate,
+#: Model outputs for the demo scene's scripted run (demo_project/tests/smoke.tscn): Brom opens the gate,
 #: Mira hands over a lantern. A per-NPC script for ScriptedBackend or `serve --script`.
 DEMO_SCENE_SCRIPT: dict[str, list[str]] = {
     "guard": [

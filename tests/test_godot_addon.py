@@ -77,7 +77,7 @@ def test_demo_scene_plays_a_scripted_conversation(tmp_path: Path) -> None:
     # The demo registers its own world and NPCs, as it would against a fresh `loreguard serve`.
     with running_sidecar(tmp_path, backend, register=False) as sidecar:
         env = {"LOREGUARD_ADDRESS": sidecar.address, "LOREGUARD_AUTO_LAUNCH": "0"}
-        result = run_godot(["--", "--smoke"], project=DEMO_PROJECT, timeout=150, env=env)
+        result = run_godot(["res://tests/smoke.tscn"], project=DEMO_PROJECT, timeout=150, env=env)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "demo smoke: 4 checks, 0 failed" in output, output
@@ -109,7 +109,7 @@ def test_demo_auto_launches_the_sidecar_and_stops_it_on_exit(tmp_path: Path) -> 
     loreguard = Path(sys.executable).with_name("loreguard")
     launch = f"{loreguard} serve --backend scripted --script {script} --port {port} --data {tmp_path / 'data'}"
     env = {"LOREGUARD_ADDRESS": f"tcp://127.0.0.1:{port}", "LOREGUARD_AUTO_LAUNCH": "1", "LOREGUARD_LAUNCH_COMMAND": launch}
-    result = run_godot(["--", "--smoke"], project=DEMO_PROJECT, timeout=150, env=env)
+    result = run_godot(["res://tests/smoke.tscn"], project=DEMO_PROJECT, timeout=150, env=env)
     output = result.stdout + result.stderr
     assert result.returncode == 0 and "demo smoke: 4 checks, 0 failed" in output, output
     assert "loreguard sidecar listening on" in output  # the launched sidecar shares the game's stdout

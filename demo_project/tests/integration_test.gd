@@ -43,9 +43,9 @@ func _run() -> void:
 	var signals := {"registered": 0, "replied": [], "intents": [], "routed": [], "failed": []}
 	for npc in [guard, merchant]:
 		npc.registered.connect(func() -> void: signals["registered"] += 1)
-		npc.replied.connect(func(line: String, emotion: String) -> void: signals["replied"].append([line, emotion]))
+		npc.replied.connect(func(line: LoreguardLine) -> void: signals["replied"].append(line))
 		npc.intent_received.connect(
-			func(kind: String, params: Dictionary) -> void: signals["intents"].append([kind, params])
+			func(intent: LoreguardWorldIntent) -> void: signals["intents"].append([intent.type, intent.params])
 		)
 		npc.failed.connect(func(error: LoreguardError) -> void: signals["failed"].append(error.code))
 		add_child(npc)  # registers itself on ready
@@ -55,17 +55,30 @@ func _run() -> void:
 	_write_bodies(world, [guard, merchant])
 
 	var first := await guard.say("Good evening. When does the gate close?")
-	_check(first.ok and first.body.get("outcome") == "validated", "guard answers: %s" % first)
+	_check(first.ok and first.line.outcome == LoreguardLine.VALIDATED, "guard answers: %s" % first)
 	_check(
-		signals["replied"].size() == 1 and signals["replied"][0][0] == "The gate closes at dusk, traveller.",
+		(
+			signals["replied"].size() == 1
+			and signals["replied"][0] == first.line
+			and first.line.dialogue == "The gate closes at dusk, traveller."
+		),
 		"replied signal carries the validated line: %s" % [signals["replied"]]
 	)
+	_check_line(first.line, "guard", first.body)
 	var second := await guard.say("Tell me about the hills.")
-	_check(second.ok and second.body.get("attempts", 0) >= 1, "a second interaction: %s" % second)
+	_check(second.ok and second.line.attempts >= 1, "a second interaction: %s" % second)
 
 	var sale := await merchant.say("A lantern, please. Here's 5 silver.")
-	_check(sale.ok and sale.body.get("emotion") == "happy", "merchant answers: %s" % sale)
+	_check(sale.ok and sale.line.emotion == "happy", "merchant answers: %s" % sale)
 	var expected_params := {"item": "lantern", "count": 1}
+	_check(
+		(
+			sale.line.intents.size() == 1
+			and sale.line.intents[0].type == "give_item"
+			and sale.line.intents[0].params == expected_params
+		),
+		"the line's intents are typed: %s" % [sale.line.intents]
+	)
 	_check(
 		signals["intents"] == [["give_item", expected_params]], "intent_received(give_item): %s" % [signals["intents"]]
 	)
@@ -74,10 +87,14 @@ func _run() -> void:
 		"the intent router called the routed callable: %s" % [signals["routed"]]
 	)
 
+	_check(hello.line == null, "only interact replies are read into a line")
 	var unknown := await loreguard.interact(
 		{"npc_id": "nobody", "trigger_reason": "player_utterance", "player_input": "hi"}
 	)
-	_check(not unknown.ok and unknown.error.code == LoreguardError.NOT_FOUND, "unknown NPC is not_found: %s" % unknown)
+	_check(
+		not unknown.ok and unknown.error.code == LoreguardError.NOT_FOUND and unknown.line == null,
+		"unknown NPC is not_found, with no line: %s" % unknown
+	)
 	var invalid := await loreguard.interact({"npc_id": "guard", "trigger_reason": "daydream"})
 	_check(
 		not invalid.ok and invalid.error.code == LoreguardError.INVALID and not invalid.error.details.is_empty(),
@@ -102,7 +119,7 @@ func _run() -> void:
 	_check(during.ok, "a request made while disconnected is sent once reconnected: %s" % during)
 	var after := await guard.say("Are you still there?")
 	_check(
-		after.ok and after.body.get("dialogue") != "",
+		after.ok and after.line.dialogue != "",
 		"after the restart the guard answers (re-registered by the client): %s" % after
 	)
 	var merchant_after := await merchant.say("Hello again.")
@@ -113,6 +130,29 @@ func _run() -> void:
 		"the new sidecar has only the new interaction: %s" % fresh.body.get("interactions")
 	)
 	_check(signals["failed"].is_empty(), "no NPC failed: %s" % [signals["failed"]])
+
+
+## The typed line says what the wire body says, field by field.
+func _check_line(line: LoreguardLine, npc_id: String, body: Dictionary) -> void:
+	_check(line.body == body, "line.body is the raw reply")
+	_check(
+		(
+			line.npc_id == npc_id
+			and line.dialogue == body["dialogue"]
+			and line.emotion == body["emotion"]
+			and line.outcome == body["outcome"]
+			and line.attempts == body["attempts"]
+			and line.fallback_used == body["fallback_used"]
+			and line.failed_gates == PackedStringArray(body["failed_gates"])
+			and line.needs == PackedStringArray(body["needs"])
+			and line.intents.size() == body["intents"].size()
+		),
+		"the line's fields are the body's: %s" % line
+	)
+	_check(
+		line.audit_record_id == body["audit_record_id"] and line.audit_record_id.begins_with("r"),
+		"the line names its audit record: %s" % line.audit_record_id
+	)
 
 
 func _npc(npc_id: String) -> LoreguardNPC:

@@ -20,15 +20,14 @@ func _ready() -> void:
 		var npc := LoreguardNPC.new()
 		npc.profile = load("res://npcs/%s_profile.tres" % npc_id)
 		npc.rules.append(load("res://npcs/%s_rules.tres" % npc_id))
-		var heard: Array[String] = []
-		npc.replied.connect(func(line: String, _emotion: String) -> void: heard.append(line))
+		var heard: Array[LoreguardLine] = []
+		npc.replied.connect(func(line: LoreguardLine) -> void: heard.append(line))
 		add_child(npc)
 		var result := await npc.say(LINES[npc_id])
-		if result.ok and heard.size() == 1 and not heard[0].is_empty():
+		if result.ok and heard.size() == 1 and not heard[0].dialogue.is_empty():
 			answered += 1
-			print(
-				"talk: %s (%s, %d attempts): %s" % [npc_id, result.body["outcome"], result.body["attempts"], heard[0]]
-			)
+			var line := heard[0]
+			print("talk: %s (%s, %d attempts): %s" % [npc_id, line.outcome, line.attempts, line.dialogue])
 		else:
 			printerr("talk: FAIL %s: %s" % [npc_id, result])
 	print("talk: %d of %d answered" % [answered, LINES.size()])

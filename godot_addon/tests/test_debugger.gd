@@ -54,8 +54,8 @@ func _test_forwarding(client: LoreguardClient) -> void:
 	_expect(messages[0][0] == "loreguard:record", "sent as loreguard:record", messages[0][0])
 	_expect(record["receipt"]["npc_id"] == "guard", "the record is the guard's")
 	_expect(record["context"]["player_input"] == "Open the gate.", "with the player's input")
-	_expect(record["dialogue"] == reply.body["dialogue"], "and the dialogue the game got")
-	_expect("r%d" % record["seq"] == reply.body["audit_record_id"], "the reply names the record")
+	_expect(record["dialogue"] == reply.line.dialogue, "and the dialogue the game got")
+	_expect("r%d" % record["seq"] == reply.line.audit_record_id, "the reply names the record")
 	await client.interact({"npc_id": "merchant", "trigger_reason": "player_utterance", "player_input": "Lanterns?"})
 	await _wait_for(2)
 	_expect(

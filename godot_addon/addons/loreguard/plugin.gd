@@ -4,13 +4,16 @@ extends EditorPlugin
 ## tab. Everything else is plain classes that work without the editor.
 
 const AUTOLOAD := "Loreguard"
-const DebuggerPlugin := preload("res://addons/loreguard/debugger/debugger_plugin.gd")
+const DebuggerPlugin := preload("./debugger/debugger_plugin.gd")
 
 var _debugger: EditorDebuggerPlugin
 
 
 func _enable_plugin() -> void:
-	add_autoload_singleton(AUTOLOAD, "res://addons/loreguard/client/client.gd")
+	# The autoload needs a res:// path; built from this script's own, so the addon works
+	# wherever it is installed.
+	var script: Script = get_script()
+	add_autoload_singleton(AUTOLOAD, script.resource_path.get_base_dir().path_join("runtime/client.gd"))
 
 
 func _disable_plugin() -> void:

@@ -1,4 +1,5 @@
 @tool
+@icon("../icon.svg")
 class_name LoreguardDebuggerPanel
 extends VBoxContainer
 ## The "Loreguard" tab of the editor's debugger: the running game's interactions as they
@@ -6,6 +7,7 @@ extends VBoxContainer
 ## its prompts, constraints and every gate's verdict. "Export debug package" asks the game for
 ## a package of the newest records; "Open package…" loads one and Prev/Next step through it.
 
+## The "Export debug package" button: ask the game for its newest `last` records.
 signal export_requested(last: int)
 
 const COLUMNS: PackedStringArray = ["#", "NPC", "Input", "Dialogue", "Attempts", "Failed gates", "Fallback", "ms"]

@@ -1,11 +1,15 @@
 @tool
+@icon("../icon.svg")
 class_name LoreguardClaim
 extends Resource
 ## A machine-checkable statement inside a canonical fact: `subject.attribute = value`
 ## (e.g. king.name = Arthur). The sidecar's gate catches lines that assert another value.
 
+## What the claim is about, e.g. "king".
 @export var subject: String = ""
+## Which property of the subject, e.g. "name".
 @export var attribute: String = ""
+## The true value, e.g. "Arthur"; a line that asserts another one fails the canonical gate.
 @export var value: String = ""
 ## Other names for the subject ("his majesty").
 @export var subject_aliases: PackedStringArray = []

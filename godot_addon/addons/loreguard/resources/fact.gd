@@ -1,12 +1,16 @@
 @tool
+@icon("../icon.svg")
 class_name LoreguardFact
 extends Resource
 ## A canonical fact: designer truth that no NPC line, game write or memory mutation may change.
 
+## Unique among the NPC's (or the world's) facts; audit records name it.
 @export var id: String = ""
+## The truth as the prompt states it, e.g. "The north gate closes at dusk."
 @export_multiline var text: String = ""
 ## Structured claims the gate checks outputs against.
 @export var claims: Array[LoreguardClaim] = []
+## Labels for organising facts; they travel with the fact to the sidecar.
 @export var tags: PackedStringArray = []
 
 

@@ -1,11 +1,15 @@
 @tool
+@icon("../icon.svg")
 class_name LoreguardIntent
 extends Resource
 ## A world intent the NPC may ask the game for, e.g. `open_gate(gate_id)`. The model can only
 ## emit the intents listed here, and the game only receives the ones the sidecar approved.
 
+## The intent's name, e.g. "open_gate"; LoreguardNPC.route() and the reply's intents use it.
 @export var type: String = ""
+## What the intent does, shown to the model so it knows when to ask for it.
 @export var description: String = ""
+## Its parameters (at most 8); an intent whose parameters do not match is not approved.
 @export var params: Array[LoreguardIntentParam] = []
 
 

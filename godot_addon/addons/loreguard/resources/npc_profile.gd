@@ -1,17 +1,24 @@
 @tool
+@icon("../icon.svg")
 class_name LoreguardNpcProfile
 extends Resource
 ## Who an NPC is: persona, the truths it knows, its secrets, what it may do in the world, and
 ## what it says when no valid line can be produced. Rules come separately, as rule sets on the
 ## LoreguardNPC node, so several NPCs can share them.
 
+## The NPC's id on the wire (letters, digits, _ . : -); unique per game.
 @export var id: String = ""
+## The name the NPC goes by (sent as `name`), e.g. for your dialogue UI.
 @export var display_name: String = ""
 ## Persona and system prompt: who the NPC is and how it speaks.
 @export_multiline var persona: String = ""
+## Truths this NPC knows and must never contradict.
 @export var canonical_facts: Array[LoreguardFact] = []
+## What this NPC knows but must never reveal.
 @export var secrets: Array[LoreguardSecret] = []
+## The world intents this NPC may ask the game for; any other is refused.
 @export var allowed_intents: Array[LoreguardIntent] = []
+## Example exchanges that show the model this NPC's voice.
 @export var few_shot: Array[LoreguardExample] = []
 
 @export_group("Fallbacks")
@@ -21,12 +28,17 @@ extends Resource
 @export var fallbacks: PackedStringArray = []
 
 @export_group("Working memory")
+## Recent player/NPC exchanges kept in the prompt.
 @export_range(0, 64) var max_exchanges: int = 4
+## Remembered events retrieved into the prompt, most relevant first.
 @export_range(0, 256) var max_episodic: int = 6
+## Beliefs (about the player, other NPCs) retrieved into the prompt.
 @export_range(0, 256) var max_beliefs: int = 6
+## How many of `few_shot` go into one prompt.
 @export_range(0, 32) var max_few_shot: int = 3
 ## Character budget of one prompt (canonical facts are never dropped to meet it).
 @export_range(500, 400000) var max_chars: int = 12000
+## Beliefs below this confidence are not retrieved.
 @export_range(0.0, 1.0) var belief_threshold: float = 0.2
 
 

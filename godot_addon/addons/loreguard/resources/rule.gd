@@ -1,4 +1,5 @@
 @tool
+@icon("../icon.svg")
 class_name LoreguardRule
 extends Resource
 ## A designer expectancy rule: when its conditions hold, the sidecar puts `prompt_injection`
@@ -8,9 +9,13 @@ extends Resource
 ## soft: retried, then accepted with a warning; hard: retried, then the authored fallback;
 ## critical: fallback at once.
 
+## Unique among the rules an NPC gets; failures and audit records name it.
 @export var id: String = ""
+## prohibition: must not; requirement: must; permission: may.
 @export_enum("prohibition", "requirement", "permission") var type: String = "prohibition"
+## soft: retried, then accepted with a warning; hard: retried, then the fallback; critical: the fallback at once.
 @export_enum("soft", "hard", "critical") var severity: String = "hard"
+## What the rule is for, for designers and debug views.
 @export var description: String = ""
 ## What the prompt tells the model, e.g. "mention the dragon; the captain forbade it".
 @export_multiline var prompt_injection: String = ""
@@ -23,9 +28,13 @@ extends Resource
 ## Empty: any trigger. Values: player_utterance, zone_trigger, time_trigger, quest_trigger,
 ## npc_interaction, world_event, custom.
 @export var trigger_reasons: PackedStringArray = []
+## Empty: every NPC given this rule. Otherwise only these NPC ids.
 @export var npc_ids: PackedStringArray = []
+## Empty: any scene. Otherwise only these (LoreguardNPC.scene_name).
 @export var scenes: PackedStringArray = []
+## Applies when the interaction has at least one of these tags (empty: no condition).
 @export var tags_any: PackedStringArray = []
+## Applies only when the interaction has every one of these tags.
 @export var tags_all: PackedStringArray = []
 ## -1: no bound.
 @export var min_interaction: int = -1
@@ -35,15 +44,21 @@ extends Resource
 @export var world_state: Dictionary = {}
 
 @export_group("Checks")
+## The line fails if it contains one (case-insensitive, on normalised text).
 @export var forbidden_phrases: PackedStringArray = []
 ## Python regular expressions, matched case-insensitively.
 @export var forbidden_patterns: PackedStringArray = []
+## The line fails unless it contains each one (case-insensitive, on normalised text).
 @export var required_phrases: PackedStringArray = []
+## The line fails unless each matches (Python regular expressions, case-insensitive).
 @export var required_patterns: PackedStringArray = []
 ## 0: no limit.
 @export var max_length: int = 0
+## Intent types the line must not carry while the rule applies.
 @export var forbidden_intents: PackedStringArray = []
+## Intent types the line must carry while the rule applies.
 @export var required_intents: PackedStringArray = []
+## Emotions the line must not show, e.g. "amused" at a funeral.
 @export var forbidden_emotions: PackedStringArray = []
 
 

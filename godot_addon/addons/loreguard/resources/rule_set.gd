@@ -1,9 +1,12 @@
 @tool
+@icon("../icon.svg")
 class_name LoreguardRuleSet
 extends Resource
 ## A named, shareable list of rules (e.g. "gate guards"), given to NPCs and the world.
 
+## A name for the set, e.g. "gate_guards"; rules keep their own ids.
 @export var id: String = ""
+## The rules, in order.
 @export var rules: Array[LoreguardRule] = []
 
 

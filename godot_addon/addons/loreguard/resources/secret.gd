@@ -1,9 +1,11 @@
 @tool
+@icon("../icon.svg")
 class_name LoreguardSecret
 extends Resource
 ## Something the NPC knows but must never reveal. Its text never enters a prompt; the gate
 ## blocks any line containing one of the markers (after normalising case and obfuscation).
 
+## Unique among the NPC's secrets; a blocked line's failure names it.
 @export var id: String = ""
 ## What the secret is (for designers and debug views; never shown to the model).
 @export_multiline var text: String = ""

@@ -1,17 +1,23 @@
 @tool
+@icon("../icon.svg")
 class_name LoreguardWorld
 extends Resource
 ## What every NPC shares: lore, world-wide canonical facts and rules, fallbacks, and the world
 ## state the game starts with. Sent as `world.load` (LoreguardClient.load_world).
 
+## The world's id, e.g. "eldmoor"; `world.load` answers with it.
 @export var id: String = ""
 ## Lore placed in every NPC's prompt.
 @export_multiline var lore: String = ""
+## Truths every NPC knows and none may contradict.
 @export var canonical_facts: Array[LoreguardFact] = []
+## Rules for every NPC, in order.
 @export var rule_sets: Array[LoreguardRuleSet] = []
 
 @export_group("Fallbacks")
+## Trigger reason -> PackedStringArray of lines; tried after the NPC's lines for the trigger.
 @export var fallbacks_by_trigger: Dictionary = {}
+## Lines for any trigger; tried after the NPC's, before `emergency_fallback`.
 @export var fallbacks: PackedStringArray = []
 ## The last-resort line when no NPC or world fallback applies.
 @export var emergency_fallback: String = "..."

@@ -1,12 +1,19 @@
 class_name LoreguardResult
 extends RefCounted
-## The outcome of one request: `ok` with the reply `body`, or an `error`.
+## The outcome of one request: `ok` with the reply `body`, or an `error`. An `interact` reply
+## is also read into a typed `line`.
 
+## True when the sidecar answered with the reply, false when `error` says why not.
 var ok: bool = false
 ## The reply type, e.g. "interact.ok"; "error" when the request failed.
 var type: String = ""
+## The reply body as it came over the wire; {} when the request failed.
 var body: Dictionary = {}
+## Why the request failed; null when `ok`.
 var error: LoreguardError
+## For a successful `interact` (LoreguardClient.interact, LoreguardNPC.say): the body as a
+## LoreguardLine. Null for other requests and for failures.
+var line: LoreguardLine
 
 
 static func success(reply_type: String, reply_body: Dictionary) -> LoreguardResult:

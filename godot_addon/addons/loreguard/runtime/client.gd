@@ -1,3 +1,4 @@
+@icon("../icon.svg")
 class_name LoreguardClient
 extends Node
 ## The `Loreguard` autoload: one connection to the sidecar and awaitable requests over it.
@@ -5,7 +6,7 @@ extends Node
 ##     var result := await Loreguard.interact({"npc_id": "guard",
 ##             "trigger_reason": "player_utterance", "player_input": "Hello"})
 ##     if result.ok:
-##         print(result.body["dialogue"])
+##         print(result.line.dialogue)  # a LoreguardLine; result.body is the raw reply
 ##     else:
 ##         print(result.error.code)  # a LoreguardError code, e.g. "not_found"
 ##
@@ -47,6 +48,7 @@ var _session: Array[_SessionEntry] = []
 ## A request on its way: resolved once, by reply, error, timeout or disconnect.
 class _Pending:
 	extends RefCounted
+	## Emitted once, when `result` is set.
 	signal done
 	var id: int
 	var bytes: PackedByteArray
@@ -149,8 +151,11 @@ func register_npc(profile: LoreguardNpcProfile, rules: Array[LoreguardRuleSet] =
 
 
 ## One interaction: the body is an InteractionContext (npc_id, trigger_reason, player_input, …).
+## A successful result carries the reply as a typed `result.line`.
 func interact(context: Dictionary, timeout_ms: int = -1) -> LoreguardResult:
 	var result := await request("interact", context, timeout_ms)
+	if result.ok:
+		result.line = LoreguardLine.from_reply(result.body)
 	if debug_forwarder != null:
 		debug_forwarder.pull()
 	return result

@@ -1,26 +1,28 @@
-@icon("res://addons/loreguard/icon.svg")
+@icon("../icon.svg")
 class_name LoreguardNPC
 extends Node
 ## Puts an NPC under Loreguard: give it a profile and rule sets in the inspector, then call
 ## `say()` from your dialogue UI.
 ##
-##     $Guard.replied.connect(func(line, emotion): $Panel.show_line(line))
-##     $Guard.route("open_gate", func(params): $Gate.open(params["gate_id"]))
+##     $Guard.replied.connect(func(line: LoreguardLine): $Panel.show_line(line.dialogue))
+##     $Guard.route("open_gate", func(params: Dictionary): $Gate.open(params["gate_id"]))
 ##     $Guard.say("Can I come in?")
 ##
 ## The NPC registers itself with the sidecar when it enters the tree (and again after every
 ## reconnect). Approved world intents go to the callable routed for their type, and are also
 ## emitted as `intent_received`.
 
-## A validated line to show (a fallback line too, when the model's line was refused).
-signal replied(dialogue: String, emotion: String)
-## An approved world intent, e.g. ("open_gate", {"gate_id": "north"}).
-signal intent_received(intent_type: String, params: Dictionary)
+## A line to show: validated, or an authored fallback when the model's line was refused
+## (`line.fallback_used`). `line.intents` are the approved intents, dispatched right after.
+signal replied(line: LoreguardLine)
+## An approved world intent, e.g. `open_gate` with {"gate_id": "north"}; emitted after `replied`.
+signal intent_received(intent: LoreguardWorldIntent)
 ## The request failed; `error.code` is a LoreguardError code.
 signal failed(error: LoreguardError)
 ## The sidecar accepted this NPC's profile and rules.
 signal registered
 
+## Who this NPC is: persona, facts, secrets, allowed intents, fallbacks.
 @export var profile: LoreguardNpcProfile
 ## Rule sets, in order; their rules are registered with the profile.
 @export var rules: Array[LoreguardRuleSet] = []
@@ -31,7 +33,7 @@ signal registered
 ## The client to use; empty: the `Loreguard` autoload.
 @export var client_path: NodePath
 
-## The last result, for debugging and UI.
+## The last result, for debugging and UI; `last_result.line` is the last line on success.
 var last_result: LoreguardResult
 ## Set once `npc.register` succeeded.
 var is_registered: bool = false
@@ -70,7 +72,7 @@ func route(intent_type: String, handler: Callable) -> void:
 	_routes[intent_type] = handler
 
 
-## The player says `text` to this NPC.
+## The player says `text` to this NPC. On success `result.line` is what `replied` carried.
 func say(text: String) -> LoreguardResult:
 	return await interact("player_utterance", text)
 
@@ -94,12 +96,9 @@ func interact(trigger_reason: String, player_input: String = "", extra: Dictiona
 	last_result = result
 	if not result.ok:
 		return _fail(result)
-	replied.emit(str(result.body.get("dialogue", "")), str(result.body.get("emotion", "neutral")))
-	for intent: Variant in result.body.get("intents", []):
-		if intent is Dictionary:
-			_dispatch(
-				str(intent.get("type", "")), intent.get("params", {}) if intent.get("params") is Dictionary else {}
-			)
+	replied.emit(result.line)
+	for intent in result.line.intents:
+		_dispatch(intent)
 	return result
 
 
@@ -111,10 +110,10 @@ func _missing() -> LoreguardResult:
 	return _fail(LoreguardResult.failure(LoreguardError.new(LoreguardError.CLIENT, "%s: %s" % [name, why])))
 
 
-func _dispatch(intent_type: String, params: Dictionary) -> void:
-	if _routes.has(intent_type):
-		(_routes[intent_type] as Callable).call(params)
-	intent_received.emit(intent_type, params)
+func _dispatch(intent: LoreguardWorldIntent) -> void:
+	if _routes.has(intent.type):
+		(_routes[intent.type] as Callable).call(intent.params)
+	intent_received.emit(intent)
 
 
 func _fail(result: LoreguardResult) -> LoreguardResult:
