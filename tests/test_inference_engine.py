@@ -86,8 +86,18 @@ def test_a_full_kv_cache_drops_resident_sequences_and_still_answers(tmp_path: Pa
         assert all(r.dialogue for r in results)
         assert {g.npc_id for g, _ in recording.calls} == {p.id for p in npcs}  # the model answered every NPC
         assert all(g.finish_reason == "stop" for _, g in recording.calls)
-        assert backend.engine is not None and backend.engine.stats.kv_full_evictions >= 1
-        assert backend.engine.stats.kv_full_failures == 0
+        engine = backend.engine
+        assert engine is not None and engine.stats.kv_full_evictions >= 1
+        assert engine.stats.kv_full_failures == 0
+        assert engine.spill is not None and engine.spill.owners()  # an evicted turn was saved to host memory
+        spilled_npc = engine.spill.owners()[0]
+
+        # That NPC's next turn copies the saved state back instead of evaluating its prompt again.
+        mark = len(recording.calls)
+        assert pipeline.interact(ask("Hello again.", npc=spilled_npc)).dialogue
+        again = recording.calls[mark][1]
+        assert engine.stats.prompt_tokens_restored > 0
+        assert again.tokens_cached >= engine.stats.prompt_tokens_restored > again.tokens_evaluated
     finally:
         backend.close()
 

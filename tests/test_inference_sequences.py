@@ -63,7 +63,8 @@ def test_least_recently_used_resident_is_evicted_when_ids_run_out() -> None:
     c = _fill(pool, "c", 3)
     pool.touch(a)  # a was just reused: b is now the oldest
     seq, evicted = pool.acquire("d")
-    assert evicted == b and seq.seq_id == b and pool.evictions == 1
+    assert evicted is not None and evicted.seq_id == b and evicted.tokens == _tokens(2)
+    assert seq.seq_id == b and pool.evictions == 1
     assert [s.seq_id for s in pool.resident()] == [c, a]
 
 
@@ -75,7 +76,7 @@ def test_the_match_about_to_be_copied_is_never_evicted() -> None:
     match = pool.longest_match(_tokens(3, 4, 5), limit=10)
     assert match.seq_id == b
     _, evicted = pool.acquire("c", keep=match.seq_id)
-    assert evicted == a
+    assert evicted is not None and evicted.seq_id == a
 
 
 def test_slots_bound_the_generations_at_once() -> None:
@@ -95,3 +96,22 @@ def test_forgetting_an_owner_and_clearing() -> None:
     pool.release(a1)
     assert pool.owned_by("a") == [a2]
     assert len(pool.clear()) == 2 and pool.resident() == []
+
+
+def test_the_spill_tier_keeps_one_state_per_owner_under_its_budget() -> None:
+    from loreguard.server.pipeline.inference.spill import SpillCache, SpilledSequence
+
+    spill = SpillCache(budget_bytes=25)
+    spill.put(SpilledSequence("a", _tokens(1, 2, 3), b"x" * 10))
+    spill.put(SpilledSequence("b", _tokens(1, 9), b"x" * 10))
+    spill.put(SpilledSequence("a", _tokens(1, 2, 3, 4), b"x" * 10))  # a newer turn of a replaces the old
+    assert spill.owners() == ["b", "a"] and spill.stats.bytes == 20
+    entry, n = spill.best_match(_tokens(1, 2, 3, 4, 5), limit=10)
+    assert entry is not None and (entry.owner, n) == ("a", 4)
+    assert spill.best_match(_tokens(1, 2, 3, 4, 5), limit=2)[1] == 2
+    spill.put(SpilledSequence("c", _tokens(7), b"x" * 10))  # over budget: b, the oldest, goes
+    assert spill.owners() == ["a", "c"] and spill.stats.dropped == 1
+    assert spill.take("a").tokens == _tokens(1, 2, 3, 4) and spill.stats.bytes == 10
+    assert spill.forget("c") and not spill.forget("c") and spill.stats.bytes == 0
+    spill.put(SpilledSequence("d", _tokens(1), b"x" * 30))  # larger than the budget: not kept
+    assert spill.owners() == []

@@ -10,7 +10,8 @@ and wait; the engine admits jobs up to the slot count, and each step builds one 
 Each job samples from its own row's logits with its own seeded, grammar-constrained sampler.
 A newcomer first copies the longest prompt prefix any sequence already holds (`SequencePool`),
 so a repeat turn of an NPC evaluates only what changed since its last turn. Finished sequences
-stay resident for that reuse until ids or KV cells run short.
+stay resident for that reuse until ids or KV cells run short; then they are saved to host
+memory (`SpillCache`) and copied back when a prompt matches them better than anything resident.
 
 Numerics: a generation's logits depend on which cells its tokens landed in and on what else
 shared its batches, so the text can differ from a solo run with the same seed. The backend's
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 
 from loreguard.server.pipeline.inference.llama_native import NativeContext, NativeError, NativeModel, TokenSampler
 from loreguard.server.pipeline.inference.sequences import Sequence, SequencePool
+from loreguard.server.pipeline.inference.spill import SpillCache, SpilledSequence
 
 #: llama_decode's status when no KV cells are free for the batch (nothing was changed).
 _NO_KV_SLOT = 1
@@ -70,16 +72,21 @@ class EngineStats:
     #: Largest number of generations decoding in one step.
     peak_decoding: int = 0
     prompt_tokens_reused: int = 0
+    #: Of those reused, the ones copied back from the spill tier.
+    prompt_tokens_restored: int = 0
     prompt_tokens_evaluated: int = 0
     kv_full_evictions: int = 0
     kv_full_failures: int = 0
 
 
 class BatchedEngine:
-    def __init__(self, model: NativeModel, ctx: NativeContext, pool: SequencePool, *, prefill_chunk: int) -> None:
+    def __init__(
+        self, model: NativeModel, ctx: NativeContext, pool: SequencePool, *, prefill_chunk: int, spill: SpillCache | None = None
+    ) -> None:
         self.model = model
         self.ctx = ctx
         self.pool = pool
+        self.spill = spill
         self.prefill_chunk = max(1, min(prefill_chunk, ctx.n_batch))
         self.stats = EngineStats()
         self._cond = threading.Condition()
@@ -112,7 +119,8 @@ class BatchedEngine:
             for seq_id in dropped:
                 self.ctx.seq_remove(seq_id)
                 self.pool.release(seq_id)
-            return len(dropped)
+            spilled = self.spill.forget(owner) if self.spill is not None else False
+            return len(dropped) + spilled
 
     def resident_owners(self) -> list[str]:
         with self._native:
@@ -147,18 +155,53 @@ class BatchedEngine:
 
     def _admit(self, job: EngineJob) -> None:
         # Reuse at most all but the last prompt token: sampling needs that token's logits.
-        match = self.pool.longest_match(job.prompt, limit=len(job.prompt) - 1)
+        limit = len(job.prompt) - 1
+        match = self.pool.longest_match(job.prompt, limit=limit)
+        spilled, n_spilled = self.spill.best_match(job.prompt, limit=limit) if self.spill else (None, 0)
         seq, evicted = self.pool.acquire(job.owner, keep=match.seq_id)
         if evicted is not None:
-            self.ctx.seq_remove(evicted)
+            self._evict(evicted)
         self.ctx.seq_remove(seq.seq_id)
-        if match.seq_id is not None:
+        reused = 0
+        if spilled is not None and n_spilled > match.n_tokens:
+            reused = self._restore(spilled, seq, n_spilled, keep=match.seq_id)
+            self.stats.prompt_tokens_restored += reused
+        if reused == 0 and match.seq_id is not None:
             self.ctx.seq_copy(match.seq_id, seq.seq_id, match.n_tokens)
-            self.pool.touch(match.seq_id)
-        seq.tokens = array("i", job.prompt[: match.n_tokens])
-        job.seq, job.reused, job.pos = seq, match.n_tokens, match.n_tokens
-        self.stats.prompt_tokens_reused += match.n_tokens
+            if self.pool.get(match.seq_id).owner == job.owner:
+                # Recency follows the NPC's own turns; another NPC sharing a few template
+                # tokens must not keep a sequence from being evicted.
+                self.pool.touch(match.seq_id)
+            reused = match.n_tokens
+        seq.tokens = array("i", job.prompt[:reused])
+        job.seq, job.reused, job.pos = seq, reused, reused
+        self.stats.prompt_tokens_reused += reused
         self._active.append(job)
+
+    def _restore(self, spilled: SpilledSequence, seq: Sequence, n_tokens: int, *, keep: int | None) -> int:
+        """Copy a spilled state back into `seq`, keeping its first `n_tokens`; 0 when the cache
+        has no cells for it even after dropping resident sequences (never `keep`)."""
+        assert self.spill is not None
+        entry = self.spill.take(spilled.owner)
+        while True:
+            try:
+                self.ctx.load_sequence(entry.state, seq.seq_id)
+                break
+            except NativeError:
+                self.ctx.seq_remove(seq.seq_id)
+                victim = self.pool.evict_one(keep=keep)
+                if victim is None:
+                    self.spill.put(entry)
+                    return 0
+                self._evict(victim)
+        self.ctx.seq_remove(seq.seq_id, n_tokens)
+        return n_tokens
+
+    def _evict(self, victim: Sequence) -> None:
+        """Free a dropped resident sequence's cells, saving its state to the spill tier first."""
+        if self.spill is not None and len(victim.tokens) > 0:
+            self.spill.put(SpilledSequence(victim.owner, victim.tokens, self.ctx.save_sequence(victim.seq_id)))
+        self.ctx.seq_remove(victim.seq_id)
 
     def _step(self) -> None:
         tokens: list[int] = []
@@ -236,7 +279,7 @@ class BatchedEngine:
         """No KV cells for this step: drop a resident sequence, or fail the newest prefilling job."""
         evicted = self.pool.evict_one()
         if evicted is not None:
-            self.ctx.seq_remove(evicted)
+            self._evict(evicted)
             self.stats.kv_full_evictions += 1
             return
         victims = [job for job in self._active if job.prefilling] or self._active

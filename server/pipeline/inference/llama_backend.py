@@ -56,6 +56,7 @@ from loreguard.server.pipeline.inference.llama_native import (
 from loreguard.server.pipeline.inference.models import file_prefix_sha256, resolve_model_path
 from loreguard.server.pipeline.inference.prefix_cache import PrefixCache, PrefixState
 from loreguard.server.pipeline.inference.sequences import SequencePool
+from loreguard.server.pipeline.inference.spill import SpillCache
 from loreguard.server.pipeline.prompt import Prompt
 
 
@@ -79,7 +80,8 @@ class LlamaCppConfig(FrozenModel):
     temperature: float = Field(default=0.7, ge=0)
     top_k: int = Field(default=40, ge=0)
     top_p: float = Field(default=0.95, gt=0, le=1)
-    #: Reproducible engine: memory for saved NPC prefixes; least recently used are dropped past it.
+    #: Host memory for saved KV states, least recently used dropped past it: the batched engine's
+    #: spill tier for sequences it evicts, the reproducible engine's saved NPC prefixes. 0: none.
     prefix_cache_bytes: int = Field(default=512 << 20, ge=0)
     #: One generation at a time with numerics independent of anything else running (tests, live
     #: replay); False runs the batched engine.
@@ -139,7 +141,8 @@ class LlamaCppBackend(InferenceBackend):
             else:
                 self._ctx = self._batched_context()
                 pool = SequencePool(self._ctx.n_seq_max, self.config.parallel)
-                self._engine = BatchedEngine(self._model, self._ctx, pool, prefill_chunk=self.config.prefill_chunk)
+                spill = SpillCache(self.config.prefix_cache_bytes) if self.config.prefix_cache_bytes else None
+                self._engine = BatchedEngine(self._model, self._ctx, pool, prefill_chunk=self.config.prefill_chunk, spill=spill)
         except NativeError as exc:
             if getattr(self, "_model", None) is not None:
                 self._model.close()

@@ -86,7 +86,7 @@ class SequencePool:
                 best = Match(seq_id, n)
         return best
 
-    def acquire(self, owner: str, *, keep: int | None = None) -> tuple[Sequence, int | None]:
+    def acquire(self, owner: str, *, keep: int | None = None) -> tuple[Sequence, Sequence | None]:
         """A sequence for a new generation, and the resident sequence evicted to make room
         (the caller frees its cells), if any; `keep` is never evicted (the match about to be
         copied). Raises `RuntimeError` when `max_active` are busy."""
@@ -116,13 +116,14 @@ class SequencePool:
         self._free.append(seq_id)
         self._free.sort(reverse=True)
 
-    def evict_one(self, *, keep: int | None = None) -> int | None:
-        """Drop the least recently used resident sequence (never `keep`); its id, or None."""
+    def evict_one(self, *, keep: int | None = None) -> Sequence | None:
+        """Drop the least recently used resident sequence (never `keep`) and return it (its id
+        is free again; its cells are the caller's to save or free), or None."""
         resident = [s for s in self.resident() if s.seq_id != keep]
         if not resident:
             return None
-        victim = resident[0].seq_id
-        self.release(victim)
+        victim = resident[0]
+        self.release(victim.seq_id)
         self.evictions += 1
         return victim
 
