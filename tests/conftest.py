@@ -4,8 +4,7 @@ from pathlib import Path
 
 import pytest
 from factories import eldmoor_world, guard_profile
-
-from loreguard.memory import MemoryStore
+from stores import open_store
 
 
 @pytest.fixture
@@ -15,9 +14,8 @@ def store_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store(store_path: Path):
-    with MemoryStore(store_path) as s:
-        s.load_world(eldmoor_world())
-        s.register_npc(guard_profile())
+    """The Eldmoor world and the guard, on a SQLite file of the test's own."""
+    with open_store(store_path, world=eldmoor_world(), npcs=[guard_profile()]) as s:
         yield s
 
 

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from factories import rich_guard_profile, rich_world
+from stores import open_store
 
-from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionContext, NpcProfile, WorldDefinition
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 from loreguard.server.pipeline.inference import ScriptedBackend
@@ -21,9 +21,7 @@ def make_pipeline(
     world: WorldDefinition | None = None,
     config: PipelineConfig | None = None,
 ) -> tuple[GovernancePipeline, ScriptedBackend]:
-    store = MemoryStore(path)
-    assert store.load_world(world or rich_world()).committed
-    assert store.register_npc(profile or rich_guard_profile()).committed
+    store = open_store(path, world=world or rich_world(), npcs=[profile or rich_guard_profile()])
     backend = ScriptedBackend(list(outputs))
     return GovernancePipeline(store, backend, config), backend
 

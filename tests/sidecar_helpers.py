@@ -8,9 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from factories import say
+from stores import demo_store, open_store
 
-from loreguard.memory import MemoryStore
-from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.pipeline.inference import ScriptedBackend
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
@@ -26,11 +25,7 @@ def free_port() -> int:
 def running_sidecar(
     data: Path, backend: ScriptedBackend | None = None, *, register: bool = True, **config: object
 ) -> Iterator[Sidecar]:
-    store = MemoryStore(data / "memory.sqlite")
-    if register:
-        store.load_world(demo_world())
-        for profile in demo_npcs():
-            store.register_npc(profile)
+    store = demo_store(data / "memory.sqlite") if register else open_store(data / "memory.sqlite")
     sidecar = Sidecar(
         store, backend or ScriptedBackend([say("Well met, traveller.")], cycle=True), SidecarConfig(**{"port": 0, **config})
     )  # type: ignore[arg-type]

@@ -1,5 +1,5 @@
 extends Node
-## The addon against a real sidecar (tests/test_godot_integration.py starts it, with the
+## The addon against a real sidecar (tests/godot_addon/test_integration.py starts it, with the
 ## scripted model). Registers the demo NPCs from their .tres resources, talks to them, receives
 ## a world intent, gets typed errors, then asks pytest to restart the sidecar and checks that
 ## the client reconnects and re-registers by itself. Exits 0 only if every check held.

@@ -1,7 +1,7 @@
 extends Node
 ## The demo scene played by script, as a player would: each line goes through the text box,
 ## then the scene must show both answers and the two approved intents (the gate opens, a
-## lantern lands in the pack). Exits 0 only if every check held (tests/test_godot_addon.py
+## lantern lands in the pack). Exits 0 only if every check held (tests/godot_addon/test_addon.py
 ## runs it against a scripted sidecar).
 ##
 ##     godot --path demo_project res://tests/smoke.tscn

@@ -1,6 +1,6 @@
 extends Node
 ## The demo NPCs, registered from their .tres resources, each answer one line from whatever
-## model the sidecar at LOREGUARD_ADDRESS runs (tests/test_godot_integration.py uses the real
+## model the sidecar at LOREGUARD_ADDRESS runs (tests/godot_addon/test_integration.py uses the real
 ## embedded model). Prints each line; exits 0 only if both answers arrived through `replied`.
 
 const WATCHDOG_S := 600.0

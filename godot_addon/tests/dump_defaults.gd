@@ -1,6 +1,6 @@
 extends SceneTree
 ## Prints what every designer Resource sends when left at its defaults, as one JSON line that
-## tests/test_godot_resources.py checks against the sidecar's JSON Schema (schemas/json/).
+## tests/godot_addon/test_resources.py checks against the sidecar's JSON Schema (schemas/json/).
 
 
 func _init() -> void:

@@ -1,6 +1,6 @@
 extends "res://tests/check_run.gd"
 ## LoreguardClient (the autoload's class) against scripted libzmq ROUTERs that pytest runs
-## (tests/test_godot_dealer.py): replies matched by id when they come back out of order, the
+## (tests/godot_addon/test_dealer.py): replies matched by id when they come back out of order, the
 ## request timeout, no sidecar at all, and errors raised before sending.
 
 const WATCHDOG_MS := 60000

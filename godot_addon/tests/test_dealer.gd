@@ -1,5 +1,5 @@
 extends "res://tests/check_run.gd"
-## LoreguardDealer against a real libzmq ROUTER (tests/test_godot_dealer.py runs an echo ROUTER
+## LoreguardDealer against a real libzmq ROUTER (tests/godot_addon/test_dealer.py runs an echo ROUTER
 ## at $LOREGUARD_TEST_ROUTER that also sends heartbeats) and against a Godot TCPServer that
 ## speaks no ZMTP. Prints "N passed, M failed"; exits non-zero on failure.
 

@@ -1,6 +1,6 @@
 extends "res://tests/check_run.gd"
 ## The debugger tab's parts against a real sidecar that pytest runs
-## (tests/test_godot_debugger.py): the game-side forwarder sends a record after an
+## (tests/godot_addon/test_debugger.py): the game-side forwarder sends a record after an
 ## interaction and a package on "export"; the panel lists records, describes one, steps
 ## through a package, and refuses a tampered one.
 

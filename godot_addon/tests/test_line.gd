@@ -1,7 +1,7 @@
 extends "res://tests/check_run.gd"
 ## LoreguardLine.from_reply and LoreguardWorldIntent.from_dict on `interact.ok` bodies: every
 ## field read, defaults for what is missing, and malformed parts skipped rather than crashing
-## the game (tests/test_godot_line.py).
+## the game (tests/godot_addon/test_line.py).
 
 
 func _init() -> void:

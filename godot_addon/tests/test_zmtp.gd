@@ -1,5 +1,5 @@
 extends "res://tests/check_run.gd"
-## Checks LoreguardZmtp against ZMTP 3.1 byte vectors written by Python (tests/test_godot_zmtp.py).
+## Checks LoreguardZmtp against ZMTP 3.1 byte vectors written by Python (tests/godot_addon/test_zmtp.py).
 ## Usage: godot --headless --path godot_addon -s res://tests/test_zmtp.gd -- VECTORS.json
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from factories import eldmoor_world, guard_profile
+from paths import TESTS
 
 from loreguard.memory import MemoryStore, SchemaVersionError, SlotNotFoundError, StalePlanError
 from loreguard.memory.store import MemoryStore as StoreClass
@@ -161,7 +162,7 @@ _HASH_SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_memory_hash_equal_across_processes(tmp_path: Path) -> None:
-    script = _HASH_SCRIPT.format(tests=str(Path(__file__).parent))
+    script = _HASH_SCRIPT.format(tests=str(TESTS))
     hashes = []
     for i, seed in enumerate(("0", "12345")):
         env = {**os.environ, "PYTHONHASHSEED": seed}

@@ -145,7 +145,11 @@ def test_a_prompt_beyond_the_context_is_a_typed_error_and_changes_nothing(
     cached_before = llama_backend.prefix_cache.cached_npcs(), llama_backend.resident_prefixes, llama_backend.stats.generations
     with pytest.raises(BackendError, match="n_ctx"):
         llama_backend.generate(asked.model_copy(update={"prompt": huge}))
-    assert (llama_backend.prefix_cache.cached_npcs(), llama_backend.resident_prefixes, llama_backend.stats.generations) == cached_before
+    assert (
+        llama_backend.prefix_cache.cached_npcs(),
+        llama_backend.resident_prefixes,
+        llama_backend.stats.generations,
+    ) == cached_before
     assert llama_backend.generate(asked).finish_reason == "stop"
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import inspect
 import re
-from pathlib import Path
+
+from paths import ROOT
 
 from loreguard.client import AsyncClient, Client, calls
 from loreguard.schemas.wire import MESSAGES
 
-ADDON = Path(__file__).resolve().parents[1] / "godot_addon" / "addons" / "loreguard"
+ADDON = ROOT / "godot_addon" / "addons" / "loreguard"
 
 
 def _sent_by(source: str, pattern: str) -> set[str]:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from model_helpers import Recording, demo_store
 from pipeline_helpers import ask
+from stores import open_store
 
 from loreguard.client import AsyncClient
-from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionOutcome, ParsedOutput
 from loreguard.server.bench_sidecar import load_npcs
 from loreguard.server.demo import demo_world
@@ -40,11 +40,8 @@ def test_a_repeat_turn_evaluates_only_what_changed(llama_backend: LlamaCppBacken
 
 
 def test_npcs_asking_at_once_are_decoded_in_the_same_steps(llama_backend: LlamaCppBackend, tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "memory.sqlite")
-    store.load_world(demo_world())
     npcs = load_npcs(4)
-    for profile in npcs:
-        store.register_npc(profile)
+    store = open_store(tmp_path / "memory.sqlite", world=demo_world(), npcs=npcs)
     recording = Recording(llama_backend)
     peak_before = llama_backend.engine.stats.peak_decoding if llama_backend.engine else 0
     sidecar = Sidecar(store, recording, SidecarConfig(port=0, request_timeout_ms=600_000))
@@ -75,11 +72,8 @@ def test_a_full_kv_cache_drops_resident_sequences_and_still_answers(tmp_path: Pa
     budget = -(-2560 * 23040 // 2**20)
     backend = LlamaCppBackend(LlamaCppConfig(n_ctx=2560, kv_budget_mib=budget, n_threads=2, parallel=1))
     try:
-        store = MemoryStore(tmp_path / "m.sqlite")
-        store.load_world(demo_world())
         npcs = load_npcs(4)
-        for profile in npcs:
-            store.register_npc(profile)
+        store = open_store(tmp_path / "m.sqlite", world=demo_world(), npcs=npcs)
         recording = Recording(backend)
         pipeline = GovernancePipeline(store, recording)
         results = [pipeline.interact(ask("Hello.", npc=p.id)) for p in npcs]

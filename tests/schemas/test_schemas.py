@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from factories import guard_profile
+from paths import ROOT
 from pydantic import ValidationError
 
 from loreguard.memory import MemoryStore
@@ -22,7 +22,7 @@ from loreguard.schemas import (
 )
 from loreguard.schemas.export import json_schemas, render
 
-SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas" / "json"
+SCHEMA_DIR = ROOT / "schemas" / "json"
 
 
 def _error_locations(exc: ValidationError) -> set[str]:
@@ -129,7 +129,7 @@ def test_exported_json_schema_is_current() -> None:
 def test_protocol_message_reference_is_current() -> None:
     from loreguard.schemas.export import protocol_reference
 
-    path = Path(__file__).resolve().parent.parent / "docs" / "protocol-messages.md"
+    path = ROOT / "docs" / "protocol-messages.md"
     assert path.read_text(encoding="utf-8") == protocol_reference(), (
         "docs/protocol-messages.md is stale: run `loreguard schemas docs docs/protocol-messages.md`"
     )

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from stores import open_store
 
 from loreguard.memory import MemoryStore
 from loreguard.server.bench_sidecar import _REPLY, load_npcs, run_load
@@ -17,11 +18,8 @@ from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 @pytest.mark.slow
 def test_thirty_two_clients_fifty_interactions_each(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "m.sqlite")
-    store.load_world(demo_world())
     npcs = load_npcs(32)
-    for profile in npcs:
-        store.register_npc(profile)
+    store = open_store(tmp_path / "m.sqlite", world=demo_world(), npcs=npcs)
     sidecar = Sidecar(store, ScriptedBackend([_REPLY], cycle=True), SidecarConfig(port=0, queue_size=64))
     sidecar.start()
     try:

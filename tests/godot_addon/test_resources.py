@@ -6,13 +6,13 @@ from drifting from the pydantic models."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from godot_helpers import run_godot
+from paths import ROOT
 
-SCHEMAS = Path(__file__).resolve().parents[1] / "schemas" / "json"
+SCHEMAS = ROOT / "schemas" / "json"
 
 pytestmark = pytest.mark.slow
 

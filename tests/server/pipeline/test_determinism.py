@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 from factories import rich_guard_profile, rich_world, say
+from paths import TESTS
 from pipeline_helpers import ask, make_pipeline
 
 from loreguard.memory.hashing import sha256_hex
 from loreguard.schemas import AppendEpisodic, Authority, MemoryWrite, NpcProfile, UpsertBelief, WorldDefinition
-
-TESTS = Path(__file__).parent
 
 OUTPUTS = [
     say(

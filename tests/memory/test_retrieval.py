@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 from factories import guard_profile
+from stores import open_store
 
 from loreguard.memory import MemoryPolicy, MemoryStore, RetrievalQuery, retrieve_beliefs, retrieve_episodic
 from loreguard.schemas import AppendEpisodic, Authority, MemoryWrite, UpsertBelief
@@ -29,8 +30,7 @@ BELIEFS = [
 
 
 def _filled_store(path: Path, order: list[int], belief_order: list[int]) -> MemoryStore:
-    store = MemoryStore(path)
-    store.register_npc(guard_profile())
+    store = open_store(path, npcs=[guard_profile()])
     writes = [
         MemoryWrite(
             source=Authority.VALIDATED_OUTPUT,
