@@ -22,6 +22,19 @@ class TriggerReason(str, Enum):
     CUSTOM = "custom"
 
 
+class TaskType(str, Enum):
+    """What an interaction is about, as the sidecar classifies it (trigger and keywords); it
+    decides which memory the prompt carries, and rules may apply to some task types only."""
+
+    LORE_QUESTION = "lore_question"
+    QUEST = "quest"
+    TRADE = "trade"
+    SMALL_TALK = "small_talk"
+    AMBIENT = "ambient"
+    WORLD_EVENT = "world_event"
+    NPC_EXCHANGE = "npc_exchange"
+
+
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 

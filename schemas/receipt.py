@@ -90,6 +90,13 @@ class Receipt(FrozenModel):
     context_keys: tuple[str, ...]
     constraints: tuple[str, ...]
     sufficiency: str
+    #: What the sufficiency check found missing (`world_state:KEY`, `world_state:PREFIX*`),
+    #: before any value was derived for it.
+    missing: tuple[str, ...] = ()
+    #: Values derived for missing keys from the world's `state_defaults` (sufficiency `retry`).
+    derived: dict[str, JsonScalar] = Field(default_factory=dict)
+    #: World-state keys whose value had the wrong type for a rule comparing them.
+    mistyped: tuple[str, ...] = ()
     attempts: tuple[AttemptRecord, ...]
     outcome: InteractionOutcome
     fallback_used: bool

@@ -6,10 +6,10 @@ import re
 from enum import Enum
 from typing import Annotated
 
-from pydantic import Field, StringConstraints, field_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, ShortText, StateKey
-from loreguard.schemas.interaction import Tag, TriggerReason
+from loreguard.schemas.interaction import Tag, TaskType, TriggerReason
 from loreguard.schemas.output import Emotion
 
 
@@ -39,6 +39,8 @@ class RuleConditions(FrozenModel):
     """When a rule applies. An empty list means "any"; all given conditions must hold."""
 
     trigger_reasons: tuple[TriggerReason, ...] = ()
+    #: The interaction's task type as the sidecar classifies it (e.g. only while trading).
+    task_types: tuple[TaskType, ...] = ()
     npc_ids: tuple[Identifier, ...] = ()
     scenes: tuple[Annotated[str, StringConstraints(max_length=128)], ...] = ()
     tags_any: tuple[Tag, ...] = ()
@@ -89,6 +91,16 @@ class ExpectancyRule(FrozenModel):
     #: injection and style checks, and apply only once designer feedback makes them confident.
     behavioural: bool = False
 
+    @model_validator(mode="after")
+    def _behavioural_is_soft(self) -> ExpectancyRule:
+        # Here, not on a container, so every path that accepts a rule (npc.register,
+        # world.load, a rule set) refuses the same thing the same way.
+        if self.behavioural and self.severity is not Severity.SOFT:
+            raise ValueError(
+                f"behavioural rule {self.id!r} must be soft, not {self.severity.value}: it shapes style, never truth"
+            )
+        return self
+
 
 class RuleSet(FrozenModel):
     id: Identifier
@@ -102,8 +114,6 @@ class RuleSet(FrozenModel):
             if rule.id in seen:
                 raise ValueError(f"duplicate rule id {rule.id!r}")
             seen.add(rule.id)
-            if rule.behavioural and rule.severity is not Severity.SOFT:
-                raise ValueError(f"behavioural rule {rule.id!r} must be soft: it shapes style, never truth")
         return rules
 
 

@@ -13,17 +13,9 @@ from enum import Enum
 
 from loreguard.memory.retrieval import keywords
 from loreguard.schemas.base import FrozenModel, JsonScalar
-from loreguard.schemas.interaction import InteractionContext, TriggerReason
+from loreguard.schemas.interaction import InteractionContext, TaskType, TriggerReason
 
-
-class TaskType(str, Enum):
-    LORE_QUESTION = "lore_question"
-    QUEST = "quest"
-    TRADE = "trade"
-    SMALL_TALK = "small_talk"
-    AMBIENT = "ambient"
-    WORLD_EVENT = "world_event"
-    NPC_EXCHANGE = "npc_exchange"
+__all__ = ["TaskType"]  # defined with the wire models: rule conditions name task types
 
 
 class Section(str, Enum):
@@ -105,6 +97,8 @@ class Sufficiency(FrozenModel):
     missing: tuple[str, ...] = ()
     #: Values that can be derived for missing keys (from the world's `state_defaults`).
     derived: dict[str, JsonScalar] = {}
+    #: Keys the game set with a value of the wrong type for a rule that compares them.
+    mistyped: tuple[str, ...] = ()
 
 
 def check_sufficiency(
@@ -112,10 +106,19 @@ def check_sufficiency(
     missing_rule_keys: tuple[str, ...],
     state: Mapping[str, JsonScalar],
     defaults: Mapping[str, JsonScalar],
+    mistyped_keys: tuple[str, ...] = (),
 ) -> Sufficiency:
     """pass when nothing is missing; retry when every missing key can be derived from
     `defaults` (the caller re-gathers with them); clarify otherwise, naming what the game must
-    provide. The model is never called on insufficient context."""
+    provide. A key whose value has the wrong type for a rule is never derived over: the game
+    set it, so only the game can fix it (clarify). The model is never called on insufficient
+    context."""
+    if mistyped_keys:
+        return Sufficiency(
+            verdict=Verdict.CLARIFY,
+            missing=tuple(sorted(f"world_state:{key}" for key in mistyped_keys)),
+            mistyped=tuple(sorted(mistyped_keys)),
+        )
     missing_keys = set(missing_rule_keys)
     missing_prefixes = []
     for prefix in contract.required_prefixes:

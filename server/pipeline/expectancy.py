@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from loreguard.memory.hashing import content_hash
 from loreguard.schemas.base import FrozenModel, JsonScalar
-from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.interaction import InteractionContext, TaskType
 from loreguard.schemas.rules import (
     RULE_TYPE_RANK,
     SEVERITY_RANK,
@@ -84,6 +84,19 @@ class RuleEvaluation(FrozenModel):
     constraints: ConstraintSet
     #: World-state keys that some rule's conditions need but the game never set.
     missing_state: tuple[str, ...] = ()
+    #: World-state keys whose value is not of the type a rule's condition compares it with
+    #: (`"yes"` where a rule expects `true`): insufficient context, never read as false.
+    mistyped_state: tuple[str, ...] = ()
+
+
+def same_json_type(value: JsonScalar, expected: JsonScalar) -> bool:
+    """Whether a state value can be compared with a condition's value: bool is not a number,
+    and an int compares with a float."""
+    if isinstance(expected, bool) or isinstance(value, bool):
+        return isinstance(expected, bool) and isinstance(value, bool)
+    if isinstance(expected, int | float):
+        return isinstance(value, int | float)
+    return type(value) is type(expected)
 
 
 def rule_text(rule: ExpectancyRule) -> str:
@@ -104,33 +117,64 @@ def rule_text(rule: ExpectancyRule) -> str:
     return "; ".join(parts) or rule.id
 
 
+class StateTypeConflict(FrozenModel):
+    """A state value a rule's condition cannot compare with."""
+
+    key: str
+    rule_id: str
+    expected: JsonScalar
+    value: JsonScalar
+
+
+def state_type_conflicts(rules: Iterable[ExpectancyRule], values: Mapping[str, JsonScalar]) -> list[StateTypeConflict]:
+    """Every (key, rule) where `values` would give a key a type the rule's condition does not
+    compare with, sorted by key then rule id: what `world.set_state` refuses."""
+    conflicts = [
+        StateTypeConflict(key=key, rule_id=rule.id, expected=rule.conditions.world_state[key], value=value)
+        for rule in rules
+        for key, value in values.items()
+        if key in rule.conditions.world_state and not same_json_type(value, rule.conditions.world_state[key])
+    ]
+    return sorted(conflicts, key=lambda c: (c.key, c.rule_id))
+
+
 def _conditions_hold(
-    rule: ExpectancyRule, ctx: InteractionContext, interaction_index: int, state: Mapping[str, JsonScalar]
-) -> tuple[bool, tuple[str, ...]]:
+    rule: ExpectancyRule,
+    ctx: InteractionContext,
+    interaction_index: int,
+    state: Mapping[str, JsonScalar],
+    task_type: TaskType | None,
+) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
+    """Whether the rule applies, the state keys it needs that are missing, and those whose
+    value has the wrong type."""
     cond = rule.conditions
     if cond.trigger_reasons and ctx.trigger_reason not in cond.trigger_reasons:
-        return False, ()
+        return False, (), ()
+    if cond.task_types and task_type not in cond.task_types:
+        return False, (), ()
     if cond.npc_ids and ctx.npc_id not in cond.npc_ids:
-        return False, ()
+        return False, (), ()
     if cond.scenes and ctx.scene not in cond.scenes:
-        return False, ()
+        return False, (), ()
     tags = set(ctx.tags)
     if cond.tags_any and not tags.intersection(cond.tags_any):
-        return False, ()
+        return False, (), ()
     if cond.tags_all and not tags.issuperset(cond.tags_all):
-        return False, ()
+        return False, (), ()
     if cond.min_interaction is not None and interaction_index < cond.min_interaction:
-        return False, ()
+        return False, (), ()
     if cond.max_interaction is not None and interaction_index > cond.max_interaction:
-        return False, ()
+        return False, (), ()
     missing = tuple(sorted(key for key in cond.world_state if key not in state))
-    if missing:
-        return False, missing
+    mistyped = tuple(
+        sorted(key for key, expected in cond.world_state.items() if key in state and not same_json_type(state[key], expected))
+    )
+    if missing or mistyped:
+        return False, missing, mistyped
     for key, expected in sorted(cond.world_state.items()):
-        value = state[key]
-        if type(value) is not type(expected) or value != expected:
-            return False, ()
-    return True, ()
+        if state[key] != expected:
+            return False, (), ()
+    return True, (), ()
 
 
 def evaluate_rules(
@@ -139,14 +183,19 @@ def evaluate_rules(
     interaction_index: int,
     state: Mapping[str, JsonScalar],
     behaviour: Mapping[str, BehaviourStats],
+    *,
+    task_type: TaskType | None = None,
 ) -> RuleEvaluation:
     """Every rule whose conditions hold becomes a constraint. Behavioural rules count only once
-    designer feedback has made them confident (see `behaviour_active`)."""
+    designer feedback has made them confident (see `behaviour_active`). A rule limited to task
+    types applies only when `task_type` (the contract's) is one of them."""
     constraints = []
     missing: set[str] = set()
+    mistyped: set[str] = set()
     for rule in rules:
-        holds, needs = _conditions_hold(rule, ctx, interaction_index, state)
+        holds, needs, wrong = _conditions_hold(rule, ctx, interaction_index, state, task_type)
         missing.update(needs)
+        mistyped.update(wrong)
         if not holds:
             continue
         if rule.behavioural and not behaviour_active(behaviour.get(rule.id) or BehaviourStats(rule_id=rule.id)):
@@ -162,4 +211,6 @@ def evaluate_rules(
                 behavioural=rule.behavioural,
             )
         )
-    return RuleEvaluation(constraints=ConstraintSet.of(constraints), missing_state=tuple(sorted(missing)))
+    return RuleEvaluation(
+        constraints=ConstraintSet.of(constraints), missing_state=tuple(sorted(missing)), mistyped_state=tuple(sorted(mistyped))
+    )

@@ -11,6 +11,7 @@ injected and only ever feeds timings, which are metadata outside every hash.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -50,6 +51,8 @@ from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt
 from loreguard.server.pipeline.retry import RetryPolicy, escalate, repair_message
 from loreguard.server.pipeline.sink import AuditSink
 from loreguard.server.pipeline.snapshot import StateSnapshot, build_snapshot, merged_state
+
+_log = logging.getLogger("loreguard.pipeline")
 
 #: Plans a commit may make before giving up: each new plan follows another batch's commit, so
 #: reaching this means the store is being written in a tight loop.
@@ -114,6 +117,9 @@ class _Run:
             context_keys=self.context_keys,
             constraints=self.first_snapshot.constraints.ids(),
             sufficiency=self.sufficiency.verdict.value,
+            missing=self.sufficiency.missing,
+            derived=self.sufficiency.derived,
+            mistyped=self.sufficiency.mistyped,
             attempts=tuple(self.attempts),
             memory_hash_before=self.hash_before,
             snapshot_hash=self.first_snapshot.snapshot_hash(),
@@ -242,17 +248,25 @@ class GovernancePipeline:
         rules = (world.rules if world else ()) + profile.rules
         state = merged_state(world_memory, npc_memory)
         behaviour = view.behaviour
-        evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour)
+        evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour, task_type=contract.task_type)
         timer.lap("expectancy")
 
-        sufficiency = check_sufficiency(contract, evaluation.missing_state, state, world.state_defaults if world else {})
+        sufficiency = check_sufficiency(
+            contract, evaluation.missing_state, state, world.state_defaults if world else {}, evaluation.mistyped_state
+        )
+        if sufficiency.mistyped:
+            self._count("state_type_mismatch")
+            _log.warning(
+                "interaction for %s: world state %s has the wrong type for a rule's condition; asking the game to clarify",
+                ctx.npc_id, ", ".join(sufficiency.mistyped),
+            )  # fmt: skip
         derived = {}
         if sufficiency.verdict is Verdict.RETRY:
             # Re-gather with the derived values; what is still missing after that is the game's to provide.
             derived = dict(sufficiency.derived)
             state = merged_state(world_memory, npc_memory, derived)
-            evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour)
-            again = check_sufficiency(contract, evaluation.missing_state, state, {})
+            evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour, task_type=contract.task_type)
+            again = check_sufficiency(contract, evaluation.missing_state, state, {}, evaluation.mistyped_state)
             if again.verdict is not Verdict.PASS:
                 sufficiency = again
         timer.lap("sufficiency")

@@ -53,6 +53,7 @@ from loreguard.schemas.wire import (
 )
 from loreguard.server.audit import AuditRecorder, NoRecordsError
 from loreguard.server.audit.package import PackageFormat, encode_package, package_document
+from loreguard.server.pipeline.expectancy import state_type_conflicts
 from loreguard.server.sidecar.codec import ProtocolError
 from loreguard.server.sidecar.stats import SidecarStats
 
@@ -136,6 +137,7 @@ class Dispatcher:
         scope = body.npc_id or WORLD_SCOPE
         if body.npc_id is not None:
             self.require_npc(body.npc_id)
+        self._check_state_types(body)
         writes = [
             MemoryWrite(source=Authority.GAME_SYSTEM, op=SetWorldState(scope=scope, key=key, value=value))
             for key, value in sorted(body.values.items())
@@ -147,6 +149,30 @@ class Dispatcher:
         if not result.committed:
             raise _refused(result, "world.set_state")
         return SetStateReply(applied=result.applied, memory_hash=self.store.memory_hash())
+
+    def _check_state_types(self, body: SetStateRequest) -> None:
+        """Refuse a value that a registered rule's condition would compare with a value of
+        another type (`"yes"` where a rule expects `true`): the rule would silently never hold."""
+        world = self.store.world()
+        rules = list(world.rules if world else ())
+        for npc_id in (body.npc_id,) if body.npc_id is not None else self.store.npc_ids():
+            rules += self.store.profile(npc_id).rules
+        conflicts = state_type_conflicts(rules, body.values)
+        if conflicts:
+            raise ProtocolError(
+                ErrorCode.INVALID,
+                "world.set_state refused; nothing was changed: a value has another type than the rule conditions compare it with",
+                details={
+                    "errors": [
+                        {
+                            "path": f"values.{c.key}",
+                            "reason": f"rule {c.rule_id!r} compares it with {c.expected!r} ({type(c.expected).__name__}); got {c.value!r}",
+                            "kind": "state_type",
+                        }
+                        for c in conflicts
+                    ]
+                },
+            )
 
     def on_memory_get(self, body: MemoryGetRequest) -> MemoryGetReply:
         self.require_npc(body.npc_id)

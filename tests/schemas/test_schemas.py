@@ -19,6 +19,7 @@ from loreguard.schemas import (
     RuleSet,
     SetWorldState,
     TriggerReason,
+    WorldDefinition,
 )
 from loreguard.schemas.export import json_schemas, render
 
@@ -133,3 +134,16 @@ def test_protocol_message_reference_is_current() -> None:
     assert path.read_text(encoding="utf-8") == protocol_reference(), (
         "docs/protocol-messages.md is stale: run `loreguard schemas docs docs/protocol-messages.md`"
     )
+
+
+@pytest.mark.parametrize("container", ["npc", "world", "rule_set"])
+@pytest.mark.parametrize("severity", ["hard", "critical"])
+def test_a_behavioural_rule_must_be_soft_on_every_path(container: str, severity: str) -> None:
+    rule = {"id": "style", "type": "requirement", "severity": severity, "behavioural": True}
+    with pytest.raises(ValidationError, match="behavioural rule 'style' must be soft, not " + severity):
+        if container == "npc":
+            NpcProfile.model_validate({"id": "g", "name": "G", "persona": "p", "rules": [rule]})
+        elif container == "world":
+            WorldDefinition.model_validate({"id": "w", "rules": [rule]})
+        else:
+            RuleSet.model_validate({"id": "r", "rules": [rule]})

@@ -57,3 +57,10 @@ def test_sufficiency_pass_retry_clarify() -> None:
     clarify = check_sufficiency(contract, ("alarm", "curfew"), {}, {"alarm": False})
     assert clarify.verdict is Verdict.CLARIFY
     assert clarify.missing == ("world_state:curfew", "world_state:quest.*")
+
+
+def test_a_mistyped_key_asks_the_game_to_clarify_and_is_never_derived() -> None:
+    contract = ContextContract(task_type=TaskType.SMALL_TALK, sections=())
+    verdict = check_sufficiency(contract, (), {"curfew": "yes"}, {"curfew": False}, ("curfew",))
+    assert verdict.verdict is Verdict.CLARIFY
+    assert (verdict.missing, verdict.mistyped, verdict.derived) == (("world_state:curfew",), ("curfew",), {})

@@ -91,3 +91,23 @@ def test_behavioural_rule_activates_after_feedback_and_persists(tmp_path: Path) 
         assert "polite" not in evaluate_rules(profile.rules, _ctx(), 0, {"alarm": False}, stats).constraints.ids()
         with pytest.raises(ValueError):
             reopened.record_correction("polite", 0)
+
+
+def test_a_rule_limited_to_task_types_applies_only_to_them() -> None:
+    from loreguard.schemas.interaction import TaskType
+
+    rules = [_rule("haggle", conditions={"task_types": ["trade"]}), _rule("always")]
+    assert evaluate_rules(rules, _ctx(), 0, {}, {}, task_type=TaskType.TRADE).constraints.ids() == ("always", "haggle")
+    assert evaluate_rules(rules, _ctx(), 0, {}, {}, task_type=TaskType.LORE_QUESTION).constraints.ids() == ("always",)
+    assert evaluate_rules(rules, _ctx(), 0, {}, {}).constraints.ids() == ("always",)  # task unknown: a scoped rule stays off
+
+
+@pytest.mark.parametrize(
+    ("value", "expected", "mistyped"),
+    [("yes", True, True), (1, True, True), (True, 1, True), ("3", 3, True), (3, 3.0, False), (True, True, False), ("x", "x", False)],
+)
+def test_a_wrongly_typed_state_value_is_insufficient_never_false(value: object, expected: object, mistyped: bool) -> None:
+    rule = _rule("curfew", conditions={"world_state": {"curfew": expected}})
+    evaluation = evaluate_rules([rule], _ctx(), 0, {"curfew": value}, {})
+    assert evaluation.mistyped_state == (("curfew",) if mistyped else ())
+    assert evaluation.constraints.ids() == (() if mistyped else ("curfew",))

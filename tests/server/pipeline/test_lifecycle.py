@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from factories import say
+from factories import eldmoor_world, rich_guard_profile, say
 from pipeline_helpers import ask, make_pipeline
 
 from loreguard.schemas import WORLD_SCOPE, InteractionOutcome
@@ -306,3 +306,20 @@ def test_dialogue_that_copies_the_prompt_markup_is_retried(tmp_path: Path) -> No
     result = pipeline.interact(ask("Can I pass?"))
     assert result.attempts == 2 and result.failed_gates == ("hard_limits",)
     assert result.dialogue == "Only before dusk, traveller."
+
+
+def test_the_receipt_says_what_sufficiency_found_missing_derived_or_mistyped(tmp_path: Path) -> None:
+    curfew = {"id": "curfew", "type": "prohibition", "prompt_injection": "no visitors", "conditions": {"world_state": {"curfew": True}}}
+    profile = rich_guard_profile(rules=[curfew])
+    world = eldmoor_world(state_defaults={"curfew": False})
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [say("Aye.")] * 2, profile=profile, world=world)
+
+    derived = pipeline.interact(ask("Evening."))
+    assert derived.receipt.sufficiency == "retry"
+    assert (derived.receipt.missing, derived.receipt.derived) == (("world_state:curfew",), {"curfew": False})
+
+    set_state = SetWorldState(scope=WORLD_SCOPE, key="curfew", value="yes")
+    assert pipeline.store.apply([MemoryWrite(source=Authority.GAME_SYSTEM, op=set_state)]).committed
+    mistyped = pipeline.interact(ask("Evening."))
+    assert mistyped.outcome is InteractionOutcome.CLARIFY and mistyped.needs == ("world_state:curfew",)
+    assert mistyped.receipt.mistyped == ("curfew",) and pipeline.counters["state_type_mismatch"] == 1

@@ -218,3 +218,29 @@ def test_a_client_on_a_departed_clients_descriptor_is_answered(tmp_path: Path) -
                 leaving.hello()
             with Client(sidecar.address, timeout_s=30) as arriving:
                 assert arriving.interact("guard", f"Round {round_}.").dialogue
+
+
+def test_registration_and_state_refuse_rules_that_could_never_hold_as_meant(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        guard = demo_npcs()[0].model_dump(mode="json")
+        before = sidecar.store.memory_hash()
+
+        style = {"id": "gruff", "type": "requirement", "severity": "critical", "behavioural": True}
+        with pytest.raises(Invalid, match="npc.register") as behavioural:
+            client.register_npc({**guard, "rules": [*guard["rules"], style]})
+        assert "must be soft" in behavioural.value.details["errors"][0]["reason"]
+        with pytest.raises(Invalid) as task:
+            client.register_npc({**guard, "rules": [{"id": "t", "type": "prohibition", "conditions": {"task_types": ["haggling"]}}]})
+        assert task.value.details["errors"][0]["path"].endswith("conditions.task_types.0")
+        assert sidecar.store.memory_hash() == before
+
+        curfew = {"id": "curfew", "type": "prohibition", "prompt_injection": "No visitors.", "conditions": {"world_state": {"curfew": True}}}
+        client.register_npc({**guard, "rules": [*guard["rules"], curfew]})
+        registered = sidecar.store.memory_hash()
+        with pytest.raises(Invalid) as mistyped:
+            client.set_state({"curfew": "yes", "weather": "rain"})
+        (error,) = mistyped.value.details["errors"]
+        assert error["path"] == "values.curfew" and "'curfew'" in error["reason"]
+        assert sidecar.store.memory_hash() == registered  # not even the well-typed key was written
+        client.set_state({"curfew": True})
+        assert sidecar.store.memory_hash() != registered

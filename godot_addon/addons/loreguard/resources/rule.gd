@@ -28,6 +28,9 @@ extends Resource
 ## Empty: any trigger. Values: player_utterance, zone_trigger, time_trigger, quest_trigger,
 ## npc_interaction, world_event, custom.
 @export var trigger_reasons: PackedStringArray = []
+## Empty: any task. Otherwise only while the sidecar classifies the interaction as one of these:
+## lore_question, quest, trade, small_talk, ambient, world_event, npc_exchange.
+@export var task_types: PackedStringArray = []
 ## Empty: every NPC given this rule. Otherwise only these NPC ids.
 @export var npc_ids: PackedStringArray = []
 ## Empty: any scene. Otherwise only these (LoreguardNPC.scene_name).
@@ -65,6 +68,7 @@ extends Resource
 func to_dict() -> Dictionary:
 	var conditions := {
 		"trigger_reasons": Array(trigger_reasons),
+		"task_types": Array(task_types),
 		"npc_ids": Array(npc_ids),
 		"scenes": Array(scenes),
 		"tags_any": Array(tags_any),
@@ -110,6 +114,7 @@ static func from_dict(data: Dictionary) -> LoreguardRule:
 	out.behavioural = data.get("behavioural", out.behavioural)
 	var conditions: Dictionary = data.get("conditions", {})
 	out.trigger_reasons = LoreguardDict.strings(conditions, "trigger_reasons")
+	out.task_types = LoreguardDict.strings(conditions, "task_types")
 	out.npc_ids = LoreguardDict.strings(conditions, "npc_ids")
 	out.scenes = LoreguardDict.strings(conditions, "scenes")
 	out.tags_any = LoreguardDict.strings(conditions, "tags_any")
