@@ -71,6 +71,9 @@ class InteractionOutcome(str, Enum):
     VALIDATED = "validated"
     FALLBACK = "fallback"
     CLARIFY = "clarify"
+    #: An invariant broke: nothing was applied. Only audit records carry it; the game gets an
+    #: `internal` error whose details say so (`cause: invariant_halt`).
+    HALTED = "halted"
 
 
 class PhaseTiming(FrozenModel):
@@ -101,6 +104,8 @@ class Receipt(FrozenModel):
     outcome: InteractionOutcome
     fallback_used: bool
     fallback_reason: str | None = None
+    #: With outcome `halted`: the phase and the invariant that broke, and what was refused.
+    halt_reason: str | None = None
     memory_hash_before: str
     memory_hash_after: str
     snapshot_hash: str

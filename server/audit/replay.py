@@ -25,6 +25,7 @@ from loreguard.schemas.memory import MemoryKind, ScopeMemory
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import ModelFingerprint
 from loreguard.server.audit.recorder import AuditRecorder
+from loreguard.server.pipeline.errors import LifecycleHalt
 from loreguard.server.pipeline.inference.base import BackendError, Generation, GenerationRequest, InferenceBackend
 from loreguard.server.pipeline.lifecycle import GovernancePipeline, PipelineConfig
 
@@ -190,7 +191,10 @@ class Replayer:
             backend = self.live_backend or RecordedOutputs(record)
             recorder = AuditRecorder(store, fingerprint=backend.fingerprint(), ring_size=1)
             pipeline = GovernancePipeline(store, backend, PipelineConfig.model_validate(config["pipeline"]), recorder=recorder)
-            pipeline.interact(record.context)
+            try:
+                pipeline.interact(record.context)
+            except LifecycleHalt:
+                pass  # halted again: its record, like any other, is what gets compared
             return recorder.tail(limit=1)[0]
         finally:
             store.close()
@@ -228,6 +232,7 @@ def _groups(record: AuditRecord, *, live: bool) -> dict[DriftKind, object]:
             record.needs,
             r.fallback_used,
             r.fallback_reason,
+            r.halt_reason,
             r.warnings,
             r.rejected_mutations,
             r.canonical_override_attempts,

@@ -18,6 +18,8 @@ class LifecycleHalt(PipelineError):
         super().__init__(f"HALT in phase {phase}: {reason}")
         self.phase = phase
         self.reason = reason
+        #: The audit record of the halted interaction, when the pipeline has a recorder.
+        self.audit_record_id: str | None = None
 
 
 class DeadlineExceeded(PipelineError):

@@ -214,13 +214,36 @@ class GovernancePipeline:
         """
         run = self._prepare(context)
         run.deadline_ns = deadline_ns
-        if run.sufficiency.verdict is Verdict.CLARIFY:
-            return self._clarify(run)
-        accepted, warnings, fallback_reason = self._attempts(run)
-        self._check_deadline(run, "commit")
-        if accepted is not None:
-            return self._apply(run, accepted, warnings)
-        return self._fallback(run, fallback_reason)
+        try:
+            if run.sufficiency.verdict is Verdict.CLARIFY:
+                return self._clarify(run)
+            accepted, warnings, fallback_reason = self._attempts(run)
+            self._check_deadline(run, "commit")
+            if accepted is not None:
+                return self._apply(run, accepted, warnings)
+            return self._fallback(run, fallback_reason)
+        except LifecycleHalt as halt:
+            halt.audit_record_id = self._record_halt(run, halt)
+            raise
+
+    def _record_halt(self, run: _Run, halt: LifecycleHalt) -> str | None:
+        """The black box keeps halted interactions too: a record with the inputs, the attempts
+        so far and the invariant that broke, committed with no memory change (the interaction
+        does not count). Returns the record's id; None without a recorder."""
+        self._count("halted")
+        self._count(f"halted.{halt.phase}")
+        if self.recorder is None:
+            return None
+        result = self._commit(
+            run,
+            "halt",
+            [],
+            lambda hash_after: run.result(
+                InteractionOutcome.HALTED, "", memory_hash_after=hash_after, halt_reason=f"{halt.phase}: {halt.reason}"
+            ),
+            complete=False,
+        )
+        return result.audit_record_id
 
     def _check_deadline(self, run: _Run, phase: str) -> None:
         if run.deadline_ns is not None and self.clock() > run.deadline_ns:

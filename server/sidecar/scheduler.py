@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from loreguard.memory import AuditWriteError
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.wire import ErrorCode
-from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, UnknownNpcError
+from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, LifecycleHalt, UnknownNpcError
 from loreguard.server.sidecar.codec import encode_error, encode_reply, internal_error
 from loreguard.server.sidecar.stats import SidecarStats
 
@@ -139,6 +139,15 @@ class InteractionScheduler:
             # tells the game it is the disk, not the request.
             self._stats.count("interact.audit_failed")
             return encode_error(job.request_id, ErrorCode.INTERNAL, str(exc), {"cause": "audit_write_failed"})
+        except LifecycleHalt as halt:
+            # An invariant broke: nothing was applied, and the audit log has the record.
+            self._stats.count("interact.halted")
+            return encode_error(
+                job.request_id,
+                ErrorCode.INTERNAL,
+                f"the interaction halted on an invariant breach; nothing was applied ({halt})",
+                {"cause": "invariant_halt", "phase": halt.phase, "invariant": halt.reason, "audit_record_id": halt.audit_record_id},
+            )
         except Exception:  # a bug: keep serving, tell the client, log with a correlation id
             self._stats.count("internal_errors")
             return internal_error(job.request_id, f"interact for {job.context.npc_id}")

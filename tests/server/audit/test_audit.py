@@ -372,3 +372,42 @@ def test_a_real_model_session_replays_exactly(tmp_path: Path, reproducible_backe
     assert live.model_matches and all(r.kind is not DriftKind.FAILURE for r in live.results)
     # Same model, same seeds, same prompts: llama.cpp on the CPU says the same again.
     assert live.exact_matches == 2, [r.details for r in live.results]
+
+
+def test_a_halted_interaction_is_recorded_answered_with_a_typed_error_and_replays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loreguard.schemas import Authority, MemoryWrite, UpsertBelief
+    from loreguard.server.pipeline import lifecycle
+
+    real_plan_writes = lifecycle.plan_writes
+
+    def plan_that_breaks_canon(approved, **kw):  # noqa: ANN001, ANN003, ANN202
+        # A bug stand-in: an approved write aimed at the guard's canonical fact, which the
+        # lifecycle's invariant refuses to apply.
+        breach = UpsertBelief(scope=kw["npc_id"], belief_id="gate_hours", content="The gate never closes.", confidence=1.0)
+        return [*real_plan_writes(approved, **kw), MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=breach)]
+
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        client.interact("guard", "Hello.")
+        before = sidecar.store.memory_hash()
+        monkeypatch.setattr(lifecycle, "plan_writes", plan_that_breaks_canon)
+        with pytest.raises(Internal) as halted:
+            client.interact("guard", "Does the gate ever close?")
+        details = halted.value.details
+        assert (details["cause"], details["phase"], details["audit_record_id"]) == ("invariant_halt", "mutation", "r2")
+        assert "gate_hours" in details["invariant"] and "nothing was applied" in str(halted.value)
+        assert sidecar.store.memory_hash() == before and client.memory("guard").interactions == 1
+        assert client.stats().counters["interact.halted"] == 1
+
+        (record,) = client.audit_tail("guard", limit=1).records
+        assert record.receipt.outcome.value == "halted" and record.receipt.halt_reason.startswith("mutation: ")
+        assert record.receipt.memory_hash_after == record.receipt.memory_hash_before and record.dialogue == ""
+        package = sidecar.recorder.export(PackageSelection(npc_id="guard", last=1), exported_by="test")
+
+    # Replayed through the same (still broken) code, the halt is reproduced exactly.
+    report = Replayer(package).run()
+    assert (report.exact_matches, report.drifts) == (1, 0), [r.details for r in report.results]
+    monkeypatch.setattr(lifecycle, "plan_writes", real_plan_writes)
+    fixed = Replayer(package).run()  # with the bug gone, the record shows where behaviour changed
+    assert fixed.drifts == 1 and fixed.results[-1].kind is DriftKind.VALIDATION
