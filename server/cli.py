@@ -138,7 +138,34 @@ def _serve(args: argparse.Namespace) -> int:
         queue_size=args.queue_size,
         request_timeout_ms=args.timeout_ms,
     )
-    return serve(load, what, Path(args.data), config)
+    return serve(load, what, Path(args.data), config, judge=_judge_setup(args))
+
+
+def _judge_setup(args: argparse.Namespace):  # noqa: ANN202
+    from loreguard.server.sidecar.serve import JudgeSetup
+
+    if args.judge != "model" or not (args.judge_model or args.judge_url):
+        if args.judge_model or args.judge_url:
+            raise SystemExit("--judge-model and --judge-url need --judge model")
+        if args.judge == "model" and args.backend == "scripted":
+            raise SystemExit(
+                "--judge model with --backend scripted would feed the judge the script: add --judge-model or --judge-url"
+            )
+        return JudgeSetup(mode=args.judge, timeout_ms=args.judge_timeout_ms)
+    if args.judge_model and args.judge_url:
+        raise SystemExit("--judge-model and --judge-url: pick one")
+    if args.judge_url:
+        from loreguard.server.pipeline.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
+
+        remote = OpenAICompatibleConfig(base_url=args.judge_url, timeout_s=args.judge_timeout_ms / 1000)
+        return JudgeSetup(mode="model", timeout_ms=args.judge_timeout_ms, factory=lambda: OpenAICompatibleBackend(remote),
+                          what=f"remote judge at {args.judge_url}")  # fmt: skip
+    from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+    from loreguard.server.pipeline.inference.models import resolve_model_path
+
+    path = resolve_model_path(args.judge_model)
+    local = LlamaCppConfig(model_path=str(path), n_gpu_layers=args.gpu_layers, parallel=2)
+    return JudgeSetup(mode="model", timeout_ms=args.judge_timeout_ms, factory=lambda: LlamaCppBackend(local), what=path.name)
 
 
 def _selection(args: argparse.Namespace):  # noqa: ANN202
@@ -245,6 +272,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--queue-size", type=int, default=64, help="queued interactions before `overloaded`")
     serve.add_argument("--max-message-bytes", type=int, default=1 << 20)
     serve.add_argument("--timeout-ms", type=int, default=60_000, help="deadline of one interaction")
+    serve.add_argument(
+        "--judge", choices=["off", "keyword", "model"], default="off",
+        help="the semantic judge gate: off, its keyword check only, or a model first (keyword check as the fallback)",
+    )  # fmt: skip
+    serve.add_argument("--judge-model", help="--judge model: a GGUF for the judge (default: the dialogue model)")
+    serve.add_argument("--judge-url", help="--judge model: an OpenAI-compatible server for the judge instead")
+    serve.add_argument("--judge-timeout-ms", type=int, default=3000, help="how long the judge model may take (default 3000)")
     serve.set_defaults(handler=_serve)
     demo.set_defaults(handler=_demo)
 

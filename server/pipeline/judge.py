@@ -12,7 +12,7 @@ from loreguard.memory.retrieval import keywords
 from loreguard.schemas.output import ParsedOutput
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import RuleType, Severity
-from loreguard.server.pipeline.inference.base import BackendError, GenerationRequest, InferenceBackend
+from loreguard.server.pipeline.inference.base import BackendError, BackendTimeout, GenerationRequest, InferenceBackend
 from loreguard.server.pipeline.parsing import parse_output
 from loreguard.server.pipeline.prompt import Prompt
 from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -25,11 +25,14 @@ JUDGE_SCHEMA = {
 
 
 class SemanticJudge:
-    def __init__(self, backend: InferenceBackend | None, *, max_tokens: int = 64) -> None:
+    def __init__(self, backend: InferenceBackend | None, *, max_tokens: int = 64, timeout_ms: int | None = None) -> None:
         self.backend = backend
         self.max_tokens = max_tokens
-        #: How often the judge model failed and the keyword check stood in.
+        #: The judge model's answer is waited for this long; then the keyword check stands in.
+        self.timeout_ms = timeout_ms
+        #: How often the judge model failed (timeouts included) and the keyword check stood in.
         self.model_failures = 0
+        self.timeouts = 0
 
     def judge(self, output: ParsedOutput, snapshot: StateSnapshot) -> list[GateFailure]:
         """Failures of the reply against the prohibitions; each failure's reason says which
@@ -39,6 +42,9 @@ class SemanticJudge:
         if self.backend is not None:
             try:
                 return self._model_judge(output, snapshot)
+            except BackendTimeout:
+                self.timeouts += 1
+                self.model_failures += 1
             except (BackendError, ValueError):
                 self.model_failures += 1
         return keyword_judge(output, snapshot)
@@ -61,6 +67,7 @@ class SemanticJudge:
                 max_tokens=self.max_tokens,
                 output_schema=JUDGE_SCHEMA,
                 purpose="judge",
+                timeout_ms=self.timeout_ms,
             )
         )
         parsed = parse_output(generation.text)

@@ -18,6 +18,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pydantic import Field
+
 from loreguard.memory.audit_log import AuditEntry
 from loreguard.memory.errors import StalePlanError, UnknownScopeError
 from loreguard.memory.hashing import canonical_json, sha256_hex
@@ -67,6 +69,9 @@ class PipelineConfig(FrozenModel):
     generation: GenerationLimits = GenerationLimits()
     #: Token cap for backends that cannot constrain decoding to the output schema.
     max_tokens: int = 320
+    #: With the semantic judge on (`gate.semantic_judge`): how long its model may take before
+    #: the keyword check stands in.
+    judge_timeout_ms: int = Field(default=3000, ge=1)
 
 
 class _Timer:
@@ -188,7 +193,7 @@ class GovernancePipeline:
             {"pipeline": self.config.model_dump(mode="json"), "memory_policy": store.policy.model_dump(mode="json")}
         ).decode("utf-8")
         self._config_hash = sha256_hex(self._config_json)
-        self.judge = SemanticJudge(judge_backend)
+        self.judge = SemanticJudge(judge_backend, timeout_ms=self.config.judge_timeout_ms)
         self.clock = clock
         self.counters: Counter[str] = Counter()
         self._counters_lock = threading.Lock()

@@ -7,12 +7,32 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 
 from loreguard.memory import MemoryStore
+from loreguard.server.pipeline import PipelineConfig
+from loreguard.server.pipeline.gate import GateConfig
 from loreguard.server.pipeline.inference.base import InferenceBackend
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
+
+
+@dataclass(frozen=True)
+class JudgeSetup:
+    """The optional semantic judge gate: `off`; `keyword` (its deterministic check only); or
+    `model`: a model asked first, the keyword check standing in when it fails or takes longer
+    than `timeout_ms`. `factory` loads the judge's own model; None shares the dialogue model."""
+
+    mode: Literal["off", "keyword", "model"] = "off"
+    timeout_ms: int = 3000
+    factory: Callable[[], InferenceBackend] | None = None
+    what: str = "the dialogue model"
+
+    def describe(self) -> str:
+        if self.mode == "keyword":
+            return "keyword check"
+        return f"{self.what}, keyword check after {self.timeout_ms} ms or a failure"
 
 
 def load_with_progress(what: str, load: Callable[[], InferenceBackend], out: TextIO) -> InferenceBackend:
@@ -35,17 +55,34 @@ def load_with_progress(what: str, load: Callable[[], InferenceBackend], out: Tex
 
 
 def serve(
-    backend_factory: Callable[[], InferenceBackend], what: str, data: Path, config: SidecarConfig, out: TextIO = sys.stderr
+    backend_factory: Callable[[], InferenceBackend],
+    what: str,
+    data: Path,
+    config: SidecarConfig,
+    out: TextIO = sys.stderr,
+    *,
+    judge: JudgeSetup | None = None,
 ) -> int:
     data.mkdir(parents=True, exist_ok=True)
     backend = load_with_progress(what, backend_factory, out)
-    sidecar = Sidecar(MemoryStore(data / "memory.sqlite"), backend, config)
+    judge = judge or JudgeSetup()
+    judge_backend = None
+    if judge.mode == "model":
+        judge_backend = load_with_progress(judge.what, judge.factory, out) if judge.factory else backend
+    pipeline_config = PipelineConfig(gate=GateConfig(semantic_judge=judge.mode != "off"), judge_timeout_ms=judge.timeout_ms)
+    sidecar = Sidecar(
+        MemoryStore(data / "memory.sqlite"), backend, config, pipeline_config=pipeline_config, judge_backend=judge_backend
+    )
+    if judge.mode != "off":
+        print(f"semantic judge: {judge.describe()}", file=out, flush=True)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: sidecar.request_stop())
     print(f"loreguard sidecar listening on {sidecar.address} (data in {data}); Ctrl-C stops it", file=out, flush=True)
     try:
         sidecar.serve_forever()
     finally:
+        if judge_backend is not None and judge_backend is not backend:
+            judge_backend.close()
         backend.close()
     print("loreguard sidecar stopped: replies sent, memory flushed", file=out, flush=True)
     return 0

@@ -25,7 +25,7 @@ from loreguard.memory import MemoryStore
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, Limits
 from loreguard.server.audit import AuditRecorder
-from loreguard.server.pipeline import GovernancePipeline
+from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 from loreguard.server.pipeline.inference.base import InferenceBackend
 from loreguard.server.sidecar.codec import ProtocolError, decode_request, encode_error, encode_reply, internal_error
 from loreguard.server.sidecar.dispatch import Dispatcher
@@ -107,7 +107,17 @@ class _Clients:
 
 
 class Sidecar:
-    def __init__(self, store: MemoryStore, backend: InferenceBackend, config: SidecarConfig | None = None) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        backend: InferenceBackend,
+        config: SidecarConfig | None = None,
+        *,
+        pipeline_config: PipelineConfig | None = None,
+        judge_backend: InferenceBackend | None = None,
+    ) -> None:
+        """`pipeline_config` and `judge_backend` configure governance (e.g. the semantic judge
+        and the model it asks; without one, its keyword check)."""
         self.config = config or SidecarConfig()
         self.store = store
         self.backend = backend
@@ -115,7 +125,7 @@ class Sidecar:
         fingerprint = backend.fingerprint()
         #: Every interaction is recorded; a record that cannot be written fails the interaction.
         self.recorder = AuditRecorder(store, fingerprint=fingerprint, ring_size=self.config.audit_ring_size)
-        self.pipeline = GovernancePipeline(store, backend, recorder=self.recorder)
+        self.pipeline = GovernancePipeline(store, backend, pipeline_config, judge_backend=judge_backend, recorder=self.recorder)
         limits = Limits(
             max_message_bytes=self.config.max_message_bytes,
             queue_size=self.config.queue_size,

@@ -37,6 +37,8 @@ class GenerationRequest(FrozenModel):
     output_schema: dict[str, Any] | None = None
     #: Why this generation is asked for: a dialogue attempt, or a semantic-judge check.
     purpose: Literal["dialogue", "judge"] = "dialogue"
+    #: Give up after this long (from the call) with `BackendTimeout`; None waits for the end.
+    timeout_ms: int | None = Field(default=None, ge=1)
 
 
 class Generation(FrozenModel):

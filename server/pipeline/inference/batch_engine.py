@@ -38,6 +38,10 @@ class EngineClosed(NativeError):
     """The engine was shut down before the generation finished."""
 
 
+class EngineTimeout(NativeError):
+    """The generation ran past its deadline and was stopped (its slot is free again)."""
+
+
 @dataclass
 class EngineJob:
     owner: str
@@ -46,6 +50,8 @@ class EngineJob:
     max_tokens: int
     #: perf_counter() when the caller asked; TTFT counts from here (queueing included).
     started: float
+    #: perf_counter() past which the job is stopped with `EngineTimeout`; None: no limit.
+    deadline: float | None = None
     done: threading.Event = field(default_factory=threading.Event)
     error: Exception | None = None
     # Filled in by the engine thread.
@@ -148,8 +154,14 @@ class BatchedEngine:
                 while self._waiting and len(self._active) + len(admitted) < self.pool.max_active:
                     admitted.append(self._waiting.popleft())
             with self._native:
+                now = time.perf_counter()
                 for job in admitted:
-                    self._admit(job)
+                    if job.deadline is not None and now > job.deadline:
+                        self._fail(job, EngineTimeout("the generation's deadline passed while it was queued"))
+                    else:
+                        self._admit(job)
+                for job in [j for j in self._active if j.deadline is not None and now > j.deadline]:
+                    self._fail(job, EngineTimeout(f"the generation ran past its deadline after {job.generated} tokens"))
                 if self._active:
                     self._step()
 

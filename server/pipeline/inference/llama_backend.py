@@ -37,11 +37,12 @@ from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.receipt import ModelFingerprint
 from loreguard.server.pipeline.inference.base import (
     BackendError,
+    BackendTimeout,
     Generation,
     GenerationRequest,
     InferenceBackend,
 )
-from loreguard.server.pipeline.inference.batch_engine import BatchedEngine, EngineJob
+from loreguard.server.pipeline.inference.batch_engine import BatchedEngine, EngineJob, EngineTimeout
 from loreguard.server.pipeline.inference.chat_template import ChatTemplate, TemplateError
 from loreguard.server.pipeline.inference.grammar import CompiledGrammar, UnsupportedSchema, compile_schema
 from loreguard.server.pipeline.inference.llama_native import (
@@ -290,9 +291,14 @@ class LlamaCppBackend(InferenceBackend):
         tokens, grammar, max_tokens = self._prepare(request)
         prompt = array("i", tokens.prefix + tokens.suffix)
         sampler = TokenSampler(self._model, self._sampling, request.seed, grammar.gbnf if grammar else None)
-        job = EngineJob(owner=request.npc_id, prompt=prompt, sampler=sampler, max_tokens=max_tokens, started=started)
+        deadline = started + request.timeout_ms / 1000 if request.timeout_ms else None
+        job = EngineJob(
+            owner=request.npc_id, prompt=prompt, sampler=sampler, max_tokens=max_tokens, started=started, deadline=deadline
+        )
         try:
             self._engine.run(job)
+        except EngineTimeout as exc:
+            raise BackendTimeout(str(exc)) from exc
         except NativeError as exc:
             raise BackendError(str(exc)) from exc
         evaluated = len(prompt) - job.reused
@@ -322,7 +328,10 @@ class LlamaCppBackend(InferenceBackend):
             generated = 0
             finish: str = "length"
             ttft_ms = 0.0
+            deadline = started + request.timeout_ms / 1000 if request.timeout_ms else None
             while generated < max_tokens:
+                if deadline is not None and time.perf_counter() > deadline:
+                    raise BackendTimeout(f"the generation ran past its deadline after {generated} tokens")
                 token = sampler.sample(self._ctx)
                 if generated == 0:
                     ttft_ms = (time.perf_counter() - started) * 1000

@@ -21,9 +21,9 @@ from loreguard.server.demo import demo_npcs, demo_world
 pytestmark = pytest.mark.slow
 
 
-def _start(data: Path, port: int, script: Path) -> subprocess.Popen[str]:
+def _start(data: Path, port: int, script: Path, *extra: str) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "loreguard.server.cli", "serve", "--backend", "scripted", "--script", str(script),
-               "--data", str(data), "--port", str(port)]  # fmt: skip
+               "--data", str(data), "--port", str(port), *extra]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     with Client(f"tcp://127.0.0.1:{port}", timeout_s=1) as client:
         deadline = time.monotonic() + 60
@@ -111,3 +111,31 @@ def test_acknowledged_interactions_survive_sigkill(tmp_path: Path) -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=60)
+
+
+@pytest.mark.parametrize("judge", ["off", "keyword"])
+def test_serve_switches_the_semantic_judge_on(tmp_path: Path, judge: str) -> None:
+    port = free_port()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([say("Beware the dragon in the hills, traveller.")] * 3))
+    process = _start(tmp_path / "data", port, script, "--judge", judge)
+    try:
+        with Client(f"tcp://127.0.0.1:{port}", timeout_s=10) as client:
+            client.load_world(demo_world())
+            client.register_npc(demo_npcs()[0])
+            result = client.interact("guard", "Anything odd out there?")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+    gates = {check.gate.value for attempt in result.receipt.attempts for check in attempt.gates}
+    assert ("semantic" in gates) is (judge == "keyword")
+    assert ("semantic judge: keyword check" in output) is (judge == "keyword")
+
+
+def test_a_judge_model_needs_a_model_to_ask(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "loreguard.server.cli", "serve", "--backend", "scripted", "--script", str(_script(tmp_path)),
+         "--judge", "keyword", "--judge-url", "http://127.0.0.1:9"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0 and "--judge-url need --judge model" in done.stderr

@@ -9,6 +9,10 @@ const ADDRESS := "loreguard/sidecar/address"
 const AUTO_LAUNCH := "loreguard/sidecar/auto_launch"
 const LAUNCH_COMMAND := "loreguard/sidecar/launch_command"
 const REQUEST_TIMEOUT_MS := "loreguard/sidecar/request_timeout_ms"
+## The semantic judge gate of a sidecar the addon launches: off, keyword (its deterministic check)
+## or model (the dialogue model asked first, the keyword check when it fails or is late).
+const JUDGE := "loreguard/sidecar/judge"
+const JUDGE_TIMEOUT_MS := "loreguard/sidecar/judge_timeout_ms"
 
 const DEFAULTS := {
 	ADDRESS: "tcp://127.0.0.1:7878",
@@ -16,6 +20,8 @@ const DEFAULTS := {
 	LAUNCH_COMMAND: "loreguard serve --port 7878",
 	# Generous: a CPU-only model's first answer can take tens of seconds.
 	REQUEST_TIMEOUT_MS: 60000,
+	JUDGE: "off",
+	JUDGE_TIMEOUT_MS: 3000,
 }
 
 const HINTS := {
@@ -23,6 +29,8 @@ const HINTS := {
 	AUTO_LAUNCH: [TYPE_BOOL, PROPERTY_HINT_NONE, ""],
 	LAUNCH_COMMAND: [TYPE_STRING, PROPERTY_HINT_NONE, ""],
 	REQUEST_TIMEOUT_MS: [TYPE_INT, PROPERTY_HINT_RANGE, "100,600000,100,suffix:ms"],
+	JUDGE: [TYPE_STRING, PROPERTY_HINT_ENUM, "off,keyword,model"],
+	JUDGE_TIMEOUT_MS: [TYPE_INT, PROPERTY_HINT_RANGE, "100,60000,100,suffix:ms"],
 }
 
 
@@ -38,6 +46,7 @@ static func auto_launch() -> bool:
 
 ## The launch command split into program and arguments (on spaces; no shell quoting). Parts
 ## that start with res:// become file system paths, so a project can name a script beside it.
+## With the judge setting on, `--judge MODE --judge-timeout-ms N` follow.
 static func launch_command() -> PackedStringArray:
 	var command: String = _value(LAUNCH_COMMAND)
 	if OS.has_environment("LOREGUARD_LAUNCH_COMMAND"):
@@ -45,6 +54,9 @@ static func launch_command() -> PackedStringArray:
 	var out := PackedStringArray()
 	for part in command.split(" ", false):
 		out.append(ProjectSettings.globalize_path(part) if part.begins_with("res://") else part)
+	var judge: String = _value(JUDGE)
+	if judge != "off" and not out.is_empty():
+		out.append_array(["--judge", judge, "--judge-timeout-ms", str(_value(JUDGE_TIMEOUT_MS))])
 	return out
 
 

@@ -131,3 +131,18 @@ def test_the_reproducible_engine_ignores_what_else_is_running(reproducible_backe
     assert texts == [alone]
     assert reproducible_backend.max_concurrency == 1
     assert reproducible_backend.fingerprint().extra["engine"] == "reproducible"
+
+
+@pytest.mark.parametrize("engine", ["llama_backend", "reproducible_backend"])
+def test_a_generation_past_its_timeout_stops_and_frees_its_slot(
+    engine: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    from loreguard.server.pipeline.inference import BackendTimeout
+
+    backend: LlamaCppBackend = request.getfixturevalue(engine)
+    recording = Recording(backend)
+    GovernancePipeline(demo_store(tmp_path / "m.sqlite"), recording).interact(ask("Any news?", npc="guard"))
+    asked = recording.calls[0][0]
+    with pytest.raises(BackendTimeout, match="deadline"):
+        backend.generate(asked.model_copy(update={"timeout_ms": 1}))
+    assert backend.generate(asked).finish_reason == "stop"

@@ -1,0 +1,25 @@
+extends "res://tests/check_run.gd"
+## LoreguardSettings.launch_command(): the project's command, res:// parts made absolute, and the
+## judge flags only when the judge setting is on (tests/godot_addon/test_settings.py).
+
+
+func _init() -> void:
+	_test_judge_off_adds_nothing()
+	_test_judge_on_adds_its_flags()
+	_finish()
+
+
+func _test_judge_off_adds_nothing() -> void:
+	ProjectSettings.set_setting(LoreguardSettings.LAUNCH_COMMAND, "loreguard serve --port 7999")
+	ProjectSettings.set_setting(LoreguardSettings.JUDGE, "off")
+	var command := LoreguardSettings.launch_command()
+	_expect(command == PackedStringArray(["loreguard", "serve", "--port", "7999"]), "judge off", str(command))
+
+
+func _test_judge_on_adds_its_flags() -> void:
+	ProjectSettings.set_setting(LoreguardSettings.LAUNCH_COMMAND, "loreguard serve")
+	ProjectSettings.set_setting(LoreguardSettings.JUDGE, "model")
+	ProjectSettings.set_setting(LoreguardSettings.JUDGE_TIMEOUT_MS, 1500)
+	var command := LoreguardSettings.launch_command()
+	var want := PackedStringArray(["loreguard", "serve", "--judge", "model", "--judge-timeout-ms", "1500"])
+	_expect(command == want, "judge on", str(command))
