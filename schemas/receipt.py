@@ -40,6 +40,9 @@ class GateCheck(FrozenModel):
     gate: GateName
     passed: bool
     failures: int = 0
+    #: Why the gate did not run for this attempt (e.g. the semantic judge after a hard rule
+    #: already failed: the repair names that rule); None when it ran.
+    skipped: str | None = None
 
 
 class RejectedMutation(FrozenModel):
