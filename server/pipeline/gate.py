@@ -5,8 +5,9 @@
 3. constraints: the remaining (soft and hard) constraints;
 4. canonical: no claim of a canonical fact may be contradicted (see `claims`);
 5. knowledge: no secret may appear in dialogue, mutations or intents (critical);
-6. mutations: each proposed mutation is approved or rejected on its own: nothing may target a
-   canonical fact, values stay in range, only the NPC's allowed intents with valid parameters;
+6. mutations: each proposed mutation is approved or rejected on its own: nothing may write
+   the key of a canonical fact (the key it will be stored under, `mutation.stored_key`), values
+   stay in range, only the NPC's allowed intents with valid parameters;
 7. semantic (optional): a model or keyword judge.
 
 Failures accumulate with gate, reason and severity; a critical one stops the run. The gate is a
@@ -32,6 +33,7 @@ from loreguard.schemas.receipt import GateCheck, GateFailure, GateName, ParsePat
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.checks import check_constraint, mutation_texts
 from loreguard.server.pipeline.claims import find_contradictions
+from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
 from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -212,9 +214,10 @@ def partition_mutations(
     rejected: list[RejectedMutation] = []
     intents: list[WorldIntent] = []
     for m in output.mutations:
-        target = getattr(m, "target", None)
-        if target is not None and target in canonical:
-            rejected.append(RejectedMutation(mutation=m, reason=f"{target} is a canonical fact", canonical_override=True))
+        # Authority is checked on the key the write would use, not on the name the model gave.
+        key = stored_key(m)
+        if key is not None and key in canonical:
+            rejected.append(RejectedMutation(mutation=m, reason=f"{key} is a canonical fact", canonical_override=True))
             continue
         if isinstance(m, TransformBeliefMutation) and not (0.0 <= m.confidence <= 1.0):
             rejected.append(RejectedMutation(mutation=m, reason="confidence outside 0..1"))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from factories import say
+from factories import guard_profile, rich_guard_profile, say
 from pipeline_helpers import ask, make_pipeline
 
 from loreguard.schemas import WORLD_SCOPE, InteractionOutcome
@@ -306,3 +307,54 @@ def test_dialogue_that_copies_the_prompt_markup_is_retried(tmp_path: Path) -> No
     result = pipeline.interact(ask("Can I pass?"))
     assert result.attempts == 2 and result.failed_gates == ("hard_limits",)
     assert result.dialogue == "Only before dusk, traveller."
+
+
+def test_relationship_change_to_a_canonical_key_is_rejected_and_the_line_still_passes(tmp_path: Path) -> None:
+    # A relationship with `player` is stored as `rel.player`: that stored key is what a designer
+    # can make canonical, so that is the key the gate must check, not the target's bare name.
+    fact = {"id": "rel.player", "text": "Brom owes the player his life."}
+    profile = rich_guard_profile(canonical_facts=[*guard_profile().model_dump(mode="json")["canonical_facts"], fact])
+    relationship = {"kind": "transform_relationship", "target": "player", "delta": -0.5}
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Hmph. You again.", mutations=[relationship])], profile=profile)
+    before = pipeline.store.scope("guard")
+    result = pipeline.interact(ask("Hello again, Brom."))
+    assert result.outcome is InteractionOutcome.VALIDATED and result.dialogue == "Hmph. You again."
+    assert result.attempts == 1 and len(backend.requests) == 1
+    (rejected,) = result.receipt.rejected_mutations
+    assert rejected.canonical_override and rejected.reason == "rel.player is a canonical fact"
+    assert result.receipt.canonical_override_attempts == 1 and not result.receipt.applied_mutations
+    after = pipeline.store.scope("guard")
+    assert after.canonical == before.canonical
+    assert "rel.player" not in {b.id for b in after.beliefs}
+    assert pipeline.store.interactions("guard") == 1  # the line was said and recorded, not halted
+
+
+def test_stored_key_is_the_key_plan_writes_uses() -> None:
+    from loreguard.schemas import ParsedOutput, ScopeMemory
+    from loreguard.server.pipeline.mutation import plan_writes, stored_key
+
+    output = ParsedOutput.model_validate(
+        json.loads(
+            say(
+                "Fine.",
+                mutations=[
+                    {"kind": "append_episodic", "text": "Talked."},
+                    {"kind": "transform_belief", "target": "weather_bad", "content": "It rains.", "confidence": 0.5},
+                    {"kind": "transform_relationship", "target": "player", "delta": 0.1},
+                    {"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}},
+                ],
+            )
+        )
+    )
+    assert [stored_key(m) for m in output.mutations] == [None, "weather_bad", "rel.player", None]
+    writes = plan_writes(
+        output.mutations,
+        npc_id="guard",
+        npc_name="Brom",
+        interaction_index=0,
+        memory=ScopeMemory(scope="guard"),
+        player_input="hi",
+        dialogue="Fine.",
+    )
+    written = [w.op.belief_id for w in writes if w.op.op == "upsert_belief"]
+    assert written == [k for m in output.mutations if (k := stored_key(m)) is not None]
