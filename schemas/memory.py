@@ -62,7 +62,7 @@ class Claim(FrozenModel):
     subject_aliases: tuple[Phrase, ...] = ()
     value_aliases: tuple[Phrase, ...] = ()
     #: Phrases that introduce the attribute's value after the subject ("is named", "is called").
-    #: Empty means the defaults for the attribute (see `loreguard.server.pipeline.claims`).
+    #: Empty means the defaults for the attribute (see `loreguard.memory.claims`).
     cues: tuple[Phrase, ...] = ()
 
 

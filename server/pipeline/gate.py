@@ -3,7 +3,7 @@
 1. hard limits: output size, and every critical constraint; any failure stops at once;
 2. schema: the parsed JSON must be a valid `ParsedOutput`;
 3. constraints: the remaining (soft and hard) constraints;
-4. canonical: no claim of a canonical fact may be contradicted (see `claims`);
+4. canonical: no claim of a canonical fact may be contradicted (see `loreguard.memory.claims`);
 5. knowledge: no secret may appear in dialogue, mutations or intents (critical);
 6. mutations: each proposed mutation is approved or rejected on its own: nothing may write
    the key of a canonical fact (the key it will be stored under, `mutation.stored_key`), values
@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
+from loreguard.memory.claims import find_contradictions
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.npc import IntentSpec, ParamType
 from loreguard.schemas.output import (
@@ -32,7 +33,6 @@ from loreguard.schemas.output import (
 from loreguard.schemas.receipt import GateCheck, GateFailure, GateName, ParsePath, RejectedMutation
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.checks import check_constraint, mutation_texts
-from loreguard.server.pipeline.claims import find_contradictions
 from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
