@@ -33,6 +33,7 @@ from loreguard.schemas.npc import (
     NpcProfile,
     ParamType,
     Secret,
+    UngroundedNumbers,
     WorkingMemoryBounds,
     WorldDefinition,
 )
@@ -130,6 +131,7 @@ __all__ = [
     "TriggerReason",
     "UpsertBelief",
     "WORLD_SCOPE",
+    "UngroundedNumbers",
     "WorkingMemoryBounds",
     "WorldDefinition",
     "WorldIntent",
