@@ -227,7 +227,8 @@ class MemoryStore:
 
     @property
     def counters(self) -> dict[str, int]:
-        """Refused writes by code (`refused.authority`, ...), and blocked batches."""
+        """Refused writes by code (`refused.authority`, ...), blocked batches, and beliefs marked
+        contradicted by a canonical fact (`beliefs_contradicted`)."""
         with self._lock:
             return dict(sorted(self._counters.items()))
 
@@ -437,6 +438,8 @@ class MemoryStore:
             self._interactions[complete_interaction] = self._interactions.get(complete_interaction, 0) + 1
         if audit is not None:
             self._next_audit_seq = planned.audit_seq + 1
+        if plan.contradicted:
+            self._counters["beliefs_contradicted"] = self._counters.get("beliefs_contradicted", 0) + len(plan.contradicted)
         self._version += 1
 
     # --- the audit log (storage in `audit_log`) ---------------------------------------------
@@ -513,7 +516,9 @@ class MemoryStore:
 
 def _result(plan: BatchPlan, *, audit_seq: int | None = None) -> BatchResult:
     seq_range = (plan.first_seq, plan.last_seq) if plan.first_seq is not None and plan.last_seq is not None else None
-    return BatchResult(committed=True, applied=plan.applied, seq_range=seq_range, audit_seq=audit_seq)
+    return BatchResult(
+        committed=True, applied=plan.applied, seq_range=seq_range, audit_seq=audit_seq, contradicted=plan.contradicted
+    )
 
 
 __all__ = ["Durability", "MemoryStore", "PlannedBatch", "StoreView"]

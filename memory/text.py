@@ -16,6 +16,8 @@ from functools import lru_cache
 
 #: A run of letters or digits in any script (underscore is a separator, as punctuation is).
 _WORD = re.compile(r"[^\W_]+")
+#: Letters and digits of every script count (Cyrillic, Greek, CJK), not only ASCII.
+_NON_ALNUM = re.compile(r"[\W_]+")
 #: Han ideographs, hiragana, katakana (and the prolonged-sound mark): no spaces between words.
 _UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -42,6 +44,12 @@ def fold(text: str) -> str:
             continue
         kept.append(ch)
     return unicodedata.normalize("NFC", "".join(kept)).lower()
+
+
+@lru_cache(maxsize=8192)
+def words(text: str) -> str:
+    """Folded text as single-space-separated words, for whole-phrase matching."""
+    return _NON_ALNUM.sub(" ", fold(text)).strip()
 
 
 def _pieces(token: str) -> list[str]:

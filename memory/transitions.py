@@ -4,6 +4,11 @@
 the row changes that persist it; `MemoryStore` commits those in one transaction. Because the
 plan is a pure function of (state, writes, next sequence number), the same batch gives the same
 memory everywhere.
+
+A belief that contradicts a claim of a canonical fact (its own scope's or the world's) is marked
+`contradicted` in the same plan, whichever came first: the belief is checked when it is written,
+and every belief a new fact can reach is checked when the fact is added. Marking keeps the
+belief's sequence number, so it shifts no id of the batch's other entries.
 """
 
 from __future__ import annotations
@@ -13,12 +18,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from loreguard.memory.authority import check_write
+from loreguard.memory.claims import find_contradictions
 from loreguard.memory.hashing import canonical_json
 from loreguard.memory.policy import MemoryPolicy, episodic_strength
 from loreguard.schemas.memory import (
+    WORLD_SCOPE,
     AddCanonicalFact,
     AppendEpisodic,
     Belief,
+    CanonicalFact,
+    ContradictedBelief,
     EpisodicEntry,
     MemoryKind,
     MemoryWrite,
@@ -54,6 +63,8 @@ class BatchPlan:
     applied: int
     first_seq: int | None = None
     last_seq: int | None = None
+    #: Beliefs the batch marked contradicted, by scope, then belief id.
+    contradicted: tuple[ContradictedBelief, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -130,6 +141,9 @@ def plan_batch(
     seq = next_seq
     first_seq: int | None = None
     applied = 0
+    #: Scopes that gained a canonical fact, and beliefs written, in this batch.
+    fact_scopes: set[str] = set()
+    written_beliefs: set[tuple[str, str]] = set()
 
     def refuse(index: int, write: MemoryWrite, code: RefusalCode, reason: str) -> None:
         refusals.append(WriteRefusal(index=index, op=write.op.op, scope=write.op.scope, code=code, reason=reason))
@@ -158,6 +172,7 @@ def plan_batch(
             stored = StoredCanonicalFact(fact=op.fact, seq=seq)
             work.canonical[op.fact.id] = stored
             changes.append(_upsert(op.scope, MemoryKind.CANONICAL, op.fact.id, seq, stored))
+            fact_scopes.add(op.scope)
         elif isinstance(op, SetWorldState):
             entry = WorldStateEntry(key=op.key, value=op.value, seq=seq, source=write.source)
             work.world_state[op.key] = entry
@@ -190,6 +205,7 @@ def plan_batch(
             )
             work.beliefs[op.belief_id] = belief
             changes.append(_upsert(op.scope, MemoryKind.BELIEF, op.belief_id, seq, belief))
+            written_beliefs.add((op.scope, op.belief_id))
         elif isinstance(op, RemoveEntry):
             tables: dict[MemoryKind, dict[str, Any]] = {
                 MemoryKind.WORLD_STATE: work.world_state,
@@ -211,6 +227,9 @@ def plan_batch(
         seq += 1
         applied += 1
 
+    contradicted: list[ContradictedBelief] = []
+    if not refusals:  # a refused plan is never committed: nothing to mark
+        contradicted = _mark_contradicted(state, scratch, changes, fact_scopes, written_beliefs)
     return BatchPlan(
         scopes={name: work.freeze() for name, work in sorted(scratch.items())},
         changes=tuple(changes),
@@ -219,7 +238,58 @@ def plan_batch(
         applied=applied,
         first_seq=first_seq,
         last_seq=seq - 1 if first_seq is not None else None,
+        contradicted=tuple(contradicted),
     )
+
+
+def _mark_contradicted(
+    state: Mapping[str, ScopeMemory],
+    scratch: dict[str, _Scratch],
+    changes: list[RowChange],
+    fact_scopes: set[str],
+    written_beliefs: set[tuple[str, str]],
+) -> list[ContradictedBelief]:
+    """Mark every belief the batch put within reach of a contradicting claim: beliefs it wrote,
+    and all beliefs of a scope whose facts it extended (the world's facts reach every scope).
+    Facts are never removed, so a mark is never lifted here; rewriting the belief lifts it."""
+
+    def current(name: str) -> ScopeMemory | _Scratch:
+        return scratch.get(name) or state[name]
+
+    def facts_of(name: str) -> tuple[CanonicalFact, ...]:
+        holder = current(name)
+        stored = holder.canonical.values() if isinstance(holder, _Scratch) else holder.canonical
+        return tuple(item.fact for item in sorted(stored, key=lambda item: item.fact.id) if item.fact.claims)
+
+    if WORLD_SCOPE in fact_scopes:
+        reach = set(state)
+    else:
+        reach = fact_scopes | {scope for scope, _ in written_beliefs}
+    world_facts = facts_of(WORLD_SCOPE) if WORLD_SCOPE in state else ()
+    marked: list[ContradictedBelief] = []
+    for name in sorted(reach):
+        recheck_all = name in fact_scopes or WORLD_SCOPE in fact_scopes
+        facts = world_facts + (facts_of(name) if name != WORLD_SCOPE else ())
+        if not facts:
+            continue
+        holder = current(name)
+        beliefs = holder.beliefs.values() if isinstance(holder, _Scratch) else holder.beliefs
+        for belief in sorted(beliefs, key=lambda b: b.id):
+            if belief.contradicted or not (recheck_all or (name, belief.id) in written_beliefs):
+                continue
+            hits = find_contradictions(belief.content, facts)
+            if not hits:
+                continue
+            work = scratch.get(name)
+            if work is None:
+                work = scratch[name] = _Scratch(state[name])
+            flagged = belief.model_copy(update={"contradicted": True})
+            work.beliefs[belief.id] = flagged
+            # One row per entry: a belief written by this batch is replaced, not written twice.
+            changes[:] = [c for c in changes if (c.scope, c.kind, c.entry_id) != (name, MemoryKind.BELIEF, belief.id)]
+            changes.append(_upsert(name, MemoryKind.BELIEF, belief.id, belief.seq, flagged))
+            marked.append(ContradictedBelief(scope=name, belief_id=belief.id, fact_id=hits[0].fact_id))
+    return marked
 
 
 def _upsert(scope: str, kind: MemoryKind, entry_id: str, seq: int, model: object) -> RowChange:

@@ -62,7 +62,7 @@ class Claim(FrozenModel):
     subject_aliases: tuple[Phrase, ...] = ()
     value_aliases: tuple[Phrase, ...] = ()
     #: Phrases that introduce the attribute's value after the subject ("is named", "is called").
-    #: Empty means the defaults for the attribute (see `loreguard.server.pipeline.claims`).
+    #: Empty means the defaults for the attribute (see `loreguard.memory.claims`).
     cues: tuple[Phrase, ...] = ()
 
 
@@ -101,7 +101,11 @@ class EpisodicEntry(FrozenModel):
 
 
 class Belief(FrozenModel):
-    """What the NPC holds to be true. May be wrong; never outranks a canonical fact."""
+    """What the NPC holds to be true. May be wrong; never outranks a canonical fact.
+
+    `contradicted` is set by the store, in the batch that writes the belief or the canonical
+    fact it contradicts (see `loreguard.memory.claims`); retrieval then leaves it out.
+    """
 
     id: Identifier
     seq: int
@@ -193,6 +197,14 @@ class WriteRefusal(FrozenModel):
     reason: str
 
 
+class ContradictedBelief(FrozenModel):
+    """A belief the batch marked `contradicted`, and the canonical fact whose claim it contradicts."""
+
+    scope: Scope
+    belief_id: str
+    fact_id: str
+
+
 class BatchResult(FrozenModel):
     """The outcome of one batch. A batch is all or nothing: with any refusal, nothing applies."""
 
@@ -203,6 +215,9 @@ class BatchResult(FrozenModel):
     seq_range: tuple[int, int] | None = None
     #: The audit log position of the record written with this batch, when one was.
     audit_seq: int | None = None
+    #: Beliefs this batch marked contradicted (by scope, then belief id); marking assigns no
+    #: sequence number and is not counted in `applied`.
+    contradicted: tuple[ContradictedBelief, ...] = ()
 
 
 # --- views --------------------------------------------------------------------------------

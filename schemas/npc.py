@@ -94,6 +94,18 @@ class WorkingMemoryBounds(FrozenModel):
     belief_threshold: float = Field(default=0.2, ge=0.0, le=1.0)
 
 
+class UngroundedNumbers(str, Enum):
+    """What the gate does with an amount of money ("30 gold") in dialogue that is about nothing
+    the interaction's context gives a value for. A number about a value the context does give
+    must match it whatever this says; counting ("two guards"), times and durations are never
+    flagged."""
+
+    #: Said as the model wrote it.
+    ALLOW = "allow"
+    #: A soft failure: retried with a repair, accepted with a warning on the last attempt.
+    FLAG = "flag"
+
+
 class NpcProfile(FrozenModel):
     id: Identifier
     name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -106,6 +118,8 @@ class NpcProfile(FrozenModel):
     fallbacks: Fallbacks = Fallbacks()
     few_shot: tuple[FewShotExample, ...] = Field(default=(), max_length=32)
     bounds: WorkingMemoryBounds = WorkingMemoryBounds()
+    #: Amounts of money the context does not cover: allowed, or flagged by the gate.
+    ungrounded_numbers: UngroundedNumbers = UngroundedNumbers.ALLOW
 
     @model_validator(mode="after")
     def _unique_ids(self) -> NpcProfile:

@@ -3,10 +3,13 @@
 1. hard limits: output size, and every critical constraint; any failure stops at once;
 2. schema: the parsed JSON must be a valid `ParsedOutput`;
 3. constraints: the remaining (soft and hard) constraints;
-4. canonical: no claim of a canonical fact may be contradicted (see `claims`);
+4. canonical: no claim of a canonical fact may be contradicted (see `loreguard.memory.claims`),
+   and no number about a value the prompt carried may differ from it (see `grounding`; an
+   amount of money about nothing in the context is a soft failure where the profile flags it);
 5. knowledge: no secret may appear in dialogue, mutations or intents (critical);
-6. mutations: each proposed mutation is approved or rejected on its own: nothing may target a
-   canonical fact, values stay in range, only the NPC's allowed intents with valid parameters;
+6. mutations: each proposed mutation is approved or rejected on its own: nothing may write
+   the key of a canonical fact (the key it will be stored under, `mutation.stored_key`), values
+   stay in range, only the NPC's allowed intents with valid parameters;
 7. semantic (optional): a model or keyword judge.
 
 Failures accumulate with gate, reason and severity; a critical one stops the run. The gate is a
@@ -19,8 +22,9 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
+from loreguard.memory.claims import find_contradictions
 from loreguard.schemas.base import FrozenModel
-from loreguard.schemas.npc import IntentSpec, ParamType
+from loreguard.schemas.npc import IntentSpec, ParamType, UngroundedNumbers
 from loreguard.schemas.output import (
     EmitWorldIntentMutation,
     ParsedOutput,
@@ -31,7 +35,8 @@ from loreguard.schemas.output import (
 from loreguard.schemas.receipt import GateCheck, GateFailure, GateName, ParsePath, RejectedMutation
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.checks import check_constraint, mutation_texts
-from loreguard.server.pipeline.claims import find_contradictions
+from loreguard.server.pipeline.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
+from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
 from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -138,11 +143,14 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
             found.extend(check_constraint(c, output, raw, GateName.CONSTRAINTS))
     record(GateName.CONSTRAINTS, found)
 
-    # 4. canonical contradiction
+    # 4. canonical: no claim of a canonical fact contradicted, no number about a value the
+    # prompt carried stated otherwise (world state is authoritative too)
     texts = [output.dialogue] + mutation_texts(output)
+    subjects = subjects_in_context(snapshot.world_state, snapshot.canonical)
     contradictions = []
     for text in texts:
-        for hit in find_contradictions(text, snapshot.canonical):
+        hits = find_contradictions(text, snapshot.canonical)
+        for hit in hits:
             contradictions.append(
                 GateFailure(
                     gate=GateName.CANONICAL,
@@ -159,6 +167,12 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
                     ),
                 )
             )
+        # A claim the checker above already caught is not reported twice.
+        caught = {f"canonical:{hit.fact_id}" for hit in hits}
+        for problem in find_number_problems(text, subjects):
+            failure = _number_failure(problem, snapshot.ungrounded_numbers)
+            if failure is not None and failure.rule_id not in caught:
+                contradictions.append(failure)
     record(GateName.CANONICAL, contradictions)
 
     # 5. knowledge boundary
@@ -182,11 +196,37 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
     approved, rejected, intents = partition_mutations(output, snapshot)
     checks.append(GateCheck(gate=GateName.MUTATIONS, passed=not rejected, failures=len(rejected)))
 
-    # 7. semantic judge (optional)
+    # 7. semantic judge (optional). Not asked once a hard rule has failed this attempt: the
+    # attempt fails anyway and the repair already names a reason, so the model call is saved.
     if config.semantic_judge and judge is not None:
-        record(GateName.SEMANTIC, judge(output, snapshot))
+        if any(f.severity is not Severity.SOFT for f in failures):
+            checks.append(GateCheck(gate=GateName.SEMANTIC, passed=True, skipped="a hard rule already failed this attempt"))
+        else:
+            record(GateName.SEMANTIC, judge(output, snapshot))
 
     return result(output, approved_mutations=approved, rejected_mutations=rejected, approved_intents=intents)
+
+
+def _number_failure(problem: NumberProblem, ungrounded: UngroundedNumbers) -> GateFailure | None:
+    """A number that disagrees with the context fails hard, like a contradicted claim; an amount
+    about nothing in the context fails soft only where the NPC's profile flags it."""
+    if problem.subject is None:
+        if ungrounded is UngroundedNumbers.ALLOW:
+            return None
+        return GateFailure(
+            gate=GateName.CANONICAL,
+            reason=describe(problem),
+            severity=Severity.SOFT,
+            rule_id="ungrounded_numbers",
+            evidence=problem.stated,
+        )
+    return GateFailure(
+        gate=GateName.CANONICAL,
+        reason=describe(problem),
+        severity=Severity.HARD,
+        rule_id=problem.subject.label,
+        evidence=problem.stated,
+    )
 
 
 def _to_output(parse: ParseResult) -> tuple[ParsedOutput | None, str]:
@@ -212,9 +252,10 @@ def partition_mutations(
     rejected: list[RejectedMutation] = []
     intents: list[WorldIntent] = []
     for m in output.mutations:
-        target = getattr(m, "target", None)
-        if target is not None and target in canonical:
-            rejected.append(RejectedMutation(mutation=m, reason=f"{target} is a canonical fact", canonical_override=True))
+        # Authority is checked on the key the write would use, not on the name the model gave.
+        key = stored_key(m)
+        if key is not None and key in canonical:
+            rejected.append(RejectedMutation(mutation=m, reason=f"{key} is a canonical fact", canonical_override=True))
             continue
         if isinstance(m, TransformBeliefMutation) and not (0.0 <= m.confidence <= 1.0):
             rejected.append(RejectedMutation(mutation=m, reason="confidence outside 0..1"))

@@ -3,6 +3,10 @@
 `plan_writes` is pure: approved mutations are sorted into a deterministic order (by kind, then
 by their canonical serialization), mapped to writes with ValidatedOutput authority, and joined
 by the exchange record. The lifecycle commits them with the interaction count in one batch.
+
+`stored_key` is the one place that says which memory key a mutation writes. The gate checks
+authority on it and `plan_writes` writes under it, so the two cannot disagree (a relationship
+with `player` is stored as `rel.player`, and that is the name a canonical fact could hold).
 """
 
 from __future__ import annotations
@@ -27,6 +31,21 @@ EXCHANGE_SIGNIFICANCE = 0.3
 
 def mutation_order(m: ProposedMutation) -> tuple[int, bytes]:
     return _KIND_ORDER[m.kind], canonical_json(m)
+
+
+def belief_key(m: TransformBeliefMutation | TransformRelationshipMutation) -> str:
+    """The belief id a belief or relationship change is stored under."""
+    if isinstance(m, TransformRelationshipMutation):
+        return f"{RELATIONSHIP_PREFIX}{m.target}"
+    return m.target
+
+
+def stored_key(m: ProposedMutation) -> str | None:
+    """The id of the memory entry `m` writes, or None when it names none: an episodic entry's
+    id is its sequence number, given by the store, and an intent writes no memory."""
+    if isinstance(m, (TransformBeliefMutation, TransformRelationshipMutation)):
+        return belief_key(m)
+    return None
 
 
 def plan_writes(
@@ -54,10 +73,12 @@ def plan_writes(
             )
         elif isinstance(m, TransformBeliefMutation):
             write(
-                UpsertBelief(scope=npc_id, belief_id=m.target, content=m.content, confidence=m.confidence, sentiment=m.sentiment)
+                UpsertBelief(
+                    scope=npc_id, belief_id=belief_key(m), content=m.content, confidence=m.confidence, sentiment=m.sentiment
+                )
             )
         elif isinstance(m, TransformRelationshipMutation):
-            belief_id = f"{RELATIONSHIP_PREFIX}{m.target}"
+            belief_id = belief_key(m)
             current = beliefs[belief_id].sentiment if belief_id in beliefs else 0.0
             affinity = max(-1.0, min(1.0, round(current + m.delta, 6)))
             write(

@@ -14,7 +14,7 @@ from loreguard.memory.retrieval import RetrievalQuery, retrieve_beliefs, retriev
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import Belief, CanonicalFact, EpisodicEntry, ScopeMemory
-from loreguard.schemas.npc import FewShotExample, IntentSpec, NpcProfile, Secret, WorldDefinition
+from loreguard.schemas.npc import FewShotExample, IntentSpec, NpcProfile, Secret, UngroundedNumbers, WorldDefinition
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
 
@@ -77,6 +77,8 @@ class StateSnapshot(FrozenModel):
     repair: str = ""
     #: The prompt's character budget (profile bounds).
     max_chars: int = 12000
+    #: What the gate does with an amount of money the context does not cover (profile setting).
+    ungrounded_numbers: UngroundedNumbers = UngroundedNumbers.ALLOW
 
     @property
     def can_retry(self) -> bool:
@@ -183,4 +185,5 @@ def build_snapshot(
         secrets=tuple(sorted(profile.secrets, key=lambda x: x.id)),
         allowed_intents=tuple(sorted(profile.allowed_intents, key=lambda i: i.type)),
         max_chars=bounds.max_chars,
+        ungrounded_numbers=profile.ungrounded_numbers,
     )

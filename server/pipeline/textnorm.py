@@ -1,7 +1,8 @@
 """Text normalisation for matching phrases, secrets and claims. Pure and deterministic.
 
-Folding itself is `loreguard.memory.text.fold`, shared with retrieval, so the gate and the
-keywords that pick memories can never fold differently."""
+Folding and word splitting are `loreguard.memory.text.fold` and `words`, shared with retrieval
+and the claim checker, so the gate and the keywords that pick memories can never fold
+differently."""
 
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from loreguard.memory.text import fold
+from loreguard.memory.text import fold, words
 
-#: Letters and digits of every script count (Cyrillic, Greek, CJK), not only ASCII.
-_NON_ALNUM = re.compile(r"[\W_]+")
 _NON_ALPHA = re.compile(r"[\W\d_]+")
 _SPACES = re.compile(r"\s+")
 
@@ -24,14 +23,8 @@ _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t
 MIN_SQUASHED_MARKER = 6
 
 
-# Pure functions of their argument, called for the same rule phrases, claims and memories on
-# every interaction: memoised.
-@lru_cache(maxsize=8192)
-def words(text: str) -> str:
-    """Folded text as single-space-separated words, for whole-phrase matching."""
-    return _NON_ALNUM.sub(" ", fold(text)).strip()
-
-
+# A pure function of its argument, called for the same secret markers on every interaction:
+# memoised.
 @lru_cache(maxsize=8192)
 def squashed(text: str) -> str:
     """Folded, de-obfuscated letters only: 's-i-l-v-3-r  m00n' -> 'silvermoon'."""

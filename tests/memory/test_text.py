@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from loreguard.memory import RetrievalQuery, keywords, retrieve_episodic
-from loreguard.memory.text import fold, word_tokens
+from loreguard.memory.text import fold, word_tokens, words
 from loreguard.schemas import Authority, EpisodicEntry
-from loreguard.server.pipeline.textnorm import contains_phrase, reveals, words
+from loreguard.server.pipeline.textnorm import contains_phrase, reveals
 
 
 @pytest.mark.parametrize(

@@ -95,6 +95,14 @@ def test_invalid_registration_changes_nothing(store: MemoryStore) -> None:
     assert store.memory_hash() == before
 
 
+def test_ungrounded_numbers_defaults_to_allow_and_names_the_field_when_wrong() -> None:
+    assert guard_profile().ungrounded_numbers.value == "allow"
+    assert guard_profile(ungrounded_numbers="flag").ungrounded_numbers.value == "flag"
+    with pytest.raises(ValidationError) as caught:
+        guard_profile(ungrounded_numbers="sometimes")
+    assert _error_locations(caught.value) == {"ungrounded_numbers"}
+
+
 def test_every_protocol_message_has_models() -> None:
     assert sorted(MESSAGES) == sorted(
         [

@@ -48,7 +48,7 @@ _SCRIPT = textwrap.dedent(
     """
     import sys, json
     from pathlib import Path
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{tests!r}, {here!r}]
     from test_determinism import _run_scenario
     print(json.dumps([__import__("hashlib").sha256(x.encode()).hexdigest() for x in _run_scenario(Path(sys.argv[1]))]))
     """
@@ -60,7 +60,12 @@ def test_same_prompt_bytes_across_processes(tmp_path: Path) -> None:
     here = [sha256_hex(x) for x in _run_scenario(tmp_path / "here.sqlite")]
     for i, seed in enumerate(("1", "4242")):
         out = subprocess.run(
-            [sys.executable, "-c", _SCRIPT.format(tests=str(TESTS)), str(tmp_path / f"p{i}.sqlite")],
+            [
+                sys.executable,
+                "-c",
+                _SCRIPT.format(tests=str(TESTS), here=str(Path(__file__).parent)),
+                str(tmp_path / f"p{i}.sqlite"),
+            ],
             env={**os.environ, "PYTHONHASHSEED": seed},
             capture_output=True,
             text=True,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from factories import eldmoor_world, rich_guard_profile, say
+from factories import eldmoor_world, guard_profile, rich_guard_profile, rich_world, say
 from pipeline_helpers import ask, make_pipeline
 
 from loreguard.schemas import WORLD_SCOPE, InteractionOutcome
@@ -309,7 +310,12 @@ def test_dialogue_that_copies_the_prompt_markup_is_retried(tmp_path: Path) -> No
 
 
 def test_the_receipt_says_what_sufficiency_found_missing_derived_or_mistyped(tmp_path: Path) -> None:
-    curfew = {"id": "curfew", "type": "prohibition", "prompt_injection": "no visitors", "conditions": {"world_state": {"curfew": True}}}
+    curfew = {
+        "id": "curfew",
+        "type": "prohibition",
+        "prompt_injection": "no visitors",
+        "conditions": {"world_state": {"curfew": True}},
+    }
     profile = rich_guard_profile(rules=[curfew])
     world = eldmoor_world(state_defaults={"curfew": False})
     pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [say("Aye.")] * 2, profile=profile, world=world)
@@ -323,3 +329,119 @@ def test_the_receipt_says_what_sufficiency_found_missing_derived_or_mistyped(tmp
     mistyped = pipeline.interact(ask("Evening."))
     assert mistyped.outcome is InteractionOutcome.CLARIFY and mistyped.needs == ("world_state:curfew",)
     assert mistyped.receipt.mistyped == ("curfew",) and pipeline.counters["state_type_mismatch"] == 1
+
+
+def test_relationship_change_to_a_canonical_key_is_rejected_and_the_line_still_passes(tmp_path: Path) -> None:
+    # A relationship with `player` is stored as `rel.player`: that stored key is what a designer
+    # can make canonical, so that is the key the gate must check, not the target's bare name.
+    fact = {"id": "rel.player", "text": "Brom owes the player his life."}
+    profile = rich_guard_profile(canonical_facts=[*guard_profile().model_dump(mode="json")["canonical_facts"], fact])
+    relationship = {"kind": "transform_relationship", "target": "player", "delta": -0.5}
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Hmph. You again.", mutations=[relationship])], profile=profile)
+    before = pipeline.store.scope("guard")
+    result = pipeline.interact(ask("Hello again, Brom."))
+    assert result.outcome is InteractionOutcome.VALIDATED and result.dialogue == "Hmph. You again."
+    assert result.attempts == 1 and len(backend.requests) == 1
+    (rejected,) = result.receipt.rejected_mutations
+    assert rejected.canonical_override and rejected.reason == "rel.player is a canonical fact"
+    assert result.receipt.canonical_override_attempts == 1 and not result.receipt.applied_mutations
+    after = pipeline.store.scope("guard")
+    assert after.canonical == before.canonical
+    assert "rel.player" not in {b.id for b in after.beliefs}
+    assert pipeline.store.interactions("guard") == 1  # the line was said and recorded, not halted
+
+
+def test_stored_key_is_the_key_plan_writes_uses() -> None:
+    from loreguard.schemas import ParsedOutput, ScopeMemory
+    from loreguard.server.pipeline.mutation import plan_writes, stored_key
+
+    output = ParsedOutput.model_validate(
+        json.loads(
+            say(
+                "Fine.",
+                mutations=[
+                    {"kind": "append_episodic", "text": "Talked."},
+                    {"kind": "transform_belief", "target": "weather_bad", "content": "It rains.", "confidence": 0.5},
+                    {"kind": "transform_relationship", "target": "player", "delta": 0.1},
+                    {"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}},
+                ],
+            )
+        )
+    )
+    assert [stored_key(m) for m in output.mutations] == [None, "weather_bad", "rel.player", None]
+    writes = plan_writes(
+        output.mutations,
+        npc_id="guard",
+        npc_name="Brom",
+        interaction_index=0,
+        memory=ScopeMemory(scope="guard"),
+        player_input="hi",
+        dialogue="Fine.",
+    )
+    written = [w.op.belief_id for w in writes if w.op.op == "upsert_belief"]
+    assert written == [k for m in output.mutations if (k := stored_key(m)) is not None]
+
+
+KING_ARTHUR = {
+    "id": "king_name",
+    "text": "The king of Eldmoor is named Arthur.",
+    "claims": [{"subject": "king", "attribute": "name", "value": "Arthur"}],
+}
+BELIEVE_EDWARD = {"kind": "transform_belief", "target": "king", "content": "The king is named Edward.", "confidence": 0.9}
+
+
+def _guard_without_the_king():  # noqa: ANN202
+    return rich_guard_profile(canonical_facts=[{"id": "gate_hours", "text": "The north gate closes at dusk."}])
+
+
+def test_belief_written_before_the_fact_leaves_lore_prompts_once_the_fact_arrives(tmp_path: Path) -> None:
+    outputs = [say("Aye, Edward rules us.", mutations=[BELIEVE_EDWARD]), say("Edward, I think."), say("King Arthur.")]
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", outputs, profile=_guard_without_the_king())
+    assert pipeline.interact(ask("Tell me the news.")).receipt.applied_mutations
+    pipeline.interact(ask("Who is the king?"))
+    assert "The king is named Edward." in backend.requests[1].prompt.full  # a live belief reaches the lore prompt
+
+    registered = pipeline.store.register_npc(rich_guard_profile())  # the designer adds the king's name
+    assert [(c.belief_id, c.fact_id) for c in registered.contradicted] == [("king", "king_name")]
+    result = pipeline.interact(ask("Who is the king?"))
+    assert result.outcome is InteractionOutcome.VALIDATED
+    prompt = backend.requests[2].prompt.full
+    assert "named Arthur" in prompt and "The king is named Edward." not in prompt
+    assert "belief:king" not in result.receipt.context_keys
+    assert {b.id: b.contradicted for b in pipeline.store.scope("guard").beliefs}["king"] is True
+
+
+def test_fact_known_to_the_gate_keeps_a_contradicting_belief_out(tmp_path: Path) -> None:
+    outputs = [say("Edward rules.", mutations=[BELIEVE_EDWARD]), say("Arthur rules.")]
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", outputs)  # the guard already knows king.name = Arthur
+    result = pipeline.interact(ask("Who is the king?"))
+    assert result.outcome is InteractionOutcome.VALIDATED and result.attempts == 2
+    assert result.receipt.attempts[0].failures[0].rule_id == "king_name"
+    assert "king" not in {b.id for b in pipeline.store.scope("guard").beliefs}
+
+
+def test_fact_added_while_the_model_runs_marks_the_belief_in_the_same_commit(tmp_path: Path) -> None:
+    # The gate saw the snapshot taken before the fact existed and approved the belief; the commit
+    # plans against memory as it is now, so the belief is stored already marked.
+    from stores import open_store
+
+    from loreguard.schemas import CanonicalFact
+    from loreguard.server.pipeline import GovernancePipeline
+    from loreguard.server.pipeline.inference import ScriptedBackend
+
+    store = open_store(tmp_path / "m.sqlite", world=rich_world(), npcs=[_guard_without_the_king()])
+    fact = MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope=WORLD_SCOPE, fact=CanonicalFact(**KING_ARTHUR)))
+
+    class DesignerAddsAFactMidTurn(ScriptedBackend):
+        def generate(self, request):  # noqa: ANN001, ANN202
+            assert store.apply([fact]).committed
+            return super().generate(request)
+
+    pipeline = GovernancePipeline(store, DesignerAddsAFactMidTurn([say("Edward rules.", mutations=[BELIEVE_EDWARD])]))
+    result = pipeline.interact(ask("Tell me the news."))
+    assert result.outcome is InteractionOutcome.VALIDATED
+    assert [m.kind for m in result.receipt.applied_mutations] == ["transform_belief"]
+    (king,) = [b for b in store.scope("guard").beliefs if b.id == "king"]
+    assert king.contradicted and king.confidence == 0.9
+    assert store.counters["beliefs_contradicted"] == 1
+    assert result.receipt.memory_hash_after == store.memory_hash(["guard", WORLD_SCOPE])

@@ -115,3 +115,52 @@ def test_judge_model_verdict(tmp_path: Path) -> None:
     assert result.attempts == 2
     assert result.receipt.attempts[0].failures[0].reason == "judge: breaks no_war"
     assert [r.purpose for r in judge.requests] == ["judge", "judge"]
+
+
+def test_the_judge_is_not_asked_once_a_hard_rule_failed_the_attempt(tmp_path: Path) -> None:
+    profile = rich_guard_profile(
+        rules=[
+            {"id": "no_war", "type": "prohibition", "severity": "soft", "prompt_injection": "discuss the war"},
+            {"id": "no_dragon", "type": "prohibition", "severity": "hard", "checks": {"forbidden_phrases": ["dragon"]}},
+        ]
+    )
+    pipeline, _ = make_pipeline(
+        tmp_path / "d.sqlite",
+        [say("A dragon burned the war camp."), say("Peace and bread.")],
+        profile=profile,
+        config=PipelineConfig(gate=GateConfig(semantic_judge=True)),
+    )
+    judge = ScriptedBackend(judge_outputs=['{"violated": []}'])
+    pipeline.judge.backend = judge
+    result = pipeline.interact(ask("Tell me of battles"))
+    first, second = result.receipt.attempts
+    (skipped,) = [c for c in first.gates if c.gate.value == "semantic"]
+    assert skipped.skipped == "a hard rule already failed this attempt" and skipped.passed
+    assert [c.skipped for c in second.gates if c.gate.value == "semantic"] == [None]  # asked on the clean attempt
+    assert len(judge.requests) == 1
+
+
+def test_a_judge_model_past_its_timeout_gives_way_to_the_keyword_check(tmp_path: Path) -> None:
+    from loreguard.server.pipeline.inference import BackendTimeout
+
+    class LateJudge(ScriptedBackend):
+        def generate(self, request):  # noqa: ANN001, ANN202
+            self.requests.append(request)
+            raise BackendTimeout(f"no verdict within {request.timeout_ms} ms")
+
+    profile = rich_guard_profile(
+        rules=[
+            {"id": "no_war", "type": "prohibition", "severity": "soft", "prompt_injection": "discuss the northern war campaign"}
+        ]
+    )
+    pipeline, _ = make_pipeline(
+        tmp_path / "e.sqlite",
+        [say("The northern campaign was bloody."), say("I'd rather not say.")],
+        profile=profile,
+        config=PipelineConfig(gate=GateConfig(semantic_judge=True), judge_timeout_ms=250),
+    )
+    late = LateJudge([])
+    pipeline.judge.backend = late
+    result = pipeline.interact(ask("What of the war?"))
+    assert "keyword judge" in result.receipt.attempts[0].failures[0].reason
+    assert late.requests[0].timeout_ms == 250 and pipeline.judge.timeouts == 2

@@ -20,6 +20,9 @@ extends Resource
 @export var allowed_intents: Array[LoreguardIntent] = []
 ## Example exchanges that show the model this NPC's voice.
 @export var few_shot: Array[LoreguardExample] = []
+## Amounts of money the line states about nothing the prompt carried (no price in world state
+## or facts): "allow" them, or "flag" them (retried, then accepted with a warning).
+@export_enum("allow", "flag") var ungrounded_numbers: String = "allow"
 
 @export_group("Fallbacks")
 ## Trigger reason (e.g. "player_utterance") -> PackedStringArray of lines, tried first.
@@ -54,6 +57,7 @@ func to_dict(rule_sets: Array[LoreguardRuleSet] = []) -> Dictionary:
 		"rules": LoreguardRuleSet.flatten(rule_sets),
 		"fallbacks": LoreguardDict.fallbacks_to_dict(fallbacks_by_trigger, fallbacks),
 		"few_shot": LoreguardDict.to_dicts(few_shot),
+		"ungrounded_numbers": ungrounded_numbers,
 		"bounds":
 		{
 			"max_exchanges": max_exchanges,
@@ -81,6 +85,7 @@ static func from_dict(data: Dictionary) -> LoreguardNpcProfile:
 		out.allowed_intents.append(LoreguardIntent.from_dict(intent))
 	for example: Dictionary in data.get("few_shot", []):
 		out.few_shot.append(LoreguardExample.from_dict(example))
+	out.ungrounded_numbers = data.get("ungrounded_numbers", out.ungrounded_numbers)
 	out.fallbacks_by_trigger = LoreguardDict.fallbacks_by_trigger(data)
 	out.fallbacks = LoreguardDict.strings(data.get("fallbacks", {}), "generic")
 	# A bound the body leaves out keeps the Resource's default (one place for each default).

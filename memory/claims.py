@@ -7,6 +7,10 @@ alias), or when the canonical value is negated ("is not named Arthur"). A negate
 ("is not named Edward") is consistent. This beats plain substring negation, which flags
 "not Edward" and misses "Edward".
 
+It lives in memory because memory needs it too: a belief that contradicts a canonical claim is
+marked `contradicted` when it is written or when the fact arrives (`transitions`), with the
+same matcher the validation gate uses on dialogue.
+
 Limits, honestly: only the cue patterns are understood. "Edward rules as king" (no cue),
 pronouns ("he is named Edward"), values split across clauses, and paraphrases are not caught;
 a cue followed by a non-value ("is named after his father") is flagged. Designers choose cues
@@ -19,9 +23,9 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from loreguard.memory.text import words
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import CanonicalFact, Claim
-from loreguard.server.pipeline.textnorm import words
 
 #: Cues used when a claim names none, by attribute.
 DEFAULT_CUES: dict[str, tuple[str, ...]] = {
