@@ -22,6 +22,8 @@ class GateName(str, Enum):
     SCHEMA = "schema"
     CONSTRAINTS = "constraints"
     CANONICAL = "canonical"
+    #: Numbers in the line against the values the prompt carried (prices, counts).
+    GROUNDING = "grounding"
     KNOWLEDGE = "knowledge"
     MUTATIONS = "mutations"
     SEMANTIC = "semantic"

@@ -3,9 +3,9 @@
 1. hard limits: output size, and every critical constraint; any failure stops at once;
 2. schema: the parsed JSON must be a valid `ParsedOutput`;
 3. constraints: the remaining (soft and hard) constraints;
-4. canonical: no claim of a canonical fact may be contradicted (see `loreguard.memory.claims`),
-   and no number about a value the prompt carried may differ from it (see `grounding`; an
-   amount of money about nothing in the context is a soft failure where the profile flags it);
+4. canonical: no claim of a canonical fact may be contradicted (see `loreguard.memory.claims`);
+   grounding: no number about a value the prompt carried may differ from it (see `grounding`;
+   an amount of money about nothing in the context is a soft failure where the profile flags it);
 5. knowledge: no secret may appear in dialogue, mutations or intents (critical);
 6. mutations: each proposed mutation is approved or rejected on its own: nothing may write
    the key of a canonical fact (the key it will be stored under, `mutation.stored_key`), values
@@ -147,7 +147,8 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
     # prompt carried stated otherwise (world state is authoritative too)
     texts = [output.dialogue] + mutation_texts(output)
     subjects = subjects_in_context(snapshot.world_state, snapshot.canonical)
-    contradictions = []
+    contradictions: list[GateFailure] = []
+    ungrounded: list[GateFailure] = []
     for text in texts:
         hits = find_contradictions(text, snapshot.canonical)
         for hit in hits:
@@ -172,8 +173,9 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
         for problem in find_number_problems(text, subjects):
             failure = _number_failure(problem, snapshot.ungrounded_numbers)
             if failure is not None and failure.rule_id not in caught:
-                contradictions.append(failure)
+                ungrounded.append(failure)
     record(GateName.CANONICAL, contradictions)
+    record(GateName.GROUNDING, ungrounded)
 
     # 5. knowledge boundary
     leaks = []
@@ -214,14 +216,14 @@ def _number_failure(problem: NumberProblem, ungrounded: UngroundedNumbers) -> Ga
         if ungrounded is UngroundedNumbers.ALLOW:
             return None
         return GateFailure(
-            gate=GateName.CANONICAL,
+            gate=GateName.GROUNDING,
             reason=describe(problem),
             severity=Severity.SOFT,
             rule_id="ungrounded_numbers",
             evidence=problem.stated,
         )
     return GateFailure(
-        gate=GateName.CANONICAL,
+        gate=GateName.GROUNDING,
         reason=describe(problem),
         severity=Severity.HARD,
         rule_id=problem.subject.label,

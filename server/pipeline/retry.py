@@ -37,7 +37,7 @@ class RetryPolicy(FrozenModel):
 
 #: Gates whose evidence may be repeated to the model. Knowledge-gate evidence never is: a
 #: repair message must not teach the model the secret.
-_REPEATABLE_EVIDENCE = {GateName.CONSTRAINTS, GateName.HARD_LIMITS, GateName.CANONICAL, GateName.SEMANTIC}
+_REPEATABLE_EVIDENCE = {GateName.CONSTRAINTS, GateName.HARD_LIMITS, GateName.CANONICAL, GateName.GROUNDING, GateName.SEMANTIC}
 
 
 def escalate(constraints: ConstraintSet, failures: Iterable[GateFailure], mode: EscalationMode) -> ConstraintSet:

@@ -48,6 +48,7 @@ def test_gate_order_and_accumulation() -> None:
         GateName.SCHEMA,
         GateName.CONSTRAINTS,
         GateName.CANONICAL,
+        GateName.GROUNDING,
         GateName.KNOWLEDGE,
         GateName.MUTATIONS,
     ]

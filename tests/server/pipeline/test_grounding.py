@@ -104,7 +104,7 @@ def test_a_wrong_price_fails_hard_and_the_retry_is_told_the_right_one(tmp_path: 
     assert result.outcome is InteractionOutcome.VALIDATED and result.attempts == 2
     assert result.dialogue == "A sword costs 50 gold, friend."
     (failure,) = result.receipt.attempts[0].failures
-    assert failure.gate is GateName.CANONICAL and failure.severity is Severity.HARD
+    assert failure.gate is GateName.GROUNDING and failure.severity is Severity.HARD
     assert failure.rule_id == "world_state:price.sword" and failure.reason == "price.sword is 50, the reply says 500 gold"
     repair = backend.requests[1].prompt.full
     assert "price.sword is 50, the reply says 500 gold" in repair and '"500 gold"' in repair
