@@ -22,6 +22,21 @@ from loreguard.server.pipeline.expectancy import ConstraintSet
 EXCHANGE_TAG = "exchange"
 
 
+def conversation_window(n_exchanges: int, max_exchanges: int) -> int:
+    """Index of the first of `n_exchanges` the prompt shows.
+
+    The window moves in steps of half its size rather than a line per turn, so the lines it
+    starts with, and every byte of the prompt after them, stay the same for several turns (the
+    batched engine reuses them instead of evaluating the whole conversation again each turn).
+    Once there are more than `max_exchanges`, it shows between half and all of them.
+    """
+    overflow = n_exchanges - max_exchanges
+    if overflow <= 0:
+        return 0
+    step = max(1, max_exchanges // 2)
+    return -(-overflow // step) * step
+
+
 def exchange_text(npc_name: str, player_input: str, dialogue: str | None = None) -> str:
     """One line of the conversation as memory keeps it: `Player: "..." / Name: "..."`.
 
@@ -159,7 +174,7 @@ def build_snapshot(
     exchanges: tuple[EpisodicEntry, ...] = ()
     if Section.EXCHANGES in sections and bounds.max_exchanges:
         all_exchanges = [e for e in npc_memory.episodic if EXCHANGE_TAG in e.tags]  # already by seq
-        exchanges = tuple(all_exchanges[-bounds.max_exchanges :])
+        exchanges = tuple(all_exchanges[conversation_window(len(all_exchanges), bounds.max_exchanges) :])
     return StateSnapshot(
         npc_id=profile.id,
         npc_name=profile.name,

@@ -104,3 +104,26 @@ def test_snapshot_is_immutable_and_for_retry(tmp_path: Path) -> None:
     last = retry.for_retry(ConstraintSet())
     assert retry.can_retry and not last.can_retry
     assert "### Correction\nfix it" in assemble_prompt(retry).full
+
+
+@pytest.mark.parametrize(
+    ("n", "bound", "first"),
+    [(0, 4, 0), (4, 4, 0), (5, 4, 2), (6, 4, 2), (7, 4, 4), (8, 4, 4), (9, 4, 6), (3, 1, 2), (10, 6, 6), (13, 6, 9)],
+)
+def test_the_conversation_window_moves_in_half_steps(n: int, bound: int, first: int) -> None:
+    from loreguard.server.pipeline.snapshot import conversation_window
+
+    assert conversation_window(n, bound) == first
+    assert n == 0 or bound // 2 < n - first <= bound or n <= bound
+
+
+def test_a_long_conversation_keeps_its_prompt_prefix_for_several_turns(tmp_path: Path) -> None:
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say(f"Line {i}.") for i in range(10)])
+    for i in range(10):
+        pipeline.interact(ask(f"Question {i}?"))
+    prompts = [r.prompt.full for r in backend.requests]
+    # Past the bound (4 exchanges), the window drops two old lines every other turn: in between,
+    # each turn's prompt is the previous one plus the new lines.
+    extends = [later.startswith(earlier.rsplit("\n", 1)[0]) for earlier, later in zip(prompts, prompts[1:], strict=False)]
+    conversations = [prompt.split("### Conversation\n", 1)[1].splitlines() for prompt in prompts]
+    assert extends.count(True) >= 6 and max(len(lines) for lines in conversations) == 4 + 1  # 4 exchanges, the open line
