@@ -21,6 +21,7 @@ from loreguard.schemas.rules import (
     RuleType,
     Severity,
 )
+from loreguard.server.pipeline.errors import ConstraintIdCollision
 
 #: Beta-Binomial prior for behavioural rules: skeptical until designers confirm them.
 PRIOR_ALPHA = 2
@@ -51,11 +52,17 @@ class ConstraintSet(FrozenModel):
 
     @classmethod
     def of(cls, constraints: Iterable[Constraint]) -> ConstraintSet:
+        """The set of `constraints`, one per rule id: a more escalated copy of a rule replaces
+        the rule, an identical copy is the same rule. Two different constraints with one id at
+        the same escalation are refused (`ConstraintIdCollision`): keeping either would drop the
+        other's checks without a word, and which came first must not decide."""
         by_id: dict[str, Constraint] = {}
         for c in constraints:
             kept = by_id.get(c.rule_id)
             if kept is None or c.escalation > kept.escalation:
                 by_id[c.rule_id] = c
+            elif c.escalation == kept.escalation and c != kept:
+                raise ConstraintIdCollision(c.rule_id)
         return cls(constraints=tuple(sorted(by_id.values(), key=constraint_order)))
 
     def ids(self) -> tuple[str, ...]:
