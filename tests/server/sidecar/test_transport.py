@@ -244,3 +244,34 @@ def test_registration_and_state_refuse_rules_that_could_never_hold_as_meant(tmp_
         assert sidecar.store.memory_hash() == registered  # not even the well-typed key was written
         client.set_state({"curfew": True})
         assert sidecar.store.memory_hash() != registered
+
+
+def test_npc_register_refuses_a_rule_id_the_loaded_world_already_has(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before = sidecar.store.memory_hash()
+        merchant = demo_npcs()[1].model_dump(mode="json")
+        lax = {"id": "no_modern", "type": "prohibition", "severity": "soft", "checks": {"forbidden_phrases": ["gun"]}}
+        changed = {**merchant, "persona": merchant["persona"] + " Changed.", "rules": [*merchant["rules"], lax]}
+        with pytest.raises(Invalid, match="npc.register") as refused:
+            client.register_npc(changed)
+        (error,) = refused.value.details["errors"]
+        assert error["path"] == f"rules.{len(merchant['rules'])}.id" and error["kind"] == "rule_id_collision"
+        assert (error["npc_rule"], error["world_rule"]) == ("merchant:no_modern", "eldmoor:no_modern")
+        assert "NPC 'merchant'" in error["reason"] and "world 'eldmoor' (rules.0)" in error["reason"]
+        assert sidecar.store.memory_hash() == before
+        assert sidecar.store.profile("merchant") == demo_npcs()[1]  # nothing registered
+
+
+def test_world_load_refuses_a_rule_id_a_registered_npc_already_has(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before, world = sidecar.store.memory_hash(), sidecar.store.world()
+        stricter = {"id": "brief", "type": "prohibition", "severity": "critical", "checks": {"max_length": 10}}
+        changed = {**demo_world().model_dump(mode="json"), "lore": "Changed.", "rules": [stricter]}
+        with pytest.raises(Invalid, match="world.load") as refused:
+            client.load_world(changed)
+        (error,) = refused.value.details["errors"]
+        assert error["path"] == "rules.0.id" and error["kind"] == "rule_id_collision"
+        assert (error["world_rule"], error["npc_rule"]) == ("eldmoor:brief", "guard:brief")
+        assert "NPC 'guard' (rules.2)" in error["reason"]
+        assert sidecar.store.memory_hash() == before and sidecar.store.world() == world  # nothing loaded
+        client.load_world({**changed, "rules": [{**stricter, "id": "world_brief"}]})  # a new id is fine
