@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import ValidationError
+from pydantic import ValidationError, model_validator
 
 from loreguard.memory.claims import find_contradictions
 from loreguard.schemas.base import FrozenModel
@@ -54,9 +54,21 @@ class GateResult(FrozenModel):
     output: ParsedOutput | None
     checks: tuple[GateCheck, ...]
     failures: tuple[GateFailure, ...]
+    #: Whether the output may be used: every gate passed, or only soft rules failed on the last
+    #: attempt (they bend, and the failures become warnings). Only an accepted result approves
+    #: anything: a failed attempt has no approved mutations and no approved intents.
+    accepted: bool = False
     approved_mutations: tuple[ProposedMutation, ...] = ()
     rejected_mutations: tuple[RejectedMutation, ...] = ()
     approved_intents: tuple[WorldIntent, ...] = ()
+
+    @model_validator(mode="after")
+    def _nothing_approved_unless_accepted(self) -> GateResult:
+        if not self.accepted and (self.approved_mutations or self.approved_intents):
+            raise ValueError("a gate result that is not accepted approves no mutation and no intent")
+        if self.accepted and self.failures and not self.soft_only:
+            raise ValueError("a gate result with a hard or critical failure cannot be accepted")
+        return self
 
     @property
     def passed(self) -> bool:
@@ -206,7 +218,11 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
         else:
             record(GateName.SEMANTIC, judge(output, snapshot))
 
-    return result(output, approved_mutations=approved, rejected_mutations=rejected, approved_intents=intents)
+    # Only soft failures on the last attempt bend; anything else fails the attempt, and nothing
+    # of a failed attempt is approved (its mutations were only checked, never accepted).
+    if failures and (not all(f.severity is Severity.SOFT for f in failures) or snapshot.can_retry):
+        return result(output, rejected_mutations=rejected)
+    return result(output, accepted=True, approved_mutations=approved, rejected_mutations=rejected, approved_intents=intents)
 
 
 def _number_failure(problem: NumberProblem, ungrounded: UngroundedNumbers) -> GateFailure | None:
