@@ -6,11 +6,12 @@ import re
 from enum import Enum
 from typing import Annotated
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, ShortText, StateKey
 from loreguard.schemas.interaction import Tag, TaskType, TriggerReason
 from loreguard.schemas.output import Emotion
+from loreguard.schemas.text import matchable
 
 
 class RuleType(str, Enum):
@@ -31,7 +32,8 @@ class Severity(str, Enum):
 SEVERITY_RANK: dict[Severity, int] = {Severity.SOFT: 0, Severity.HARD: 1, Severity.CRITICAL: 2}
 RULE_TYPE_RANK: dict[RuleType, int] = {RuleType.PROHIBITION: 0, RuleType.REQUIREMENT: 1, RuleType.PERMISSION: 2}
 
-Phrase = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+#: A phrase a check matches (whole words, after folding); one that folds to no word is refused.
+Phrase = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(matchable)]
 Pattern = Annotated[str, StringConstraints(min_length=1, max_length=300)]
 
 

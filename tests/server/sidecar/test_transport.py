@@ -275,3 +275,22 @@ def test_world_load_refuses_a_rule_id_a_registered_npc_already_has(tmp_path: Pat
         assert "NPC 'guard' (rules.2)" in error["reason"]
         assert sidecar.store.memory_hash() == before and sidecar.store.world() == world  # nothing loaded
         client.load_world({**changed, "rules": [{**stricter, "id": "world_brief"}]})  # a new id is fine
+
+
+def test_registration_refuses_checks_that_could_never_fire_as_meant(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before = sidecar.store.memory_hash()
+        merchant = demo_npcs()[1].model_dump(mode="json")
+        n = len(merchant["rules"])
+        emoji = {"id": "no_dragon_emoji", "type": "prohibition", "checks": {"forbidden_phrases": ["🐉"]}}
+        with pytest.raises(Invalid, match="npc.register") as phrase:
+            client.register_npc({**merchant, "rules": [*merchant["rules"], emoji]})
+        (error,) = phrase.value.details["errors"]
+        assert error["path"] == f"rules.{n}.checks.forbidden_phrases.0" and "no letter or digit" in error["reason"]
+        with pytest.raises(Invalid) as marker:
+            client.register_npc({**merchant, "secrets": [{"id": "stash", "text": "Under the floor.", "markers": ["***"]}]})
+        assert marker.value.details["errors"][0]["path"] == "secrets.0.markers.0"
+        with pytest.raises(Invalid) as world:
+            client.load_world({**demo_world().model_dump(mode="json"), "rules": [{**emoji, "id": "w"}]})
+        assert world.value.details["errors"][0]["path"] == "rules.0.checks.forbidden_phrases.0"
+        assert sidecar.store.memory_hash() == before and sidecar.store.profile("merchant") == demo_npcs()[1]
