@@ -94,13 +94,21 @@ class ExpectancyRule(FrozenModel):
     behavioural: bool = False
 
     @model_validator(mode="after")
-    def _behavioural_is_soft(self) -> ExpectancyRule:
+    def _means_what_it_says(self) -> ExpectancyRule:
         # Here, not on a container, so every path that accepts a rule (npc.register,
         # world.load, a rule set) refuses the same thing the same way.
         if self.behavioural and self.severity is not Severity.SOFT:
             raise ValueError(
                 f"behavioural rule {self.id!r} must be soft, not {self.severity.value}: it shapes style, never truth"
             )
+        if self.type is RuleType.PERMISSION:
+            given = sorted(self.checks.model_dump(exclude_defaults=True))
+            if given:
+                raise ValueError(
+                    f"permission rule {self.id!r} cannot carry checks ({', '.join('checks.' + g for g in given)}): "
+                    "a permission only tells the model what it may do and never fails a reply; "
+                    "make it a prohibition or a requirement"
+                )
         return self
 
 

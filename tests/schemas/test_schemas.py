@@ -182,3 +182,15 @@ def test_a_secret_marker_that_folds_to_no_word_is_refused() -> None:
         NpcProfile.model_validate({**base, "secrets": [{"id": "pw", "text": "🌙🗝️"}]})
     assert _error_locations(caught.value) == {"secrets.0"}
     NpcProfile.model_validate({**base, "secrets": [{"id": "pw", "text": "🌙🗝️", "markers": ["moon key"]}]})
+
+
+@pytest.mark.parametrize(
+    "checks",
+    [{"forbidden_phrases": ["dragon"]}, {"required_phrases": ["aye"]}, {"max_length": 10}, {"forbidden_intents": ["open_gate"]}],
+)
+def test_a_permission_that_carries_a_check_is_refused(checks: dict) -> None:
+    rule = {"id": "market", "type": "permission", "prompt_injection": "talk about prices", "checks": checks}
+    with pytest.raises(ValidationError, match="permission rule 'market' cannot carry checks") as caught:
+        NpcProfile.model_validate({"id": "g", "name": "G", "persona": "p", "rules": [rule]})
+    assert f"checks.{next(iter(checks))}" in str(caught.value) and _error_locations(caught.value) == {"rules.0"}
+    NpcProfile.model_validate({"id": "g", "name": "G", "persona": "p", "rules": [{**rule, "checks": {}}]})

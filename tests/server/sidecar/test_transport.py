@@ -290,6 +290,11 @@ def test_registration_refuses_checks_that_could_never_fire_as_meant(tmp_path: Pa
         with pytest.raises(Invalid) as marker:
             client.register_npc({**merchant, "secrets": [{"id": "stash", "text": "Under the floor.", "markers": ["***"]}]})
         assert marker.value.details["errors"][0]["path"] == "secrets.0.markers.0"
+        permission = {"id": "haggle", "type": "permission", "checks": {"forbidden_phrases": ["free"]}}
+        with pytest.raises(Invalid) as granted:
+            client.register_npc({**merchant, "rules": [*merchant["rules"], permission]})
+        (error,) = granted.value.details["errors"]
+        assert error["path"] == f"rules.{n}" and "checks.forbidden_phrases" in error["reason"]
         with pytest.raises(Invalid) as world:
             client.load_world({**demo_world().model_dump(mode="json"), "rules": [{**emoji, "id": "w"}]})
         assert world.value.details["errors"][0]["path"] == "rules.0.checks.forbidden_phrases.0"
