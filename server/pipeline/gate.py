@@ -42,6 +42,13 @@ from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
 from loreguard.server.pipeline.snapshot import StateSnapshot
 from loreguard.server.pipeline.textnorm import clean_dialogue, reveals
 
+#: Rule ids of the gate's built-in checks, so that every failure a receipt lists names the rule
+#: that failed (designer rules, canonical facts and secrets name themselves; numbers name what
+#: they are about, or `ungrounded_numbers`).
+MAX_RAW_CHARS_RULE = "max_raw_chars"
+PROMPT_MARKUP_RULE = "prompt_markup"
+OUTPUT_SCHEMA_RULE = "output_schema"
+
 
 class GateConfig(FrozenModel):
     #: Raw model output longer than this is refused outright (critical).
@@ -120,6 +127,7 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
                 gate=GateName.HARD_LIMITS,
                 reason=f"output is {len(raw)} characters, the hard limit is {config.max_raw_chars}",
                 severity=Severity.CRITICAL,
+                rule_id=MAX_RAW_CHARS_RULE,
             )
         )
     if output is not None:
@@ -131,6 +139,7 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
                     gate=GateName.HARD_LIMITS,
                     reason=f"dialogue repeats the prompt's markup ({leaked[0].strip()!r})",
                     severity=Severity.HARD,
+                    rule_id=PROMPT_MARKUP_RULE,
                     evidence=leaked[0].strip(),
                 )
             )
@@ -143,7 +152,9 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
     # 2. schema
     schema_failures = []
     if output is None:
-        schema_failures.append(GateFailure(gate=GateName.SCHEMA, reason=schema_error, severity=Severity.HARD))
+        schema_failures.append(
+            GateFailure(gate=GateName.SCHEMA, reason=schema_error, severity=Severity.HARD, rule_id=OUTPUT_SCHEMA_RULE)
+        )
     record(GateName.SCHEMA, schema_failures)
     if output is None:
         return result(None)

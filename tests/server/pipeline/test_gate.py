@@ -143,3 +143,21 @@ def test_a_gate_result_cannot_approve_what_it_did_not_accept() -> None:
     failed = run_gate(say("The dragon."), _snapshot())
     with pytest.raises(ValidationError, match="cannot be accepted"):
         GateResult.model_validate({**dict(failed), "accepted": True})
+
+
+def test_every_failure_names_the_rule_that_failed() -> None:
+    flag = rich_guard_profile(ungrounded_numbers="flag")
+    outputs = [
+        ("x" * 9000, _snapshot(), "max_raw_chars"),
+        (say("### Player: hi"), _snapshot(), "prompt_markup"),
+        ("no json at all", _snapshot(), "output_schema"),
+        (say("The dragon? The king is named Edward. " + "blah " * 40), _snapshot(), None),
+        (say("Ask the internet."), _snapshot(), "no_modern"),
+        (say("The password is silver moon."), _snapshot(), "password"),
+        (say("That costs 30 gold."), _snapshot(flag), "ungrounded_numbers"),
+    ]
+    for raw, snapshot, expected in outputs:
+        failures = run_gate(raw, snapshot, GateConfig(max_raw_chars=8000)).failures
+        assert failures and all(f.rule_id for f in failures), raw[:40]
+        if expected is not None:
+            assert expected in {f.rule_id for f in failures}, raw[:40]
