@@ -465,3 +465,15 @@ def test_an_attempt_that_failed_approves_nothing_in_the_reply_receipt_or_audit_r
     assert record.intents == () and record.receipt.applied_mutations == ()
     assert all(f.rule_id == "no_dragon" for a in record.receipt.attempts for f in a.failures)
     assert pipeline.store.memory_hash() == before
+
+
+def test_a_world_rule_and_an_npc_rule_with_one_id_stop_the_interaction_instead_of_one_replacing_the_other(
+    tmp_path: Path,
+) -> None:
+    from loreguard.server.pipeline.errors import ConstraintIdCollision
+
+    lax = {"id": "no_dragon", "type": "prohibition", "severity": "soft", "checks": {"forbidden_phrases": ["dragon"]}}
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Aye.")], world=rich_world(rules=[lax]))
+    with pytest.raises(ConstraintIdCollision, match="no_dragon"):
+        pipeline.interact(ask("Any dragons?"))
+    assert backend.requests == []
