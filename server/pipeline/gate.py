@@ -115,8 +115,15 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
         failures.extend(found)
         return any(f.severity is Severity.CRITICAL for f in found)
 
-    def result(output: ParsedOutput | None = None, **partition: tuple) -> GateResult:
-        return GateResult(parse_path=parse.path, output=output, checks=tuple(checks), failures=tuple(failures), **partition)
+    def result(output: ParsedOutput | None = None, *, accepted: bool = False, **partition: tuple) -> GateResult:
+        return GateResult(
+            parse_path=parse.path,
+            output=output,
+            checks=tuple(checks),
+            failures=tuple(failures),
+            accepted=accepted,
+            **partition,
+        )
 
     # 1. hard limits
     output, schema_error = _to_output(parse)
