@@ -6,50 +6,25 @@ another. Scripts written without spaces (Chinese, Japanese kana and kanji) have 
 on; their runs are cut into overlapping two-character pieces, the usual stand-in for a word
 segmenter, plus each Han character alone (one kanji is often a word), so "鍵を探している"
 still shares keys with "鍵はどこ". Pure and deterministic.
+
+`fold` and `words` are defined in `loreguard.schemas.text` (so a schema can refuse a phrase that
+folds to nothing) and re-exported here.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from functools import lru_cache
+
+from loreguard.schemas.text import fold, words
+
+__all__ = ["fold", "is_unspaced", "word_tokens", "words"]
 
 #: A run of letters or digits in any script (underscore is a separator, as punctuation is).
 _WORD = re.compile(r"[^\W_]+")
-#: Letters and digits of every script count (Cyrillic, Greek, CJK), not only ASCII.
-_NON_ALNUM = re.compile(r"[\W_]+")
 #: Han ideographs, hiragana, katakana (and the prolonged-sound mark): no spaces between words.
 _UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-
-
-#: Below this code point (Latin, Greek, Cyrillic) and in Latin Extended Additional, a combining
-#: mark is an accent a player may or may not type ("café", "ёж"), so it is dropped. Elsewhere it
-#: can change the word (Japanese dakuten: と and ど), so it stays.
-_ACCENTED_SCRIPTS_END = 0x0530
-_LATIN_EXTENDED_ADDITIONAL = range(0x1E00, 0x1F00)
-
-
-@lru_cache(maxsize=8192)
-def fold(text: str) -> str:
-    """Lower case, accents removed, compatibility forms unified (full-width letters, ligatures)."""
-    if text.isascii():
-        return text.lower()
-    kept: list[str] = []
-    base = 0
-    for ch in unicodedata.normalize("NFKD", text):
-        if not unicodedata.combining(ch):
-            base = ord(ch)
-        elif base < _ACCENTED_SCRIPTS_END or base in _LATIN_EXTENDED_ADDITIONAL:
-            continue
-        kept.append(ch)
-    return unicodedata.normalize("NFC", "".join(kept)).lower()
-
-
-@lru_cache(maxsize=8192)
-def words(text: str) -> str:
-    """Folded text as single-space-separated words, for whole-phrase matching."""
-    return _NON_ALNUM.sub(" ", fold(text)).strip()
 
 
 def _pieces(token: str) -> list[str]:

@@ -11,10 +11,10 @@ from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, LongText
 from loreguard.schemas.interaction import TriggerReason
 from loreguard.schemas.memory import CanonicalFact
 from loreguard.schemas.output import Emotion
-from loreguard.schemas.rules import ExpectancyRule
+from loreguard.schemas.rules import ExpectancyRule, Phrase
+from loreguard.schemas.text import matchable
 
 Line = Annotated[str, StringConstraints(min_length=1, max_length=600)]
-Phrase = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
 class Secret(FrozenModel):
@@ -29,8 +29,18 @@ class Secret(FrozenModel):
     text: ShortText
     #: What the prompt may name as off-limits, e.g. "the gate password". Empty: not mentioned.
     topic: Annotated[str, StringConstraints(max_length=200)] = ""
-    #: Phrases whose appearance reveals the secret. Empty means `text` itself.
+    #: Phrases whose appearance reveals the secret. Empty means `text` itself. A marker (or, with
+    #: none, the text) must keep a word once folded, else the gate could never see it.
     markers: tuple[Phrase, ...] = ()
+
+    @model_validator(mode="after")
+    def _text_is_a_marker(self) -> Secret:
+        if not self.markers:
+            try:
+                matchable(self.text)
+            except ValueError as exc:
+                raise ValueError(f"secret {self.id!r} has no markers, so its text is the marker: {exc}") from None
+        return self
 
     def reveal_markers(self) -> tuple[str, ...]:
         return self.markers or (self.text,)

@@ -33,6 +33,10 @@ class GateFailure(FrozenModel):
     gate: GateName
     reason: str
     severity: Severity
+    #: The rule that failed: a designer rule's id, a canonical fact's or secret's id, what a
+    #: number was about, or one of the gate's built-in checks (`max_raw_chars`, `prompt_markup`,
+    #: `output_schema`, `ungrounded_numbers`). The gate sets it on every failure; None only in
+    #: records written before it did.
     rule_id: str | None = None
     #: The exact text that triggered the failure, when there is one (used for repair prompts).
     evidence: str | None = None

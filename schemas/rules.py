@@ -6,11 +6,12 @@ import re
 from enum import Enum
 from typing import Annotated
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, ShortText, StateKey
 from loreguard.schemas.interaction import Tag, TaskType, TriggerReason
 from loreguard.schemas.output import Emotion
+from loreguard.schemas.text import matchable
 
 
 class RuleType(str, Enum):
@@ -31,7 +32,8 @@ class Severity(str, Enum):
 SEVERITY_RANK: dict[Severity, int] = {Severity.SOFT: 0, Severity.HARD: 1, Severity.CRITICAL: 2}
 RULE_TYPE_RANK: dict[RuleType, int] = {RuleType.PROHIBITION: 0, RuleType.REQUIREMENT: 1, RuleType.PERMISSION: 2}
 
-Phrase = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+#: A phrase a check matches (whole words, after folding); one that folds to no word is refused.
+Phrase = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(matchable)]
 Pattern = Annotated[str, StringConstraints(min_length=1, max_length=300)]
 
 
@@ -92,13 +94,21 @@ class ExpectancyRule(FrozenModel):
     behavioural: bool = False
 
     @model_validator(mode="after")
-    def _behavioural_is_soft(self) -> ExpectancyRule:
+    def _means_what_it_says(self) -> ExpectancyRule:
         # Here, not on a container, so every path that accepts a rule (npc.register,
         # world.load, a rule set) refuses the same thing the same way.
         if self.behavioural and self.severity is not Severity.SOFT:
             raise ValueError(
                 f"behavioural rule {self.id!r} must be soft, not {self.severity.value}: it shapes style, never truth"
             )
+        if self.type is RuleType.PERMISSION:
+            given = sorted(self.checks.model_dump(exclude_defaults=True))
+            if given:
+                raise ValueError(
+                    f"permission rule {self.id!r} cannot carry checks ({', '.join('checks.' + g for g in given)}): "
+                    "a permission only tells the model what it may do and never fails a reply; "
+                    "make it a prohibition or a requirement"
+                )
         return self
 
 

@@ -34,6 +34,13 @@ class NoRecordsError(LookupError):
 
 class AuditRecorder:
     def __init__(self, store: MemoryStore, *, fingerprint: ModelFingerprint | None, ring_size: int = DEFAULT_RING_SIZE) -> None:
+        if isinstance(ring_size, bool) or not isinstance(ring_size, int) or ring_size < 1:
+            # A ring of 0 would keep nothing for `audit.tail` (and a negative one fail at the
+            # first record): refused at start-up, not discovered by the first tail.
+            raise ValueError(
+                f"audit ring size must be a whole number of at least 1 (records kept in RAM per NPC for audit.tail); "
+                f"got {ring_size!r}"
+            )
         self.store = store
         self.fingerprint = fingerprint
         self.ring_size = ring_size

@@ -28,3 +28,12 @@ class DeadlineExceeded(PipelineError):
     def __init__(self, phase: str) -> None:
         super().__init__(f"deadline passed before phase {phase}; nothing was applied")
         self.phase = phase
+
+
+class ConstraintIdCollision(PipelineError, ValueError):
+    """Two different constraints share one rule id (a world rule and an NPC rule registered
+    around `npc.register`'s check): neither may silently replace the other."""
+
+    def __init__(self, rule_id: str) -> None:
+        super().__init__(f"two different rules share the id {rule_id!r}; rule ids must be unique across a world and its NPCs")
+        self.rule_id = rule_id

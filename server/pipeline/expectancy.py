@@ -12,6 +12,7 @@ from functools import lru_cache
 from loreguard.memory.hashing import content_hash
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext, TaskType
+from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.rules import (
     RULE_TYPE_RANK,
     SEVERITY_RANK,
@@ -21,6 +22,7 @@ from loreguard.schemas.rules import (
     RuleType,
     Severity,
 )
+from loreguard.server.pipeline.errors import ConstraintIdCollision
 
 #: Beta-Binomial prior for behavioural rules: skeptical until designers confirm them.
 PRIOR_ALPHA = 2
@@ -51,11 +53,17 @@ class ConstraintSet(FrozenModel):
 
     @classmethod
     def of(cls, constraints: Iterable[Constraint]) -> ConstraintSet:
+        """The set of `constraints`, one per rule id: a more escalated copy of a rule replaces
+        the rule, an identical copy is the same rule. Two different constraints with one id at
+        the same escalation are refused (`ConstraintIdCollision`): keeping either would drop the
+        other's checks without a word, and which came first must not decide."""
         by_id: dict[str, Constraint] = {}
         for c in constraints:
             kept = by_id.get(c.rule_id)
             if kept is None or c.escalation > kept.escalation:
                 by_id[c.rule_id] = c
+            elif c.escalation == kept.escalation and c != kept:
+                raise ConstraintIdCollision(c.rule_id)
         return cls(constraints=tuple(sorted(by_id.values(), key=constraint_order)))
 
     def ids(self) -> tuple[str, ...]:
@@ -136,6 +144,33 @@ def state_type_conflicts(rules: Iterable[ExpectancyRule], values: Mapping[str, J
         if key in rule.conditions.world_state and not same_json_type(value, rule.conditions.world_state[key])
     ]
     return sorted(conflicts, key=lambda c: (c.key, c.rule_id))
+
+
+class RuleIdCollision(FrozenModel):
+    """A world rule and an NPC rule with one id: `rules[world_index]` of the world and
+    `rules[npc_index]` of the NPC."""
+
+    rule_id: str
+    world_id: str
+    world_index: int
+    npc_id: str
+    npc_index: int
+
+
+def rule_id_collisions(world: WorldDefinition | None, profiles: Iterable[NpcProfile]) -> list[RuleIdCollision]:
+    """Every world rule whose id an NPC's rule also has, sorted by NPC id then rule id: what
+    `npc.register` and `world.load` refuse. A rule id names one rule for the NPCs of a world, so
+    the interaction never has to choose which of two rules it meant."""
+    if world is None:
+        return []
+    world_index = {rule.id: i for i, rule in enumerate(world.rules)}
+    collisions = [
+        RuleIdCollision(rule_id=rule.id, world_id=world.id, world_index=world_index[rule.id], npc_id=profile.id, npc_index=i)
+        for profile in profiles
+        for i, rule in enumerate(profile.rules)
+        if rule.id in world_index
+    ]
+    return sorted(collisions, key=lambda c: (c.npc_id, c.rule_id))
 
 
 def _conditions_hold(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import ValidationError
+from pydantic import ValidationError, model_validator
 
 from loreguard.memory.claims import find_contradictions
 from loreguard.schemas.base import FrozenModel
@@ -42,6 +42,13 @@ from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
 from loreguard.server.pipeline.snapshot import StateSnapshot
 from loreguard.server.pipeline.textnorm import clean_dialogue, reveals
 
+#: Rule ids of the gate's built-in checks, so that every failure a receipt lists names the rule
+#: that failed (designer rules, canonical facts and secrets name themselves; numbers name what
+#: they are about, or `ungrounded_numbers`).
+MAX_RAW_CHARS_RULE = "max_raw_chars"
+PROMPT_MARKUP_RULE = "prompt_markup"
+OUTPUT_SCHEMA_RULE = "output_schema"
+
 
 class GateConfig(FrozenModel):
     #: Raw model output longer than this is refused outright (critical).
@@ -54,9 +61,21 @@ class GateResult(FrozenModel):
     output: ParsedOutput | None
     checks: tuple[GateCheck, ...]
     failures: tuple[GateFailure, ...]
+    #: Whether the output may be used: every gate passed, or only soft rules failed on the last
+    #: attempt (they bend, and the failures become warnings). Only an accepted result approves
+    #: anything: a failed attempt has no approved mutations and no approved intents.
+    accepted: bool = False
     approved_mutations: tuple[ProposedMutation, ...] = ()
     rejected_mutations: tuple[RejectedMutation, ...] = ()
     approved_intents: tuple[WorldIntent, ...] = ()
+
+    @model_validator(mode="after")
+    def _nothing_approved_unless_accepted(self) -> GateResult:
+        if not self.accepted and (self.approved_mutations or self.approved_intents):
+            raise ValueError("a gate result that is not accepted approves no mutation and no intent")
+        if self.accepted and self.failures and not self.soft_only:
+            raise ValueError("a gate result with a hard or critical failure cannot be accepted")
+        return self
 
     @property
     def passed(self) -> bool:
@@ -96,8 +115,15 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
         failures.extend(found)
         return any(f.severity is Severity.CRITICAL for f in found)
 
-    def result(output: ParsedOutput | None = None, **partition: tuple) -> GateResult:
-        return GateResult(parse_path=parse.path, output=output, checks=tuple(checks), failures=tuple(failures), **partition)
+    def result(output: ParsedOutput | None = None, *, accepted: bool = False, **partition: tuple) -> GateResult:
+        return GateResult(
+            parse_path=parse.path,
+            output=output,
+            checks=tuple(checks),
+            failures=tuple(failures),
+            accepted=accepted,
+            **partition,
+        )
 
     # 1. hard limits
     output, schema_error = _to_output(parse)
@@ -108,6 +134,7 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
                 gate=GateName.HARD_LIMITS,
                 reason=f"output is {len(raw)} characters, the hard limit is {config.max_raw_chars}",
                 severity=Severity.CRITICAL,
+                rule_id=MAX_RAW_CHARS_RULE,
             )
         )
     if output is not None:
@@ -119,6 +146,7 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
                     gate=GateName.HARD_LIMITS,
                     reason=f"dialogue repeats the prompt's markup ({leaked[0].strip()!r})",
                     severity=Severity.HARD,
+                    rule_id=PROMPT_MARKUP_RULE,
                     evidence=leaked[0].strip(),
                 )
             )
@@ -131,7 +159,9 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
     # 2. schema
     schema_failures = []
     if output is None:
-        schema_failures.append(GateFailure(gate=GateName.SCHEMA, reason=schema_error, severity=Severity.HARD))
+        schema_failures.append(
+            GateFailure(gate=GateName.SCHEMA, reason=schema_error, severity=Severity.HARD, rule_id=OUTPUT_SCHEMA_RULE)
+        )
     record(GateName.SCHEMA, schema_failures)
     if output is None:
         return result(None)
@@ -206,7 +236,11 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
         else:
             record(GateName.SEMANTIC, judge(output, snapshot))
 
-    return result(output, approved_mutations=approved, rejected_mutations=rejected, approved_intents=intents)
+    # Only soft failures on the last attempt bend; anything else fails the attempt, and nothing
+    # of a failed attempt is approved (its mutations were only checked, never accepted).
+    if failures and (not all(f.severity is Severity.SOFT for f in failures) or snapshot.can_retry):
+        return result(output, rejected_mutations=rejected)
+    return result(output, accepted=True, approved_mutations=approved, rejected_mutations=rejected, approved_intents=intents)
 
 
 def _number_failure(problem: NumberProblem, ungrounded: UngroundedNumbers) -> GateFailure | None:

@@ -381,9 +381,7 @@ class GovernancePipeline:
                 self._count(f"gate_failed.{failure.gate.value}", 1)
             run.timer.lap(f"gate.{snapshot.attempt}")
 
-            if gate.passed:
-                return gate, (), ""
-            if gate.soft_only and not snapshot.can_retry:
+            if gate.accepted:
                 return gate, gate.failures, ""  # soft rules bend on the last attempt, with a warning
             if gate.critical:
                 return None, (), "critical: " + "; ".join(f.reason for f in gate.failures if f.severity is Severity.CRITICAL)
@@ -398,8 +396,8 @@ class GovernancePipeline:
 
     def _apply(self, run: _Run, gate: GateResult, warnings: tuple[GateFailure, ...]) -> InteractionResult:
         output = gate.output
-        if output is None:
-            raise LifecycleHalt("mutation", "an accepted gate result has no output")
+        if output is None or not gate.accepted:
+            raise LifecycleHalt("mutation", "the gate result to apply was not accepted or has no output")
         writes = plan_writes(
             gate.approved_mutations,
             npc_id=run.ctx.npc_id,

@@ -2,7 +2,8 @@
 
 Escalation modes:
 * none: retry with the same constraints;
-* add_specific_prohibition: add a hard prohibition naming exactly what was wrong;
+* add_specific_prohibition: add a hard prohibition naming exactly what was wrong, one for every
+  failure with evidence (its id is derived from the failure's content: see `retry_rule_id`);
 * harden_requirements: every requirement is emphasised, and a failed soft requirement becomes
   hard (soft prohibitions stay soft: on the last attempt they bend, with a warning);
 * full: both.
@@ -10,11 +11,13 @@ Escalation modes:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from enum import Enum
 
 from pydantic import Field
 
+from loreguard.memory.hashing import content_hash
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Constraint, RuleChecks, RuleType, Severity
@@ -40,6 +43,24 @@ class RetryPolicy(FrozenModel):
 _REPEATABLE_EVIDENCE = {GateName.CONSTRAINTS, GateName.HARD_LIMITS, GateName.CANONICAL, GateName.GROUNDING, GateName.SEMANTIC}
 
 
+#: Characters an Identifier may not hold; a failure's rule id is free text (`world_state:KEY`).
+_NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_.:\-]")
+_RETRY_DIGEST_CHARS = 12
+_IDENTIFIER_MAX = 64
+
+
+def retry_rule_id(failure: GateFailure) -> str:
+    """The id of the prohibition a failure escalates to: `retry.<rule or gate>.<digest>`, the
+    digest a hash of (gate, rule id, evidence). Two failures of one attempt get two ids whenever
+    they differ in any of these (two forbidden phrases of one rule, two rejected claims about one
+    fact), so neither replaces the other; the same failure on a later attempt gets the same id and
+    is said once."""
+    digest = content_hash([failure.gate.value, failure.rule_id or "", failure.evidence or ""])[:_RETRY_DIGEST_CHARS]
+    name = _NOT_IDENTIFIER.sub("_", failure.rule_id or failure.gate.value)
+    head = f"retry.{name}"[: _IDENTIFIER_MAX - _RETRY_DIGEST_CHARS - 1]
+    return f"{head}.{digest}"
+
+
 def escalate(constraints: ConstraintSet, failures: Iterable[GateFailure], mode: EscalationMode) -> ConstraintSet:
     failures = list(failures)
     if mode is EscalationMode.NONE:
@@ -61,7 +82,7 @@ def escalate(constraints: ConstraintSet, failures: Iterable[GateFailure], mode: 
                 # Prompt text only: the rule or fact that failed still enforces itself.
                 items.append(
                     Constraint(
-                        rule_id=f"retry.{f.rule_id or f.gate.value}",
+                        rule_id=retry_rule_id(f),
                         type=RuleType.PROHIBITION,
                         severity=Severity.HARD,
                         text=f'say "{f.evidence}" or anything like it',

@@ -53,7 +53,7 @@ from loreguard.schemas.wire import (
 )
 from loreguard.server.audit import AuditRecorder, NoRecordsError
 from loreguard.server.audit.package import PackageFormat, encode_package, package_document
-from loreguard.server.pipeline.expectancy import state_type_conflicts
+from loreguard.server.pipeline.expectancy import RuleIdCollision, rule_id_collisions, state_type_conflicts
 from loreguard.server.sidecar.codec import ProtocolError
 from loreguard.server.sidecar.stats import SidecarStats
 
@@ -64,6 +64,27 @@ def _refused(result: BatchResult, what: str) -> ProtocolError:
         ErrorCode.NOT_FOUND if unknown else ErrorCode.FORBIDDEN,
         f"{what} refused; nothing was changed",
         details={"refusals": [r.model_dump(mode="json") for r in result.refusals]},
+    )
+
+
+def _rule_id_collisions(what: str, collisions: list[RuleIdCollision], *, world_side: bool) -> ProtocolError:
+    """`invalid`, one error per colliding rule, its path in the request's body."""
+    errors = []
+    for c in collisions:
+        world_rule = f"rule {c.rule_id!r} of world {c.world_id!r} (rules.{c.world_index})"
+        npc_rule = f"rule {c.rule_id!r} of NPC {c.npc_id!r} (rules.{c.npc_index})"
+        mine, theirs = (world_rule, npc_rule) if world_side else (npc_rule, world_rule)
+        errors.append(
+            {
+                "path": f"rules.{c.world_index if world_side else c.npc_index}.id",
+                "reason": f"{mine} has the id of {theirs}; a rule id must be unique across a world and its NPCs",
+                "kind": "rule_id_collision",
+                "world_rule": f"{c.world_id}:{c.rule_id}",
+                "npc_rule": f"{c.npc_id}:{c.rule_id}",
+            }
+        )
+    return ProtocolError(
+        ErrorCode.INVALID, f"{what} refused; nothing was changed: a rule id collides", details={"errors": errors}
     )
 
 
@@ -116,6 +137,9 @@ class Dispatcher:
         return self._hello
 
     def on_world_load(self, body: WorldDefinition) -> WorldLoadReply:
+        collisions = rule_id_collisions(body, (self.store.profile(npc_id) for npc_id in self.store.npc_ids()))
+        if collisions:
+            raise _rule_id_collisions("world.load", collisions, world_side=True)
         result = self.store.load_world(body)
         if not result.committed:
             raise _refused(result, "world.load")
@@ -123,6 +147,9 @@ class Dispatcher:
         return WorldLoadReply(world_id=body.id, canonical_facts=len(memory.canonical), memory_hash=self.store.memory_hash())
 
     def on_npc_register(self, body: NpcProfile) -> NpcRegisterReply:
+        collisions = rule_id_collisions(self.store.world(), (body,))
+        if collisions:
+            raise _rule_id_collisions("npc.register", collisions, world_side=False)
         result = self.store.register_npc(body)
         if not result.committed:
             raise _refused(result, "npc.register")

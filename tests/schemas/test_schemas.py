@@ -155,3 +155,42 @@ def test_a_behavioural_rule_must_be_soft_on_every_path(container: str, severity:
             WorldDefinition.model_validate({"id": "w", "rules": [rule]})
         else:
             RuleSet.model_validate({"id": "r", "rules": [rule]})
+
+
+@pytest.mark.parametrize("phrase", ["🐉", "!!!", "…", " - ", "🐉 ✨"])
+@pytest.mark.parametrize("field", ["forbidden_phrases", "required_phrases"])
+def test_a_phrase_that_folds_to_no_word_is_refused(field: str, phrase: str) -> None:
+    rule = {"id": "r", "type": "prohibition" if field.startswith("forbidden") else "requirement"}
+    with pytest.raises(ValidationError, match="no letter or digit") as caught:
+        NpcProfile.model_validate(
+            {"id": "g", "name": "G", "persona": "p", "rules": [{**rule, "checks": {field: ["dragon", phrase]}}]}
+        )
+    assert _error_locations(caught.value) == {f"rules.0.checks.{field}.1"}
+    with pytest.raises(ValidationError):
+        WorldDefinition.model_validate({"id": "w", "rules": [{**rule, "checks": {field: [phrase]}}]})
+    NpcProfile.model_validate(
+        {"id": "g", "name": "G", "persona": "p", "rules": [{**rule, "checks": {field: ["ドラゴン", "Ключ", "42"]}}]}
+    )
+
+
+def test_a_secret_marker_that_folds_to_no_word_is_refused() -> None:
+    base = {"id": "g", "name": "G", "persona": "p"}
+    with pytest.raises(ValidationError, match="no letter or digit") as caught:
+        NpcProfile.model_validate({**base, "secrets": [{"id": "pw", "text": "The password.", "markers": ["silver", "🌙"]}]})
+    assert _error_locations(caught.value) == {"secrets.0.markers.1"}
+    with pytest.raises(ValidationError, match="secret 'pw' has no markers, so its text is the marker") as caught:
+        NpcProfile.model_validate({**base, "secrets": [{"id": "pw", "text": "🌙🗝️"}]})
+    assert _error_locations(caught.value) == {"secrets.0"}
+    NpcProfile.model_validate({**base, "secrets": [{"id": "pw", "text": "🌙🗝️", "markers": ["moon key"]}]})
+
+
+@pytest.mark.parametrize(
+    "checks",
+    [{"forbidden_phrases": ["dragon"]}, {"required_phrases": ["aye"]}, {"max_length": 10}, {"forbidden_intents": ["open_gate"]}],
+)
+def test_a_permission_that_carries_a_check_is_refused(checks: dict) -> None:
+    rule = {"id": "market", "type": "permission", "prompt_injection": "talk about prices", "checks": checks}
+    with pytest.raises(ValidationError, match="permission rule 'market' cannot carry checks") as caught:
+        NpcProfile.model_validate({"id": "g", "name": "G", "persona": "p", "rules": [rule]})
+    assert f"checks.{next(iter(checks))}" in str(caught.value) and _error_locations(caught.value) == {"rules.0"}
+    NpcProfile.model_validate({"id": "g", "name": "G", "persona": "p", "rules": [{**rule, "checks": {}}]})

@@ -174,6 +174,18 @@ def test_ring_buffer_keeps_the_newest_per_npc_and_tail_follows_a_cursor(tmp_path
         assert len(sidecar.recorder.records()) == 6
 
 
+@pytest.mark.parametrize("ring_size", [0, -1])
+def test_an_audit_ring_that_could_hold_nothing_is_refused_at_start_up(tmp_path: Path, ring_size: int) -> None:
+    from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
+
+    store = demo_store(tmp_path / "memory.sqlite")
+    with pytest.raises(ValueError, match="audit ring size must be a whole number of at least 1"):
+        AuditRecorder(store, fingerprint=None, ring_size=ring_size)
+    with pytest.raises(ValueError, match=f"got {ring_size}"):
+        Sidecar(store, ScriptedBackend([say("Aye.")]), SidecarConfig(port=0, audit_ring_size=ring_size))
+    assert AuditRecorder(store, fingerprint=None, ring_size=1).ring_size == 1
+
+
 def test_recording_is_deterministic_byte_for_byte(tmp_path: Path) -> None:
     """Two recordings of the same session agree on every decision byte (timings aside)."""
     decisions = []

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from factories import rich_guard_profile, rich_world, say
+from pydantic import ValidationError
 
 from loreguard.schemas import WORLD_SCOPE, GateName, InteractionContext, ScopeMemory
 from loreguard.server.pipeline.contract import contract_for
 from loreguard.server.pipeline.expectancy import evaluate_rules
-from loreguard.server.pipeline.gate import GateConfig, run_gate
+from loreguard.server.pipeline.gate import GateConfig, GateResult, run_gate
 from loreguard.server.pipeline.snapshot import build_snapshot
 
 
@@ -105,3 +107,57 @@ def test_mutations_gate_partitions_without_failing_the_reply() -> None:
     assert [m.kind for m in result.approved_mutations] == ["append_episodic"]
     assert [r.canonical_override for r in result.rejected_mutations] == [True, False]
     assert result.rejected_mutations[1].reason == "intent open_gate has no parameter extra"
+
+
+_OPEN_AND_REMEMBER = [
+    {"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}},
+    {"kind": "append_episodic", "text": "Opened the north gate."},
+    {"kind": "transform_belief", "target": "gate_hours", "content": "Open all night.", "confidence": 0.9},
+]
+
+
+def test_a_failed_attempt_approves_no_intent_and_no_mutation() -> None:
+    hard = run_gate(say("The dragon is gone, I'll open up.", mutations=_OPEN_AND_REMEMBER), _snapshot())
+    assert not hard.passed and not hard.accepted
+    assert hard.approved_intents == () and hard.approved_mutations == ()
+    assert [r.canonical_override for r in hard.rejected_mutations] == [True]  # still said why one was refused
+    soft = run_gate(say("I'll open up. " + "Aye. " * 60, mutations=_OPEN_AND_REMEMBER), _snapshot())
+    assert soft.soft_only and not soft.accepted and soft.approved_intents == ()  # an attempt is left: retried
+
+
+def test_soft_failures_on_the_last_attempt_bend_and_approve() -> None:
+    last = _snapshot().for_retry(_snapshot().constraints).for_retry(_snapshot().constraints)
+    assert not last.can_retry
+    result = run_gate(say("I'll open up. " + "Aye. " * 60, mutations=_OPEN_AND_REMEMBER), last)
+    assert result.soft_only and result.accepted
+    assert [i.type for i in result.approved_intents] == ["open_gate"]
+    assert [m.kind for m in result.approved_mutations] == ["emit_world_intent", "append_episodic"]
+    clean = run_gate(say("Aye.", mutations=_OPEN_AND_REMEMBER), _snapshot())
+    assert clean.passed and clean.accepted and [i.type for i in clean.approved_intents] == ["open_gate"]
+
+
+def test_a_gate_result_cannot_approve_what_it_did_not_accept() -> None:
+    passed = run_gate(say("Aye.", mutations=_OPEN_AND_REMEMBER), _snapshot())
+    with pytest.raises(ValidationError, match="approves no mutation"):
+        GateResult.model_validate({**dict(passed), "accepted": False})
+    failed = run_gate(say("The dragon."), _snapshot())
+    with pytest.raises(ValidationError, match="cannot be accepted"):
+        GateResult.model_validate({**dict(failed), "accepted": True})
+
+
+def test_every_failure_names_the_rule_that_failed() -> None:
+    flag = rich_guard_profile(ungrounded_numbers="flag")
+    outputs = [
+        ("x" * 9000, _snapshot(), "max_raw_chars"),
+        (say("### Player: hi"), _snapshot(), "prompt_markup"),
+        ("no json at all", _snapshot(), "output_schema"),
+        (say("The dragon? The king is named Edward. " + "blah " * 40), _snapshot(), None),
+        (say("Ask the internet."), _snapshot(), "no_modern"),
+        (say("The password is silver moon."), _snapshot(), "password"),
+        (say("That costs 30 gold."), _snapshot(flag), "ungrounded_numbers"),
+    ]
+    for raw, snapshot, expected in outputs:
+        failures = run_gate(raw, snapshot, GateConfig(max_raw_chars=8000)).failures
+        assert failures and all(f.rule_id for f in failures), raw[:40]
+        if expected is not None:
+            assert expected in {f.rule_id for f in failures}, raw[:40]

@@ -445,3 +445,35 @@ def test_fact_added_while_the_model_runs_marks_the_belief_in_the_same_commit(tmp
     assert king.contradicted and king.confidence == 0.9
     assert store.counters["beliefs_contradicted"] == 1
     assert result.receipt.memory_hash_after == store.memory_hash(["guard", WORLD_SCOPE])
+
+
+def test_an_attempt_that_failed_approves_nothing_in_the_reply_receipt_or_audit_record(tmp_path: Path) -> None:
+    from loreguard.server.audit import AuditRecorder
+
+    opening = [
+        {"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}},
+        {"kind": "append_episodic", "text": "Opened the north gate."},
+    ]
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [say("The dragon left; I'll open up.", mutations=opening)] * 3)
+    recorder = AuditRecorder(pipeline.store, fingerprint=None)
+    pipeline.recorder = recorder
+    before = pipeline.store.memory_hash()
+    result = pipeline.interact(ask("Open the gate?"))
+    assert result.outcome is InteractionOutcome.FALLBACK and result.attempts == 3
+    assert result.intents == () and result.receipt.applied_mutations == ()
+    (record,) = recorder.records()
+    assert record.intents == () and record.receipt.applied_mutations == ()
+    assert all(f.rule_id == "no_dragon" for a in record.receipt.attempts for f in a.failures)
+    assert pipeline.store.memory_hash() == before
+
+
+def test_a_world_rule_and_an_npc_rule_with_one_id_stop_the_interaction_instead_of_one_replacing_the_other(
+    tmp_path: Path,
+) -> None:
+    from loreguard.server.pipeline.errors import ConstraintIdCollision
+
+    lax = {"id": "no_dragon", "type": "prohibition", "severity": "soft", "checks": {"forbidden_phrases": ["dragon"]}}
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Aye.")], world=rich_world(rules=[lax]))
+    with pytest.raises(ConstraintIdCollision, match="no_dragon"):
+        pipeline.interact(ask("Any dragons?"))
+    assert backend.requests == []

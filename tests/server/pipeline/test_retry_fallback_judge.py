@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from factories import eldmoor_world, guard_profile, rich_guard_profile, say
 from pipeline_helpers import ask, make_pipeline
 
 from loreguard.schemas import Constraint, GateFailure, GateName, RuleChecks, RuleType, Severity, TriggerReason
 from loreguard.server.pipeline import PipelineConfig
+from loreguard.server.pipeline.errors import ConstraintIdCollision
 from loreguard.server.pipeline.expectancy import ConstraintSet
 from loreguard.server.pipeline.fallback import choose_fallback
 from loreguard.server.pipeline.gate import GateConfig
 from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.pipeline.retry import EscalationMode, escalate, repair_message
+from loreguard.server.pipeline.retry import EscalationMode, escalate, repair_message, retry_rule_id
 
 BASE = ConstraintSet.of(
     [
@@ -50,10 +52,75 @@ def test_escalation_modes() -> None:
     assert hardened["greet"].severity is Severity.HARD and hardened["greet"].escalation == 1
     assert hardened["short"].severity is Severity.SOFT and hardened["short"].escalation == 0
     added = escalate(BASE, FAILURES, EscalationMode.ADD_SPECIFIC_PROHIBITION)
-    assert "retry.no_orcs" in added.ids() and "retry.password" not in added.ids()
+    assert [i for i in added.ids() if i.startswith("retry.")] == [retry_rule_id(FAILURES[1])]
+    assert retry_rule_id(FAILURES[1]).startswith("retry.no_orcs.")  # never the secret's
     full = escalate(BASE, FAILURES, EscalationMode.FULL)
-    assert {"retry.no_orcs", "greet"} <= set(full.ids())
+    assert {retry_rule_id(FAILURES[1]), "greet"} <= set(full.ids())
     assert full.to_prompt_injection().count("IMPORTANT") == 2
+
+
+def _forbidden(rule_id: str, evidence: str, gate: GateName = GateName.CONSTRAINTS) -> GateFailure:
+    return GateFailure(
+        gate=gate, reason=f'forbidden phrase "{evidence}"', severity=Severity.HARD, rule_id=rule_id, evidence=evidence
+    )
+
+
+def test_every_failure_of_an_attempt_escalates_to_a_prohibition_of_its_own() -> None:
+    failures = [
+        _forbidden("no_beasts", "dragon"),
+        _forbidden("no_beasts", "wyvern"),  # two phrases of one rule
+        _forbidden("gate.state", "the gate is open", GateName.CANONICAL),
+        _forbidden("gate.state", "the gate is not shut", GateName.CANONICAL),  # two claims about one fact
+        _forbidden("gate.state", "the gate is open"),  # same rule id and evidence, another gate
+    ]
+    escalated = escalate(BASE, failures, EscalationMode.ADD_SPECIFIC_PROHIBITION)
+    added = [c for c in escalated.constraints if c.rule_id.startswith("retry.")]
+    assert len(added) == len({retry_rule_id(f) for f in failures}) == 5
+    injection = escalated.to_prompt_injection()
+    for evidence in ("dragon", "wyvern", "the gate is open", "the gate is not shut"):
+        assert f'say "{evidence}" or anything like it' in injection
+    message = repair_message(failures)
+    assert all(f.reason in message for f in failures) and message.count("\n- ") == 5
+
+
+def test_retry_rule_ids_are_stable_valid_identifiers_and_a_repeated_failure_is_said_once() -> None:
+    failure = _forbidden("world_state:" + "k" * 120, "x")  # a free-text rule id, far longer than an Identifier
+    assert retry_rule_id(failure) == retry_rule_id(failure.model_copy())
+    assert len(retry_rule_id(failure)) <= 64
+    Constraint(rule_id=retry_rule_id(failure), type=RuleType.PROHIBITION, severity=Severity.HARD, text="t", checks=RuleChecks())
+    once = escalate(BASE, [failure], EscalationMode.ADD_SPECIFIC_PROHIBITION)
+    twice = escalate(once, [failure, failure], EscalationMode.ADD_SPECIFIC_PROHIBITION)
+    assert twice.ids() == once.ids()
+
+
+def test_a_constraint_set_refuses_two_different_rules_with_one_id() -> None:
+    strict = Constraint(
+        rule_id="no_orcs", type=RuleType.PROHIBITION, severity=Severity.CRITICAL, text="orcs", checks=RuleChecks()
+    )
+    lax = strict.model_copy(update={"severity": Severity.SOFT})
+    with pytest.raises(ConstraintIdCollision, match="no_orcs"):
+        ConstraintSet.of([lax, strict])
+    with pytest.raises(ConstraintIdCollision):
+        ConstraintSet.of([strict, lax])
+    assert ConstraintSet.of([strict, strict]).ids() == ("no_orcs",)  # the same rule twice is one rule
+    escalated = lax.model_copy(update={"escalation": 1})
+    assert ConstraintSet.of([lax, escalated]).constraints == (escalated,)  # an escalated copy replaces it
+
+
+def test_the_repair_attempt_is_told_every_failure_of_the_last_one(tmp_path: Path) -> None:
+    profile = rich_guard_profile(
+        rules=[
+            {"id": "no_beasts", "type": "prohibition", "severity": "hard", "checks": {"forbidden_phrases": ["dragon", "wyvern"]}}
+        ]
+    )
+    pipeline, backend = make_pipeline(
+        tmp_path / "r.sqlite", [say("A dragon and a wyvern, both."), say("Quiet skies.")], profile=profile
+    )
+    result = pipeline.interact(ask("What flies over the hills?"))
+    assert result.attempts == 2 and result.outcome.value == "validated"
+    second = backend.requests[1].prompt.full
+    assert 'say "dragon" or anything like it' in second and 'say "wyvern" or anything like it' in second
+    assert 'forbidden phrase "dragon"' in second and 'forbidden phrase "wyvern"' in second
 
 
 def test_repair_message_names_constraints_but_not_secrets() -> None:

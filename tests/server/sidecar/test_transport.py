@@ -244,3 +244,58 @@ def test_registration_and_state_refuse_rules_that_could_never_hold_as_meant(tmp_
         assert sidecar.store.memory_hash() == registered  # not even the well-typed key was written
         client.set_state({"curfew": True})
         assert sidecar.store.memory_hash() != registered
+
+
+def test_npc_register_refuses_a_rule_id_the_loaded_world_already_has(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before = sidecar.store.memory_hash()
+        merchant = demo_npcs()[1].model_dump(mode="json")
+        lax = {"id": "no_modern", "type": "prohibition", "severity": "soft", "checks": {"forbidden_phrases": ["gun"]}}
+        changed = {**merchant, "persona": merchant["persona"] + " Changed.", "rules": [*merchant["rules"], lax]}
+        with pytest.raises(Invalid, match="npc.register") as refused:
+            client.register_npc(changed)
+        (error,) = refused.value.details["errors"]
+        assert error["path"] == f"rules.{len(merchant['rules'])}.id" and error["kind"] == "rule_id_collision"
+        assert (error["npc_rule"], error["world_rule"]) == ("merchant:no_modern", "eldmoor:no_modern")
+        assert "NPC 'merchant'" in error["reason"] and "world 'eldmoor' (rules.0)" in error["reason"]
+        assert sidecar.store.memory_hash() == before
+        assert sidecar.store.profile("merchant") == demo_npcs()[1]  # nothing registered
+
+
+def test_world_load_refuses_a_rule_id_a_registered_npc_already_has(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before, world = sidecar.store.memory_hash(), sidecar.store.world()
+        stricter = {"id": "brief", "type": "prohibition", "severity": "critical", "checks": {"max_length": 10}}
+        changed = {**demo_world().model_dump(mode="json"), "lore": "Changed.", "rules": [stricter]}
+        with pytest.raises(Invalid, match="world.load") as refused:
+            client.load_world(changed)
+        (error,) = refused.value.details["errors"]
+        assert error["path"] == "rules.0.id" and error["kind"] == "rule_id_collision"
+        assert (error["world_rule"], error["npc_rule"]) == ("eldmoor:brief", "guard:brief")
+        assert "NPC 'guard' (rules.2)" in error["reason"]
+        assert sidecar.store.memory_hash() == before and sidecar.store.world() == world  # nothing loaded
+        client.load_world({**changed, "rules": [{**stricter, "id": "world_brief"}]})  # a new id is fine
+
+
+def test_registration_refuses_checks_that_could_never_fire_as_meant(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before = sidecar.store.memory_hash()
+        merchant = demo_npcs()[1].model_dump(mode="json")
+        n = len(merchant["rules"])
+        emoji = {"id": "no_dragon_emoji", "type": "prohibition", "checks": {"forbidden_phrases": ["🐉"]}}
+        with pytest.raises(Invalid, match="npc.register") as phrase:
+            client.register_npc({**merchant, "rules": [*merchant["rules"], emoji]})
+        (error,) = phrase.value.details["errors"]
+        assert error["path"] == f"rules.{n}.checks.forbidden_phrases.0" and "no letter or digit" in error["reason"]
+        with pytest.raises(Invalid) as marker:
+            client.register_npc({**merchant, "secrets": [{"id": "stash", "text": "Under the floor.", "markers": ["***"]}]})
+        assert marker.value.details["errors"][0]["path"] == "secrets.0.markers.0"
+        permission = {"id": "haggle", "type": "permission", "checks": {"forbidden_phrases": ["free"]}}
+        with pytest.raises(Invalid) as granted:
+            client.register_npc({**merchant, "rules": [*merchant["rules"], permission]})
+        (error,) = granted.value.details["errors"]
+        assert error["path"] == f"rules.{n}" and "checks.forbidden_phrases" in error["reason"]
+        with pytest.raises(Invalid) as world:
+            client.load_world({**demo_world().model_dump(mode="json"), "rules": [{**emoji, "id": "w"}]})
+        assert world.value.details["errors"][0]["path"] == "rules.0.checks.forbidden_phrases.0"
+        assert sidecar.store.memory_hash() == before and sidecar.store.profile("merchant") == demo_npcs()[1]
