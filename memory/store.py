@@ -282,7 +282,7 @@ class MemoryStore:
                 scopes[profile.id] = ScopeMemory(scope=profile.id)
             writes = [
                 MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope=profile.id, fact=fact))
-                for fact in profile.canonical_facts
+                for fact in sorted(profile.canonical_facts, key=lambda f: f.id)  # ids in the listed order would vary
             ]
             plan = plan_batch(scopes, writes, self._next_seq, self.policy)
             if not plan.ok:
@@ -301,7 +301,7 @@ class MemoryStore:
             current = self._scopes[WORLD_SCOPE]
             writes = [
                 MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope=WORLD_SCOPE, fact=fact))
-                for fact in world.canonical_facts
+                for fact in sorted(world.canonical_facts, key=lambda f: f.id)
             ]
             writes += [
                 MemoryWrite(source=Authority.DESIGNER, op=SetWorldState(scope=WORLD_SCOPE, key=key, value=value))

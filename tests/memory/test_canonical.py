@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from factories import eldmoor_world, guard_profile
+from stores import open_store
 
 from loreguard.memory import MemoryPolicy, MemoryStore, plan_batch
 from loreguard.schemas import (
@@ -169,3 +170,27 @@ def test_load_world_refuses_a_fact_named_like_an_npc_belief(store: MemoryStore) 
     result = store.load_world(world)
     assert not result.committed and result.refusals[0].code is RefusalCode.DUPLICATE_ID
     assert store.world() == eldmoor_world()
+
+
+# --- the order a designer listed facts in changes nothing ----------------------------------------
+
+
+def test_facts_listed_in_any_order_give_one_memory_hash(tmp_path: Path) -> None:
+    facts = [{"id": f"fact_{i}", "text": f"Fact number {i}."} for i in range(5)]
+    stores = [
+        open_store(
+            tmp_path / f"{name}.sqlite",
+            world=eldmoor_world(canonical_facts=order),
+            npcs=[guard_profile(canonical_facts=list(reversed(order)))],
+        )
+        for name, order in (("listed", facts), ("reversed", list(reversed(facts))))
+    ]
+    try:
+        listed, reversed_ = stores
+        assert listed.memory_hash() == reversed_.memory_hash()
+        assert listed.profile_hash("guard") == reversed_.profile_hash("guard")
+        assert listed.world_hash() == reversed_.world_hash()
+        assert [f.id for f in listed.profile("guard").canonical_facts] == [f"fact_{i}" for i in range(5)]
+    finally:
+        for store in stores:
+            store.close()
