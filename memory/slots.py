@@ -1,4 +1,10 @@
-"""Save slots: a canonical JSON image of every memory row, stored with its memory hash."""
+"""Save slots: a canonical JSON image of every memory row, stored with its memory hash.
+
+Format 2 (this one) is checked against the memory hash as it is now, which covers the next
+sequence number. Format 1 slots, saved when the memory hash covered the scopes only, are
+checked against that older hash and then load like any other: the image itself always held the
+next sequence number.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +13,18 @@ import sqlite3
 from typing import Any
 
 from loreguard.memory.errors import SlotCorruptError, SlotNotFoundError
-from loreguard.memory.hashing import canonical_json
+from loreguard.memory.hashing import canonical_json, memory_hash_of, scope_hash_of, sha256_hex
 from loreguard.memory.state import StoredState, replace_contents
+
+#: The image format `image` writes.
+SLOT_FORMAT = 2
 
 
 def image(db: sqlite3.Connection) -> str:
     """Every memory row, profiles and counts as one canonical JSON text."""
     (next_seq,) = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
     rows: dict[str, Any] = {
-        "format": 1,
+        "format": SLOT_FORMAT,
         "next_seq": next_seq,
         "scopes": [list(r) for r in db.execute("SELECT scope, definition, interactions FROM scopes ORDER BY scope")],
         "entries": [list(r) for r in db.execute("SELECT scope, kind, id, seq, data FROM entries ORDER BY scope, kind, id")],
@@ -34,18 +43,34 @@ def write(db: sqlite3.Connection, slot: str, slot_image: str, digest: str) -> No
 
 
 def restore(db: sqlite3.Connection, slot: str) -> tuple[StoredState, str]:
-    """Put every memory row back as `slot` holds it (inside the caller's transaction); returns
-    the state read back and the slot's memory hash. A slot whose rows do not hash to the hash
-    saved with it raises `SlotCorruptError`, and the caller's transaction rolls back."""
+    """Put every memory row back as `slot` holds it (inside the caller's transaction), the next
+    sequence number included, exactly; returns the state read back and its memory hash. A slot
+    whose rows do not hash to the hash saved with it raises `SlotCorruptError`, and the caller's
+    transaction rolls back."""
+    saved = _read(db, slot)
+    loaded = replace_contents(db, saved["scopes"], saved["entries"], saved["behaviour"], int(saved["next_seq"]))
+    return loaded, loaded.memory_hash()
+
+
+def _read(db: sqlite3.Connection, slot: str) -> dict[str, Any]:
+    """A slot's image, checked against the memory hash saved with it."""
     row = db.execute("SELECT image, memory_hash FROM slots WHERE name = ?", (slot,)).fetchone()
     if row is None:
         raise SlotNotFoundError(f"no save slot {slot!r}")
     saved, expected = json.loads(row[0]), row[1]
-    # Sequence numbers only ever grow, also across loads.
-    loaded = replace_contents(db, saved["scopes"], saved["entries"], saved["behaviour"], int(saved["next_seq"]), grow_only=True)
-    if loaded.memory_hash() != expected:
+    if _image_hash(saved) != expected:
         raise SlotCorruptError(f"save slot {slot!r} does not match its memory hash")
-    return loaded, expected
+    return saved
+
+
+def _image_hash(saved: dict[str, Any]) -> str:
+    """The memory hash of an image's rows, as its format defined it."""
+    digests: dict[str, dict[tuple[str, str], str]] = {scope: {} for scope, _, _ in saved["scopes"]}
+    for scope, kind, entry_id, _, data in saved["entries"]:
+        digests.setdefault(scope, {})[(kind, entry_id)] = sha256_hex(data)
+    if saved.get("format", 1) == 1:
+        return sha256_hex("\n".join(sorted(f"{name}\t{scope_hash_of(d)}" for name, d in digests.items())))
+    return memory_hash_of(digests, next_seq=int(saved["next_seq"]))
 
 
 def names(db: sqlite3.Connection) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from factories import eldmoor_world, guard_profile
 from paths import TESTS
+from stores import open_store
 
 from loreguard.memory import MemoryStore, SchemaVersionError, SlotNotFoundError, StalePlanError
 from loreguard.memory.store import MemoryStore as StoreClass
@@ -243,8 +244,68 @@ def test_incremental_hash_equals_hash_from_scratch(store: MemoryStore, store_pat
         [MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=RemoveEntry(scope="guard", kind="belief", entry_id="b2"))]
     )
     assert removed.committed
-    scratch = memory_hash(store.scope(name) for name in ("guard", WORLD_SCOPE))
+    scratch = memory_hash((store.scope(name) for name in ("guard", WORLD_SCOPE)), next_seq=store.next_seq)
     assert store.memory_hash() == scratch
     store.close()
     with MemoryStore(store_path) as reopened:
         assert reopened.memory_hash() == scratch
+
+
+# --- equal memory hash, equal future ------------------------------------------------------------
+
+
+def _episode(n: int) -> MemoryWrite:
+    return MemoryWrite(
+        source=Authority.VALIDATED_OUTPUT,
+        op=AppendEpisodic(scope="guard", text=f"Episode {n}.", significance=0.5, at_interaction=n),
+    )
+
+
+def test_a_store_loaded_from_a_slot_and_one_that_got_there_directly_hash_and_name_alike(tmp_path: Path) -> None:
+    direct = open_store(tmp_path / "direct.sqlite", world=eldmoor_world(), npcs=[guard_profile()])
+    loaded = open_store(tmp_path / "loaded.sqlite", world=eldmoor_world(), npcs=[guard_profile()])
+    try:
+        loaded.save("start")
+        for n in range(3):
+            assert loaded.apply([_episode(n)]).committed
+        assert loaded.load("start") == direct.memory_hash()
+        assert loaded.memory_hash() == direct.memory_hash() and loaded.next_seq == direct.next_seq
+        after = [store.apply([_episode(9)]) for store in (direct, loaded)]
+        assert after[0].seq_range == after[1].seq_range
+        assert direct.scope("guard").episodic == loaded.scope("guard").episodic
+        assert [e.id for e in loaded.scope("guard").episodic] == [f"ep{direct.next_seq - 1}"]
+        assert loaded.memory_hash() == direct.memory_hash()
+    finally:
+        direct.close()
+        loaded.close()
+
+
+def test_equal_scopes_with_another_next_seq_hash_differently(store: MemoryStore) -> None:
+    before, seq = store.memory_hash(), store.next_seq
+    assert store.apply([_episode(1)]).committed
+    removed = MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=RemoveEntry(scope="guard", kind="episodic", entry_id=f"ep{seq}"))
+    assert store.apply([removed]).committed
+    assert store.scope("guard").episodic == () and store.next_seq == seq + 1
+    assert store.memory_hash() != before
+    assert store.memory_hash(("guard",)) != before
+
+
+def test_a_slot_saved_before_the_hash_covered_next_seq_still_loads(store: MemoryStore) -> None:
+    import json
+
+    from loreguard.memory.hashing import scope_hash_of, sha256_hex
+
+    assert store.apply([_episode(1)]).committed
+    store.save("old")
+    expected_scopes = {name: store.scope(name) for name in ("guard", WORLD_SCOPE)}
+    text, _ = store.db.execute("SELECT image, memory_hash FROM slots WHERE name = 'old'").fetchone()
+    image = json.loads(text)
+    image["format"] = 1
+    digests: dict[str, dict[tuple[str, str], str]] = {name: {} for name, _, _ in image["scopes"]}
+    for scope, kind, entry_id, _, data in image["entries"]:
+        digests[scope][(kind, entry_id)] = sha256_hex(data)
+    old_hash = sha256_hex("\n".join(sorted(f"{name}\t{scope_hash_of(d)}" for name, d in digests.items())))
+    store.db.execute("UPDATE slots SET image = ?, memory_hash = ? WHERE name = 'old'", (json.dumps(image), old_hash))
+    assert store.apply([_episode(2)]).committed
+    assert store.load("old") == store.memory_hash()
+    assert {name: store.scope(name) for name in expected_scopes} == expected_scopes
