@@ -358,9 +358,10 @@ class MemoryStore:
             return digest
 
     def load(self, slot: str) -> str:
-        """Replace all memory with the content of `slot`, atomically, the next sequence number
+        """Put the game's memory back as `slot` holds it, atomically, the next sequence number
         included: the store is then where it was when the slot was saved, and its next writes get
-        the ids they got then. Returns the memory hash."""
+        the ids they got then. The current profiles, world definition and canonical facts stay
+        (designer data is not the save's; see `slots`). Returns the memory hash."""
         with self._lock:
             with self._transaction() as db:
                 loaded, digest = slots.restore(db, slot)

@@ -281,6 +281,20 @@ def _belief_ids(holder: ScopeMemory | _Scratch) -> Container[str]:
     return holder.belief_ids() if isinstance(holder, _Scratch) else {item.id for item in holder.beliefs}
 
 
+def identity_clashes(state: Mapping[str, ScopeMemory]) -> tuple[str, ...]:
+    """Every belief in `state` that has the id of a canonical fact it can see, as
+    `scope/belief id` (by scope, then id): the whole-state form of the check each write makes,
+    for state that arrives whole (a save slot)."""
+    world = state[WORLD_SCOPE].canonical_ids() if WORLD_SCOPE in state else frozenset()
+    clashes = []
+    for name in sorted(state):
+        facts = _AnyOf((state[name].canonical_ids(), world))
+        for belief in state[name].beliefs:
+            if check_identity(MemoryKind.BELIEF, belief.id, canonical_ids=facts, belief_ids=()) is not None:
+                clashes.append(f"{name}/{belief.id}")
+    return tuple(clashes)
+
+
 def _mark_contradicted(
     state: Mapping[str, ScopeMemory],
     scratch: dict[str, _Scratch],

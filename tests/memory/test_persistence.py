@@ -16,7 +16,7 @@ from factories import eldmoor_world, guard_profile
 from paths import TESTS
 from stores import open_store
 
-from loreguard.memory import MemoryStore, SchemaVersionError, SlotNotFoundError, StalePlanError
+from loreguard.memory import MemoryStore, SchemaVersionError, SlotConflictError, SlotNotFoundError, StalePlanError
 from loreguard.memory.store import MemoryStore as StoreClass
 from loreguard.schemas import (
     WORLD_SCOPE,
@@ -25,6 +25,7 @@ from loreguard.schemas import (
     Authority,
     CanonicalFact,
     MemoryWrite,
+    NpcProfile,
     RemoveEntry,
     SetWorldState,
     UpsertBelief,
@@ -309,3 +310,51 @@ def test_a_slot_saved_before_the_hash_covered_next_seq_still_loads(store: Memory
     assert store.apply([_episode(2)]).committed
     assert store.load("old") == store.memory_hash()
     assert {name: store.scope(name) for name in expected_scopes} == expected_scopes
+
+
+# --- a slot holds the game's memory, not the designer's ------------------------------------------
+
+
+def _with_moon(**overrides: object) -> NpcProfile:
+    facts = [*(f.model_dump() for f in guard_profile().canonical_facts), {"id": "moon", "text": "Eldmoor has one moon."}]
+    return guard_profile(canonical_facts=facts, **overrides)
+
+
+def test_a_slot_load_keeps_a_fact_and_profile_the_designer_added_since(store: MemoryStore) -> None:
+    assert store.apply(_some_writes(1)).committed
+    store.save("chapter1")
+    saved_guard = store.scope("guard")
+    assert store.apply(_some_writes(2), complete_interaction="guard").committed
+    assert store.register_npc(_with_moon(persona="A wary guard.")).committed
+    world = eldmoor_world(
+        canonical_facts=[*(f.model_dump() for f in eldmoor_world().canonical_facts), {"id": "sun", "text": "x"}]
+    )
+    assert store.load_world(world).committed
+
+    digest = store.load("chapter1")
+    assert digest == store.memory_hash()
+    assert store.scope("guard").canonical_ids() == {"gate_hours", "king_name", "moon"}
+    assert store.scope(WORLD_SCOPE).canonical_ids() == {"river", "sun"}
+    assert store.profile("guard").persona == "A wary guard." and store.world() == world
+    guard = store.scope("guard")
+    assert (guard.episodic, guard.beliefs, guard.world_state) == (
+        saved_guard.episodic,
+        saved_guard.beliefs,
+        saved_guard.world_state,
+    )
+    assert store.interactions("guard") == 0
+    # The facts added since took sequence numbers past the slot's: ids still never repeat.
+    assert store.next_seq > max(c.seq for c in store.scope("guard").canonical)
+
+
+def test_a_slot_load_refuses_a_belief_named_like_a_fact_added_since(store: MemoryStore) -> None:
+    belief = UpsertBelief(scope="guard", belief_id="moon", content="Two moons.", confidence=0.5)
+    assert store.apply([MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=belief)]).committed
+    store.save("chapter1")
+    remove = RemoveEntry(scope="guard", kind="belief", entry_id="moon")
+    assert store.apply([MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=remove)]).committed
+    assert store.register_npc(_with_moon()).committed
+    before = store.memory_hash()
+    with pytest.raises(SlotConflictError, match="guard/moon"):
+        store.load("chapter1")
+    assert store.memory_hash() == before and "moon" in store.scope("guard").canonical_ids()
