@@ -86,8 +86,8 @@ def _read(db: sqlite3.Connection, slot: str) -> dict[str, Any]:
     row = db.execute("SELECT image, memory_hash FROM slots WHERE name = ?", (slot,)).fetchone()
     if row is None:
         raise SlotNotFoundError(f"no save slot {slot!r}")
-    saved, expected = json.loads(row[0]), row[1]
-    if _image_hash(saved) != expected:
+    saved: dict[str, Any] = json.loads(row[0])
+    if _image_hash(saved) != row[1]:
         raise SlotCorruptError(f"save slot {slot!r} does not match its memory hash")
     return saved
 
