@@ -148,10 +148,10 @@ def test_newer_schema_is_refused(store_path: Path) -> None:
 _HASH_SCRIPT = textwrap.dedent(
     """
     import sys
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{tests!r}, {here!r}]
     from factories import eldmoor_world, guard_profile
     from loreguard.memory import MemoryStore
-    from test_memory_persistence import _some_writes
+    from test_persistence import _some_writes
     store = MemoryStore(sys.argv[1])
     store.load_world(eldmoor_world())
     store.register_npc(guard_profile())
@@ -164,7 +164,7 @@ _HASH_SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_memory_hash_equal_across_processes(tmp_path: Path) -> None:
-    script = _HASH_SCRIPT.format(tests=str(TESTS))
+    script = _HASH_SCRIPT.format(tests=str(TESTS), here=str(Path(__file__).parent))
     hashes = []
     for i, seed in enumerate(("0", "12345")):
         env = {**os.environ, "PYTHONHASHSEED": seed}
