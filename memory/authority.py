@@ -9,9 +9,16 @@
 
 An LlmSuggestion (a model's raw proposal) may write nothing: proposals become
 ValidatedOutput only after the validation gate approves them.
+
+Beliefs and canonical facts share one id space: a belief may not take the id of a fact it can
+see (its own scope's or the world's), or it would shadow the fact under the same name, and a new
+fact may not take the id of a belief it would reach. `check_identity` is that rule; every write
+path (a batch, a registration, a slot load) asks it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Container
 
 from loreguard.schemas.memory import (
     AddCanonicalFact,
@@ -63,4 +70,21 @@ def check_write(source: Authority, op: object) -> tuple[RefusalCode, str] | None
             RefusalCode.AUTHORITY,
             f"{source.name} may not write {kind.value} memory (needs {needed.name} or above)",
         )
+    return None
+
+
+def check_identity(
+    kind: MemoryKind, entry_id: str, *, canonical_ids: Container[str], belief_ids: Container[str]
+) -> tuple[RefusalCode, str] | None:
+    """None when an entry of `kind` may take `entry_id`; otherwise the refusal code and a reason.
+
+    `canonical_ids` are the facts a belief in the target scope can see (the scope's and the
+    world's); `belief_ids` are the beliefs a new fact would reach (the scope's, or every scope's
+    for a world fact). Only beliefs and canonical facts are checked: other kinds have ids of
+    their own making.
+    """
+    if kind is MemoryKind.BELIEF and entry_id in canonical_ids:
+        return RefusalCode.CANONICAL_IMMUTABLE, f"{entry_id!r} is a canonical fact; a belief may not take its id"
+    if kind is MemoryKind.CANONICAL and entry_id in belief_ids:
+        return RefusalCode.DUPLICATE_ID, f"{entry_id!r} is already a belief's id; a canonical fact may not take it"
     return None

@@ -19,6 +19,11 @@ class SlotCorruptError(MemoryStoreError):
     """A save slot's content does not match its recorded memory hash."""
 
 
+class SlotConflictError(MemoryStoreError):
+    """A save slot cannot be loaded over the current designer data: a saved belief has the id of
+    a canonical fact the designer added since. Nothing was loaded."""
+
+
 class SchemaVersionError(MemoryStoreError):
     """The database was written by a newer Loreguard than this one."""
 

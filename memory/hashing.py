@@ -39,8 +39,14 @@ def content_hash(value: Any) -> str:
 #
 # A memory hash is built in two levels so that a batch re-hashes only what it wrote: each entry's
 # canonical JSON is hashed, a scope hash covers its sorted (kind, id, entry hash) lines, and a
-# memory hash covers sorted (scope, scope hash) lines. Kinds, ids, keys and scope names cannot
-# contain tabs or newlines, so these texts are unambiguous canonical forms.
+# memory hash covers the store's next sequence number, then sorted (scope, scope hash) lines.
+# Kinds, ids, keys and scope names cannot contain tabs or newlines, so these texts are
+# unambiguous canonical forms.
+#
+# The next sequence number is in every memory hash, of any set of scopes, because it names what
+# the next write creates (`ep<seq>`, and the `seq` every entry carries) and it is one counter for
+# the whole store: two stores with equal hashes then assign equal ids to equal writes, whatever
+# route (direct writes, a save slot, a replay) brought each one there.
 
 #: Per scope: (kind, entry id) -> sha256 of the entry's canonical JSON.
 EntryDigests = Mapping[tuple[str, str], str]
@@ -61,17 +67,18 @@ def scope_hash(scope: ScopeMemory) -> str:
     return scope_hash_of(entry_digests(scope))
 
 
-def combine_scope_hashes(hashes: Iterable[tuple[str, str]]) -> str:
-    """The memory hash of several scopes from their (name, scope hash) pairs."""
-    return sha256_hex("\n".join(sorted(f"{name}\t{digest}" for name, digest in hashes)))
+def combine_scope_hashes(hashes: Iterable[tuple[str, str]], *, next_seq: int) -> str:
+    """The memory hash of several scopes from their (name, scope hash) pairs and the store's
+    next sequence number. The number is the first line, so no scope name can be mistaken for it."""
+    return sha256_hex("\n".join([f"next_seq\t{next_seq}", *sorted(f"{name}\t{digest}" for name, digest in hashes)]))
 
 
-def memory_hash(scopes: Iterable[ScopeMemory]) -> str:
-    """sha256 over the scopes' canonical serializations, ordered by scope name; equal on every
-    machine and in every process for equal memory."""
-    return combine_scope_hashes((s.scope, scope_hash(s)) for s in scopes)
+def memory_hash(scopes: Iterable[ScopeMemory], *, next_seq: int) -> str:
+    """sha256 over the scopes' canonical serializations, ordered by scope name, and the next
+    sequence number; equal on every machine and in every process for equal memory."""
+    return combine_scope_hashes(((s.scope, scope_hash(s)) for s in scopes), next_seq=next_seq)
 
 
-def memory_hash_of(digests_by_scope: Mapping[str, EntryDigests]) -> str:
+def memory_hash_of(digests_by_scope: Mapping[str, EntryDigests], *, next_seq: int) -> str:
     """The memory hash of scopes given as their entries' digests."""
-    return combine_scope_hashes((name, scope_hash_of(digests)) for name, digests in digests_by_scope.items())
+    return combine_scope_hashes(((name, scope_hash_of(d)) for name, d in digests_by_scope.items()), next_seq=next_seq)

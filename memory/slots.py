@@ -1,4 +1,16 @@
-"""Save slots: a canonical JSON image of every memory row, stored with its memory hash."""
+"""Save slots: a canonical JSON image of every memory row, stored with its memory hash.
+
+Format 2 (this one) is checked against the memory hash as it is now, which covers the next
+sequence number. Format 1 slots, saved when the memory hash covered the scopes only, are
+checked against that older hash and then load like any other: the image itself always held the
+next sequence number.
+
+A slot holds the game's memory; the designer's data stays as it is now. A load restores world
+state, episodic memory, beliefs, interaction counts, behaviour stats and the next sequence number
+from the slot, and keeps the current profiles, world definition and canonical facts (a scope or
+fact only the slot knows comes back from it: nothing a designer wrote is dropped). A saved
+belief that has the id of a fact added since refuses the load (`SlotConflictError`).
+"""
 
 from __future__ import annotations
 
@@ -6,16 +18,21 @@ import json
 import sqlite3
 from typing import Any
 
-from loreguard.memory.errors import SlotCorruptError, SlotNotFoundError
-from loreguard.memory.hashing import canonical_json
+from loreguard.memory.errors import SlotConflictError, SlotCorruptError, SlotNotFoundError
+from loreguard.memory.hashing import canonical_json, memory_hash_of, scope_hash_of, sha256_hex
 from loreguard.memory.state import StoredState, replace_contents
+from loreguard.memory.transitions import identity_clashes
+from loreguard.schemas.memory import MemoryKind
+
+#: The image format `image` writes.
+SLOT_FORMAT = 2
 
 
 def image(db: sqlite3.Connection) -> str:
     """Every memory row, profiles and counts as one canonical JSON text."""
     (next_seq,) = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
     rows: dict[str, Any] = {
-        "format": 1,
+        "format": SLOT_FORMAT,
         "next_seq": next_seq,
         "scopes": [list(r) for r in db.execute("SELECT scope, definition, interactions FROM scopes ORDER BY scope")],
         "entries": [list(r) for r in db.execute("SELECT scope, kind, id, seq, data FROM entries ORDER BY scope, kind, id")],
@@ -34,18 +51,55 @@ def write(db: sqlite3.Connection, slot: str, slot_image: str, digest: str) -> No
 
 
 def restore(db: sqlite3.Connection, slot: str) -> tuple[StoredState, str]:
-    """Put every memory row back as `slot` holds it (inside the caller's transaction); returns
-    the state read back and the slot's memory hash. A slot whose rows do not hash to the hash
-    saved with it raises `SlotCorruptError`, and the caller's transaction rolls back."""
+    """Put the game's memory back as `slot` holds it, over the current designer data (inside
+    the caller's transaction); returns the state read back and its memory hash. The next
+    sequence number is the slot's exactly, unless a fact added since took a higher one: then the
+    designer data differs anyway, and ids still never repeat. A slot whose rows do not hash to
+    the hash saved with it raises `SlotCorruptError`, and the caller's transaction rolls back."""
+    saved = _read(db, slot)
+    canonical = MemoryKind.CANONICAL.value
+    definitions = dict(db.execute("SELECT scope, definition FROM scopes"))
+    counts = {scope: interactions for scope, _, interactions in saved["scopes"]}
+    saved_definitions = {scope: definition for scope, definition, _ in saved["scopes"]}
+    scope_rows = [
+        (name, definitions.get(name) or saved_definitions.get(name), counts.get(name, 0))
+        for name in sorted(definitions.keys() | saved_definitions.keys())
+    ]
+    facts = {(row[0], row[2]): tuple(row) for row in saved["entries"] if row[1] == canonical}
+    facts.update(
+        ((row[0], row[2]), row)
+        for row in db.execute("SELECT scope, kind, id, seq, data FROM entries WHERE kind = ?", (canonical,))
+    )
+    entries = [tuple(row) for row in saved["entries"] if row[1] != canonical] + [facts[key] for key in sorted(facts)]
+    next_seq = max([int(saved["next_seq"]), *(int(row[3]) + 1 for row in entries)])
+    loaded = replace_contents(db, scope_rows, entries, saved["behaviour"], next_seq)
+    clashes = identity_clashes(loaded.scopes)
+    if clashes:
+        raise SlotConflictError(
+            f"save slot {slot!r} holds beliefs with the ids of canonical facts added since: {', '.join(clashes)}"
+        )
+    return loaded, loaded.memory_hash()
+
+
+def _read(db: sqlite3.Connection, slot: str) -> dict[str, Any]:
+    """A slot's image, checked against the memory hash saved with it."""
     row = db.execute("SELECT image, memory_hash FROM slots WHERE name = ?", (slot,)).fetchone()
     if row is None:
         raise SlotNotFoundError(f"no save slot {slot!r}")
-    saved, expected = json.loads(row[0]), row[1]
-    # Sequence numbers only ever grow, also across loads.
-    loaded = replace_contents(db, saved["scopes"], saved["entries"], saved["behaviour"], int(saved["next_seq"]), grow_only=True)
-    if loaded.memory_hash() != expected:
+    saved: dict[str, Any] = json.loads(row[0])
+    if _image_hash(saved) != row[1]:
         raise SlotCorruptError(f"save slot {slot!r} does not match its memory hash")
-    return loaded, expected
+    return saved
+
+
+def _image_hash(saved: dict[str, Any]) -> str:
+    """The memory hash of an image's rows, as its format defined it."""
+    digests: dict[str, dict[tuple[str, str], str]] = {scope: {} for scope, _, _ in saved["scopes"]}
+    for scope, kind, entry_id, _, data in saved["entries"]:
+        digests.setdefault(scope, {})[(kind, entry_id)] = sha256_hex(data)
+    if saved.get("format", 1) == 1:
+        return sha256_hex("\n".join(sorted(f"{name}\t{scope_hash_of(d)}" for name, d in digests.items())))
+    return memory_hash_of(digests, next_seq=int(saved["next_seq"]))
 
 
 def names(db: sqlite3.Connection) -> tuple[str, ...]:

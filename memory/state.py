@@ -29,7 +29,7 @@ class StoredState:
     next_seq: int
 
     def memory_hash(self) -> str:
-        return memory_hash_of({name: self.entry_digests[name] for name in self.scopes})
+        return memory_hash_of({name: self.entry_digests[name] for name in self.scopes}, next_seq=self.next_seq)
 
 
 def read_state(db: sqlite3.Connection) -> StoredState:
@@ -66,17 +66,16 @@ def replace_contents(
     entries: Iterable[Sequence[object]],
     behaviour: Iterable[Sequence[object]],
     next_seq: int,
-    *,
-    grow_only: bool,
 ) -> StoredState:
     """Swap every memory row for the given ones (inside the caller's transaction): how a save
-    slot is loaded and how a replay puts the store back where a recording started."""
+    slot is loaded and how a replay puts the store back where a recording started. The next
+    sequence number is put back exactly, not only raised: it is part of the memory hash, and
+    equal hashes must assign equal ids to the next writes."""
     db.execute("DELETE FROM scopes")
     db.execute("DELETE FROM entries")
     db.execute("DELETE FROM behaviour")
     db.executemany("INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, ?)", scopes)
     db.executemany("INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?)", entries)
     db.executemany("INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?)", behaviour)
-    update = "MAX(value, ?)" if grow_only else "?"
-    db.execute(f"UPDATE meta SET value = {update} WHERE key = 'next_seq'", (next_seq,))
+    db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (next_seq,))
     return read_state(db)

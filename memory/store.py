@@ -67,7 +67,7 @@ class StoreView:
 
     @property
     def memory_hash(self) -> str:
-        return combine_scope_hashes(self.scope_hashes)
+        return combine_scope_hashes(self.scope_hashes, next_seq=self.next_seq)
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,13 @@ class MemoryStore:
     def memory_hash(self, scopes: Iterable[str] | None = None) -> str:
         """The memory hash of the given scopes (default: all of them)."""
         names = sorted(self._scopes) if scopes is None else sorted(set(scopes))
-        return combine_scope_hashes((name, self._scope_hash(name)) for name in names)
+        return combine_scope_hashes(((name, self._scope_hash(name)) for name in names), next_seq=self._next_seq)
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence number the next entry gets (the next episodic entry is `ep<next_seq>`);
+        part of every memory hash."""
+        return self._next_seq
 
     def _scope_hash(self, name: str) -> str:
         self.scope(name)
@@ -282,7 +288,7 @@ class MemoryStore:
                 scopes[profile.id] = ScopeMemory(scope=profile.id)
             writes = [
                 MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope=profile.id, fact=fact))
-                for fact in profile.canonical_facts
+                for fact in sorted(profile.canonical_facts, key=lambda f: f.id)  # ids in the listed order would vary
             ]
             plan = plan_batch(scopes, writes, self._next_seq, self.policy)
             if not plan.ok:
@@ -301,7 +307,7 @@ class MemoryStore:
             current = self._scopes[WORLD_SCOPE]
             writes = [
                 MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope=WORLD_SCOPE, fact=fact))
-                for fact in world.canonical_facts
+                for fact in sorted(world.canonical_facts, key=lambda f: f.id)
             ]
             writes += [
                 MemoryWrite(source=Authority.DESIGNER, op=SetWorldState(scope=WORLD_SCOPE, key=key, value=value))
@@ -352,12 +358,15 @@ class MemoryStore:
             return digest
 
     def load(self, slot: str) -> str:
-        """Replace all memory with the content of `slot`, atomically. Returns the memory hash."""
+        """Put the game's memory back as `slot` holds it, atomically, the next sequence number
+        included: the store is then where it was when the slot was saved, and its next writes get
+        the ids they got then. The current profiles, world definition and canonical facts stay
+        (designer data is not the save's; see `slots`). Returns the memory hash."""
         with self._lock:
             with self._transaction() as db:
-                loaded, expected = slots.restore(db, slot)
+                loaded, digest = slots.restore(db, slot)
             self._install(loaded)
-            return expected
+            return digest
 
     def slots(self) -> tuple[str, ...]:
         with self._lock:
@@ -403,8 +412,10 @@ class MemoryStore:
         return PlannedBatch(
             plan=plan,
             complete_interaction=complete_interaction,
-            memory_hash_after=combine_scope_hashes((name, scope_hashes.get(name) or self._scope_hash(name)) for name in names),
-            memory_hash_before=combine_scope_hashes((name, self._scope_hash(name)) for name in names),
+            memory_hash_after=combine_scope_hashes(
+                ((name, scope_hashes.get(name) or self._scope_hash(name)) for name in names), next_seq=plan.next_seq
+            ),
+            memory_hash_before=combine_scope_hashes(((name, self._scope_hash(name)) for name in names), next_seq=self._next_seq),
             audit_seq=self._next_audit_seq,
             definitions=definitions or {},
             digests=digests,
@@ -487,7 +498,7 @@ class MemoryStore:
         behaviour_rows = [(b.rule_id, b.positive, b.negative) for b in behaviour]
         with self._lock:
             with self._transaction() as db:
-                loaded = replace_contents(db, scope_rows, entry_rows, behaviour_rows, next_seq, grow_only=False)
+                loaded = replace_contents(db, scope_rows, entry_rows, behaviour_rows, next_seq)
             self._install(loaded)
             return self.memory_hash()
 

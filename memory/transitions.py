@@ -13,11 +13,11 @@ belief's sequence number, so it shifts no id of the batch's other entries.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from loreguard.memory.authority import check_write
+from loreguard.memory.authority import check_identity, check_write
 from loreguard.memory.claims import find_contradictions
 from loreguard.memory.hashing import canonical_json
 from loreguard.memory.policy import MemoryPolicy, episodic_strength
@@ -106,8 +106,11 @@ class _Scratch:
             self._beliefs = {item.id: item for item in self.scope.beliefs}
         return self._beliefs
 
-    def canonical_ids(self) -> set[str] | dict[str, StoredCanonicalFact]:
-        return self._canonical if self._canonical is not None else {item.fact.id for item in self.scope.canonical}
+    def canonical_ids(self) -> Container[str]:
+        return self._canonical if self._canonical is not None else self.scope.canonical_ids()
+
+    def belief_ids(self) -> Container[str]:
+        return self._beliefs if self._beliefs is not None else {item.id for item in self.scope.beliefs}
 
     def freeze(self) -> ScopeMemory:
         s = self.scope
@@ -169,6 +172,10 @@ def plan_batch(
                     continue
                 refuse(index, write, RefusalCode.DUPLICATE_ID, f"canonical fact {op.fact.id!r} already exists")
                 continue
+            clash = _identity(state, scratch, MemoryKind.CANONICAL, op.scope, op.fact.id)
+            if clash is not None:
+                refuse(index, write, *clash)
+                continue
             stored = StoredCanonicalFact(fact=op.fact, seq=seq)
             work.canonical[op.fact.id] = stored
             changes.append(_upsert(op.scope, MemoryKind.CANONICAL, op.fact.id, seq, stored))
@@ -191,8 +198,9 @@ def plan_batch(
             changes.append(_upsert(op.scope, MemoryKind.EPISODIC, episode.id, seq, episode))
             changes.extend(_prune_episodic(work, op.at_interaction, policy))
         elif isinstance(op, UpsertBelief):
-            if op.belief_id in work.canonical_ids():
-                refuse(index, write, RefusalCode.CANONICAL_IMMUTABLE, f"{op.belief_id!r} is a canonical fact")
+            clash = _identity(state, scratch, MemoryKind.BELIEF, op.scope, op.belief_id)
+            if clash is not None:
+                refuse(index, write, *clash)
                 continue
             belief = Belief(
                 id=op.belief_id,
@@ -240,6 +248,51 @@ def plan_batch(
         last_seq=seq - 1 if first_seq is not None else None,
         contradicted=tuple(contradicted),
     )
+
+
+class _AnyOf:
+    """Membership in any of several id containers, without copying them into one."""
+
+    def __init__(self, parts: Iterable[Container[str]]) -> None:
+        self._parts = tuple(parts)
+
+    def __contains__(self, item: object) -> bool:
+        return any(item in part for part in self._parts)
+
+
+def _identity(
+    state: Mapping[str, ScopeMemory], scratch: Mapping[str, _Scratch], kind: MemoryKind, scope: str, entry_id: str
+) -> tuple[RefusalCode, str] | None:
+    """`check_identity` for an entry about to be written to `scope`, against the batch's state
+    so far: a belief sees its scope's and the world's facts; a world fact reaches every scope's
+    beliefs, any other fact its own scope's."""
+
+    def current(name: str) -> ScopeMemory | _Scratch:
+        return scratch.get(name) or state[name]
+
+    if kind is MemoryKind.BELIEF:
+        seen = sorted({scope, WORLD_SCOPE} & state.keys())
+        return check_identity(kind, entry_id, canonical_ids=_AnyOf(current(n).canonical_ids() for n in seen), belief_ids=())
+    reached = sorted(state) if scope == WORLD_SCOPE else [scope]
+    return check_identity(kind, entry_id, canonical_ids=(), belief_ids=_AnyOf(_belief_ids(current(n)) for n in reached))
+
+
+def _belief_ids(holder: ScopeMemory | _Scratch) -> Container[str]:
+    return holder.belief_ids() if isinstance(holder, _Scratch) else {item.id for item in holder.beliefs}
+
+
+def identity_clashes(state: Mapping[str, ScopeMemory]) -> tuple[str, ...]:
+    """Every belief in `state` that has the id of a canonical fact it can see, as
+    `scope/belief id` (by scope, then id): the whole-state form of the check each write makes,
+    for state that arrives whole (a save slot)."""
+    world = state[WORLD_SCOPE].canonical_ids() if WORLD_SCOPE in state else frozenset()
+    clashes = []
+    for name in sorted(state):
+        facts = _AnyOf((state[name].canonical_ids(), world))
+        for belief in state[name].beliefs:
+            if check_identity(MemoryKind.BELIEF, belief.id, canonical_ids=facts, belief_ids=()) is not None:
+                clashes.append(f"{name}/{belief.id}")
+    return tuple(clashes)
 
 
 def _mark_contradicted(

@@ -131,6 +131,11 @@ class NpcProfile(FrozenModel):
     #: Amounts of money the context does not cover: allowed, or flagged by the gate.
     ungrounded_numbers: UngroundedNumbers = UngroundedNumbers.ALLOW
 
+    @field_validator("canonical_facts")
+    @classmethod
+    def _facts_by_id(cls, facts: tuple[CanonicalFact, ...]) -> tuple[CanonicalFact, ...]:
+        return _sorted_facts(facts)
+
     @model_validator(mode="after")
     def _unique_ids(self) -> NpcProfile:
         for label, ids in (
@@ -167,4 +172,10 @@ class WorldDefinition(FrozenModel):
         ids = [f.id for f in facts]
         if len(ids) != len(set(ids)):
             raise ValueError("duplicate canonical fact id")
-        return facts
+        return _sorted_facts(facts)
+
+
+def _sorted_facts(facts: tuple[CanonicalFact, ...]) -> tuple[CanonicalFact, ...]:
+    """Canonical facts by id: the order a designer listed them in changes no hash, no stored
+    definition and no sequence number the store assigns them."""
+    return tuple(sorted(facts, key=lambda fact: fact.id))

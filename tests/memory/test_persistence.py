@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from factories import eldmoor_world, guard_profile
 from paths import TESTS
+from stores import open_store
 
-from loreguard.memory import MemoryStore, SchemaVersionError, SlotNotFoundError, StalePlanError
+from loreguard.memory import MemoryStore, SchemaVersionError, SlotConflictError, SlotNotFoundError, StalePlanError
 from loreguard.memory.store import MemoryStore as StoreClass
 from loreguard.schemas import (
     WORLD_SCOPE,
@@ -24,6 +25,7 @@ from loreguard.schemas import (
     Authority,
     CanonicalFact,
     MemoryWrite,
+    NpcProfile,
     RemoveEntry,
     SetWorldState,
     UpsertBelief,
@@ -146,10 +148,10 @@ def test_newer_schema_is_refused(store_path: Path) -> None:
 _HASH_SCRIPT = textwrap.dedent(
     """
     import sys
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{tests!r}, {here!r}]
     from factories import eldmoor_world, guard_profile
     from loreguard.memory import MemoryStore
-    from test_memory_persistence import _some_writes
+    from test_persistence import _some_writes
     store = MemoryStore(sys.argv[1])
     store.load_world(eldmoor_world())
     store.register_npc(guard_profile())
@@ -162,7 +164,7 @@ _HASH_SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_memory_hash_equal_across_processes(tmp_path: Path) -> None:
-    script = _HASH_SCRIPT.format(tests=str(TESTS))
+    script = _HASH_SCRIPT.format(tests=str(TESTS), here=str(Path(__file__).parent))
     hashes = []
     for i, seed in enumerate(("0", "12345")):
         env = {**os.environ, "PYTHONHASHSEED": seed}
@@ -243,8 +245,116 @@ def test_incremental_hash_equals_hash_from_scratch(store: MemoryStore, store_pat
         [MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=RemoveEntry(scope="guard", kind="belief", entry_id="b2"))]
     )
     assert removed.committed
-    scratch = memory_hash(store.scope(name) for name in ("guard", WORLD_SCOPE))
+    scratch = memory_hash((store.scope(name) for name in ("guard", WORLD_SCOPE)), next_seq=store.next_seq)
     assert store.memory_hash() == scratch
     store.close()
     with MemoryStore(store_path) as reopened:
         assert reopened.memory_hash() == scratch
+
+
+# --- equal memory hash, equal future ------------------------------------------------------------
+
+
+def _episode(n: int) -> MemoryWrite:
+    return MemoryWrite(
+        source=Authority.VALIDATED_OUTPUT,
+        op=AppendEpisodic(scope="guard", text=f"Episode {n}.", significance=0.5, at_interaction=n),
+    )
+
+
+def test_a_store_loaded_from_a_slot_and_one_that_got_there_directly_hash_and_name_alike(tmp_path: Path) -> None:
+    direct = open_store(tmp_path / "direct.sqlite", world=eldmoor_world(), npcs=[guard_profile()])
+    loaded = open_store(tmp_path / "loaded.sqlite", world=eldmoor_world(), npcs=[guard_profile()])
+    try:
+        loaded.save("start")
+        for n in range(3):
+            assert loaded.apply([_episode(n)]).committed
+        assert loaded.load("start") == direct.memory_hash()
+        assert loaded.memory_hash() == direct.memory_hash() and loaded.next_seq == direct.next_seq
+        after = [store.apply([_episode(9)]) for store in (direct, loaded)]
+        assert after[0].seq_range == after[1].seq_range
+        assert direct.scope("guard").episodic == loaded.scope("guard").episodic
+        assert [e.id for e in loaded.scope("guard").episodic] == [f"ep{direct.next_seq - 1}"]
+        assert loaded.memory_hash() == direct.memory_hash()
+    finally:
+        direct.close()
+        loaded.close()
+
+
+def test_equal_scopes_with_another_next_seq_hash_differently(store: MemoryStore) -> None:
+    before, seq = store.memory_hash(), store.next_seq
+    assert store.apply([_episode(1)]).committed
+    removed = MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=RemoveEntry(scope="guard", kind="episodic", entry_id=f"ep{seq}"))
+    assert store.apply([removed]).committed
+    assert store.scope("guard").episodic == () and store.next_seq == seq + 1
+    assert store.memory_hash() != before
+    assert store.memory_hash(("guard",)) != before
+
+
+def test_a_slot_saved_before_the_hash_covered_next_seq_still_loads(store: MemoryStore) -> None:
+    import json
+
+    from loreguard.memory.hashing import scope_hash_of, sha256_hex
+
+    assert store.apply([_episode(1)]).committed
+    store.save("old")
+    expected_scopes = {name: store.scope(name) for name in ("guard", WORLD_SCOPE)}
+    text, _ = store.db.execute("SELECT image, memory_hash FROM slots WHERE name = 'old'").fetchone()
+    image = json.loads(text)
+    image["format"] = 1
+    digests: dict[str, dict[tuple[str, str], str]] = {name: {} for name, _, _ in image["scopes"]}
+    for scope, kind, entry_id, _, data in image["entries"]:
+        digests[scope][(kind, entry_id)] = sha256_hex(data)
+    old_hash = sha256_hex("\n".join(sorted(f"{name}\t{scope_hash_of(d)}" for name, d in digests.items())))
+    store.db.execute("UPDATE slots SET image = ?, memory_hash = ? WHERE name = 'old'", (json.dumps(image), old_hash))
+    assert store.apply([_episode(2)]).committed
+    assert store.load("old") == store.memory_hash()
+    assert {name: store.scope(name) for name in expected_scopes} == expected_scopes
+
+
+# --- a slot holds the game's memory, not the designer's ------------------------------------------
+
+
+def _with_moon(**overrides: object) -> NpcProfile:
+    facts = [*(f.model_dump() for f in guard_profile().canonical_facts), {"id": "moon", "text": "Eldmoor has one moon."}]
+    return guard_profile(canonical_facts=facts, **overrides)
+
+
+def test_a_slot_load_keeps_a_fact_and_profile_the_designer_added_since(store: MemoryStore) -> None:
+    assert store.apply(_some_writes(1)).committed
+    store.save("chapter1")
+    saved_guard = store.scope("guard")
+    assert store.apply(_some_writes(2), complete_interaction="guard").committed
+    assert store.register_npc(_with_moon(persona="A wary guard.")).committed
+    world = eldmoor_world(
+        canonical_facts=[*(f.model_dump() for f in eldmoor_world().canonical_facts), {"id": "sun", "text": "x"}]
+    )
+    assert store.load_world(world).committed
+
+    digest = store.load("chapter1")
+    assert digest == store.memory_hash()
+    assert store.scope("guard").canonical_ids() == {"gate_hours", "king_name", "moon"}
+    assert store.scope(WORLD_SCOPE).canonical_ids() == {"river", "sun"}
+    assert store.profile("guard").persona == "A wary guard." and store.world() == world
+    guard = store.scope("guard")
+    assert (guard.episodic, guard.beliefs, guard.world_state) == (
+        saved_guard.episodic,
+        saved_guard.beliefs,
+        saved_guard.world_state,
+    )
+    assert store.interactions("guard") == 0
+    # The facts added since took sequence numbers past the slot's: ids still never repeat.
+    assert store.next_seq > max(c.seq for c in store.scope("guard").canonical)
+
+
+def test_a_slot_load_refuses_a_belief_named_like_a_fact_added_since(store: MemoryStore) -> None:
+    belief = UpsertBelief(scope="guard", belief_id="moon", content="Two moons.", confidence=0.5)
+    assert store.apply([MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=belief)]).committed
+    store.save("chapter1")
+    remove = RemoveEntry(scope="guard", kind="belief", entry_id="moon")
+    assert store.apply([MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=remove)]).committed
+    assert store.register_npc(_with_moon()).committed
+    before = store.memory_hash()
+    with pytest.raises(SlotConflictError, match="guard/moon"):
+        store.load("chapter1")
+    assert store.memory_hash() == before and "moon" in store.scope("guard").canonical_ids()

@@ -175,7 +175,7 @@ def test_the_mark_is_stored_and_hashed_like_any_field(plain: MemoryStore, store_
     marked = plain.memory_hash()
     assert marked != unmarked
     # The incremental hash equals one from scratch, and one from the rows on disk.
-    assert marked == memory_hash(plain.scope(name) for name in (WORLD_SCOPE, "guard"))
+    assert marked == memory_hash((plain.scope(name) for name in (WORLD_SCOPE, "guard")), next_seq=plain.next_seq)
     plain.close()
     with MemoryStore(store_path) as reopened:
         assert reopened.memory_hash() == marked and beliefs(reopened) == {"king": True}

@@ -78,10 +78,14 @@ def test_every_interaction_has_a_record_written_with_its_memory(demo_session: Pa
     retry = records[1]
     assert len(retry.prompts) == 2 and retry.prompts[0] != retry.prompts[1]
     assert [a.raw_output for a in retry.receipt.attempts][0].startswith('{"dialogue": "They say a dragon')
-    # Each record starts where the one before it for the same NPC ended.
+    # A record starts where the one before it in the log ended when both are the same NPC's.
+    # Another NPC's writes in between move the store's one next sequence number, which every
+    # memory hash covers (it names the entries the next write creates), so r6 does not start
+    # where r3 ended: the merchant's r4 and r5 came between.
+    for earlier, later in zip(records, records[1:], strict=False):
+        if earlier.npc_id == later.npc_id:
+            assert later.receipt.memory_hash_before == earlier.receipt.memory_hash_after
     guard = [r for r in records if r.npc_id == "guard"]
-    for earlier, later in zip(guard, guard[1:], strict=False):
-        assert later.receipt.memory_hash_before == earlier.receipt.memory_hash_after
     with MemoryStore(demo_session / "memory.sqlite") as store:
         assert store.memory_hash(("guard", "@world")) == guard[-1].receipt.memory_hash_after
         assert records[3].intents[0].type == "give_item"
