@@ -67,6 +67,12 @@ def scope_hash(scope: ScopeMemory) -> str:
     return scope_hash_of(entry_digests(scope))
 
 
+def scopes_hash(hashes: Iterable[tuple[str, str]]) -> str:
+    """The hash of several scopes' contents alone, from their (name, scope hash) pairs: what an
+    interaction read, whatever the store's sequence counter (which other NPCs' writes move)."""
+    return sha256_hex("\n".join(sorted(f"{name}\t{digest}" for name, digest in hashes)))
+
+
 def combine_scope_hashes(hashes: Iterable[tuple[str, str]], *, next_seq: int) -> str:
     """The memory hash of several scopes from their (name, scope hash) pairs and the store's
     next sequence number. The number is the first line, so no scope name can be mistaken for it."""

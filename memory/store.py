@@ -23,7 +23,7 @@ from loreguard.memory import audit_log, slots
 from loreguard.memory.audit_log import AuditEntry
 from loreguard.memory.entries import entry_key, kind_entries
 from loreguard.memory.errors import StalePlanError, StoreClosedError, UnknownScopeError
-from loreguard.memory.hashing import canonical_json, combine_scope_hashes, content_hash, scope_hash_of, sha256_hex
+from loreguard.memory.hashing import canonical_json, combine_scope_hashes, content_hash, scope_hash_of, scopes_hash, sha256_hex
 from loreguard.memory.policy import MemoryPolicy
 from loreguard.memory.schema import Transaction, migrate
 from loreguard.memory.state import StoredState, read_state, replace_contents
@@ -69,6 +69,12 @@ class StoreView:
     def memory_hash(self) -> str:
         return combine_scope_hashes(self.scope_hashes, next_seq=self.next_seq)
 
+    @property
+    def scopes_hash(self) -> str:
+        """The NPC's and the world's contents alone (what governance reads), without the store's
+        sequence counter, which another NPC's commit moves."""
+        return scopes_hash(self.scope_hashes)
+
 
 @dataclass(frozen=True)
 class PlannedBatch:
@@ -83,6 +89,8 @@ class PlannedBatch:
     memory_hash_after: str
     #: Hash of the same scopes as they were when the batch was planned.
     memory_hash_before: str
+    #: The store's next sequence number when the batch was planned (its first new entry's).
+    next_seq_before: int
     #: Where this batch's audit record goes in the log, if it has one.
     audit_seq: int
     definitions: Mapping[str, str]
@@ -416,6 +424,7 @@ class MemoryStore:
                 ((name, scope_hashes.get(name) or self._scope_hash(name)) for name in names), next_seq=plan.next_seq
             ),
             memory_hash_before=combine_scope_hashes(((name, self._scope_hash(name)) for name in names), next_seq=self._next_seq),
+            next_seq_before=self._next_seq,
             audit_seq=self._next_audit_seq,
             definitions=definitions or {},
             digests=digests,

@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import Field
 
@@ -305,7 +305,7 @@ class GovernancePipeline:
             seed=taken.seed,
             profile=profile,
             profile_hash=view.profile_hash,
-            memory_hash=view.memory_hash,
+            memory_hash=view.scopes_hash,
             world=world,
             npc_memory=npc_memory,
             world_memory=world_memory,
@@ -487,6 +487,12 @@ class GovernancePipeline:
                 raise LifecycleHalt(phase, f"memory refused approved writes: {planned.plan.refusals}")
             if not writes and planned.memory_hash_after != planned.memory_hash_before:
                 raise LifecycleHalt(phase, "memory changed without a validated output")
+            if planned.next_seq_before != run.view.next_seq:
+                # Another NPC's batch committed since this interaction read memory: its scopes
+                # are as read, but its new entries take later sequence numbers. The reply and the
+                # record describe that state, so a replay assigns the same ids.
+                run.view = replace(run.view, next_seq=planned.next_seq_before)
+                run.hash_before = run.view.memory_hash
             if plans == 0:
                 run.timer.lap(phase)
             result = build(planned.memory_hash_after)

@@ -64,7 +64,8 @@ class StateSnapshot(FrozenModel):
     persona: str
     world_lore: str
     profile_hash: str
-    #: Memory hash of the NPC and world scopes this snapshot was taken from.
+    #: Hash of the contents of the NPC and world scopes this snapshot was taken from
+    #: (`StoreView.scopes_hash`: without the store's sequence counter).
     memory_hash: str
     interaction_index: int
     seed: int

@@ -146,7 +146,12 @@ class InteractionScheduler:
                 job.request_id,
                 ErrorCode.INTERNAL,
                 f"the interaction halted on an invariant breach; nothing was applied ({halt})",
-                {"cause": "invariant_halt", "phase": halt.phase, "invariant": halt.reason, "audit_record_id": halt.audit_record_id},
+                {
+                    "cause": "invariant_halt",
+                    "phase": halt.phase,
+                    "invariant": halt.reason,
+                    "audit_record_id": halt.audit_record_id,
+                },
             )
         except Exception:  # a bug: keep serving, tell the client, log with a correlation id
             self._stats.count("internal_errors")

@@ -104,7 +104,15 @@ def test_a_rule_limited_to_task_types_applies_only_to_them() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected", "mistyped"),
-    [("yes", True, True), (1, True, True), (True, 1, True), ("3", 3, True), (3, 3.0, False), (True, True, False), ("x", "x", False)],
+    [
+        ("yes", True, True),
+        (1, True, True),
+        (True, 1, True),
+        ("3", 3, True),
+        (3, 3.0, False),
+        (True, True, False),
+        ("x", "x", False),
+    ],
 )
 def test_a_wrongly_typed_state_value_is_insufficient_never_false(value: object, expected: object, mistyped: bool) -> None:
     rule = _rule("curfew", conditions={"world_state": {"curfew": expected}})

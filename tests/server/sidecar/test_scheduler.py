@@ -93,3 +93,29 @@ def test_many_npcs_at_once_commit_every_interaction_with_its_record(tmp_path: Pa
         assert all(r.audit_record_id for r in results)
         records = sidecar.recorder.tail(limit=100)
         assert len({r.record_id for r in records}) == 20
+
+
+def test_interactions_that_overlapped_replay_exactly(tmp_path: Path) -> None:
+    from loreguard.schemas.audit import PackageSelection
+    from loreguard.server.audit.replay import Replayer
+
+    backend = ConcurrentGatedBackend(slots=2)
+    backend.gate("merchant").set()
+    with running_sidecar(tmp_path, backend) as sidecar:
+
+        async def scenario():  # noqa: ANN202
+            async with AsyncClient(sidecar.address, timeout_s=60) as client:
+                guard = asyncio.create_task(client.interact("guard", "Evening."))
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(None, wait_for, lambda: backend.running == ["guard"], "the guard inside the model")
+                # The merchant's whole interaction commits while the guard's is between its read
+                # of memory and its commit: the guard's writes get later sequence numbers.
+                await client.interact("merchant", "Any lanterns?")
+                backend.gate("guard").set()
+                return await guard
+
+        guard = asyncio.run(scenario())
+        assert guard.audit_record_id == "r2"
+        package = sidecar.recorder.export(PackageSelection(), exported_by="test")
+    report = Replayer(package).run()
+    assert (report.exact_matches, report.drifts) == (2, 0), [r.details for r in report.results]

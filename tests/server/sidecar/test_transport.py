@@ -230,11 +230,18 @@ def test_registration_and_state_refuse_rules_that_could_never_hold_as_meant(tmp_
             client.register_npc({**guard, "rules": [*guard["rules"], style]})
         assert "must be soft" in behavioural.value.details["errors"][0]["reason"]
         with pytest.raises(Invalid) as task:
-            client.register_npc({**guard, "rules": [{"id": "t", "type": "prohibition", "conditions": {"task_types": ["haggling"]}}]})
+            client.register_npc(
+                {**guard, "rules": [{"id": "t", "type": "prohibition", "conditions": {"task_types": ["haggling"]}}]}
+            )
         assert task.value.details["errors"][0]["path"].endswith("conditions.task_types.0")
         assert sidecar.store.memory_hash() == before
 
-        curfew = {"id": "curfew", "type": "prohibition", "prompt_injection": "No visitors.", "conditions": {"world_state": {"curfew": True}}}
+        curfew = {
+            "id": "curfew",
+            "type": "prohibition",
+            "prompt_injection": "No visitors.",
+            "conditions": {"world_state": {"curfew": True}},
+        }
         client.register_npc({**guard, "rules": [*guard["rules"], curfew]})
         registered = sidecar.store.memory_hash()
         with pytest.raises(Invalid) as mistyped:
