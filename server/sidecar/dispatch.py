@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from loreguard.memory import MemoryStore
-from loreguard.memory.errors import SlotCorruptError, SlotNotFoundError, UnknownScopeError
+from loreguard.memory.errors import SlotConflictError, SlotCorruptError, SlotNotFoundError, UnknownScopeError
 from loreguard.schemas.audit import PackageSelection
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import (
@@ -219,6 +219,13 @@ class Dispatcher:
             return SlotReply(slot=body.slot, memory_hash=self.store.load(body.slot))
         except SlotNotFoundError:
             raise ProtocolError(ErrorCode.NOT_FOUND, f"no save slot {body.slot!r}", details={"slot": body.slot}) from None
+        except SlotConflictError as exc:
+            # The designer's current data wins over a save; the game decides what to do.
+            raise ProtocolError(
+                ErrorCode.FORBIDDEN,
+                f"save slot {body.slot!r} conflicts with the current designer data; nothing was loaded: {exc}",
+                details={"slot": body.slot, "cause": "slot_conflict"},
+            ) from None
         except SlotCorruptError as exc:
             raise ProtocolError(ErrorCode.INTERNAL, f"save slot {body.slot!r} is corrupt: {exc}") from None
 

@@ -306,3 +306,22 @@ def test_registration_refuses_checks_that_could_never_fire_as_meant(tmp_path: Pa
             client.load_world({**demo_world().model_dump(mode="json"), "rules": [{**emoji, "id": "w"}]})
         assert world.value.details["errors"][0]["path"] == "rules.0.checks.forbidden_phrases.0"
         assert sidecar.store.memory_hash() == before and sidecar.store.profile("merchant") == demo_npcs()[1]
+
+
+def test_a_slot_that_conflicts_with_newer_designer_data_is_refused_with_a_typed_error(tmp_path: Path) -> None:
+    from loreguard.schemas import Authority, MemoryWrite, RemoveEntry, UpsertBelief
+
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        belief = UpsertBelief(scope="guard", belief_id="moon", content="Two moons.", confidence=0.5)
+        assert sidecar.store.apply([MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=belief)]).committed
+        client.save("chapter1")
+        remove = RemoveEntry(scope="guard", kind="belief", entry_id="moon")
+        assert sidecar.store.apply([MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=remove)]).committed
+        guard = demo_npcs()[0].model_dump(mode="json")
+        guard["canonical_facts"].append({"id": "moon", "text": "Eldmoor has one moon."})
+        client.register_npc(guard)
+        before = sidecar.store.memory_hash()
+        with pytest.raises(Forbidden) as refused:
+            client.load("chapter1")
+        assert refused.value.details == {"slot": "chapter1", "cause": "slot_conflict"}
+        assert sidecar.store.memory_hash() == before
