@@ -116,6 +116,20 @@ class UngroundedNumbers(str, Enum):
     FLAG = "flag"
 
 
+class OutputHygiene(str, Enum):
+    """What the gate does with a reply whose dialogue starts with a speaker label ("Brom: ..."),
+    holds a stage direction ("*smiles*", "(laughs)"), bracket markup ("[MEMORY: ...]") or ends
+    in a sentence fragment. Meta-text ("As an AI...", "Note: ...") is rejected either way.
+    Every case is a finding in the attempt's record."""
+
+    #: Strip it; a stage direction that clearly names a feeling ("laughs", "sighs") becomes the
+    #: reply's emotion when the model left that neutral. A trailing fragment is cut back to the
+    #: last full sentence. A reply with nothing left fails the attempt (hard), so it is retried.
+    CLEAN = "clean"
+    #: Reject it: each case is a hard failure, retried with a repair.
+    STRICT = "strict"
+
+
 class NpcProfile(FrozenModel):
     id: Identifier
     name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -130,6 +144,8 @@ class NpcProfile(FrozenModel):
     bounds: WorkingMemoryBounds = WorkingMemoryBounds()
     #: Amounts of money the context does not cover: allowed, or flagged by the gate.
     ungrounded_numbers: UngroundedNumbers = UngroundedNumbers.ALLOW
+    #: Speaker labels, stage directions, markup and fragments in a reply: stripped or rejected.
+    output_hygiene: OutputHygiene = OutputHygiene.CLEAN
 
     @field_validator("canonical_facts")
     @classmethod

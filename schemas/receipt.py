@@ -58,6 +58,43 @@ class RejectedMutation(FrozenModel):
     canonical_override: bool = False
 
 
+class FindingKind(str, Enum):
+    """Something in a reply's dialogue that is not the NPC speaking (see `OutputHygiene`)."""
+
+    #: Bracket markup: `[MEMORY: ...]`, `[INTENT: ...]`, `<|im_end|>`, `{...}`.
+    INLINE_MARKER = "inline_marker"
+    #: The speaker's name before the line: `Brom: ...`.
+    SPEAKER_LABEL = "speaker_label"
+    #: An action instead of speech: `*smiles*`, `(laughs)`, `[sighs]`.
+    STAGE_DIRECTION = "stage_direction"
+    #: Asterisk emphasis around one word (`I *told* you`): the word stays, the asterisks go.
+    EMPHASIS = "emphasis"
+    #: The model speaking about itself or the text: `As an AI...`, `Note: ...`.
+    META_TEXT = "meta_text"
+    #: A trailing piece of a sentence (`..., and the`), as when generation is cut short.
+    SENTENCE_FRAGMENT = "sentence_fragment"
+
+
+class FindingAction(str, Enum):
+    #: Removed from the dialogue; the rest is spoken.
+    STRIPPED = "stripped"
+    #: Removed, and the feeling it named became the reply's emotion (the model left it neutral).
+    MAPPED = "mapped"
+    #: A hard failure of the attempt (hard limits), so it is retried.
+    REJECTED = "rejected"
+
+
+class OutputFinding(FrozenModel):
+    """One thing output hygiene found in a reply's dialogue, and what it did with it."""
+
+    kind: FindingKind
+    #: The exact text found.
+    text: str
+    action: FindingAction
+    #: With action `mapped`: the emotion the reply took from it.
+    emotion: Emotion | None = None
+
+
 class ParsePath(str, Enum):
     STRICT = "strict"
     TOLERANT = "tolerant"
@@ -72,6 +109,9 @@ class AttemptRecord(FrozenModel):
     parse_path: ParsePath
     gates: tuple[GateCheck, ...]
     failures: tuple[GateFailure, ...]
+    #: What output hygiene found in the dialogue (markup, labels, stage directions, meta-text,
+    #: fragments) and whether it was stripped or rejected.
+    findings: tuple[OutputFinding, ...] = ()
     tokens_evaluated: int = 0
     tokens_generated: int = 0
 

@@ -1,14 +1,17 @@
-"""Machine checks of one constraint against one output (part of the validation gate)."""
+"""Machine checks of one constraint, or of the secrets, against one output: the validation
+gate's, and the fallback check's (so a fallback line and a reply are judged alike)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
+from loreguard.schemas.npc import Secret
 from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput
 from loreguard.schemas.receipt import GateFailure, GateName
-from loreguard.schemas.rules import Constraint
-from loreguard.server.pipeline.textnorm import contains_phrase
+from loreguard.schemas.rules import Constraint, Severity
+from loreguard.server.pipeline.textnorm import contains_phrase, reveals
 
 
 @lru_cache(maxsize=1024)
@@ -71,3 +74,20 @@ def check_constraint(c: Constraint, output: ParsedOutput | None, raw: str, gate:
         if output.emotion in checks.forbidden_emotions:
             fail(f"forbidden emotion {output.emotion.value}", output.emotion.value)
     return failures
+
+
+def secret_leaks(texts: Iterable[str], secrets: Iterable[Secret]) -> list[GateFailure]:
+    """The knowledge check: one critical failure for each secret one of `texts` reveals. The
+    evidence names the secret's id, never its text."""
+    texts = list(texts)
+    return [
+        GateFailure(
+            gate=GateName.KNOWLEDGE,
+            reason=f"reveals secret {secret.id}",
+            severity=Severity.CRITICAL,
+            rule_id=secret.id,
+            evidence=secret.id,
+        )
+        for secret in secrets
+        if any(reveals(text, marker) for text in texts for marker in secret.reveal_markers())
+    ]

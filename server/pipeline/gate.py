@@ -1,6 +1,8 @@
 """Stage 7b: the validation gate. Hard limits first, then the gates in a fixed order.
 
-1. hard limits: output size, and every critical constraint; any failure stops at once;
+1. hard limits: output size, output hygiene (markup, speaker labels, stage directions,
+   meta-text, fragments: see `hygiene`; what is rejected fails hard, what is stripped is gone
+   before any other gate looks), and every critical constraint; a critical failure stops at once;
 2. schema: the parsed JSON must be a valid `ParsedOutput`;
 3. constraints: the remaining (soft and hard) constraints;
 4. canonical: no claim of a canonical fact may be contradicted (see `loreguard.memory.claims`);
@@ -24,23 +26,24 @@ from pydantic import ValidationError, model_validator
 
 from loreguard.memory.claims import find_contradictions
 from loreguard.schemas.base import FrozenModel
-from loreguard.schemas.npc import IntentSpec, ParamType, UngroundedNumbers
+from loreguard.schemas.npc import IntentSpec, OutputHygiene, ParamType, UngroundedNumbers
 from loreguard.schemas.output import (
     EmitWorldIntentMutation,
+    Emotion,
     ParsedOutput,
     ProposedMutation,
     TransformBeliefMutation,
     WorldIntent,
 )
-from loreguard.schemas.receipt import GateCheck, GateFailure, GateName, ParsePath, RejectedMutation
+from loreguard.schemas.receipt import GateCheck, GateFailure, GateName, OutputFinding, ParsePath, RejectedMutation
 from loreguard.schemas.rules import Severity
-from loreguard.server.pipeline.checks import check_constraint, mutation_texts
+from loreguard.server.pipeline.checks import check_constraint, mutation_texts, secret_leaks
 from loreguard.server.pipeline.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
+from loreguard.server.pipeline.hygiene import Scrubbed, scrub_dialogue
 from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
 from loreguard.server.pipeline.snapshot import StateSnapshot
-from loreguard.server.pipeline.textnorm import clean_dialogue, reveals
 
 #: Rule ids of the gate's built-in checks, so that every failure a receipt lists names the rule
 #: that failed (designer rules, canonical facts and secrets name themselves; numbers name what
@@ -61,6 +64,8 @@ class GateResult(FrozenModel):
     output: ParsedOutput | None
     checks: tuple[GateCheck, ...]
     failures: tuple[GateFailure, ...]
+    #: What output hygiene found in the dialogue, stripped or rejected (see `hygiene`).
+    findings: tuple[OutputFinding, ...] = ()
     #: Whether the output may be used: every gate passed, or only soft rules failed on the last
     #: attempt (they bend, and the failures become warnings). Only an accepted result approves
     #: anything: a failed attempt has no approved mutations and no approved intents.
@@ -100,12 +105,26 @@ class GateResult(FrozenModel):
 Judge = Callable[[ParsedOutput, StateSnapshot], list[GateFailure]]
 
 
-def run_gate(raw: str, snapshot: StateSnapshot, config: GateConfig | None = None, judge: Judge | None = None) -> GateResult:
+def run_gate(
+    raw: str,
+    snapshot: StateSnapshot,
+    config: GateConfig | None = None,
+    judge: Judge | None = None,
+    hygiene: OutputHygiene = OutputHygiene.CLEAN,
+) -> GateResult:
     """Parse and validate one model output."""
-    return validate(parse_output(raw), raw, snapshot, config or GateConfig(), judge)
+    return validate(parse_output(raw), raw, snapshot, config or GateConfig(), judge, hygiene)
 
 
-def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: GateConfig, judge: Judge | None = None) -> GateResult:
+def validate(
+    parse: ParseResult,
+    raw: str,
+    snapshot: StateSnapshot,
+    config: GateConfig,
+    judge: Judge | None = None,
+    hygiene: OutputHygiene = OutputHygiene.CLEAN,
+) -> GateResult:
+    """`hygiene` is the NPC's profile setting (`NpcProfile.output_hygiene`)."""
     checks: list[GateCheck] = []
     failures: list[GateFailure] = []
 
@@ -121,12 +140,14 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
             output=output,
             checks=tuple(checks),
             failures=tuple(failures),
+            findings=findings,
             accepted=accepted,
             **partition,
         )
 
     # 1. hard limits
-    output, schema_error = _to_output(parse)
+    output, schema_error, scrubbed = _to_output(parse, snapshot, hygiene)
+    findings = scrubbed.findings if scrubbed is not None else ()
     hard: list[GateFailure] = []
     if len(raw) > config.max_raw_chars:
         hard.append(
@@ -137,6 +158,8 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
                 rule_id=MAX_RAW_CHARS_RULE,
             )
         )
+    if scrubbed is not None:
+        hard.extend(scrubbed.failures)
     if output is not None:
         leaked = [marker for marker in SCAFFOLDING_MARKERS if marker in output.dialogue]
         if leaked:
@@ -207,20 +230,10 @@ def validate(parse: ParseResult, raw: str, snapshot: StateSnapshot, config: Gate
     record(GateName.CANONICAL, contradictions)
     record(GateName.GROUNDING, ungrounded)
 
-    # 5. knowledge boundary
-    leaks = []
-    for secret in snapshot.secrets:
-        if any(reveals(text, marker) for text in texts for marker in secret.reveal_markers()):
-            # The evidence names the secret's id, never its text.
-            leaks.append(
-                GateFailure(
-                    gate=GateName.KNOWLEDGE,
-                    reason=f"reveals secret {secret.id}",
-                    severity=Severity.CRITICAL,
-                    rule_id=secret.id,
-                    evidence=secret.id,
-                )
-            )
+    # 5. knowledge boundary: what hygiene stripped was still written by the model, so it is
+    # looked at too
+    said = texts if scrubbed is None or scrubbed.original == output.dialogue else [scrubbed.original, *texts]
+    leaks = secret_leaks(said, snapshot.secrets)
     if record(GateName.KNOWLEDGE, leaks):
         return result(output)
 
@@ -265,18 +278,34 @@ def _number_failure(problem: NumberProblem, ungrounded: UngroundedNumbers) -> Ga
     )
 
 
-def _to_output(parse: ParseResult) -> tuple[ParsedOutput | None, str]:
-    """The parsed JSON as a ParsedOutput (dialogue cleaned), or None and why it does not fit."""
+def _to_output(
+    parse: ParseResult, snapshot: StateSnapshot, hygiene: OutputHygiene
+) -> tuple[ParsedOutput | None, str, Scrubbed | None]:
+    """The parsed JSON as a ParsedOutput (dialogue scrubbed by output hygiene, which may also
+    give it its emotion), or None and why it does not fit; and what hygiene found."""
     if parse.data is None:
-        return None, parse.error or "no JSON object"
+        return None, parse.error or "no JSON object", None
     data = dict(parse.data)
+    scrubbed = None
     if isinstance(data.get("dialogue"), str):
-        data["dialogue"] = clean_dialogue(data["dialogue"])
+        emotion = data.get("emotion", Emotion.NEUTRAL.value)
+        scrubbed = scrub_dialogue(
+            data["dialogue"],
+            npc_name=snapshot.npc_name,
+            npc_id=snapshot.npc_id,
+            policy=hygiene,
+            map_emotion=emotion == Emotion.NEUTRAL.value,
+        )
+        # A reply hygiene emptied keeps its words here only so the attempt's record shows them:
+        # its hard failure means it is never spoken.
+        data["dialogue"] = scrubbed.text or scrubbed.original
+        if scrubbed.emotion is not None:
+            data["emotion"] = scrubbed.emotion.value
     try:
-        return ParsedOutput.model_validate(data), ""
+        return ParsedOutput.model_validate(data), "", scrubbed
     except ValidationError as exc:
         parts = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:3]]
-        return None, "output does not match the schema: " + "; ".join(parts)
+        return None, "output does not match the schema: " + "; ".join(parts), scrubbed
 
 
 def partition_mutations(

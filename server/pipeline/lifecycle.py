@@ -363,7 +363,7 @@ class GovernancePipeline:
                 run.ttft_ms = generation.ttft_ms
 
             parse = parse_output(generation.text)
-            gate = validate(parse, generation.text, snapshot, self.config.gate, judge)
+            gate = validate(parse, generation.text, snapshot, self.config.gate, judge, run.view.profile.output_hygiene)
             run.attempts.append(
                 AttemptRecord(
                     attempt=snapshot.attempt,
@@ -373,6 +373,7 @@ class GovernancePipeline:
                     parse_path=parse.path,
                     gates=gate.checks,
                     failures=gate.failures,
+                    findings=gate.findings,
                     tokens_evaluated=generation.tokens_evaluated,
                     tokens_generated=generation.tokens_generated,
                 )
