@@ -61,6 +61,7 @@ from loreguard.schemas.receipt import (
     ParsePath,
     Receipt,
     RejectedMutation,
+    SkippedFallback,
 )
 from loreguard.schemas.rules import (
     BehaviourStats,
@@ -133,6 +134,7 @@ __all__ = [
     "Secret",
     "SetWorldState",
     "Severity",
+    "SkippedFallback",
     "StoredCanonicalFact",
     "TransformBeliefMutation",
     "TransformRelationshipMutation",

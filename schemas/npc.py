@@ -84,7 +84,10 @@ class FewShotExample(FrozenModel):
 
 class Fallbacks(FrozenModel):
     """Author-controlled lines used when no valid answer could be produced. Chosen in order:
-    by trigger reason, then generic, then the world's emergency line."""
+    by trigger reason, then generic, then the world's emergency line. A line is held to the rules
+    it stands in for: registration refuses one that breaks a hard or critical rule holding in
+    every interaction, or reveals a secret; at run time one that breaks a rule active in context
+    is skipped (the receipt's `skipped_fallbacks` says which, and why)."""
 
     by_trigger: dict[TriggerReason, tuple[Line, ...]] = Field(default_factory=dict)
     generic: tuple[Line, ...] = ()
@@ -175,7 +178,9 @@ class WorldDefinition(FrozenModel):
     canonical_facts: tuple[CanonicalFact, ...] = Field(default=(), max_length=1024)
     rules: tuple[ExpectancyRule, ...] = Field(default=(), max_length=512)
     fallbacks: Fallbacks = Fallbacks()
-    #: The last-resort line when no NPC or world fallback applies.
+    #: The last-resort line when no NPC or world fallback applies: a neutral line, checked like
+    #: every fallback against each NPC's rules and secrets. Where even it would break a rule in
+    #: context, the NPC says nothing.
     emergency_fallback: Line = "..."
     #: World state the game starts with.
     initial_state: dict[StateKey, JsonScalar] = Field(default_factory=dict)

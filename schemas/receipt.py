@@ -95,6 +95,17 @@ class OutputFinding(FrozenModel):
     emotion: Emotion | None = None
 
 
+class SkippedFallback(FrozenModel):
+    """An authored fallback line that was not spoken because it would break a rule active in
+    this interaction (checked with the gate's own constraint and knowledge checks)."""
+
+    #: Where the line is authored: `npc.fallbacks.by_trigger.player_utterance.0`,
+    #: `world.fallbacks.generic.1`, `world.emergency_fallback`. Never the line's text (it may
+    #: hold what it was skipped for).
+    line: str
+    failures: tuple[GateFailure, ...]
+
+
 class ParsePath(str, Enum):
     STRICT = "strict"
     TOLERANT = "tolerant"
@@ -153,6 +164,8 @@ class Receipt(FrozenModel):
     outcome: InteractionOutcome
     fallback_used: bool
     fallback_reason: str | None = None
+    #: Fallback lines passed over before the one spoken, each with the rules it would break.
+    skipped_fallbacks: tuple[SkippedFallback, ...] = ()
     #: With outcome `halted`: the phase and the invariant that broke, and what was refused.
     halt_reason: str | None = None
     memory_hash_before: str

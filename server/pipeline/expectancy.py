@@ -125,6 +125,31 @@ def rule_text(rule: ExpectancyRule) -> str:
     return "; ".join(parts) or rule.id
 
 
+def to_constraint(rule: ExpectancyRule) -> Constraint:
+    """The constraint a rule becomes when its conditions hold."""
+    return Constraint(
+        rule_id=rule.id,
+        type=rule.type,
+        severity=rule.severity,
+        text=rule_text(rule),
+        checks=rule.checks,
+        priority=rule.priority,
+        behavioural=rule.behavioural,
+    )
+
+
+def holds_everywhere(rule: ExpectancyRule, npc_id: str | None) -> bool:
+    """Whether a rule applies to every interaction of `npc_id` whatever its context: it has no
+    condition but, at most, a list of NPCs naming this one (None: an NPC not yet known, which
+    only a rule without any condition covers). Behavioural rules never do: they wait for
+    designer feedback."""
+    given = rule.conditions.model_dump(exclude_defaults=True)
+    if given.get("min_interaction") == 0:
+        del given["min_interaction"]
+    npc_ids = given.pop("npc_ids", None)
+    return not rule.behavioural and not given and (npc_ids is None or npc_id in npc_ids)
+
+
 class StateTypeConflict(FrozenModel):
     """A state value a rule's condition cannot compare with."""
 
@@ -235,17 +260,7 @@ def evaluate_rules(
             continue
         if rule.behavioural and not behaviour_active(behaviour.get(rule.id) or BehaviourStats(rule_id=rule.id)):
             continue
-        constraints.append(
-            Constraint(
-                rule_id=rule.id,
-                type=rule.type,
-                severity=rule.severity,
-                text=rule_text(rule),
-                checks=rule.checks,
-                priority=rule.priority,
-                behavioural=rule.behavioural,
-            )
-        )
+        constraints.append(to_constraint(rule))
     return RuleEvaluation(
         constraints=ConstraintSet.of(constraints), missing_state=tuple(sorted(missing)), mistyped_state=tuple(sorted(mistyped))
     )

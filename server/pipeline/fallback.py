@@ -1,16 +1,38 @@
-"""Stage 9 (last resort): author-controlled fallback lines.
+"""Stage 9 (last resort): author-controlled fallback lines, held to the rules they stand in for.
 
 Order: the NPC's lines for this trigger, the world's lines for this trigger, the NPC's generic
 lines, the world's generic lines, then the world's emergency line. The choice within a list is
 by interaction index, never random, so a replay picks the same line. A fallback never changes
 memory.
+
+A fallback is spoken with no model, so each line is judged by the gate's own checks
+(`checks.check_constraint`, `checks.secret_leaks`) as a reply with that dialogue, neutral emotion
+and no mutations would be: every hard and critical constraint, and every secret. Soft rules bend,
+as they do on a last attempt. Intent checks do not apply: a fallback takes no action, and a
+required intent is one no line could meet.
+
+- At registration (`fallback_problems`): every authored line (the NPC's, the world's, the
+  emergency line) against the rules that hold for the NPC whatever the context (`holds_everywhere`)
+  and the NPC's secrets. `npc.register` and `world.load` refuse a line that fails.
+- At run time (`choose_fallback`): against the constraints active in the interaction. A line
+  that fails is skipped and recorded, and the next one in order is tried (the same list first,
+  by rotation). If even the emergency line fails in context, the NPC says nothing
+  (source `silence`): no line at all is better than one that breaks a rule.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.interaction import TriggerReason
-from loreguard.schemas.npc import NpcProfile, WorldDefinition
+from loreguard.schemas.npc import Fallbacks, NpcProfile, Secret, WorldDefinition
+from loreguard.schemas.output import ParsedOutput
+from loreguard.schemas.receipt import GateFailure, GateName, SkippedFallback
+from loreguard.schemas.rules import Constraint, ExpectancyRule, RuleChecks, Severity
+from loreguard.server.pipeline.checks import check_constraint, secret_leaks
+from loreguard.server.pipeline.expectancy import holds_everywhere, to_constraint
+from loreguard.server.pipeline.textnorm import clean_dialogue
 
 BUILTIN_EMERGENCY = "..."
 
@@ -18,18 +40,106 @@ BUILTIN_EMERGENCY = "..."
 class FallbackChoice(FrozenModel):
     text: str
     source: str
+    #: Lines passed over before this one, each with the rules it would break.
+    skipped: tuple[SkippedFallback, ...] = ()
+
+
+def _spoken(checks: RuleChecks) -> RuleChecks:
+    return checks.model_copy(update={"forbidden_intents": (), "required_intents": ()})
+
+
+def line_failures(text: str, constraints: Iterable[Constraint], secrets: Iterable[Secret]) -> list[GateFailure]:
+    """Why a fallback line may not be spoken under these constraints and secrets; [] when it may.
+    A critical rule fails at the hard limits and a hard one at the constraints gate, as in the gate."""
+    output = ParsedOutput(dialogue=clean_dialogue(text) or text)
+    failures: list[GateFailure] = []
+    for c in constraints:
+        if c.severity is Severity.SOFT:
+            continue
+        gate = GateName.HARD_LIMITS if c.severity is Severity.CRITICAL else GateName.CONSTRAINTS
+        failures += check_constraint(c.model_copy(update={"checks": _spoken(c.checks)}), output, text, gate)
+    return failures + secret_leaks([output.dialogue], secrets)
+
+
+def _lines(owner: str, fallbacks: Fallbacks, trigger: TriggerReason) -> tuple[str, tuple[str, ...]]:
+    return f"{owner}.fallbacks.by_trigger.{trigger.value}", fallbacks.by_trigger.get(trigger, ())
 
 
 def choose_fallback(
-    profile: NpcProfile, world: WorldDefinition | None, trigger: TriggerReason, interaction_index: int
+    profile: NpcProfile,
+    world: WorldDefinition | None,
+    trigger: TriggerReason,
+    interaction_index: int,
+    constraints: Sequence[Constraint] = (),
+    secrets: Sequence[Secret] = (),
 ) -> FallbackChoice:
-    candidates: list[tuple[str, tuple[str, ...]]] = [("npc_trigger", profile.fallbacks.by_trigger.get(trigger, ()))]
+    """The first line in fallback order that breaks none of `constraints` (the interaction's
+    active designer rules) and reveals none of `secrets`."""
+    candidates: list[tuple[str, str, tuple[str, ...]]] = [("npc_trigger", *_lines("npc", profile.fallbacks, trigger))]
     if world is not None:
-        candidates.append(("world_trigger", world.fallbacks.by_trigger.get(trigger, ())))
-    candidates.append(("npc_generic", profile.fallbacks.generic))
+        candidates.append(("world_trigger", *_lines("world", world.fallbacks, trigger)))
+    candidates.append(("npc_generic", "npc.fallbacks.generic", profile.fallbacks.generic))
     if world is not None:
-        candidates.append(("world_generic", world.fallbacks.generic))
-    for source, lines in candidates:
-        if lines:
-            return FallbackChoice(text=lines[interaction_index % len(lines)], source=source)
-    return FallbackChoice(text=world.emergency_fallback if world else BUILTIN_EMERGENCY, source="emergency")
+        candidates.append(("world_generic", "world.fallbacks.generic", world.fallbacks.generic))
+    emergency = ("world.emergency_fallback", world.emergency_fallback) if world else ("builtin.emergency", BUILTIN_EMERGENCY)
+    skipped: list[SkippedFallback] = []
+    for source, path, lines in candidates:
+        for k in range(len(lines)):
+            i = (interaction_index + k) % len(lines)
+            failures = line_failures(lines[i], constraints, secrets)
+            if not failures:
+                return FallbackChoice(text=lines[i], source=source, skipped=tuple(skipped))
+            skipped.append(SkippedFallback(line=f"{path}.{i}", failures=tuple(failures)))
+    failures = line_failures(emergency[1], constraints, secrets)
+    if not failures:
+        return FallbackChoice(text=emergency[1], source="emergency", skipped=tuple(skipped))
+    skipped.append(SkippedFallback(line=emergency[0], failures=tuple(failures)))
+    return FallbackChoice(text="", source="silence", skipped=tuple(skipped))
+
+
+class FallbackProblem(FrozenModel):
+    """An authored fallback line that breaks a rule or reveals a secret whatever the context."""
+
+    #: The NPC it was checked for (None: a world checked with no NPC registered).
+    npc_id: str | None
+    #: Where the line is: `npc.fallbacks.generic.0`, `world.fallbacks.by_trigger.zone_trigger.1`,
+    #: `world.emergency_fallback`.
+    line: str
+    #: Where the rule or secret is: `npc.rules.2`, `world.rules.0`, `npc.secrets.0`.
+    broken: str
+    failure: GateFailure
+
+
+def _authored(owner: str, fallbacks: Fallbacks) -> list[tuple[str, str]]:
+    lines = [
+        (f"{owner}.fallbacks.by_trigger.{trigger.value}.{i}", line)
+        for trigger, trigger_lines in sorted(fallbacks.by_trigger.items(), key=lambda item: item[0].value)
+        for i, line in enumerate(trigger_lines)
+    ]
+    return lines + [(f"{owner}.fallbacks.generic.{i}", line) for i, line in enumerate(fallbacks.generic)]
+
+
+def _standing(owner: str, rules: Sequence[ExpectancyRule], npc_id: str | None) -> list[tuple[str, Constraint]]:
+    return [(f"{owner}.rules.{i}", to_constraint(rule)) for i, rule in enumerate(rules) if holds_everywhere(rule, npc_id)]
+
+
+def fallback_problems(world: WorldDefinition | None, profiles: Iterable[NpcProfile]) -> list[FallbackProblem]:
+    """Every authored fallback line that breaks a rule holding whatever the context, or reveals a
+    secret, for each of `profiles` with `world` (or for `world` alone when there is no profile):
+    what `npc.register` and `world.load` refuse. In the order of NPC, line, then rule."""
+    problems: list[FallbackProblem] = []
+    world_lines = _authored("world", world.fallbacks) + [("world.emergency_fallback", world.emergency_fallback)] if world else []
+    checked = [(p.id, p) for p in profiles] or ([(None, None)] if world else [])
+    for npc_id, profile in checked:
+        lines = (_authored("npc", profile.fallbacks) if profile else []) + world_lines
+        rules = _standing("world", world.rules if world else (), npc_id) + _standing(
+            "npc", profile.rules if profile else (), npc_id
+        )
+        rule_paths = {c.rule_id: path for path, c in rules}
+        secrets = profile.secrets if profile else ()
+        secret_paths = {s.id: f"npc.secrets.{i}" for i, s in enumerate(secrets)}
+        for line, text in lines:
+            for failure in line_failures(text, [c for _, c in rules], secrets):
+                paths = secret_paths if failure.gate is GateName.KNOWLEDGE else rule_paths
+                problems.append(FallbackProblem(npc_id=npc_id, line=line, broken=paths[failure.rule_id or ""], failure=failure))
+    return problems

@@ -436,7 +436,17 @@ class GovernancePipeline:
         return result
 
     def _fallback(self, run: _Run, reason: str) -> InteractionResult:
-        choice = choose_fallback(run.view.profile, run.view.world, run.ctx.trigger_reason, run.interaction_index)
+        # Checked against the designer's rules active in this interaction (the first attempt's:
+        # retry escalations describe the model's mistakes, not a line the designer wrote).
+        snapshot = run.first_snapshot
+        choice = choose_fallback(
+            run.view.profile,
+            run.view.world,
+            run.ctx.trigger_reason,
+            run.interaction_index,
+            snapshot.constraints.constraints,
+            snapshot.secrets,
+        )
         # The interaction still counts (it picks the next line and seed); memory does not change.
         result = self._commit(
             run,
@@ -447,10 +457,13 @@ class GovernancePipeline:
                 choice.text,
                 memory_hash_after=hash_after,
                 fallback_reason=f"{reason} -> {choice.source}",
+                skipped_fallbacks=choice.skipped,
             ),
         )
         self._count("fallback", 1)
         self._count(f"fallback.{choice.source}", 1)
+        if choice.skipped:
+            self._count("fallback_lines_skipped", len(choice.skipped))
         return result
 
     def _clarify(self, run: _Run) -> InteractionResult:

@@ -28,7 +28,7 @@ from loreguard.schemas.memory import (
     SetWorldState,
 )
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
-from loreguard.schemas.receipt import ModelFingerprint
+from loreguard.schemas.receipt import GateName, ModelFingerprint
 from loreguard.schemas.wire import (
     MESSAGES,
     SUPPORTED_VERSIONS,
@@ -54,6 +54,7 @@ from loreguard.schemas.wire import (
 from loreguard.server.audit import AuditRecorder, NoRecordsError
 from loreguard.server.audit.package import PackageFormat, encode_package, package_document
 from loreguard.server.pipeline.expectancy import RuleIdCollision, rule_id_collisions, state_type_conflicts
+from loreguard.server.pipeline.fallback import FallbackProblem, fallback_problems
 from loreguard.server.sidecar.codec import ProtocolError
 from loreguard.server.sidecar.stats import SidecarStats
 
@@ -85,6 +86,39 @@ def _rule_id_collisions(what: str, collisions: list[RuleIdCollision], *, world_s
         )
     return ProtocolError(
         ErrorCode.INVALID, f"{what} refused; nothing was changed: a rule id collides", details={"errors": errors}
+    )
+
+
+def _fallback_problems(what: str, problems: list[FallbackProblem], world_id: str | None, *, world_side: bool) -> ProtocolError:
+    """`invalid`, one error per fallback line and rule (or secret) it breaks. The path is the
+    line's in the request's body; for a line of the other side (a world line that breaks the
+    NPC's rule) it is the rule's or secret's; for a world line that breaks a world rule scoped
+    to this NPC it is the line's as `world.fallbacks...`. `line` and `rule` name both in full."""
+    mine = "world." if world_side else "npc."
+
+    def named(path: str, npc_id: str | None, rest: str) -> str:
+        return f"{(world_id or 'world') if path.startswith('world.') else npc_id}:{rest}"
+
+    errors = []
+    for p in problems:
+        body_side = next((path for path in (p.line, p.broken) if path.startswith(mine)), None)
+        kind = "secret" if p.failure.gate is GateName.KNOWLEDGE else "rule"
+        line = named(p.line, p.npc_id, p.line.split(".", 1)[1])
+        broken = named(p.broken, p.npc_id, p.failure.rule_id or "")
+        error = {
+            "path": body_side.removeprefix(mine) if body_side else p.line,
+            "reason": f"fallback line {line} breaks {kind} {broken} ({p.broken.split('.', 1)[1]}), "
+            f"which holds in every interaction: {p.failure.reason}",
+            "kind": "fallback_breaks_rule",
+            "line": line,
+            "rule": broken,
+        }
+        if error not in errors:  # a world line against a world rule is found once per NPC
+            errors.append(error)
+    return ProtocolError(
+        ErrorCode.INVALID,
+        f"{what} refused; nothing was changed: a fallback line breaks a rule it stands in for",
+        details={"errors": errors},
     )
 
 
@@ -140,6 +174,14 @@ class Dispatcher:
         collisions = rule_id_collisions(body, (self.store.profile(npc_id) for npc_id in self.store.npc_ids()))
         if collisions:
             raise _rule_id_collisions("world.load", collisions, world_side=True)
+        # Lines and rules of registered NPCs alone were checked when they registered.
+        problems = [
+            p
+            for p in fallback_problems(body, [self.store.profile(npc_id) for npc_id in self.store.npc_ids()])
+            if p.line.startswith("world.") or p.broken.startswith("world.")
+        ]
+        if problems:
+            raise _fallback_problems("world.load", problems, body.id, world_side=True)
         result = self.store.load_world(body)
         if not result.committed:
             raise _refused(result, "world.load")
@@ -150,6 +192,10 @@ class Dispatcher:
         collisions = rule_id_collisions(self.store.world(), (body,))
         if collisions:
             raise _rule_id_collisions("npc.register", collisions, world_side=False)
+        world = self.store.world()
+        problems = fallback_problems(world, [body])
+        if problems:
+            raise _fallback_problems("npc.register", problems, world.id if world else None, world_side=False)
         result = self.store.register_npc(body)
         if not result.committed:
             raise _refused(result, "npc.register")

@@ -272,7 +272,7 @@ def test_npc_register_refuses_a_rule_id_the_loaded_world_already_has(tmp_path: P
 def test_world_load_refuses_a_rule_id_a_registered_npc_already_has(tmp_path: Path) -> None:
     with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
         before, world = sidecar.store.memory_hash(), sidecar.store.world()
-        stricter = {"id": "brief", "type": "prohibition", "severity": "critical", "checks": {"max_length": 10}}
+        stricter = {"id": "brief", "type": "prohibition", "severity": "critical", "checks": {"max_length": 100}}
         changed = {**demo_world().model_dump(mode="json"), "lore": "Changed.", "rules": [stricter]}
         with pytest.raises(Invalid, match="world.load") as refused:
             client.load_world(changed)
@@ -306,6 +306,43 @@ def test_registration_refuses_checks_that_could_never_fire_as_meant(tmp_path: Pa
             client.load_world({**demo_world().model_dump(mode="json"), "rules": [{**emoji, "id": "w"}]})
         assert world.value.details["errors"][0]["path"] == "rules.0.checks.forbidden_phrases.0"
         assert sidecar.store.memory_hash() == before and sidecar.store.profile("merchant") == demo_npcs()[1]
+
+
+def test_npc_register_refuses_a_fallback_line_that_breaks_a_standing_rule_or_reveals_a_secret(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before, guard = sidecar.store.memory_hash(), demo_npcs()[0].model_dump(mode="json")
+        beware = {**guard, "persona": "Changed.", "fallbacks": {"generic": ["Hmph.", "Beware the dragon."]}}
+        with pytest.raises(Invalid, match="npc.register") as refused:
+            client.register_npc(beware)
+        (error,) = refused.value.details["errors"]
+        assert (error["path"], error["kind"]) == ("fallbacks.generic.1", "fallback_breaks_rule")
+        assert (error["line"], error["rule"]) == ("guard:fallbacks.generic.1", "guard:no_dragon")
+        assert "rules.0" in error["reason"] and 'forbidden phrase "dragon"' in error["reason"]
+        telling = {**guard, "fallbacks": {"by_trigger": {"player_utterance": ["It's silver moon, go on."]}}}
+        with pytest.raises(Invalid) as leak:
+            client.register_npc(telling)
+        (error,) = leak.value.details["errors"]
+        assert (error["path"], error["rule"]) == ("fallbacks.by_trigger.player_utterance.0", "guard:password")
+        assert "silver" not in error["reason"]  # the secret's id, never its text
+        assert sidecar.store.memory_hash() == before and sidecar.store.profile("guard") == demo_npcs()[0]
+
+
+def test_world_load_refuses_fallback_lines_that_break_a_registered_npcs_rule(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before, world = sidecar.store.memory_hash(), sidecar.store.world()
+        changed = {
+            **demo_world().model_dump(mode="json"),
+            "fallbacks": {"generic": ["A dragon, I tell you!"]},
+            "emergency_fallback": "Where is my phone?",
+        }
+        with pytest.raises(Invalid, match="world.load") as refused:
+            client.load_world(changed)
+        errors = [(e["path"], e["line"], e["rule"]) for e in refused.value.details["errors"]]
+        assert errors == [
+            ("fallbacks.generic.0", "eldmoor:fallbacks.generic.0", "guard:no_dragon"),
+            ("emergency_fallback", "eldmoor:emergency_fallback", "eldmoor:no_modern"),
+        ]  # the emergency line against the world's rule: once, although both NPCs are checked
+        assert sidecar.store.memory_hash() == before and sidecar.store.world() == world  # nothing loaded
 
 
 def test_a_slot_that_conflicts_with_newer_designer_data_is_refused_with_a_typed_error(tmp_path: Path) -> None:
