@@ -129,7 +129,9 @@ def fallback_problems(world: WorldDefinition | None, profiles: Iterable[NpcProfi
     what `npc.register` and `world.load` refuse. In the order of NPC, line, then rule."""
     problems: list[FallbackProblem] = []
     world_lines = _authored("world", world.fallbacks) + [("world.emergency_fallback", world.emergency_fallback)] if world else []
-    checked = [(p.id, p) for p in profiles] or ([(None, None)] if world else [])
+    checked: list[tuple[str | None, NpcProfile | None]] = [(p.id, p) for p in profiles]
+    if not checked and world is not None:
+        checked = [(None, None)]  # the world's lines against the rules that hold for any NPC
     for npc_id, profile in checked:
         lines = (_authored("npc", profile.fallbacks) if profile else []) + world_lines
         rules = _standing("world", world.rules if world else (), npc_id) + _standing(
