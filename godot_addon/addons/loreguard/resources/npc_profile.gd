@@ -23,6 +23,9 @@ extends Resource
 ## Amounts of money the line states about nothing the prompt carried (no price in world state
 ## or facts): "allow" them, or "flag" them (retried, then accepted with a warning).
 @export_enum("allow", "flag") var ungrounded_numbers: String = "allow"
+## Speaker labels, stage directions, trailing fragments in a line: "clean" strips them (a
+## direction that names a feeling sets the emotion), "strict" sends the line back to the model.
+@export_enum("clean", "strict") var output_hygiene: String = "clean"
 
 @export_group("Fallbacks")
 ## Trigger reason (e.g. "player_utterance") -> PackedStringArray of lines, tried first.
@@ -58,6 +61,7 @@ func to_dict(rule_sets: Array[LoreguardRuleSet] = []) -> Dictionary:
 		"fallbacks": LoreguardDict.fallbacks_to_dict(fallbacks_by_trigger, fallbacks),
 		"few_shot": LoreguardDict.to_dicts(few_shot),
 		"ungrounded_numbers": ungrounded_numbers,
+		"output_hygiene": output_hygiene,
 		"bounds":
 		{
 			"max_exchanges": max_exchanges,
@@ -86,6 +90,7 @@ static func from_dict(data: Dictionary) -> LoreguardNpcProfile:
 	for example: Dictionary in data.get("few_shot", []):
 		out.few_shot.append(LoreguardExample.from_dict(example))
 	out.ungrounded_numbers = data.get("ungrounded_numbers", out.ungrounded_numbers)
+	out.output_hygiene = data.get("output_hygiene", out.output_hygiene)
 	out.fallbacks_by_trigger = LoreguardDict.fallbacks_by_trigger(data)
 	out.fallbacks = LoreguardDict.strings(data.get("fallbacks", {}), "generic")
 	# A bound the body leaves out keeps the Resource's default (one place for each default).
