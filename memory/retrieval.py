@@ -21,7 +21,7 @@ from functools import lru_cache
 from pydantic import Field
 
 from loreguard.memory.policy import episodic_strength
-from loreguard.memory.text import is_unspaced, word_tokens
+from loreguard.memory.text import is_unspaced, stem, word_tokens
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import Belief, EpisodicEntry
 
@@ -36,9 +36,10 @@ STOPWORDS = frozenset(
 
 @lru_cache(maxsize=8192)
 def keywords(text: str) -> frozenset[str]:
-    """Folded content words of `text` in any script: stopwords out, and 1-2 letter words out
-    except the two-character pieces of unspaced scripts (Chinese, Japanese)."""
-    return frozenset(w for w in word_tokens(text) if (len(w) > 2 or is_unspaced(w)) and w not in STOPWORDS)
+    """Folded content words of `text` in any script, each as its `stem` (so "quests" and "quest"
+    are one keyword): stopwords out, and 1-2 letter words out except the two-character pieces of
+    unspaced scripts (Chinese, Japanese)."""
+    return frozenset(stem(w) for w in word_tokens(text) if (len(w) > 2 or is_unspaced(w)) and w not in STOPWORDS)
 
 
 class RetrievalWeights(FrozenModel):

@@ -8,7 +8,9 @@ segmenter, plus each Han character alone (one kanji is often a word), so "鍵を
 still shares keys with "鍵はどこ". Pure and deterministic.
 
 `fold` and `words` are defined in `loreguard.schemas.text` (so a schema can refuse a phrase that
-folds to nothing) and re-exported here.
+folds to nothing) and re-exported here. `stem` is the one simple inflection every word match that
+wants it shares (retrieval and task classification, the numbers a gate reads): a plural and its
+singular ("quests", "quest") are one word.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from functools import lru_cache
 
 from loreguard.schemas.text import fold, words
 
-__all__ = ["fold", "is_unspaced", "word_tokens", "words"]
+__all__ = ["fold", "is_unspaced", "stem", "word_tokens", "words"]
 
 #: A run of letters or digits in any script (underscore is a separator, as punctuation is).
 _WORD = re.compile(r"[^\W_]+")
@@ -55,3 +57,18 @@ def word_tokens(text: str) -> tuple[str, ...]:
 def is_unspaced(word: str) -> bool:
     """True for a piece of an unspaced script: a keyword although it has only one or two characters."""
     return _UNSPACED.fullmatch(word) is not None
+
+
+@lru_cache(maxsize=8192)
+def stem(word: str) -> str:
+    """A folded word's singular, roughly and consistently: quests -> quest, pennies -> penny,
+    boxes -> box, glasses -> glass, horses -> horse. Only a plural ending in `s` is undone (English,
+    and the plural of most Spanish and French words: puertas, portes), so both sides of a match
+    must be stemmed; other inflections (German Tore, Russian ворот) are left as they are."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("sses", "ches", "shes", "xes", "zes")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us")):
+        return word[:-1]
+    return word

@@ -8,10 +8,11 @@ episodic memory and beliefs (ValidatedOutput and above). A model's raw suggestio
 
 from __future__ import annotations
 
+import json
 from enum import Enum, IntEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from loreguard.schemas.base import (
     FrozenModel,
@@ -22,6 +23,7 @@ from loreguard.schemas.base import (
     StateKey,
     UnitInterval,
 )
+from loreguard.schemas.text import matchable, words
 
 #: The scope that holds world-wide facts and state. NPC ids cannot start with `@`.
 WORLD_SCOPE = "@world"
@@ -45,7 +47,8 @@ class MemoryKind(str, Enum):
     BELIEF = "belief"
 
 
-Phrase = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+_PHRASE_MAX = 200
+Phrase = Annotated[str, StringConstraints(min_length=1, max_length=_PHRASE_MAX)]
 
 
 class Claim(FrozenModel):
@@ -64,6 +67,67 @@ class Claim(FrozenModel):
     #: Phrases that introduce the attribute's value after the subject ("is named", "is called").
     #: Empty means the defaults for the attribute (see `loreguard.memory.claims`).
     cues: tuple[Phrase, ...] = ()
+
+
+def value_text(value: JsonScalar) -> str:
+    """A world-state value as a claim names it: a string as it is, any other value as JSON writes
+    it (`true`, `false`, `3`, `1.5`)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+class StateClaim(FrozenModel):
+    """A world-state key described like a canonical fact's claim, without the value: the value
+    is the key's at interaction time. `gate.north` as subject "north gate", attribute "state",
+    cues "is", "stands": with `gate.north = "closed"` the gate catches "the north gate is open"
+    exactly as it catches a contradicted canonical claim (see `loreguard.memory.claims`), and
+    only when the prompt carried the key.
+    """
+
+    subject: Phrase
+    attribute: Phrase
+    subject_aliases: tuple[Phrase, ...] = ()
+    #: Phrases that introduce the value after the subject. Empty: the attribute's defaults.
+    cues: tuple[Phrase, ...] = ()
+    #: The values the key takes (as `value_text` writes them), each with other words that say
+    #: it: `{"closed": ["shut", "barred"], "open": ["opened"]}`. When given, only these words (and
+    #: the key's current value) are read as a value after a cue, so "the gate is that way"
+    #: asserts nothing and "the gate is now open" asserts "open". Empty: any words after a cue
+    #: are the asserted value, as for a canonical claim.
+    values: dict[Phrase, tuple[Phrase, ...]] = Field(default_factory=dict, max_length=64)
+
+    @model_validator(mode="after")
+    def _every_phrase_matchable(self) -> StateClaim:
+        for phrase in (self.subject, self.attribute, *self.subject_aliases, *self.cues, *self.values):
+            matchable(phrase)
+        for aliases in self.values.values():
+            for phrase in aliases:
+                matchable(phrase)
+        return self
+
+    def claim(self, value: JsonScalar) -> Claim | None:
+        """The claim this key makes while it holds `value`; None for a value no reply can state
+        (one that folds to no word, or longer than a phrase)."""
+        text = value_text(value)
+        if not words(text) or len(text) > _PHRASE_MAX:
+            return None
+        return Claim(
+            subject=self.subject,
+            attribute=self.attribute,
+            value=text,
+            subject_aliases=self.subject_aliases,
+            value_aliases=self.values.get(text, ()),
+            cues=self.cues,
+        )
+
+    def known_values(self, value: JsonScalar) -> tuple[str, ...]:
+        """Every phrase that names a value of this key, the current one included; empty when
+        the claim lists no values (then any words after a cue are a value)."""
+        if not self.values:
+            return ()
+        phrases = {value_text(value), *self.values}
+        for aliases in self.values.values():
+            phrases.update(aliases)
+        return tuple(sorted(phrases))
 
 
 class CanonicalFact(FrozenModel):

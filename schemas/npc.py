@@ -9,7 +9,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, LongText, ShortText, StateKey
 from loreguard.schemas.interaction import TriggerReason
-from loreguard.schemas.memory import CanonicalFact
+from loreguard.schemas.memory import CanonicalFact, StateClaim
 from loreguard.schemas.output import Emotion
 from loreguard.schemas.rules import ExpectancyRule, Phrase
 from loreguard.schemas.text import matchable
@@ -186,6 +186,11 @@ class WorldDefinition(FrozenModel):
     initial_state: dict[StateKey, JsonScalar] = Field(default_factory=dict)
     #: Values a missing world-state key may be derived from when a rule or contract needs it.
     state_defaults: dict[StateKey, JsonScalar] = Field(default_factory=dict)
+    #: World-state keys described as claims (`gate.north` -> subject "north gate", attribute
+    #: "state"): while the prompt carries the key, a reply that states another value than the
+    #: key's fails the canonical gate like a contradicted canonical fact. The words of a claim's
+    #: subject and aliases also name the key for task classification ("Is the gate open?").
+    state_claims: dict[StateKey, StateClaim] = Field(default_factory=dict, max_length=256)
 
     @field_validator("canonical_facts")
     @classmethod

@@ -4,7 +4,7 @@ extends SceneTree
 ##
 ##     godot --headless --path demo_project -s res://tools/import_demo_data.gd
 ##
-## Edit server/demo/data/*.json, then run this again. tests/test_godot_demo.py checks that the
+## Edit server/demo/data/*.json, then run this again. tests/godot_addon/test_integration.py checks that the
 ## committed resources still serialize to exactly that JSON.
 
 const SOURCE := "res://../server/demo/data"

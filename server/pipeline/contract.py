@@ -1,19 +1,34 @@
 """Task contracts: what kind of interaction this is, which memory it needs, and whether the
 gathered context is sufficient before any model is called (pass / retry / clarify).
 
-Classification is keyword- and trigger-based and deterministic. Canonical facts are always in
-the prompt (they live in the static prefix, which is what makes KV-cache reuse possible); the
-contract gates the dynamic sections.
+Classification is trigger-, keyword- and vocabulary-based and deterministic. Canonical facts
+are always in the prompt (they live in the static prefix, which is what makes KV-cache reuse
+possible); the contract gates the dynamic sections.
+
+Retrieval answers the question that was asked. The contract sees a `Vocabulary`: the words that
+name what this NPC's memory holds right now (world-state keys, their state claims' subjects and
+aliases, canonical facts, beliefs). A player line that names a world-state key or a belief brings
+that section into the prompt whatever its task ("Tell me about the gate" carries the gate's
+state); a question (`is_question`: yes/no or wh-, in English, German, Spanish, French, Russian or
+Japanese) that names something the NPC knows is a lore question unless its keywords make it a
+quest or a trade, and the words of a world-state key it names count as its keywords ("Where are
+the wolves?" with `quest.wolves` set is a quest question). Words match as folded stems
+(`keywords`: "quests" is "quest", "Tor" is "tor"), so a key answers in another language through
+its state claim's aliases.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from enum import Enum
 
 from loreguard.memory.retrieval import keywords
+from loreguard.memory.text import fold, stem, word_tokens
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext, TaskType, TriggerReason
+from loreguard.schemas.memory import Belief, CanonicalFact, StateClaim
 
 __all__ = ["TaskType"]  # defined with the wire models: rule conditions name task types
 
@@ -25,20 +40,45 @@ class Section(str, Enum):
     EXCHANGES = "exchanges"
 
 
+def _cues(text: str) -> frozenset[str]:
+    """Cue words as a line's keywords hold them: folded, stemmed ("König" -> "konig", "coins" ->
+    "coin"); an unspaced-script cue is one two-character piece ("仕事")."""
+    return frozenset(stem(fold(word)) for word in text.split())
+
+
 #: Keyword cues per task type, checked in this order; the type with most hits wins, ties go to
-#: the earlier type.
+#: the earlier type. English first, then German, Spanish, French, Russian and Japanese.
 TASK_KEYWORDS: tuple[tuple[TaskType, frozenset[str]], ...] = (
-    (TaskType.QUEST, frozenset("quest task job work help reward mission bounty errand hunt".split())),
-    (TaskType.TRADE, frozenset("buy sell price cost trade gold coin coins wares shop pay".split())),
+    (
+        TaskType.QUEST,
+        _cues(
+            "quest task job work help reward mission bounty errand hunt "
+            "auftrag aufgabe arbeit belohnung  misión tarea trabajo recompensa encargo  quête tâche travail récompense "
+            "задание задания работа работу награда награду поручение  依頼 仕事 任務 報酬"
+        ),
+    ),
+    (
+        TaskType.TRADE,
+        _cues(
+            "buy sell price cost trade gold coin wares shop pay "
+            "kaufen verkaufen preis kostet münzen handel  comprar vender precio cuesta oro monedas tienda "
+            "acheter vendre prix coûte pièces boutique  купить продать цена стоит золото монеты  値段 価格 買う 売る"
+        ),
+    ),
     (
         TaskType.LORE_QUESTION,
-        frozenset("who history king queen legend lore tell know story ancient war name city town river".split()),
+        _cues(
+            "who history king queen legend lore tell know story ancient war name city town river "
+            "geschichte könig königin legende  historia rey reina leyenda  histoire roi reine légende "
+            "история король королева легенда  歴史 伝説 王様 物語"
+        ),
     ),
 )
 
 SECTIONS: dict[TaskType, frozenset[Section]] = {
     TaskType.LORE_QUESTION: frozenset({Section.BELIEFS, Section.EPISODIC, Section.EXCHANGES}),
-    TaskType.QUEST: frozenset({Section.WORLD_STATE, Section.EPISODIC, Section.EXCHANGES}),
+    # What the NPC believes about the quest's target or the player matters to a quest too.
+    TaskType.QUEST: frozenset({Section.WORLD_STATE, Section.BELIEFS, Section.EPISODIC, Section.EXCHANGES}),
     TaskType.TRADE: frozenset({Section.WORLD_STATE, Section.EXCHANGES}),
     TaskType.SMALL_TALK: frozenset({Section.EPISODIC, Section.BELIEFS, Section.EXCHANGES}),
     TaskType.AMBIENT: frozenset({Section.WORLD_STATE}),
@@ -57,8 +97,98 @@ class ContextContract(FrozenModel):
     required_prefixes: tuple[str, ...] = ()
 
 
-def classify(ctx: InteractionContext) -> TaskType:
-    trigger = ctx.trigger_reason
+#: Words that open a question (folded): English wh-words and auxiliaries, German, Spanish,
+#: French and Russian question words. A line that ends in a question mark is a question anyway.
+QUESTION_OPENERS = frozenset(
+    """who whom whose what when where why which how is are was were do does did can could will would shall should
+    may might has have had wer wen wem wessen was wann wo woher wohin warum wieso weshalb wie welche welcher welches
+    ist sind hast hat habt gibt kann kannst weisst que quien quienes donde cuando como cual cuales cuanto cuanta
+    esta estan hay qui quoi quand pourquoi comment quel quelle quels quelles combien est кто что где когда почему
+    зачем как какой какая какие сколько""".split()
+)
+#: Japanese question words, and the particles that end a question.
+_JAPANESE_QUESTION_WORDS = ("どこ", "いつ", "だれ", "誰", "なに", "何", "なぜ", "どう", "どれ", "どちら", "いくら")
+_JAPANESE_QUESTION_END = re.compile(r"(か|の|かい|かな)[\s。．!！]*$")
+#: Russian yes/no questions: "Открыты ли ворота".
+_PARTICLES = frozenset({"ли"})
+
+
+def is_question(text: str) -> bool:
+    """A yes/no or wh-question: it ends in a question mark (any width; Spanish opens with ¿),
+    opens with a question word, carries the Russian particle ли, or is Japanese with a question
+    word or a closing か/の."""
+    folded = fold(text).strip()
+    if not folded:
+        return False
+    if folded.rstrip(" .!\"'»”)").endswith("?") or "¿" in folded:
+        return True
+    tokens = word_tokens(text)
+    if tokens and tokens[0] in QUESTION_OPENERS:
+        return True
+    if _PARTICLES.intersection(tokens):
+        return True
+    return bool(_JAPANESE_QUESTION_END.search(folded)) or any(w in folded for w in _JAPANESE_QUESTION_WORDS)
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The words (as `keywords` gives them) that name what an NPC's memory holds at one
+    interaction, by section: what lets the contract see what a player line is about."""
+
+    #: Each world-state key with the words that name it: its own ("gate.north": gate, north),
+    #: and its state claim's subject, aliases and listed values. By key.
+    state: tuple[tuple[str, frozenset[str]], ...] = ()
+    #: Canonical facts' text, claim subjects and aliases, and tags.
+    canonical: frozenset[str] = frozenset()
+    #: The contents of the beliefs retrieval may return (not contradicted, confident enough).
+    beliefs: frozenset[str] = frozenset()
+
+    def state_keys_named(self, said: frozenset[str]) -> tuple[str, ...]:
+        return tuple(key for key, names in self.state if names & said)
+
+
+EMPTY_VOCABULARY = Vocabulary()
+
+
+def _state_names(key: str, claim: StateClaim | None) -> frozenset[str]:
+    names = set(keywords(key))
+    if claim is not None:
+        for phrase in (claim.subject, *claim.subject_aliases, *claim.values):
+            names |= keywords(phrase)
+        for aliases in claim.values.values():
+            for phrase in aliases:
+                names |= keywords(phrase)
+    return frozenset(names)
+
+
+def vocabulary(
+    state_keys: Iterable[str],
+    state_claims: Mapping[str, StateClaim],
+    facts: Iterable[CanonicalFact],
+    beliefs: Iterable[Belief],
+    belief_threshold: float,
+) -> Vocabulary:
+    """The vocabulary of an NPC's memory: pure, and the same whatever order anything came in."""
+    canonical: set[str] = set()
+    for fact in facts:
+        canonical |= keywords(fact.text)
+        for tag in fact.tags:
+            canonical |= keywords(tag)
+        for claim in fact.claims:
+            for phrase in (claim.subject, *claim.subject_aliases):
+                canonical |= keywords(phrase)
+    believed: set[str] = set()
+    for belief in beliefs:
+        if belief.confidence >= belief_threshold and not belief.contradicted:  # as retrieval selects them
+            believed |= keywords(belief.content)
+    return Vocabulary(
+        state=tuple((key, _state_names(key, state_claims.get(key))) for key in sorted(set(state_keys))),
+        canonical=frozenset(canonical),
+        beliefs=frozenset(believed),
+    )
+
+
+def _task_from_trigger(trigger: TriggerReason) -> TaskType | None:
     if trigger is TriggerReason.QUEST_TRIGGER:
         return TaskType.QUEST
     if trigger in (TriggerReason.ZONE_TRIGGER, TriggerReason.TIME_TRIGGER):
@@ -67,20 +197,47 @@ def classify(ctx: InteractionContext) -> TaskType:
         return TaskType.WORLD_EVENT
     if trigger is TriggerReason.NPC_INTERACTION:
         return TaskType.NPC_EXCHANGE
-    words = keywords(ctx.player_input)
+    return None
+
+
+def _task_from_words(said: frozenset[str]) -> TaskType:
     best, best_hits = TaskType.SMALL_TALK, 0
     for task, cues in TASK_KEYWORDS:
-        hits = len(words & cues)
+        hits = len(said & cues)
         if hits > best_hits:
             best, best_hits = task, hits
     return best
 
 
-def contract_for(ctx: InteractionContext) -> ContextContract:
-    task = classify(ctx)
+def classify(ctx: InteractionContext, vocab: Vocabulary = EMPTY_VOCABULARY) -> TaskType:
+    """The trigger decides, then the player's words: task cues, and for a question also the
+    words of the world-state keys it names; a question about anything in `vocab` that no cue
+    claims is a lore question."""
+    by_trigger = _task_from_trigger(ctx.trigger_reason)
+    if by_trigger is not None:
+        return by_trigger
+    said = keywords(ctx.player_input)
+    if not is_question(ctx.player_input):
+        return _task_from_words(said)
+    named = vocab.state_keys_named(said)
+    task = _task_from_words(said.union(*(keywords(key) for key in named)))
+    if task is TaskType.SMALL_TALK and (named or said & vocab.canonical or said & vocab.beliefs):
+        return TaskType.LORE_QUESTION
+    return task
+
+
+def contract_for(ctx: InteractionContext, vocab: Vocabulary = EMPTY_VOCABULARY) -> ContextContract:
+    """The task's sections, and every section whose entries the player's line names."""
+    task = classify(ctx, vocab)
+    said = keywords(ctx.player_input)
+    sections = set(SECTIONS[task])
+    if vocab.state_keys_named(said):
+        sections.add(Section.WORLD_STATE)
+    if said & vocab.beliefs:
+        sections.add(Section.BELIEFS)
     return ContextContract(
         task_type=task,
-        sections=tuple(sorted(SECTIONS[task], key=lambda s: s.value)),
+        sections=tuple(sorted(sections, key=lambda s: s.value)),
         required_prefixes=REQUIRED_STATE_PREFIXES.get(ctx.trigger_reason, ()),
     )
 

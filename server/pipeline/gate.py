@@ -5,7 +5,9 @@
    before any other gate looks), and every critical constraint; a critical failure stops at once;
 2. schema: the parsed JSON must be a valid `ParsedOutput`;
 3. constraints: the remaining (soft and hard) constraints;
-4. canonical: no claim of a canonical fact may be contradicted (see `loreguard.memory.claims`);
+4. canonical: no claim of a canonical fact may be contradicted, nor the claim of a world-state
+   key the prompt carried (the world's `state_claims`, with the key's value now; see
+   `loreguard.memory.claims`);
    grounding: no number about a value the prompt carried may differ from it (see `grounding`;
    an amount of money about nothing in the context is a soft failure where the profile flags it);
 5. knowledge: no secret may appear in dialogue, mutations or intents (critical);
@@ -24,7 +26,7 @@ from collections.abc import Callable
 
 from pydantic import ValidationError, model_validator
 
-from loreguard.memory.claims import find_contradictions
+from loreguard.memory.claims import Contradiction, find_contradictions
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.npc import IntentSpec, OutputHygiene, ParamType, UngroundedNumbers
 from loreguard.schemas.output import (
@@ -196,33 +198,19 @@ def validate(
             found.extend(check_constraint(c, output, raw, GateName.CONSTRAINTS))
     record(GateName.CONSTRAINTS, found)
 
-    # 4. canonical: no claim of a canonical fact contradicted, no number about a value the
-    # prompt carried stated otherwise (world state is authoritative too)
+    # 4. canonical: no claim of a canonical fact, nor of a world-state key the prompt carried,
+    # contradicted; no number about a value the prompt carried stated otherwise (world state is
+    # authoritative too)
     texts = [output.dialogue] + mutation_texts(output)
     subjects = subjects_in_context(snapshot.world_state, snapshot.canonical)
     contradictions: list[GateFailure] = []
     ungrounded: list[GateFailure] = []
+    state_claims = dict(snapshot.state_claims)
     for text in texts:
-        hits = find_contradictions(text, snapshot.canonical)
-        for hit in hits:
-            contradictions.append(
-                GateFailure(
-                    gate=GateName.CANONICAL,
-                    reason=(
-                        f"contradicts canonical fact {hit.fact_id}: {hit.subject} {hit.attribute} is "
-                        f"{hit.canonical_value}, output says {'not ' if hit.negated else ''}{hit.asserted}"
-                    ),
-                    severity=Severity.HARD,
-                    rule_id=hit.fact_id,
-                    evidence=(
-                        f"{hit.subject}'s {hit.attribute} is not {hit.canonical_value}"
-                        if hit.negated
-                        else f"{hit.subject}'s {hit.attribute} is {hit.asserted}"
-                    ),
-                )
-            )
+        hits = find_contradictions(text, snapshot.canonical, snapshot.world_state, state_claims)
+        contradictions.extend(_contradiction_failure(hit) for hit in hits)
         # A claim the checker above already caught is not reported twice.
-        caught = {f"canonical:{hit.fact_id}" for hit in hits}
+        caught = {hit.label for hit in hits}
         for problem in find_number_problems(text, subjects):
             failure = _number_failure(problem, snapshot.ungrounded_numbers)
             if failure is not None and failure.rule_id not in caught:
@@ -254,6 +242,30 @@ def validate(
     if failures and (not all(f.severity is Severity.SOFT for f in failures) or snapshot.can_retry):
         return result(output, rejected_mutations=rejected)
     return result(output, accepted=True, approved_mutations=approved, rejected_mutations=rejected, approved_intents=intents)
+
+
+def _contradiction_failure(hit: Contradiction) -> GateFailure:
+    """A contradicted claim fails hard (retried with a repair that names the value that holds),
+    whether it is a canonical fact's or a world-state key's; the rule is the fact's id, or
+    `world_state:KEY` as the prompt's context keys name the key."""
+    if hit.state_key:
+        what, rule_id = f"world state {hit.state_key}", hit.label
+    else:
+        what, rule_id = f"canonical fact {hit.fact_id}", hit.fact_id
+    return GateFailure(
+        gate=GateName.CANONICAL,
+        reason=(
+            f"contradicts {what}: {hit.subject} {hit.attribute} is {hit.canonical_value}, "
+            f"output says {'not ' if hit.negated else ''}{hit.asserted}"
+        ),
+        severity=Severity.HARD,
+        rule_id=rule_id,
+        evidence=(
+            f"{hit.subject}'s {hit.attribute} is not {hit.canonical_value}"
+            if hit.negated
+            else f"{hit.subject}'s {hit.attribute} is {hit.asserted}"
+        ),
+    )
 
 
 def _number_failure(problem: NumberProblem, ungrounded: UngroundedNumbers) -> GateFailure | None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from loreguard.memory.text import words
+from loreguard.memory.text import stem, words
 from loreguard.schemas.base import JsonScalar
 from loreguard.schemas.memory import CanonicalFact
 from loreguard.server.pipeline.numbers import Clause, Number, parse_number, read_numbers
@@ -59,17 +59,6 @@ PERSONS = frozenset("i you he she we they me him her us them".split())
 #: After these a number is a time of day ("at 6", "until 9"), unless a currency follows it.
 TIME_BEFORE = frozenset("at by until till before after around past".split())
 TIME_AFTER = frozenset({"o", "oclock", "am", "pm"})
-
-
-def stem(word: str) -> str:
-    """A plural's singular, roughly and consistently: swords -> sword, pennies -> penny."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith(("ses", "xes", "zes", "ches", "shes")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from loreguard.schemas.receipt import (
     Receipt,
 )
 from loreguard.schemas.rules import Severity
-from loreguard.server.pipeline.contract import Sufficiency, Verdict, check_sufficiency, contract_for
+from loreguard.server.pipeline.contract import Sufficiency, Verdict, check_sufficiency, contract_for, vocabulary
 from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, UnknownNpcError
 from loreguard.server.pipeline.expectancy import evaluate_rules
 from loreguard.server.pipeline.fallback import choose_fallback
@@ -270,11 +270,18 @@ class GovernancePipeline:
         npc_memory, world_memory = view.npc, view.world_memory
         timer.lap("intake")
 
-        contract = contract_for(ctx)
+        state = merged_state(world_memory, npc_memory)
+        vocab = vocabulary(
+            state,
+            world.state_claims if world else {},
+            [c.fact for c in world_memory.canonical + npc_memory.canonical],
+            npc_memory.beliefs,
+            profile.bounds.belief_threshold,
+        )
+        contract = contract_for(ctx, vocab)
         timer.lap("contract")
 
         rules = (world.rules if world else ()) + profile.rules
-        state = merged_state(world_memory, npc_memory)
         behaviour = view.behaviour
         evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour, task_type=contract.task_type)
         timer.lap("expectancy")

@@ -13,7 +13,7 @@ from loreguard.memory.hashing import content_hash
 from loreguard.memory.retrieval import RetrievalQuery, retrieve_beliefs, retrieve_episodic
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext
-from loreguard.schemas.memory import Belief, CanonicalFact, EpisodicEntry, ScopeMemory
+from loreguard.schemas.memory import Belief, CanonicalFact, EpisodicEntry, ScopeMemory, StateClaim
 from loreguard.schemas.npc import FewShotExample, IntentSpec, NpcProfile, Secret, UngroundedNumbers, WorldDefinition
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
@@ -79,6 +79,9 @@ class StateSnapshot(FrozenModel):
     world_state: tuple[tuple[str, JsonScalar], ...]
     #: Keys whose value was derived (not set by the game) for this interaction.
     derived_keys: tuple[str, ...] = ()
+    #: The world's claims about the keys in `world_state`, by key: the canonical gate checks
+    #: replies against the value each key has here (none when the prompt carries no world state).
+    state_claims: tuple[tuple[str, StateClaim], ...] = ()
     episodic: tuple[ScoredEpisode, ...] = ()
     episodic_available: int = 0
     beliefs: tuple[ScoredBelief, ...] = ()
@@ -108,25 +111,26 @@ class StateSnapshot(FrozenModel):
         """Content hash of everything the snapshot was made from. Memory and profile enter by
         their own hashes (which cover every entry and field), so only the selection made from
         them is serialized here."""
-        return content_hash(
-            {
-                "memory": self.memory_hash,
-                "profile": self.profile_hash,
-                "constraints": self.constraints.hash(),
-                "world_lore": self.world_lore,
-                "context": self.context.model_dump(mode="json"),
-                "contract": self.contract.model_dump(mode="json"),
-                "interaction_index": self.interaction_index,
-                "seed": self.seed,
-                "attempt": [self.attempt, self.max_attempts],
-                "world_state": [[k, v] for k, v in self.world_state],
-                "derived_keys": list(self.derived_keys),
-                "episodic": [[e.entry.id, e.score] for e in self.episodic],
-                "beliefs": [[b.belief.id, b.score] for b in self.beliefs],
-                "exchanges": [e.id for e in self.exchanges],
-                "repair": self.repair,
-            }
-        )
+        inputs: dict[str, object] = {
+            "memory": self.memory_hash,
+            "profile": self.profile_hash,
+            "constraints": self.constraints.hash(),
+            "world_lore": self.world_lore,
+            "context": self.context.model_dump(mode="json"),
+            "contract": self.contract.model_dump(mode="json"),
+            "interaction_index": self.interaction_index,
+            "seed": self.seed,
+            "attempt": [self.attempt, self.max_attempts],
+            "world_state": [[k, v] for k, v in self.world_state],
+            "derived_keys": list(self.derived_keys),
+            "episodic": [[e.entry.id, e.score] for e in self.episodic],
+            "beliefs": [[b.belief.id, b.score] for b in self.beliefs],
+            "exchanges": [e.id for e in self.exchanges],
+            "repair": self.repair,
+        }
+        if self.state_claims:  # absent when none, so a world without state claims hashes as before
+            inputs["state_claims"] = [[key, claim.model_dump(mode="json")] for key, claim in self.state_claims]
+        return content_hash(inputs)
 
     def canonical_ids(self) -> frozenset[str]:
         return frozenset(fact.id for fact in self.canonical)
@@ -161,6 +165,8 @@ def build_snapshot(
     bounds = profile.bounds
     sections = set(contract.sections)
     state = merged_state(world_memory, npc_memory, derived)
+    shown_state = tuple(sorted(state.items())) if Section.WORLD_STATE in sections else ()
+    claims = world.state_claims if world else {}
     query = RetrievalQuery(
         player_input=context.player_input,
         now_interaction=interaction_index,
@@ -189,8 +195,9 @@ def build_snapshot(
         context=context,
         contract=contract,
         canonical=tuple(c.fact for c in world_memory.canonical) + tuple(c.fact for c in npc_memory.canonical),
-        world_state=tuple(sorted(state.items())) if Section.WORLD_STATE in sections else (),
+        world_state=shown_state,
         derived_keys=tuple(sorted(k for k in derived if k in state)),
+        state_claims=tuple((key, claims[key]) for key, _ in shown_state if key in claims),
         episodic=tuple(ScoredEpisode(entry=e, score=s) for e, s in episodes),
         episodic_available=sum(1 for e in npc_memory.episodic if EXCHANGE_TAG not in e.tags),
         beliefs=tuple(ScoredBelief(belief=b, score=s) for b, s in beliefs),

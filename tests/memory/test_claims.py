@@ -7,6 +7,7 @@ import pytest
 
 from loreguard.memory.claims import find_contradictions
 from loreguard.schemas import CanonicalFact, Claim
+from loreguard.schemas.memory import StateClaim
 
 KING = CanonicalFact(
     id="king_name",
@@ -46,3 +47,74 @@ def test_claims_beat_substring_negation() -> None:
     assert not find_contradictions("No, the king is not named Edward.", [KING])
     (hit,) = find_contradictions("Aye, the king is named Edward.", [KING])
     assert hit.asserted == "edward" and not hit.negated
+
+
+GATE = StateClaim(
+    subject="north gate",
+    attribute="state",
+    subject_aliases=("gate",),
+    cues=("is", "is now", "stands", "was"),
+    values={"closed": ("shut", "barred"), "open": ("opened", "unbarred")},
+)
+
+
+def gate_hits(text: str, value: str = "closed") -> list:
+    return find_contradictions(text, [KING], [("gate.north", value), ("weather", "rain")], {"gate.north": GATE})
+
+
+@pytest.mark.parametrize(
+    ("text", "contradicts"),
+    [
+        ("The gate is open, go on through.", True),
+        ("Aye, the north gate stands open.", True),
+        ("The gate is now wide open.", True),  # a listed value a few words after the cue
+        ("The gate is unbarred tonight.", True),  # another value's alias
+        ("The gate is not closed.", True),  # the key's own value negated
+        ("The gate is now not shut.", True),  # a negation between cue and value still counts
+        ("The gate is closed, traveller.", False),
+        ("The gate is shut till dawn.", False),  # an alias of the key's value
+        ("The gate is not open.", False),  # another value negated: consistent
+        ("The gate is that way.", False),  # after the cue stands no value the key takes
+        ("The gate closes at dusk.", False),
+        ("The weather is open to debate.", False),  # a key without a state claim is not checked
+        ("Nice hat.", False),
+    ],
+)
+def test_a_world_state_claim_is_checked_against_the_keys_value(text: str, contradicts: bool) -> None:
+    assert bool(gate_hits(text)) is contradicts
+
+
+def test_a_state_change_flips_the_verdict() -> None:
+    assert gate_hits("The gate is open.") and not gate_hits("The gate is closed.")
+    assert not gate_hits("The gate is open.", "open") and gate_hits("The gate is closed.", "open")
+
+
+def test_a_state_contradiction_names_the_key_and_the_value_that_holds() -> None:
+    (hit,) = gate_hits("Aye, the gate is open.")
+    assert (hit.state_key, hit.fact_id, hit.label) == ("gate.north", "", "world_state:gate.north")
+    assert (hit.canonical_value, hit.asserted, hit.negated) == ("closed", "open", False)
+    (canonical,) = find_contradictions("The king is named Edward.", [KING], [("gate.north", "closed")], {"gate.north": GATE})
+    assert canonical.label == "canonical:king_name" and canonical.state_key == ""
+
+
+def test_state_claims_apply_only_to_the_keys_given() -> None:
+    # The gate checks the keys the prompt carried: without the key, nothing is checked.
+    assert not find_contradictions("The gate is open.", [], [], {"gate.north": GATE})
+    assert not find_contradictions("The gate is open.", [], [("gate.north", "closed")], {})
+
+
+def test_a_boolean_key_is_named_by_its_values_aliases() -> None:
+    alarm = StateClaim(subject="alarm", attribute="state", cues=("is",), values={"true": ("ringing",), "false": ("silent",)})
+    assert find_contradictions("The alarm is silent.", [], [("alarm", True)], {"alarm": alarm})
+    assert not find_contradictions("The alarm is ringing!", [], [("alarm", True)], {"alarm": alarm})
+
+
+def test_a_state_claim_without_values_reads_any_words_after_the_cue() -> None:
+    loose = StateClaim(subject="weather", attribute="state", cues=("is",))
+    assert find_contradictions("The weather is sunny.", [], [("weather", "rain")], {"weather": loose})
+    assert not find_contradictions("The weather is rain, as ever.", [], [("weather", "rain")], {"weather": loose})
+
+
+def test_a_state_claim_phrase_that_folds_to_nothing_is_refused() -> None:
+    with pytest.raises(ValueError, match="no letter or digit"):
+        StateClaim(subject="gate", attribute="state", values={"closed": ("!!",)})

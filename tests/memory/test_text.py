@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loreguard.memory import RetrievalQuery, keywords, retrieve_episodic
-from loreguard.memory.text import fold, word_tokens, words
+from loreguard.memory.text import fold, stem, word_tokens, words
 from loreguard.schemas import Authority, EpisodicEntry
 from loreguard.server.pipeline.textnorm import contains_phrase, reveals
 
@@ -53,3 +53,13 @@ def test_a_player_line_in_russian_or_japanese_retrieves_the_memory_it_names() ->
     for line, wanted in (("Где ключ?", 1), ("鍵はどこ?", 3)):
         best, score = retrieve_episodic(entries, RetrievalQuery(player_input=line, now_interaction=3, max_episodic=1))[0]
         assert best.seq == wanted, (line, best.text, score)
+
+
+@pytest.mark.parametrize(
+    ("plural", "singular"),
+    [("quests", "quest"), ("pennies", "penny"), ("boxes", "box"), ("glasses", "glass"), ("horses", "horse"),
+     ("puertas", "puerta"), ("portes", "porte"), ("status", "status"), ("gas", "gas"), ("ворота", "ворота")],
+)  # fmt: skip
+def test_a_plural_and_its_singular_are_one_keyword(plural: str, singular: str) -> None:
+    assert stem(plural) == stem(singular) == singular
+    assert keywords(f"Any {plural}?") == keywords(f"Any {singular}?")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
+from pipeline_helpers import ask, make_pipeline
 
 from loreguard.memory import MemoryStore
 from loreguard.server.cli import main
@@ -62,3 +64,16 @@ def test_interactive_chat_after_the_scripted_turns(tmp_path: Path) -> None:
     chat = out.getvalue().split("Talking to Brom (guard).", 1)[1]
     # The recorded script has no line left for this, so the authored fallback answers.
     assert "Brom: " in chat and "fallback y" in chat
+
+
+def test_the_demo_guard_cannot_say_the_shut_north_gate_is_open(tmp_path: Path) -> None:
+    def say(line: str) -> str:
+        return json.dumps({"dialogue": line, "emotion": "neutral", "mutations": []})
+
+    world, (guard, _) = demo_world(), demo_npcs()
+    assert world.initial_state["gate.north"] == "closed" and "gate.north" in world.state_claims
+    outputs = [say("Gate's open till dusk, traveller."), say("The gate is shut for the night, traveller.")]
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", outputs, profile=guard, world=world)
+    result = pipeline.interact(ask("Is the north gate open?"))
+    assert result.attempts == 2 and result.dialogue == "The gate is shut for the night, traveller."
+    assert result.receipt.attempts[0].failures[0].rule_id == "world_state:gate.north"

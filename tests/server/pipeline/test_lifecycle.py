@@ -477,3 +477,67 @@ def test_a_world_rule_and_an_npc_rule_with_one_id_stop_the_interaction_instead_o
     with pytest.raises(ConstraintIdCollision, match="no_dragon"):
         pipeline.interact(ask("Any dragons?"))
     assert backend.requests == []
+
+
+GATE_CLAIM = {
+    "subject": "north gate",
+    "attribute": "state",
+    "subject_aliases": ["gate"],
+    "cues": ["is", "stands"],
+    "values": {"closed": ["shut"], "open": ["opened"]},
+}
+
+
+def _gate_pipeline(tmp_path: Path, outputs: list[str]):  # noqa: ANN202
+    world = rich_world(initial_state={"weather": "rain", "gate.north": "closed"}, state_claims={"gate.north": GATE_CLAIM})
+    return make_pipeline(tmp_path / "m.sqlite", outputs, world=world)
+
+
+def test_a_reply_that_contradicts_world_state_is_retried_with_the_value_that_holds(tmp_path: Path) -> None:
+    pipeline, backend = _gate_pipeline(tmp_path, [say("Aye, the gate is open. Go on."), say("The gate is shut, traveller.")])
+    result = pipeline.interact(ask("Is the gate open?"))
+    assert result.outcome is InteractionOutcome.VALIDATED and result.attempts == 2
+    assert result.dialogue == "The gate is shut, traveller."
+    (failure,) = result.receipt.attempts[0].failures
+    assert (failure.gate.value, failure.severity.value, failure.rule_id) == ("canonical", "hard", "world_state:gate.north")
+    assert failure.reason == "contradicts world state gate.north: north gate state is closed, output says open"
+    assert "world_state:gate.north" in result.receipt.context_keys
+    repair = backend.requests[1].prompt.full
+    assert "north gate state is closed, output says open" in repair and "north gate's state is open" in repair
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "The gate is closed until dawn.",
+        "The gate is shut, traveller.",
+        "The gate is not open.",
+        "The gate is that way.",
+        "Rain again.",
+    ],
+)
+def test_a_reply_that_agrees_with_world_state_or_says_nothing_of_it_passes(tmp_path: Path, line: str) -> None:
+    pipeline, _ = _gate_pipeline(tmp_path, [say(line)])
+    result = pipeline.interact(ask("Is the gate open?"))
+    assert result.outcome is InteractionOutcome.VALIDATED and result.attempts == 1
+
+
+def test_a_state_change_flips_the_world_state_verdict(tmp_path: Path) -> None:
+    outputs = [say("The gate stands open."), say("The gate is closed."), say("The gate is closed."), say("The gate is open.")]
+    pipeline, _ = _gate_pipeline(tmp_path, outputs)
+    shut = pipeline.interact(ask("Is the gate open?"))
+    assert shut.attempts == 2 and shut.dialogue == "The gate is closed."
+    opened = SetWorldState(scope=WORLD_SCOPE, key="gate.north", value="open")
+    assert pipeline.store.apply([MemoryWrite(source=Authority.GAME_SYSTEM, op=opened)]).committed
+    result = pipeline.interact(ask("Is the gate open?"))
+    assert result.attempts == 2 and result.dialogue == "The gate is open."
+    assert result.receipt.attempts[0].failures[0].reason.endswith("north gate state is open, output says closed")
+
+
+def test_world_state_is_checked_only_when_the_prompt_carried_the_key(tmp_path: Path) -> None:
+    # Small talk names no world-state key, so the prompt shows no gate state and the gate
+    # cannot hold the model to it.
+    pipeline, backend = _gate_pipeline(tmp_path, [say("Lovely hat. The gate is open, by the way.")])
+    result = pipeline.interact(ask("Nice hat!"))
+    assert result.attempts == 1 and not any(k.startswith("world_state:") for k in result.receipt.context_keys)
+    assert "gate.north" not in backend.requests[0].prompt.full

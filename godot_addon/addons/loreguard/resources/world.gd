@@ -27,6 +27,10 @@ extends Resource
 @export var initial_state: Dictionary = {}
 ## Values for keys the game never set, when a rule needs them.
 @export var state_defaults: Dictionary = {}
+## State key -> how NPCs may talk about it, so a line that contradicts its current value fails:
+## {"gate.north": {"subject": "north gate", "attribute": "state", "subject_aliases": ["gate"],
+## "cues": ["is"], "values": {"closed": ["shut"], "open": []}}}.
+@export var state_claims: Dictionary = {}
 
 
 func to_dict() -> Dictionary:
@@ -39,6 +43,7 @@ func to_dict() -> Dictionary:
 		"emergency_fallback": emergency_fallback,
 		"initial_state": initial_state.duplicate(),
 		"state_defaults": state_defaults.duplicate(),
+		"state_claims": state_claims.duplicate(true),
 	}
 
 
@@ -56,4 +61,5 @@ static func from_dict(data: Dictionary) -> LoreguardWorld:
 	out.emergency_fallback = data.get("emergency_fallback", "...")
 	out.initial_state = LoreguardDict.scalars(data.get("initial_state", {}))
 	out.state_defaults = LoreguardDict.scalars(data.get("state_defaults", {}))
+	out.state_claims = data.get("state_claims", {})
 	return out
