@@ -105,7 +105,7 @@ def _backend_factory(args: argparse.Namespace):  # noqa: ANN202
         model_path=str(path),
         n_gpu_layers=args.gpu_layers,
         reproducible=getattr(args, "reproducible", False),
-        parallel=getattr(args, "parallel", None) or LlamaCppConfig.model_fields["parallel"].default,
+        parallel=getattr(args, "parallel", None),
         kv_budget_mib=getattr(args, "kv_budget_mib", None),
     )
     return path.name, lambda: LlamaCppBackend(llama_config)
@@ -229,7 +229,9 @@ def _add_model_options(parser: argparse.ArgumentParser, *, engine: bool = False)
     parser.add_argument("--model", help="a GGUF file (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all; CUDA builds)")
     if engine:
-        parser.add_argument("--parallel", type=int, help="NPCs whose generations are decoded together (default 8)")
+        parser.add_argument(
+            "--parallel", type=int, help="NPCs whose generations are decoded together (default: 8 with a GPU, 1 on the CPU)"
+        )
         parser.add_argument(
             "--kv-budget-mib", type=int, help="KV cache memory for all sequences (default 2048 with a GPU, 512 on the CPU)"
         )

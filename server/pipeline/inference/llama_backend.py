@@ -87,8 +87,10 @@ class LlamaCppConfig(FrozenModel):
     #: One generation at a time with numerics independent of anything else running (tests, live
     #: replay); False runs the batched engine.
     reproducible: bool = False
-    #: Batched engine: generations decoded together (different NPCs talking at once).
-    parallel: int = Field(default=8, ge=1, le=MAX_SEQUENCES // 2)
+    #: Batched engine: generations decoded together (different NPCs talking at once). None: 8
+    #: with GPU offload; 1 on the CPU, where a decode step is compute-bound and batching adds
+    #: little throughput but makes every NPC in the batch wait for all (docs/engine.md).
+    parallel: int | None = Field(default=None, ge=1, le=MAX_SEQUENCES // 2)
     #: Batched engine: finished sequences kept in the KV cache for prefix reuse (about one per
     #: NPC in the rotation), least recently used dropped first.
     resident_sequences: int = Field(default=32, ge=0, le=MAX_SEQUENCES // 2)
@@ -141,7 +143,7 @@ class LlamaCppBackend(InferenceBackend):
                 )
             else:
                 self._ctx = self._batched_context()
-                pool = SequencePool(self._ctx.n_seq_max, self.config.parallel)
+                pool = SequencePool(self._ctx.n_seq_max, self.parallel)
                 spill = SpillCache(self.config.prefix_cache_bytes) if self.config.prefix_cache_bytes else None
                 self._engine = BatchedEngine(self._model, self._ctx, pool, prefill_chunk=self.config.prefill_chunk, spill=spill)
         except NativeError as exc:
@@ -161,6 +163,13 @@ class LlamaCppBackend(InferenceBackend):
         self._sampling = SamplingParams(self.config.temperature, self.config.top_k, self.config.top_p)
         self._lock = threading.Lock()
         self._fingerprint = self._make_fingerprint()
+
+    @property
+    def parallel(self) -> int:
+        """Generation slots of the batched engine (the setting, or its default for the device)."""
+        if self.config.parallel is not None:
+            return self.config.parallel
+        return 8 if self.offloaded_layers else 1
 
     @property
     def kv_budget_mib(self) -> int:
@@ -186,7 +195,7 @@ class LlamaCppBackend(InferenceBackend):
                 f"a KV budget of {self.kv_budget_mib} MiB is more than half of this machine's "
                 f"{host >> 20} MiB of memory: lower kv_budget_mib"
             )
-        n_seq = self.config.parallel + self.config.resident_sequences
+        n_seq = self.parallel + self.config.resident_sequences
         return NativeContext(self._model, n_ctx=cells, n_batch=self.config.n_batch, n_threads=self.n_threads, n_seq_max=n_seq)
 
     def _load_template(self) -> ChatTemplate:
@@ -377,7 +386,7 @@ class LlamaCppBackend(InferenceBackend):
 
     @property
     def max_concurrency(self) -> int:
-        return self.config.parallel if self._engine is not None else 1
+        return self.parallel if self._engine is not None else 1
 
     @property
     def resident_prefixes(self) -> int:
