@@ -14,6 +14,7 @@ never hides or causes drift in another.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -191,10 +192,8 @@ class Replayer:
             backend = self.live_backend or RecordedOutputs(record)
             recorder = AuditRecorder(store, fingerprint=backend.fingerprint(), ring_size=1)
             pipeline = GovernancePipeline(store, backend, PipelineConfig.model_validate(config["pipeline"]), recorder=recorder)
-            try:
+            with suppress(LifecycleHalt):  # halted again: its record, like any other, is what is compared
                 pipeline.interact(record.context)
-            except LifecycleHalt:
-                pass  # halted again: its record, like any other, is what gets compared
             return recorder.tail(limit=1)[0]
         finally:
             store.close()
