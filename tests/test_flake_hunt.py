@@ -7,12 +7,18 @@ import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from flake_hunt import main  # noqa: E402
 
 
-def test_a_test_that_fails_once_in_three_runs_is_named(tmp_path: Path) -> None:
+def test_a_test_that_fails_once_in_three_runs_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The hunt's pytest runs take their root from the working directory; from the suite's own
+    # folder the test ids read the same wherever the checkout lies (a clone under /tmp named
+    # them by a relative path before).
+    monkeypatch.chdir(tmp_path)
     runs = tmp_path / "runs"
     suite = tmp_path / "test_sometimes.py"
     suite.write_text(
