@@ -125,7 +125,7 @@ class BatchedEngine:
             for seq_id in dropped:
                 self.ctx.seq_remove(seq_id)
                 self.pool.release(seq_id)
-            spilled = self.spill.forget(owner) if self.spill is not None else False
+            spilled = 1 if self.spill is not None and self.spill.forget(owner) else 0
             return len(dropped) + spilled
 
     def resident_owners(self) -> list[str]:
