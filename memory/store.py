@@ -22,7 +22,7 @@ from pathlib import Path
 from loreguard.memory import audit_log, slots
 from loreguard.memory.audit_log import AuditEntry
 from loreguard.memory.entries import entry_key, kind_entries
-from loreguard.memory.errors import StalePlanError, StoreClosedError, UnknownScopeError
+from loreguard.memory.errors import AuditWriteError, StalePlanError, StoreClosedError, UnknownScopeError
 from loreguard.memory.hashing import canonical_json, combine_scope_hashes, content_hash, scope_hash_of, scopes_hash, sha256_hex
 from loreguard.memory.policy import MemoryPolicy
 from loreguard.memory.schema import Transaction, migrate
@@ -442,8 +442,15 @@ class MemoryStore:
                     "ON CONFLICT(scope) DO UPDATE SET definition=excluded.definition",
                     (scope, definition),
                 )
-            for change in plan.changes:
-                self._write_change(db, change)
+            try:
+                for change in plan.changes:
+                    self._write_change(db, change)
+            except sqlite3.OperationalError as exc:
+                if audit is None:
+                    raise
+                # The batch and its record go together: a disk that cannot take the batch cannot
+                # take the record either, and the caller sees one failure for both.
+                raise AuditWriteError(f"the interaction could not be written ({exc}); nothing was changed") from exc
             db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (plan.next_seq,))
             if complete_interaction is not None:
                 db.execute("UPDATE scopes SET interactions = interactions + 1 WHERE scope = ?", (complete_interaction,))

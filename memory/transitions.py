@@ -193,6 +193,7 @@ def plan_batch(
                 at_interaction=op.at_interaction,
                 tags=op.tags,
                 source=write.source,
+                turn=op.turn,
             )
             work.episodic[episode.id] = episode
             changes.append(_upsert(op.scope, MemoryKind.EPISODIC, episode.id, seq, episode))

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 from enum import Enum, IntEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, StringConstraints, model_serializer, model_validator
 
 from loreguard.schemas.base import (
     FrozenModel,
@@ -151,6 +151,24 @@ class WorldStateEntry(FrozenModel):
     source: Authority
 
 
+class ExchangeTurn(FrozenModel):
+    """One turn of a conversation as the prompt replays it: the player's message and the NPC's
+    reply as the model wrote it (what was spoken, and only the approved changes). Replaying the
+    reply byte for byte lets the next turn reuse the model's own cached tokens."""
+
+    player: ShortText
+    reply: ShortText
+
+
+def _omit_absent_turn(model: Any, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    # An entry without a turn serializes as it did before turns existed, so memory hashes of
+    # stores written then do not change.
+    data: dict[str, Any] = handler(model)
+    if data.get("turn", 0) is None:
+        del data["turn"]
+    return data
+
+
 class EpisodicEntry(FrozenModel):
     """Something that happened. Its strength decays with interactions, never with wall time."""
 
@@ -162,6 +180,12 @@ class EpisodicEntry(FrozenModel):
     at_interaction: int = Field(ge=0)
     tags: tuple[Phrase, ...] = ()
     source: Authority
+    #: For a conversation exchange: the turn as the prompt shows it. None for other memories.
+    turn: ExchangeTurn | None = None
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_absent_turn(self, handler)
 
 
 class Belief(FrozenModel):
@@ -203,6 +227,11 @@ class AppendEpisodic(FrozenModel):
     significance: UnitInterval
     at_interaction: int = Field(ge=0)
     tags: tuple[Phrase, ...] = ()
+    turn: ExchangeTurn | None = None
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_absent_turn(self, handler)
 
 
 class UpsertBelief(FrozenModel):

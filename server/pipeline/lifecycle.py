@@ -414,6 +414,7 @@ class GovernancePipeline:
             memory=self.store.scope(run.ctx.npc_id),
             player_input=run.ctx.player_input,
             dialogue=output.dialogue,
+            emotion=output.emotion,
         )
         canonical = run.first_snapshot.canonical_ids()
         for write in writes:

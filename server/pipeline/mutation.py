@@ -14,15 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loreguard.memory.hashing import canonical_json
-from loreguard.schemas.memory import AppendEpisodic, Authority, MemoryWrite, ScopeMemory, UpsertBelief
+from loreguard.schemas.memory import AppendEpisodic, Authority, ExchangeTurn, MemoryWrite, ScopeMemory, UpsertBelief
 from loreguard.schemas.output import (
     AppendEpisodicMutation,
     EmitWorldIntentMutation,
+    Emotion,
     ProposedMutation,
     TransformBeliefMutation,
     TransformRelationshipMutation,
 )
-from loreguard.server.pipeline.snapshot import EXCHANGE_TAG, exchange_text
+from loreguard.server.pipeline.snapshot import EXCHANGE_TAG, MODEL_TAG, exchange_text, player_message, turn_reply
 
 _KIND_ORDER = {"append_episodic": 0, "transform_belief": 1, "transform_relationship": 2, "emit_world_intent": 3}
 RELATIONSHIP_PREFIX = "rel."
@@ -57,6 +58,7 @@ def plan_writes(
     memory: ScopeMemory,
     player_input: str,
     dialogue: str,
+    emotion: Emotion = Emotion.NEUTRAL,
 ) -> list[MemoryWrite]:
     writes: list[MemoryWrite] = []
     beliefs = {b.id: b for b in memory.beliefs}
@@ -68,7 +70,7 @@ def plan_writes(
         if isinstance(m, AppendEpisodicMutation):
             write(
                 AppendEpisodic(
-                    scope=npc_id, text=m.text, significance=m.significance, at_interaction=interaction_index, tags=("model",)
+                    scope=npc_id, text=m.text, significance=m.significance, at_interaction=interaction_index, tags=(MODEL_TAG,)
                 )
             )
         elif isinstance(m, TransformBeliefMutation):
@@ -100,6 +102,7 @@ def plan_writes(
             significance=EXCHANGE_SIGNIFICANCE,
             at_interaction=interaction_index,
             tags=(EXCHANGE_TAG,),
+            turn=ExchangeTurn(player=player_message(player_input)[:4000], reply=turn_reply(dialogue, emotion, approved)),
         )
     )
     return writes

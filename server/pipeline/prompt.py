@@ -1,21 +1,24 @@
 """Stage 5: prompt assembly under working-memory bounds, split for KV-cache reuse.
 
-The prompt is a sequence of sections. Everything before the configured boundary is the
-*static prefix*: it depends only on the NPC's profile, the world lore and canonical facts, so it
-is byte-identical across all of an NPC's interactions until its profile or facts change, and an
-inference backend can keep its evaluated KV state. Everything after is the *dynamic suffix*.
+A prompt is a chat: a system message, then the conversation as real turns, the player's
+messages and the NPC's replies, and last the player's new message.
 
-The suffix is ordered by how often its parts change, so that a backend that reuses the longest
-cached token prefix (the batched engine) evaluates only what changed since the NPC's last turn:
-rules, then world state, then beliefs and episodic memories (chosen by score, written in a fixed
-order, so the same selection is the same bytes whatever the player asked), then
-the turn's situation, then the conversation, which only ever grows at its end, and last the
-player's new line. The manifest of what the prompt holds goes to the receipt, not the text: its
-counts change every turn.
+The system message is the *static prefix*: it depends only on the NPC's profile, the world
+lore and canonical facts, so it is byte-identical across all of an NPC's interactions until
+its profile or facts change, and an inference backend can keep its evaluated KV state.
+Everything after it is the *dynamic suffix*, ordered by how often its parts change, so that a
+backend that reuses the longest cached token prefix (the batched engine) evaluates only what
+changed since the NPC's last turn. The first user message opens with the context: rules, world
+state, beliefs and episodic memories (chosen by score, written in a fixed order, so the same
+selection is the same bytes whatever the player asked), and the turn's situation. The turns
+follow; each past reply is the JSON object the model wrote (what was spoken and the approved
+changes, `snapshot.turn_reply`), so a repeat turn's prompt continues the previous prompt *and
+the model's own answer* byte for byte, and only the player's new message is new. The manifest
+of what the prompt holds goes to the receipt, not the text: its counts change every turn.
 
 Truncation under the character budget drops, in order: episodic memories (lowest score first),
-then beliefs (lowest first), then the oldest exchanges. Canonical facts and world state are
-never dropped.
+then beliefs (lowest first), then the oldest turns. Canonical facts and world state are never
+dropped.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from enum import Enum
 
 from loreguard.memory.hashing import sha256_hex
 from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.memory import ExchangeTurn
 from loreguard.schemas.output import MAX_DIALOGUE_CHARS, Emotion
-from loreguard.server.pipeline.snapshot import StateSnapshot, exchange_text
+from loreguard.server.pipeline.snapshot import StateSnapshot, player_message
 
 
 class PromptBoundary(str, Enum):
@@ -52,15 +56,35 @@ SCAFFOLDING_MARKERS = ("### ", "[manifest]", DIALOGUE_PLACEHOLDER, "Situation: "
 
 
 class Prompt(FrozenModel):
+    #: The system message.
     static_prefix: str
+    #: The context that opens the first user message (the whole user message when `turns` and
+    #: `player_turn` are empty, as for judge prompts).
     dynamic_suffix: str
     manifest: str
     context_keys: tuple[str, ...]
     over_budget: bool = False
+    #: Earlier turns of the conversation, oldest first.
+    turns: tuple[ExchangeTurn, ...] = ()
+    #: The player's new message (and, on a retry, the correction).
+    player_turn: str = ""
+
+    def messages(self) -> list[dict[str, str]]:
+        """The prompt as chat messages (`role`, `content`), for chat templates and chat APIs."""
+        messages = [{"role": "system", "content": self.static_prefix}]
+        opening = self.dynamic_suffix
+        for turn in self.turns:
+            messages.append({"role": "user", "content": opening + turn.player})
+            messages.append({"role": "assistant", "content": turn.reply})
+            opening = ""
+        messages.append({"role": "user", "content": opening + self.player_turn})
+        return messages
 
     @property
     def full(self) -> str:
-        return self.static_prefix + self.dynamic_suffix
+        """Every message's text in order, a turn a line each: what the prompt hash covers."""
+        turns = "".join(f"{turn.player}\n{turn.reply}\n" for turn in self.turns)
+        return self.static_prefix + self.dynamic_suffix + turns + self.player_turn
 
     def prompt_hash(self) -> str:
         return sha256_hex(self.full)
@@ -145,7 +169,7 @@ def manifest_line(s: StateSnapshot, n_beliefs: int, n_episodic: int, n_exchanges
     )
 
 
-def _turn_section(s: StateSnapshot, n_exchanges: int) -> str:
+def _situation_section(s: StateSnapshot) -> str:
     ctx = s.context
     situation = f"Situation: {ctx.trigger_reason.value}"
     if ctx.scene:
@@ -157,12 +181,34 @@ def _turn_section(s: StateSnapshot, n_exchanges: int) -> str:
         lines.append(ctx.trigger_prompt)
     if ctx.few_shot_text:
         lines.append(ctx.few_shot_text)
-    if s.repair:
-        lines += ["", "### Correction", s.repair]
-    lines += ["", "### Conversation"]
-    lines += [e.text for e in s.exchanges[len(s.exchanges) - n_exchanges :]]
-    lines.append(exchange_text(s.npc_name, ctx.player_input))
-    return "\n".join(lines)
+    # Exchanges stored before turns were kept (no `turn`) can only be shown as text.
+    earlier = [e.text for e in s.exchanges if e.turn is None]
+    if earlier:
+        lines += ["", "### Earlier conversation", *earlier]
+    return "\n".join(lines) + "\n\n"
+
+
+def _player_turn(s: StateSnapshot) -> str:
+    text = player_message(s.context.player_input)
+    return text + f"\n\n### Correction\n{s.repair}" if s.repair else text
+
+
+def _shown_turn(turn: ExchangeTurn, contradicted: frozenset[str]) -> ExchangeTurn:
+    """The turn, less any change to a belief that canon now contradicts (rare: the reply is then
+    rewritten, and the engine re-evaluates from there)."""
+    if not contradicted:
+        return turn
+    reply = json.loads(turn.reply)
+    kept = [m for m in reply["mutations"] if not (m.get("kind") == "transform_belief" and m.get("target") in contradicted)]
+    if len(kept) == len(reply["mutations"]):
+        return turn
+    return turn.model_copy(update={"reply": json.dumps({**reply, "mutations": kept}, ensure_ascii=False)})
+
+
+def _turns(s: StateSnapshot, n_exchanges: int) -> tuple[ExchangeTurn, ...]:
+    contradicted = frozenset(s.contradicted_beliefs)
+    shown = s.exchanges[len(s.exchanges) - n_exchanges :]
+    return tuple(_shown_turn(e.turn, contradicted) for e in shown if e.turn is not None)
 
 
 def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.AFTER_CANONICAL) -> Prompt:
@@ -170,34 +216,37 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
     budget_chars = s.max_chars
     n_beliefs, n_episodic, n_exchanges = len(s.beliefs), len(s.episodic), len(s.exchanges)
     fixed = [_system_section(s), _canonical_section(s), _world_state_section(s), _constraints_section(s)]
-    fixed_len = sum(len(part) for part in fixed)
+    situation, player_turn = _situation_section(s), _player_turn(s)
+    fixed_len = sum(len(part) for part in fixed) + len(situation) + len(player_turn)
 
-    def render_tail() -> str:
-        return _memory_section(s, n_beliefs, n_episodic) + _turn_section(s, n_exchanges)
+    def tail_len() -> int:
+        turns = _turns(s, n_exchanges)
+        return len(_memory_section(s, n_beliefs, n_episodic)) + sum(len(t.player) + len(t.reply) for t in turns)
 
-    tail = render_tail()
-    while fixed_len + len(tail) > budget_chars and (n_episodic or n_beliefs or n_exchanges):
+    while fixed_len + tail_len() > budget_chars and (n_episodic or n_beliefs or n_exchanges):
         if n_episodic:
             n_episodic -= 1
         elif n_beliefs:
             n_beliefs -= 1
         else:
             n_exchanges -= 1
-        tail = render_tail()
 
-    sections = fixed + [tail]
+    sections = fixed + [_memory_section(s, n_beliefs, n_episodic) + situation]
     cut = _BOUNDARY_INDEX[boundary]
+    shown_exchanges = s.exchanges[len(s.exchanges) - n_exchanges :]
     keys = (
         [f"canonical:{fact.id}" for fact in s.canonical]
         + [f"world_state:{key}" for key, _ in s.world_state]
         + [f"belief:{b.belief.id}" for b in s.beliefs[:n_beliefs]]
         + [f"episodic:{e.entry.id}" for e in s.episodic[:n_episodic]]
-        + [f"exchange:{e.id}" for e in s.exchanges[len(s.exchanges) - n_exchanges :]]
+        + [f"exchange:{e.id}" for e in shown_exchanges]
     )
     return Prompt(
         static_prefix="".join(sections[:cut]),
         dynamic_suffix="".join(sections[cut:]),
+        turns=_turns(s, n_exchanges),
+        player_turn=player_turn,
         manifest=manifest_line(s, n_beliefs, n_episodic, n_exchanges),
         context_keys=tuple(keys),
-        over_budget=fixed_len + len(tail) > budget_chars,
+        over_budget=fixed_len + tail_len() > budget_chars,
     )

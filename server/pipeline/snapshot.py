@@ -7,7 +7,8 @@ sees the same memory.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 
 from loreguard.memory.hashing import content_hash
 from loreguard.memory.retrieval import RetrievalQuery, retrieve_beliefs, retrieve_episodic
@@ -15,11 +16,14 @@ from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import Belief, CanonicalFact, EpisodicEntry, ScopeMemory, StateClaim
 from loreguard.schemas.npc import FewShotExample, IntentSpec, NpcProfile, Secret, UngroundedNumbers, WorldDefinition
+from loreguard.schemas.output import Emotion, ProposedMutation
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
 
 #: Episodic entries with this tag are raw exchanges; the prompt shows them in their own section.
 EXCHANGE_TAG = "exchange"
+#: Episodic entries the model wrote (approved `append_episodic` changes).
+MODEL_TAG = "model"
 
 
 def conversation_window(n_exchanges: int, max_exchanges: int) -> int:
@@ -38,14 +42,23 @@ def conversation_window(n_exchanges: int, max_exchanges: int) -> int:
 
 
 def exchange_text(npc_name: str, player_input: str, dialogue: str | None = None) -> str:
-    """One line of the conversation as memory keeps it: `Player: "..." / Name: "..."`.
-
-    Without `dialogue` it is the open line a prompt ends on, so the next turn's prompt, which
-    holds the finished line, continues exactly the bytes this turn's prompt ended with (the
-    batched engine then reuses everything up to the NPC's own answer).
-    """
+    """One line of the conversation as memory keeps it, for people: `Player: "..." / Name: "..."`.
+    The prompt replays the exchange from its `turn` instead."""
     speaker = f'Player: "{player_input}" / {npc_name}:' if player_input else f"{npc_name}:"
     return speaker if dialogue is None else f'{speaker} "{dialogue}"'
+
+
+def player_message(player_input: str) -> str:
+    """The player's side of a turn, as the prompt's last message and as memory keeps it."""
+    return f'Player: "{player_input}"' if player_input else "Player: (says nothing)"
+
+
+def turn_reply(dialogue: str, emotion: Emotion, mutations: Iterable[ProposedMutation]) -> str:
+    """The NPC's side of a turn as the model writes it: one JSON object in the output grammar's
+    layout (`json.dumps` separators, keys in schema order), holding what was spoken and the
+    changes that were approved. A reply accepted whole is then the model's own bytes."""
+    value = {"dialogue": dialogue, "emotion": emotion.value, "mutations": [m.model_dump(mode="json") for m in mutations]}
+    return json.dumps(value, ensure_ascii=False)
 
 
 class ScoredEpisode(FrozenModel):
@@ -87,6 +100,9 @@ class StateSnapshot(FrozenModel):
     beliefs: tuple[ScoredBelief, ...] = ()
     beliefs_available: int = 0
     exchanges: tuple[EpisodicEntry, ...] = ()
+    #: Beliefs a canonical fact contradicts, by id: past replies shown in the prompt leave out
+    #: the changes that wrote them, as the belief section does.
+    contradicted_beliefs: tuple[str, ...] = ()
     constraints: ConstraintSet
     #: In the designer's order: the order of examples is authored content.
     few_shot: tuple[FewShotExample, ...] = ()
@@ -176,12 +192,19 @@ def build_snapshot(
         decay=decay,
         exclude_tags=(EXCHANGE_TAG,),
     )
-    episodes = retrieve_episodic(npc_memory.episodic, query)
-    beliefs = retrieve_beliefs(npc_memory.beliefs, query)
     exchanges: tuple[EpisodicEntry, ...] = ()
     if Section.EXCHANGES in sections and bounds.max_exchanges:
         all_exchanges = [e for e in npc_memory.episodic if EXCHANGE_TAG in e.tags]  # already by seq
         exchanges = tuple(all_exchanges[conversation_window(len(all_exchanges), bounds.max_exchanges) :])
+    memories = npc_memory.episodic
+    if exchanges and exchanges[0].turn is not None:
+        # What the NPC noted during the turns the prompt replays is in those turns' replies
+        # (approved changes only); listing it again above them would also change the context
+        # at the top of the conversation every turn, and with it every cached token after.
+        start = exchanges[0].at_interaction
+        memories = tuple(e for e in memories if not (MODEL_TAG in e.tags and e.at_interaction >= start))
+    episodes = retrieve_episodic(memories, query)
+    beliefs = retrieve_beliefs(npc_memory.beliefs, query)
     return StateSnapshot(
         npc_id=profile.id,
         npc_name=profile.name,
@@ -203,6 +226,7 @@ def build_snapshot(
         beliefs=tuple(ScoredBelief(belief=b, score=s) for b, s in beliefs),
         beliefs_available=len(npc_memory.beliefs),
         exchanges=exchanges,
+        contradicted_beliefs=tuple(b.id for b in npc_memory.beliefs if b.contradicted),
         constraints=constraints,
         few_shot=profile.few_shot[: bounds.max_few_shot],
         secrets=tuple(sorted(profile.secrets, key=lambda x: x.id)),

@@ -1,8 +1,9 @@
-"""Chat templates: turn a (static prefix, dynamic suffix) prompt into the model's own markup.
+"""Chat templates: turn a prompt's messages into the model's own markup.
 
-The static prefix goes into the system message and the dynamic suffix into the user message.
-The rendered text is split right after the system content, so the model-formatted prefix is a
-pure function of the static prefix and can be cached as KV state.
+The static prefix is the system message; the context, the conversation's turns and the
+player's new message follow as user and assistant messages. The rendered text is split right
+after the system content, so the model-formatted prefix is a pure function of the static
+prefix and can be cached as KV state.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ BUILTIN_TEMPLATES = {
         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     ),
     "gemma": (
-        "{{ bos_token }}<start_of_turn>user\n{{ messages[0]['content'] }}\n\n{{ messages[1]['content'] }}"
-        "<end_of_turn>\n{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+        "{{ bos_token }}{% for message in messages[1:] %}"
+        "{% if message['role'] == 'user' %}<start_of_turn>user\n"
+        "{% if loop.first %}{{ messages[0]['content'] }}\n\n{% endif %}"
+        "{% else %}<start_of_turn>model\n{% endif %}{{ message['content'] }}<end_of_turn>\n"
+        "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
     ),
 }
 
@@ -44,8 +48,9 @@ class ChatTemplate:
         self._bos = bos_token
         self._eos = eos_token
 
-    def render(self, system: str, user: str) -> SplitPrompt:
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    def render(self, messages: list[dict[str, str]]) -> SplitPrompt:
+        """`messages` start with the system message; the split falls right after its content."""
+        system = messages[0]["content"]
         text = self._template.render(messages=messages, add_generation_prompt=True, bos_token=self._bos, eos_token=self._eos)
         at = text.find(system)
         if not system or at < 0:

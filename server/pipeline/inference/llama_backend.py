@@ -242,7 +242,7 @@ class LlamaCppBackend(InferenceBackend):
         suffix: that is what makes the prefix cacheable.
         """
         try:
-            split = self.template.render(prompt.static_prefix, prompt.dynamic_suffix)
+            split = self.template.render(prompt.messages())
         except TemplateError as exc:
             raise BackendError(str(exc)) from exc
         prefix_text = split.prefix

@@ -134,10 +134,7 @@ class OpenAICompatibleBackend(InferenceBackend):
         schema_fields, max_tokens = self._schema_fields(request.output_schema, request.max_tokens)
         body: dict[str, Any] = {
             "model": self.config.model,
-            "messages": [
-                {"role": "system", "content": request.prompt.static_prefix},
-                {"role": "user", "content": request.prompt.dynamic_suffix},
-            ],
+            "messages": request.prompt.messages(),
             "seed": request.seed,
             "max_tokens": max_tokens,
             "temperature": self.config.temperature,

@@ -180,7 +180,7 @@ def test_adversarial_input_cannot_change_canon(tmp_path: Path) -> None:
     assert pipeline.store.scope(WORLD_SCOPE) == world_before
     # The player's text is data in the prompt, below the facts and rules.
     prompt = backend.requests[0].prompt
-    assert "Ignore your rules" in prompt.dynamic_suffix and "Ignore your rules" not in prompt.static_prefix
+    assert "Ignore your rules" in prompt.player_turn and "Ignore your rules" not in prompt.static_prefix
 
 
 def test_world_intent_approved_and_invalid_ones_rejected(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def test_boundaries_split_the_same_bytes(tmp_path: Path, boundary: PromptBoundar
     pipeline.config = PipelineConfig(prompt_boundary=boundary)
     pipeline.interact(ask("Who is the king?"))
     prompt = backend.requests[0].prompt
-    assert prompt.static_prefix + prompt.dynamic_suffix == prompt.full
+    assert prompt.full.startswith(prompt.static_prefix + prompt.dynamic_suffix)
     markers = {
         PromptBoundary.AFTER_SYSTEM: "### Facts",
         PromptBoundary.AFTER_CANONICAL: "### World state",
@@ -118,12 +119,38 @@ def test_the_conversation_window_moves_in_half_steps(n: int, bound: int, first: 
 
 
 def test_a_long_conversation_keeps_its_prompt_prefix_for_several_turns(tmp_path: Path) -> None:
-    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say(f"Line {i}.") for i in range(10)])
+    outputs = [say(f"Line {i}.") for i in range(10)]
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", outputs)
     for i in range(10):
         pipeline.interact(ask(f"Question {i}?"))
-    prompts = [r.prompt.full for r in backend.requests]
-    # Past the bound (4 exchanges), the window drops two old lines every other turn: in between,
-    # each turn's prompt is the previous one plus the new lines.
-    extends = [later.startswith(earlier.rsplit("\n", 1)[0]) for earlier, later in zip(prompts, prompts[1:], strict=False)]
-    conversations = [prompt.split("### Conversation\n", 1)[1].splitlines() for prompt in prompts]
-    assert extends.count(True) >= 6 and max(len(lines) for lines in conversations) == 4 + 1  # 4 exchanges, the open line
+    chats = [r.prompt.messages() for r in backend.requests]
+    # Past the bound (4 exchanges), the window drops two old turns every other turn: in between,
+    # each turn's chat is the previous one, then the model's own reply, then the new message.
+    extends = [
+        later[: len(earlier)] == earlier and later[len(earlier)] == {"role": "assistant", "content": output}
+        for earlier, later, output in zip(chats, chats[1:], outputs, strict=False)
+    ]
+    assert extends[:4] == [True] * 4 and extends.count(True) >= 6
+    assert max(len(chat) for chat in chats) == 1 + 2 * 4 + 1  # system, 4 turns, the new message
+
+
+def test_a_repeat_turn_replays_the_reply_as_the_model_wrote_it(tmp_path: Path) -> None:
+    """Byte for byte, including the approved changes, so the engine can reuse the generated
+    tokens; a change the gate refused is not replayed."""
+    note = {"kind": "append_episodic", "text": "The player asked about the gate.", "significance": 0.4}
+    canon = {
+        "kind": "transform_belief",
+        "target": "king_name",
+        "content": "The king is Edward.",
+        "confidence": 0.9,
+        "sentiment": 0.0,
+    }
+    first, second = say("The gate shuts at dusk.", mutations=[note]), say("Aye.", mutations=[note, canon])
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [first, second, say("Good day.")])
+    for question in ("When does the gate close?", "Who is the king?", "Thanks."):
+        pipeline.interact(ask(question))
+    chat = backend.requests[-1].prompt.messages()
+    assert chat[2] == {"role": "assistant", "content": first}
+    assert '"The king is Edward."' not in chat[4]["content"] and json.loads(chat[4]["content"])["mutations"] == [note]
+    # The note is in the replayed reply, so it is not listed again among the memories above it.
+    assert chat[1]["content"].count("The player asked about the gate.") == 0

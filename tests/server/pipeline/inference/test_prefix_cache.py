@@ -47,6 +47,12 @@ def test_explicit_invalidation() -> None:
     assert cache.stats.bytes == 0
 
 
+def _chat(system: str, *turns: str) -> list[dict[str, str]]:
+    """System, then alternating user and assistant messages."""
+    roles = ("user", "assistant")
+    return [{"role": "system", "content": system}] + [{"role": roles[i % 2], "content": t} for i, t in enumerate(turns)]
+
+
 @pytest.mark.parametrize(
     ("template", "prefix", "suffix"),
     [
@@ -55,16 +61,26 @@ def test_explicit_invalidation() -> None:
     ],
 )
 def test_templates_split_right_after_the_static_prefix(template: str, prefix: str, suffix: str) -> None:
-    split = ChatTemplate(template, bos_token="<bos>").render("STATIC", "DYNAMIC")
+    split = ChatTemplate(template, bos_token="<bos>").render(_chat("STATIC", "DYNAMIC"))
     assert (split.prefix, split.suffix) == (prefix, suffix)
+
+
+@pytest.mark.parametrize("template", ["chatml", "gemma"])
+def test_a_repeat_turn_continues_the_previous_prompt_and_reply(template: str) -> None:
+    """The next turn's rendering starts with this turn's rendering followed by the reply, which
+    is what lets the engine reuse the tokens the model generated."""
+    chat = ChatTemplate(template, bos_token="<bos>")
+    first = chat.render(_chat("S", "ctx hi"))
+    second = chat.render(_chat("S", "ctx hi", '{"dialogue": "Hello."}', "and now?"))
+    assert (second.prefix + second.suffix).startswith(first.prefix + first.suffix + '{"dialogue": "Hello."}')
 
 
 def test_the_prefix_does_not_depend_on_the_suffix() -> None:
     template = ChatTemplate("chatml")
-    assert template.render("S", "one").prefix == template.render("S", "two").prefix
+    assert template.render(_chat("S", "one")).prefix == template.render(_chat("S", "two", "r", "three")).prefix
 
 
 def test_a_template_that_rewrites_the_system_message_is_refused() -> None:
     template = ChatTemplate("{% for m in messages %}{{ m['content'] | upper }}{% endfor %}")
     with pytest.raises(TemplateError):
-        template.render("static", "dynamic")
+        template.render(_chat("static", "dynamic"))
