@@ -18,6 +18,7 @@ from loreguard.schemas.base import (
     FrozenModel,
     Identifier,
     JsonScalar,
+    LongText,
     ShortText,
     SignedUnit,
     StateKey,
@@ -156,7 +157,9 @@ class ExchangeTurn(FrozenModel):
     reply as the model wrote it (what was spoken, and only the approved changes). Replaying the
     reply byte for byte lets the next turn reuse the model's own cached tokens."""
 
-    player: ShortText
+    #: The player's message with the context the prompt gave it (world state, memories, the
+    #: situation), as sent.
+    player: LongText
     reply: ShortText
 
 

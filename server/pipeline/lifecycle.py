@@ -111,6 +111,9 @@ class _Run:
     manifest: str = ""
     context_keys: tuple[str, ...] = ()
     deadline_ns: int | None = None
+    #: The player's message as the first attempt's prompt ended on it (without a correction):
+    #: the conversation replays it word for word on later turns.
+    turn_message: str = ""
 
     def receipt(self, **fields: object) -> Receipt:
         return Receipt(
@@ -368,6 +371,7 @@ class GovernancePipeline:
             run.prompts.append(prompt.full)
             if snapshot.attempt == 1:
                 run.ttft_ms = generation.ttft_ms
+                run.turn_message = prompt.turn_message
 
             parse = parse_output(generation.text)
             gate = validate(parse, generation.text, snapshot, self.config.gate, judge, run.view.profile.output_hygiene)
@@ -415,6 +419,8 @@ class GovernancePipeline:
             player_input=run.ctx.player_input,
             dialogue=output.dialogue,
             emotion=output.emotion,
+            turn_message=run.turn_message,
+            raw_output=run.attempts[-1].raw_output if run.attempts else "",
         )
         canonical = run.first_snapshot.canonical_ids()
         for write in writes:

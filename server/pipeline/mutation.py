@@ -11,6 +11,7 @@ with `player` is stored as `rel.player`, and that is the name a canonical fact c
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from loreguard.memory.hashing import canonical_json
@@ -59,7 +60,14 @@ def plan_writes(
     player_input: str,
     dialogue: str,
     emotion: Emotion = Emotion.NEUTRAL,
+    turn_message: str = "",
+    raw_output: str = "",
 ) -> list[MemoryWrite]:
+    """The writes for an accepted output. `turn_message` is the player's message as the prompt
+    put it (context included); the exchange keeps it with the reply so that later prompts replay
+    the turn exactly (`player_message` when not given). The reply is `raw_output` itself when
+    that says exactly what was accepted (the model's bytes, which the engine has cached), else
+    the accepted output written in the grammar's layout."""
     writes: list[MemoryWrite] = []
     beliefs = {b.id: b for b in memory.beliefs}
 
@@ -102,7 +110,22 @@ def plan_writes(
             significance=EXCHANGE_SIGNIFICANCE,
             at_interaction=interaction_index,
             tags=(EXCHANGE_TAG,),
-            turn=ExchangeTurn(player=player_message(player_input)[:4000], reply=turn_reply(dialogue, emotion, approved)),
+            turn=ExchangeTurn(
+                player=turn_message or player_message(player_input), reply=_reply(dialogue, emotion, approved, raw_output)
+            ),
         )
     )
     return writes
+
+
+def _reply(dialogue: str, emotion: Emotion, approved: Sequence[ProposedMutation], raw_output: str) -> str:
+    reply = turn_reply(dialogue, emotion, approved)
+    return raw_output if raw_output.strip() == raw_output and _same_json(raw_output, reply) else reply
+
+
+def _same_json(text: str, reply: str) -> bool:
+    """Whether `text` is strict JSON with the same value as `reply` (a lenient parse is not)."""
+    try:
+        return bool(json.loads(text) == json.loads(reply))
+    except ValueError:
+        return False

@@ -1,20 +1,25 @@
 """Stage 5: prompt assembly under working-memory bounds, split for KV-cache reuse.
 
-A prompt is a chat: a system message, then the conversation as real turns, the player's
-messages and the NPC's replies, and last the player's new message.
+A prompt is a chat: a system message, the conversation as real turns (the player's messages
+and the NPC's replies), and last the player's new message.
 
 The system message is the *static prefix*: it depends only on the NPC's profile, the world
 lore and canonical facts, so it is byte-identical across all of an NPC's interactions until
 its profile or facts change, and an inference backend can keep its evaluated KV state.
 Everything after it is the *dynamic suffix*, ordered by how often its parts change, so that a
 backend that reuses the longest cached token prefix (the batched engine) evaluates only what
-changed since the NPC's last turn. The first user message opens with the context: rules, world
-state, beliefs and episodic memories (chosen by score, written in a fixed order, so the same
-selection is the same bytes whatever the player asked), and the turn's situation. The turns
-follow; each past reply is the JSON object the model wrote (what was spoken and the approved
-changes, `snapshot.turn_reply`), so a repeat turn's prompt continues the previous prompt *and
-the model's own answer* byte for byte, and only the player's new message is new. The manifest
-of what the prompt holds goes to the receipt, not the text: its counts change every turn.
+changed since the NPC's last turn:
+
+1. the rules (and facts, with an earlier boundary) open the first user message;
+2. the earlier turns follow, each reply being the JSON object the model wrote (what was spoken
+   and the approved changes, `snapshot.turn_reply`), so a repeat turn's prompt continues the
+   previous prompt *and the model's own answer* byte for byte;
+3. the new message carries what changes from turn to turn: world state (which the task decides
+   to show), beliefs and episodic memories (chosen by score, written in a fixed order), the
+   situation, and the player's line.
+
+A repeat turn then evaluates only its new message. The manifest of what the prompt holds goes
+to the receipt, not the text: its counts change every turn.
 
 Truncation under the character budget drops, in order: episodic memories (lowest score first),
 then beliefs (lowest first), then the oldest turns. Canonical facts and world state are never
@@ -58,16 +63,19 @@ SCAFFOLDING_MARKERS = ("### ", "[manifest]", DIALOGUE_PLACEHOLDER, "Situation: "
 class Prompt(FrozenModel):
     #: The system message.
     static_prefix: str
-    #: The context that opens the first user message (the whole user message when `turns` and
-    #: `player_turn` are empty, as for judge prompts).
+    #: What opens the first user message: rules (and facts, with an early boundary). The whole
+    #: user message when `turns` and `player_turn` are empty, as for judge prompts.
     dynamic_suffix: str
     manifest: str
     context_keys: tuple[str, ...]
     over_budget: bool = False
     #: Earlier turns of the conversation, oldest first.
     turns: tuple[ExchangeTurn, ...] = ()
-    #: The player's new message (and, on a retry, the correction).
+    #: The new message: world state, memories, the situation, the player's line and, on a
+    #: retry, the correction.
     player_turn: str = ""
+    #: `player_turn` without the correction: what the conversation replays on later turns.
+    turn_message: str = ""
 
     def messages(self) -> list[dict[str, str]]:
         """The prompt as chat messages (`role`, `content`), for chat templates and chat APIs."""
@@ -188,9 +196,8 @@ def _situation_section(s: StateSnapshot) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def _player_turn(s: StateSnapshot) -> str:
-    text = player_message(s.context.player_input)
-    return text + f"\n\n### Correction\n{s.repair}" if s.repair else text
+def _correction(s: StateSnapshot) -> str:
+    return f"\n\n### Correction\n{s.repair}" if s.repair else ""
 
 
 def _shown_turn(turn: ExchangeTurn, contradicted: frozenset[str]) -> ExchangeTurn:
@@ -216,8 +223,8 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
     budget_chars = s.max_chars
     n_beliefs, n_episodic, n_exchanges = len(s.beliefs), len(s.episodic), len(s.exchanges)
     fixed = [_system_section(s), _canonical_section(s), _world_state_section(s), _constraints_section(s)]
-    situation, player_turn = _situation_section(s), _player_turn(s)
-    fixed_len = sum(len(part) for part in fixed) + len(situation) + len(player_turn)
+    situation, correction = _situation_section(s) + player_message(s.context.player_input), _correction(s)
+    fixed_len = sum(len(part) for part in fixed) + len(situation) + len(correction)
 
     def tail_len() -> int:
         turns = _turns(s, n_exchanges)
@@ -231,8 +238,14 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
         else:
             n_exchanges -= 1
 
-    sections = fixed + [_memory_section(s, n_beliefs, n_episodic) + situation]
     cut = _BOUNDARY_INDEX[boundary]
+    # Past the static prefix, facts and rules open the conversation (they change only when the
+    # designer's data or a rule's escalation does); world state, memories and the situation go
+    # with the new message, since the task and the game change them from turn to turn, and
+    # anything that changes above the conversation makes the engine evaluate all of it again.
+    world_state_index = 2
+    opening = "".join(part for i, part in enumerate(fixed) if i >= cut and i != world_state_index)
+    turn_context = (fixed[world_state_index] if cut <= world_state_index else "") + _memory_section(s, n_beliefs, n_episodic)
     shown_exchanges = s.exchanges[len(s.exchanges) - n_exchanges :]
     keys = (
         [f"canonical:{fact.id}" for fact in s.canonical]
@@ -242,10 +255,11 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
         + [f"exchange:{e.id}" for e in shown_exchanges]
     )
     return Prompt(
-        static_prefix="".join(sections[:cut]),
-        dynamic_suffix="".join(sections[cut:]),
+        static_prefix="".join(fixed[:cut]),
+        dynamic_suffix=opening,
         turns=_turns(s, n_exchanges),
-        player_turn=player_turn,
+        player_turn=turn_context + situation + correction,
+        turn_message=turn_context + situation,
         manifest=manifest_line(s, n_beliefs, n_episodic, n_exchanges),
         context_keys=tuple(keys),
         over_budget=fixed_len + tail_len() > budget_chars,

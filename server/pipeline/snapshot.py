@@ -161,6 +161,21 @@ def merged_state(world: ScopeMemory, npc: ScopeMemory, derived: Mapping[str, Jso
     return state
 
 
+def _replayed_changes(exchanges: Iterable[EpisodicEntry]) -> tuple[set[str], set[tuple[str, str]]]:
+    """Episodic notes (texts) and beliefs (id, content) that replayed replies write."""
+    noted: set[str] = set()
+    believed: set[tuple[str, str]] = set()
+    for exchange in exchanges:
+        if exchange.turn is None:
+            continue
+        for change in json.loads(exchange.turn.reply).get("mutations", []):
+            if change.get("kind") == "append_episodic":
+                noted.add(change.get("text", ""))
+            elif change.get("kind") == "transform_belief":
+                believed.add((change.get("target", ""), change.get("content", "")))
+    return noted, believed
+
+
 def build_snapshot(
     *,
     context: InteractionContext,
@@ -196,15 +211,12 @@ def build_snapshot(
     if Section.EXCHANGES in sections and bounds.max_exchanges:
         all_exchanges = [e for e in npc_memory.episodic if EXCHANGE_TAG in e.tags]  # already by seq
         exchanges = tuple(all_exchanges[conversation_window(len(all_exchanges), bounds.max_exchanges) :])
-    memories = npc_memory.episodic
-    if exchanges and exchanges[0].turn is not None:
-        # What the NPC noted during the turns the prompt replays is in those turns' replies
-        # (approved changes only); listing it again above them would also change the context
-        # at the top of the conversation every turn, and with it every cached token after.
-        start = exchanges[0].at_interaction
-        memories = tuple(e for e in memories if not (MODEL_TAG in e.tags and e.at_interaction >= start))
+    # What the NPC noted or came to believe in the turns the prompt replays is in those turns'
+    # replies (approved changes only): the memory sections do not list it a second time.
+    noted, believed = _replayed_changes(exchanges)
+    memories = [e for e in npc_memory.episodic if not (MODEL_TAG in e.tags and e.text in noted)]
     episodes = retrieve_episodic(memories, query)
-    beliefs = retrieve_beliefs(npc_memory.beliefs, query)
+    beliefs = retrieve_beliefs([b for b in npc_memory.beliefs if (b.id, b.content) not in believed], query)
     return StateSnapshot(
         npc_id=profile.id,
         npc_name=profile.name,

@@ -134,9 +134,10 @@ def test_a_long_conversation_keeps_its_prompt_prefix_for_several_turns(tmp_path:
     assert max(len(chat) for chat in chats) == 1 + 2 * 4 + 1  # system, 4 turns, the new message
 
 
-def test_a_repeat_turn_replays_the_reply_as_the_model_wrote_it(tmp_path: Path) -> None:
-    """Byte for byte, including the approved changes, so the engine can reuse the generated
-    tokens; a change the gate refused is not replayed."""
+def test_a_repeat_turn_replays_the_turn_as_it_was_sent_and_written(tmp_path: Path) -> None:
+    """Byte for byte, the player's message with its context and the reply with its approved
+    changes, so the engine can reuse the tokens; a change canon now contradicts is not replayed,
+    and what a replayed reply wrote is not listed again among the memories."""
     note = {"kind": "append_episodic", "text": "The player asked about the gate.", "significance": 0.4}
     canon = {
         "kind": "transform_belief",
@@ -149,8 +150,22 @@ def test_a_repeat_turn_replays_the_reply_as_the_model_wrote_it(tmp_path: Path) -
     pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [first, second, say("Good day.")])
     for question in ("When does the gate close?", "Who is the king?", "Thanks."):
         pipeline.interact(ask(question))
-    chat = backend.requests[-1].prompt.messages()
+    first_prompt, last = backend.requests[0].prompt, backend.requests[-1].prompt
+    chat = last.messages()
+    assert chat[1]["content"] == first_prompt.messages()[1]["content"]
     assert chat[2] == {"role": "assistant", "content": first}
     assert '"The king is Edward."' not in chat[4]["content"] and json.loads(chat[4]["content"])["mutations"] == [note]
-    # The note is in the replayed reply, so it is not listed again among the memories above it.
-    assert chat[1]["content"].count("The player asked about the gate.") == 0
+    assert "The player asked about the gate." not in chat[-1]["content"]
+
+
+def test_a_reply_in_another_layout_is_replayed_in_the_models_bytes(tmp_path: Path) -> None:
+    """Same value, other bytes (spacing, key order, number form): the model's own text is kept,
+    since those are the tokens the engine has cached; a lenient parse is written anew."""
+    odd = '{"emotion":"happy","dialogue":"Welcome.","mutations":[]}'
+    lenient = 'Sure! {"dialogue": "Hm.", "emotion": "neutral", "mutations": []}'
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [odd, lenient, say("Bye.")])
+    for question in ("Hello?", "Hm?", "Bye?"):
+        pipeline.interact(ask(question))
+    chat = backend.requests[-1].prompt.messages()
+    assert chat[2]["content"] == odd
+    assert chat[4]["content"] == say("Hm.")
