@@ -19,6 +19,8 @@ from loreguard.schemas.wire import HelloReply
 def build_machine_paths() -> list[Path]:
     """Where this machine's Python and Loreguard live: nothing in a bundle may reach them."""
     paths = {ROOT, Path(sys.prefix), Path(sys.base_prefix), Path(loreguard.server.__path__[0]).resolve().parent}
+    # Whatever else this interpreter imports from (PYTHONPATH folders, site-packages).
+    paths |= {Path(p) for p in sys.path if p and Path(p).is_dir() and Path(p).resolve() != Path("/")}
     resolved = sorted({p.resolve() for p in paths})
     # Hiding a folder hides what is inside it; mounting inside a hidden folder would fail.
     return [p for p in resolved if not any(p != q and p.is_relative_to(q) for q in resolved)]

@@ -39,27 +39,30 @@ def _free_port() -> int:
 
 def seconds_to_ready(command: Sequence[str], port: int) -> float:
     """Start `command` (a `serve` on `port`), return the seconds to its first `hello` reply, stop it."""
-    started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    client = Client(f"tcp://127.0.0.1:{port}", timeout_s=0.25)
-    try:
-        while True:
-            try:
-                client.hello("loreguard.bench")
-                return time.monotonic() - started
-            except NoReply:
-                if process.poll() is not None:
-                    raise BenchError(f"{command[0]} exited ({process.returncode}): {process.stderr.read()[-2000:]}") from None
-                if time.monotonic() - started > READY_DEADLINE_S:
-                    raise BenchError(f"{command[0]} was not ready within {READY_DEADLINE_S:.0f} s") from None
-    finally:
-        client.close()
-        process.terminate()
+    # A file, not a pipe: llama.cpp's load log could fill a pipe nobody reads and stall the start.
+    with tempfile.TemporaryFile("w+") as log:
+        started = time.monotonic()
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
+        client = Client(f"tcp://127.0.0.1:{port}", timeout_s=0.25)
         try:
-            process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+            while True:
+                try:
+                    client.hello("loreguard.bench")
+                    return time.monotonic() - started
+                except NoReply:
+                    if process.poll() is not None:
+                        log.seek(0)
+                        raise BenchError(f"{command[0]} exited ({process.returncode}): {log.read()[-2000:]}") from None
+                    if time.monotonic() - started > READY_DEADLINE_S:
+                        raise BenchError(f"{command[0]} was not ready within {READY_DEADLINE_S:.0f} s") from None
+        finally:
+            client.close()
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def run(bundle: Path, model: Path | None, runs: int) -> dict[str, object]:

@@ -36,9 +36,12 @@ def _bundle(args: argparse.Namespace) -> int:
 
 
 def _bench_bundle(args: argparse.Namespace) -> dict[str, object]:
-    from loreguard.server.shipping.bench_bundle import run
+    from loreguard.server.shipping.bench_bundle import BenchError, run
 
-    return run(Path(args.bundle), Path(args.model) if args.model else None, args.runs)
+    try:
+        return run(Path(args.bundle), Path(args.model) if args.model else None, args.runs)
+    except BenchError as exc:
+        raise SystemExit(f"loreguard bench bundle: {exc}") from None
 
 
 def _addon_zip(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from godot_helpers import ADDON_PROJECT, run_godot
-from sidecar_helpers import free_port
+from sidecar_helpers import free_port, running_sidecar
 
 from loreguard.server.shipping.addon_zip import plugin_version
 from loreguard.server.shipping.platform_tag import arch_name, os_name
@@ -92,3 +92,22 @@ def test_unreadable_manifest(tmp_path: Path) -> None:
     bundle = _fake_bundle(tmp_path / "b")
     (bundle / "bundle.json").write_text("{not json")
     assert "is not readable JSON" in _probe(bundle, tmp_path)
+
+
+def test_a_sidecar_of_another_version_is_one_status_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real sidecar that reports another Loreguard version in `hello` (any launch mode)."""
+    monkeypatch.setattr("loreguard.server.sidecar.dispatch.version", lambda _name: "9.9.9")
+    with running_sidecar(tmp_path) as sidecar:
+        env = {"LOREGUARD_ADDRESS": sidecar.address, "LOREGUARD_AUTO_LAUNCH": "1", "LOREGUARD_LAUNCH_MODE": "command"}
+        result = run_godot(["-s", "res://tests/launch_probe.gd"], timeout=300, env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert f"the sidecar is loreguard 9.9.9 but the addon is loreguard {VERSION}: use the same version of both" in output, output
+
+
+def test_the_matching_sidecar_is_ready_without_a_problem(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar:
+        env = {"LOREGUARD_ADDRESS": sidecar.address, "LOREGUARD_AUTO_LAUNCH": "1", "LOREGUARD_LAUNCH_MODE": "command"}
+        result = run_godot(["-s", "res://tests/launch_probe.gd"], timeout=300, env=env)
+    output = result.stdout + result.stderr
+    assert f"launch probe: ready loreguard {VERSION} problem=\n" in output + "\n" and result.returncode == 0, output

