@@ -22,6 +22,7 @@ from loreguard.client import Client
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.pipeline.inference.models import EMBEDDED_FILE, embedded_model_path
 from loreguard.server.shipping.addon_zip import plugin_version, write_addon_zip
+from loreguard.server.shipping.bench_bundle import run as run_bench_bundle
 from loreguard.server.shipping.build_bundle import EXECUTABLE, build_bundle
 from loreguard.server.shipping.platform_tag import arch_name, os_name
 
@@ -144,3 +145,11 @@ def test_a_bundle_that_cannot_load_its_model_is_one_status_line(bundle: Path, tm
     result = run_godot(["-s", "res://tests/launch_probe.gd"], project=ADDON_PROJECT, timeout=300, env=env)
     output = result.stdout + result.stderr
     assert result.returncode == 0 and "launch probe: problem: the sidecar exited before it answered" in output, output
+
+
+@pytest.mark.model
+def test_bench_bundle_times_both_cold_starts_on_the_same_model(bundle: Path) -> None:
+    figures = run_bench_bundle(bundle, None, runs=1)
+    assert figures["model"] == EMBEDDED_FILE
+    assert float(figures["bundle_size_mib"]) > float(figures["bundle_size_without_model_mib"]) > 0
+    assert float(figures["cold_start_bundle_s"]) > 0 and float(figures["cold_start_venv_s"]) > 0
