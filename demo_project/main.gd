@@ -36,6 +36,7 @@ func _ready() -> void:
 	_loreguard.disconnected.connect(
 		func(why: String) -> void: _status.text = "Sidecar unreachable (%s); retrying..." % why
 	)
+	_loreguard.sidecar_problem.connect(func(message: String) -> void: _status.text = message)
 	_input.text_submitted.connect(func(_text: String) -> void: send())
 	_send_button.pressed.connect(send)
 	_loreguard.load_world(world)

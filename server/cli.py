@@ -242,6 +242,8 @@ def _add_model_options(parser: argparse.ArgumentParser, *, engine: bool = False)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from loreguard.server.shipping.commands import add_bundle_bench, add_bundle_commands
+
     parser = argparse.ArgumentParser(prog="loreguard", description="Governed LLM dialogue for game NPCs.")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -344,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
             suite.add_argument("--model", help="a GGUF file (default: the embedded model)")
             suite.add_argument("--threads", type=int, help="CPU threads (default: cores - 1)")
             suite.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all)")
+    add_bundle_bench(suites, _bench)
+    add_bundle_commands(commands)
     return parser
 
 

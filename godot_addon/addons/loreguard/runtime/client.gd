@@ -20,6 +20,9 @@ extends Node
 signal connected
 ## The connection ended; the client keeps reconnecting with backoff.
 signal disconnected(reason: String)
+## The sidecar cannot be used as it is (no bundle, wrong platform or version, it exited before
+## answering): one line for a status label. The same line is in `problem` and the error log.
+signal sidecar_problem(message: String)
 
 const PROTOCOL_VERSION := 1
 ## How long `start()` waits for `hello` before it launches the sidecar (when auto-launch is on).
@@ -34,6 +37,8 @@ var request_timeout_ms: int = 60000
 var dealer: LoreguardDealer = LoreguardDealer.new()
 ## The process id of the sidecar this client launched, or -1.
 var launched_pid: int = -1
+## The last `sidecar_problem`, or "".
+var problem: String = ""
 
 ## Forwards audit records to the editor's Loreguard tab while the game runs under the
 ## debugger; null otherwise.
@@ -82,6 +87,9 @@ func _ready() -> void:
 func _process(_delta: float) -> void:
 	dealer.poll()
 	_expire(Time.get_ticks_msec())
+	if launched_pid > 0 and not dealer.is_ready() and not OS.is_process_running(launched_pid):
+		launched_pid = -1
+		_report_problem("the sidecar exited before it answered; run its launch command in a terminal to see why")
 
 
 # Quitting the game and freeing this node both pass through here.
@@ -100,8 +108,8 @@ func start(to_address: String = "", auto_launch: bool = LoreguardSettings.auto_l
 		return
 	if auto_launch:
 		var probe := await hello(LAUNCH_PROBE_MS)
-		if not probe.ok and probe.error.code == LoreguardError.NO_REPLY:
-			launch_sidecar()
+		if not probe.ok and probe.error.code == LoreguardError.NO_REPLY and launch_sidecar():
+			await hello()  # the launched sidecar's version check, once it answers
 
 
 func is_connected_to_sidecar() -> bool:
@@ -111,6 +119,13 @@ func is_connected_to_sidecar() -> bool:
 ## Starts the project's launch command (`loreguard serve …`); it is stopped when the game exits.
 func launch_sidecar() -> bool:
 	var command := LoreguardSettings.launch_command()
+	if LoreguardBundle.in_use() and launched_pid <= 0:
+		var bundle := LoreguardBundle.folder()
+		var bundle_problem := LoreguardBundle.problem(bundle)
+		if not bundle_problem.is_empty():
+			_report_problem(bundle_problem)
+			return false
+		command = LoreguardBundle.launch_command(bundle, address)
 	if command.is_empty() or launched_pid > 0:
 		return launched_pid > 0
 	launched_pid = OS.create_process(command[0], command.slice(1))
@@ -136,8 +151,12 @@ func request(type: String, body: Dictionary = {}, timeout_ms: int = -1) -> Loreg
 	return pending.result
 
 
+## Every `hello` reply is checked against the addon's version (a mismatch is a `sidecar_problem`).
 func hello(timeout_ms: int = -1) -> LoreguardResult:
-	return await request("hello", {"client": "loreguard-godot"}, timeout_ms)
+	var result := await request("hello", {"client": "loreguard-godot"}, timeout_ms)
+	if result.ok:
+		_check_version(result.body)
+	return result
 
 
 ## Loads the world (canonical facts, rules, fallbacks); sent again after every reconnect.
@@ -260,6 +279,19 @@ func _on_state_changed(state: LoreguardDealer.State) -> void:
 			var why := "the connection dropped before the reply: " + dealer.last_error
 			pending.resolve(LoreguardResult.failure(LoreguardError.new(LoreguardError.NO_REPLY, why, {"sent": true})))
 		disconnected.emit(dealer.last_error)
+
+
+func _report_problem(message: String) -> void:
+	problem = message
+	push_error("Loreguard: " + message)
+	sidecar_problem.emit(message)
+
+
+## A sidecar of another version may speak the same protocol but not mean the same by it.
+func _check_version(hello_reply: Dictionary) -> void:
+	var mismatch := LoreguardBundle.version_problem(hello_reply)
+	if not mismatch.is_empty() and mismatch != problem:
+		_report_problem(mismatch)
 
 
 ## Sends the designer data again, in order, before anything that waited for the connection.

@@ -72,6 +72,7 @@ static func register() -> void:
 		ProjectSettings.set_initial_value(setting, DEFAULTS[setting])
 		var hint: Array = HINTS[setting]
 		ProjectSettings.add_property_info({"name": setting, "type": hint[0], "hint": hint[1], "hint_string": hint[2]})
+	LoreguardBundle.register()
 
 
 static func _value(setting: String) -> Variant:

@@ -1,0 +1,1 @@
+"""Shipping the sidecar: a frozen bundle for players' machines, its start-up, and the addon's zip."""

@@ -1,0 +1,135 @@
+"""`loreguard bundle`: a standalone sidecar folder for this platform, frozen with PyInstaller.
+
+PyInstaller (rather than Nuitka or cx_Freeze): it is actively maintained, needs no C compiler
+on the build machine, keeps a onedir build's native libraries as plain files beside the
+executable (llama.cpp's and libzmq's), and its hooks already cover pyzmq, pydantic and jinja2.
+llama-cpp-python has no hook, so its `lib/` folder is added here explicitly: the bindings load
+`llama_cpp/lib/libllama.*` relative to their own module, which onedir preserves.
+
+The result, `<out>/`:
+    loreguard-sidecar[.exe]   the executable: `loreguard-sidecar serve --port N --data DIR`
+    _internal/                Python, the project, llama.cpp, libzmq
+    models/<file>.gguf        the model, when one was chosen (`--model`, `--with-embedded-model`)
+    bundle.json               version, platform and model: what the addon checks before launching
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+from loreguard.server.shipping import frozen_main
+from loreguard.server.shipping.platform_tag import arch_name, executable_name, os_name
+
+EXECUTABLE = "loreguard-sidecar"
+MANIFEST_FORMAT = 1
+#: Package data the sidecar reads at run time: (package, folder inside it).
+PACKAGE_DATA = (("loreguard.schemas", "json"), ("loreguard.server.demo", "data"))
+#: Installed in the build venv for other jobs (tests, the remote-backend server), never imported by the sidecar.
+#: llama_cpp's `from_pretrained` (a model hub download) brings huggingface_hub, hf_xet and yaml; the sidecar
+#: loads local files only.
+EXCLUDED = (
+    "tkinter", "llama_cpp.server", "fastapi", "uvicorn", "starlette", "sse_starlette", "pytest", "mypy", "IPython",
+    "huggingface_hub", "hf_xet", "yaml",
+)  # fmt: skip
+
+
+class BundleError(Exception):
+    """The bundle could not be built (missing PyInstaller, model file, or a failed freeze)."""
+
+
+@dataclass(frozen=True)
+class BuiltBundle:
+    folder: Path
+    executable: Path
+    seconds: float
+    size_bytes: int
+
+
+def folder_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _package_folder(package: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise BundleError(f"cannot find the package {package}")
+    return Path(spec.origin).parent
+
+
+def pyinstaller_arguments(out: Path, work: Path) -> list[str]:
+    """The PyInstaller command line (after `python -m PyInstaller`) for a onedir CPU build."""
+    llama_lib = _package_folder("llama_cpp") / "lib"
+    args = [
+        "--noconfirm", "--onedir", "--console", "--log-level", "WARN",
+        "--name", EXECUTABLE,
+        "--distpath", str(out.parent), "--workpath", str(work / "build"), "--specpath", str(work),
+        # `hello` reports the installed version; `version()` needs the distribution's metadata.
+        "--copy-metadata", "loreguard", "--copy-metadata", "llama_cpp_python",
+        # llama.cpp's shared libraries, where the bindings look for them (next to llama_cpp/).
+        "--add-binary", f"{llama_lib}{_SEP}llama_cpp/lib",
+    ]  # fmt: skip
+    for package, folder in PACKAGE_DATA:
+        source = _package_folder(package) / folder
+        args += ["--add-data", f"{source}{_SEP}{package.replace('.', '/')}/{folder}"]
+    for module in EXCLUDED:
+        args += ["--exclude-module", module]
+    args.append(str(Path(frozen_main.__file__).resolve()))
+    return args
+
+
+_SEP = ";" if sys.platform == "win32" else ":"
+
+
+def build_bundle(out: Path, model: Path | None = None, *, log=sys.stderr) -> BuiltBundle:  # noqa: ANN001
+    """Freeze the sidecar into `out` (replaced if it exists) and copy `model` into it."""
+    if importlib.util.find_spec("PyInstaller") is None:
+        raise BundleError("PyInstaller is not installed: pip install 'loreguard[bundle]'")
+    if model is not None and not model.is_file():
+        raise BundleError(f"no model file at {model}")
+    out = out.resolve()
+    if out.name != EXECUTABLE:
+        # PyInstaller names the folder after the executable; build there, then move.
+        target, out = out, out.parent / f".{out.name}.build" / EXECUTABLE
+    else:
+        target = out
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="loreguard-bundle-") as work:
+        command = [sys.executable, "-m", "PyInstaller", *pyinstaller_arguments(out, Path(work))]
+        print(f"freezing the sidecar with PyInstaller into {target} ...", file=log, flush=True)
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode != 0:
+            raise BundleError(f"PyInstaller failed (exit {done.returncode}):\n{done.stdout[-4000:]}")
+    if target != out:
+        if target.exists():
+            shutil.rmtree(target)
+        out.rename(target)
+        shutil.rmtree(out.parent)
+    model_entry = None
+    if model is not None:
+        (target / "models").mkdir()
+        shutil.copy2(model, target / "models" / model.name)
+        model_entry = f"models/{model.name}"
+    # A llama-cpp-python built with -DGGML_CUDA=on carries libggml-cuda; the addon shows this.
+    cuda = any(_package_folder("llama_cpp").joinpath("lib").glob("*ggml-cuda*"))
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "loreguard": version("loreguard"),
+        "os": os_name(),
+        "arch": arch_name(),
+        "accelerator": "cuda" if cuda else "cpu",
+        "python": ".".join(map(str, sys.version_info[:3])),
+        "llama_cpp_python": version("llama_cpp_python"),
+        "executable": executable_name(EXECUTABLE),
+        "model": model_entry,
+    }
+    (target / frozen_main.MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return BuiltBundle(target, target / executable_name(EXECUTABLE), time.monotonic() - started, folder_size(target))

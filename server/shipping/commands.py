@@ -1,0 +1,85 @@
+"""The shipping subcommands, added to `loreguard`'s parser by server/cli.py:
+`loreguard bundle` (freeze the sidecar), `loreguard bench bundle` (size and cold start) and
+`loreguard addon-zip` (the addon in the Asset Library layout)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _bundle(args: argparse.Namespace) -> int:
+    from loreguard.server.shipping.build_bundle import BundleError, build_bundle
+
+    model = Path(args.model) if args.model else None
+    if args.with_embedded_model:
+        from loreguard.server.pipeline.inference.models import ModelNotFound, embedded_model_path
+
+        try:
+            model = embedded_model_path()
+        except ModelNotFound as exc:
+            print(f"loreguard bundle: {exc}", file=sys.stderr)
+            return 2
+    try:
+        built = build_bundle(Path(args.out), model)
+    except BundleError as exc:
+        print(f"loreguard bundle: {exc}", file=sys.stderr)
+        return 2
+    print(f"bundle: {built.folder}")
+    print(f"executable: {built.executable}")
+    print(f"model: {model.name if model else 'none (pass --model to serve)'}")
+    print(f"build_s: {built.seconds:.1f}")
+    print(f"bundle_size_mib: {built.size_bytes / 2**20:.1f}")
+    return 0
+
+
+def _bench_bundle(args: argparse.Namespace) -> dict[str, object]:
+    from loreguard.server.shipping.bench_bundle import BenchError, run
+
+    try:
+        return run(Path(args.bundle), Path(args.model) if args.model else None, args.runs)
+    except BenchError as exc:
+        raise SystemExit(f"loreguard bench bundle: {exc}") from None
+
+
+def _addon_zip(args: argparse.Namespace) -> int:
+    from loreguard.server.shipping.addon_zip import AddonZipError, write_addon_zip
+
+    try:
+        written = write_addon_zip(Path(args.addon), Path(args.license), Path(args.out))
+    except AddonZipError as exc:
+        print(f"loreguard addon-zip: {exc}", file=sys.stderr)
+        return 2
+    print(f"addon_zip: {written.path}")
+    print(f"addon_zip_kib: {written.size_bytes / 1024:.1f}")
+    print(f"addon_zip_files: {written.files}")
+    return 0
+
+
+def add_bundle_commands(commands: Any) -> None:
+    """`commands`: the top-level subparsers action."""
+    bundle = commands.add_parser("bundle", help="freeze a standalone sidecar folder for this platform (PyInstaller)")
+    bundle.add_argument(
+        "--out", default="dist/loreguard-sidecar", help="the bundle folder (replaced; default dist/loreguard-sidecar)"
+    )
+    which = bundle.add_mutually_exclusive_group()
+    which.add_argument("--model", help="copy this GGUF file into the bundle as its default model")
+    which.add_argument("--with-embedded-model", action="store_true", help="copy the embedded SmolLM2 model into the bundle")
+    bundle.set_defaults(handler=_bundle)
+
+    addon = commands.add_parser("addon-zip", help="zip the Godot addon in the Asset Library layout")
+    addon.add_argument("--addon", default="godot_addon/addons/loreguard", help="the addon folder")
+    addon.add_argument("--license", default="LICENSE", help="the license file to include")
+    addon.add_argument("--out", default="dist/loreguard-addon.zip")
+    addon.set_defaults(handler=_addon_zip)
+
+
+def add_bundle_bench(suites: Any, bench_handler: Any) -> None:
+    """`suites`: the `bench` subparsers action; `bench_handler` prints the figures."""
+    suite = suites.add_parser("bundle", help="a bundle's size and cold start to ready, against `loreguard serve` from this venv")
+    suite.add_argument("--bundle", default="dist/loreguard-sidecar", help="the bundle folder")
+    suite.add_argument("--model", help="a GGUF for both sidecars (default: the bundle's model)")
+    suite.add_argument("--runs", type=int, default=3, help="cold starts of each (the median is reported)")
+    suite.set_defaults(handler=bench_handler, run_suite=_bench_bundle)
