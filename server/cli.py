@@ -137,8 +137,25 @@ def _serve(args: argparse.Namespace) -> int:
         max_message_bytes=args.max_message_bytes,
         queue_size=args.queue_size,
         request_timeout_ms=args.timeout_ms,
+        launch_token=args.launch_token,
     )
-    return serve(load, what, Path(args.data), config, judge=_judge_setup(args))
+    if args.log_file:
+        _redirect_output(Path(args.log_file))
+    return serve(load, what, Path(args.data), config, judge=_judge_setup(args), parent_pid=args.parent_pid)
+
+
+def _redirect_output(path: Path) -> None:
+    """Send stdout and stderr, native libraries' included (llama.cpp logs on fd 2), to `path`:
+    a launching game tails it (progress, log lines) since it cannot read a child's pipes."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def _judge_setup(args: argparse.Namespace):  # noqa: ANN202
@@ -281,6 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--judge-model", help="--judge model: a GGUF for the judge (default: the dialogue model)")
     serve.add_argument("--judge-url", help="--judge model: an OpenAI-compatible server for the judge instead")
     serve.add_argument("--judge-timeout-ms", type=int, default=3000, help="how long the judge model may take (default 3000)")
+    serve.add_argument("--parent-pid", type=int, help="exit when this process (the game that launched the sidecar) dies")
+    serve.add_argument("--launch-token", help="echoed in `hello`, so the launcher knows this sidecar is the one it started")
+    serve.add_argument("--log-file", help="append all output here instead of the terminal (a launching game tails it)")
     serve.set_defaults(handler=_serve)
     demo.set_defaults(handler=_demo)
 
