@@ -91,7 +91,8 @@ def _backend_factory(args: argparse.Namespace):  # noqa: ANN202
         if not args.script:
             raise SystemExit("--backend scripted needs --script FILE (a JSON list of model outputs)")
         outputs = json.loads(Path(args.script).read_text())
-        return f"scripted outputs from {args.script}", lambda: ScriptedBackend(outputs, cycle=True)
+        latency_s = getattr(args, "script_latency_ms", 0) / 1000
+        return f"scripted outputs from {args.script}", lambda: ScriptedBackend(outputs, cycle=True, latency_s=latency_s)
     if getattr(args, "backend", "llama") == "openai":
         from loreguard.server.pipeline.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
 
@@ -286,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="in-process llama.cpp (default), an OpenAI-compatible HTTP server, or recorded outputs replayed in a loop",
     )  # fmt: skip
     serve.add_argument("--script", help="scripted backend: a JSON file with a list of model outputs")
+    serve.add_argument(
+        "--script-latency-ms", type=int, default=0, help="scripted backend: each line takes this long, like a model's"
+    )
     serve.add_argument("--base-url", default="http://127.0.0.1:8080", help="openai backend: the server's URL")
     _add_model_options(serve, engine=True)
     serve.add_argument("--queue-size", type=int, default=64, help="queued interactions before `overloaded`")
