@@ -131,6 +131,8 @@ def _serve(args: argparse.Namespace) -> int:
     from loreguard.server.sidecar.serve import serve
     from loreguard.server.sidecar.transport import SidecarConfig
 
+    if args.log_file:  # first, so a bad argument's message reaches the launching game too
+        _redirect_output(Path(args.log_file))
     what, load = _backend_factory(args)
     config = SidecarConfig(
         host=args.host,
@@ -140,8 +142,6 @@ def _serve(args: argparse.Namespace) -> int:
         request_timeout_ms=args.timeout_ms,
         launch_token=args.launch_token,
     )
-    if args.log_file:
-        _redirect_output(Path(args.log_file))
     return serve(load, what, Path(args.data), config, judge=_judge_setup(args), parent_pid=args.parent_pid)
 
 

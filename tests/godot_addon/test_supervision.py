@@ -124,3 +124,17 @@ def test_reuse_running_uses_the_sidecar_already_on_the_port(tmp_path: Path) -> N
     assert sorted(npcs) == ["guard", "merchant"]
     assert not (tmp_path / "data").exists()  # nothing was launched
 
+
+
+def test_a_sidecar_that_cannot_start_ends_in_failed_with_its_reason(tmp_path: Path) -> None:
+    port = free_port()
+    loreguard = Path(sys.executable).with_name("loreguard")
+    # `--backend scripted` without `--script` exits at once with a message.
+    launch = f"{loreguard} serve --backend scripted --port {port} --data {tmp_path / 'data'}"
+    env = {"LOREGUARD_ADDRESS": f"tcp://127.0.0.1:{port}", "LOREGUARD_AUTO_LAUNCH": "1", "LOREGUARD_LAUNCH_COMMAND": launch}
+    result = run_godot(["res://tests/launch_failure.tscn"], project=DEMO_PROJECT, timeout=200, env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "launch_failure: restarting 1/5, restarting 2/5, restarting 3/5, restarting 4/5, restarting 5/5" in output, output
+    assert re.search(r"launch_failure: failed: the sidecar exited \(its last log line: .*needs --script", output), output
+    assert "launch_failure: a line after that: sidecar_down after" in output, output
