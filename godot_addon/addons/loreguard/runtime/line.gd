@@ -34,6 +34,8 @@ var needs: PackedStringArray = []
 var audit_record_id: String = ""
 ## The reply body as it came over the wire, receipt included (debug views read it).
 var body: Dictionary = {}
+## With a fallback line: why the model's line was refused (the receipt's fallback reason).
+var fallback_reason: String = ""
 
 
 ## Reads an `interact.ok` body. Tolerant: a missing field keeps its default, so a newer or
@@ -57,6 +59,35 @@ static func from_reply(reply_body: Dictionary) -> LoreguardLine:
 	# The wire sends null when no record was kept; str(null) would read "<null>".
 	var record_id: Variant = reply_body.get("audit_record_id")
 	out.audit_record_id = str(record_id) if record_id != null else ""
+	var receipt: Dictionary = reply_body.get("receipt") if reply_body.get("receipt") is Dictionary else {}
+	var reason: Variant = receipt.get("fallback_reason")
+	out.fallback_reason = str(reason) if reason != null else ""
+	return out
+
+
+## Every refusal, in order: {"attempt": int, "gate": String, "reason": String} per gate failure
+## of each attempt the model made (from the receipt; empty when every attempt passed).
+func rejections() -> Array[Dictionary]:
+	var out: Array[Dictionary] = []
+	var receipt: Variant = body.get("receipt")
+	var attempts: Variant = receipt.get("attempts", []) if receipt is Dictionary else []
+	if not attempts is Array:
+		return out
+	for attempt: Variant in attempts:
+		if not attempt is Dictionary or not attempt.get("failures") is Array:
+			continue
+		for failure: Variant in attempt["failures"]:
+			if failure is Dictionary:
+				(
+					out
+					. append(
+						{
+							"attempt": int(attempt.get("attempt", 0)),
+							"gate": str(failure.get("gate", "")),
+							"reason": str(failure.get("reason", "")),
+						}
+					)
+				)
 	return out
 
 
