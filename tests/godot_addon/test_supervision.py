@@ -103,7 +103,9 @@ def test_a_foreign_sidecar_on_the_port_is_left_alone(tmp_path: Path) -> None:
     port = free_port()
     env = _launch_env(tmp_path, port, DEMO_SCENE_SCRIPT)
     (tmp_path / "foreign").mkdir()
-    with running_sidecar(tmp_path / "foreign", ScriptedBackend(DEMO_SCENE_SCRIPT, cycle=True), register=False, port=port) as foreign:
+    with running_sidecar(
+        tmp_path / "foreign", ScriptedBackend(DEMO_SCENE_SCRIPT, cycle=True), register=False, port=port
+    ) as foreign:
         result = run_godot(["res://tests/smoke.tscn"], project=DEMO_PROJECT, timeout=150, env=env)
         foreign_npcs = foreign.dispatcher.store.npc_ids()
     output = result.stdout + result.stderr
@@ -123,7 +125,6 @@ def test_reuse_running_uses_the_sidecar_already_on_the_port(tmp_path: Path) -> N
     assert result.returncode == 0 and "demo smoke: 4 checks, 0 failed" in output, output
     assert sorted(npcs) == ["guard", "merchant"]
     assert not (tmp_path / "data").exists()  # nothing was launched
-
 
 
 def test_a_sidecar_that_cannot_start_ends_in_failed_with_its_reason(tmp_path: Path) -> None:
