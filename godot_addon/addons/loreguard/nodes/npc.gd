@@ -33,7 +33,7 @@ signal thinking_finished
 ## The scene name sent with each interaction (rules may select on it). Empty: the current scene.
 @export var scene_name: String = ""
 ## Tags sent with each interaction (rules may select on them).
-@export var tags: PackedStringArray = []
+@export var tags: PackedStringArray
 ## The client to use; empty: the `Loreguard` autoload.
 @export var client_path: NodePath
 
