@@ -19,14 +19,17 @@ enum State {
 	FAILED,
 }
 
+## Where the sidecar stands.
 var state: State = State.STARTING
 ## The technical detail: an address, an exit, a log line.
 var reason: String = ""
-## LOADING_MODEL: seconds spent loading so far; what is loading in `loading_what`.
+## LOADING_MODEL: seconds spent loading so far.
 var loading_s: float = 0.0
+## LOADING_MODEL: what is loading, as the sidecar names it (a model file, a server URL).
 var loading_what: String = ""
-## RESTARTING: which restart this is, of at most `max_attempts`.
+## RESTARTING: which restart this is (0: reconnecting to a sidecar still running).
 var attempt: int = 0
+## RESTARTING: how many restarts are tried before FAILED.
 var max_attempts: int = 0
 
 

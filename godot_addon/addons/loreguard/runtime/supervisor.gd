@@ -28,6 +28,7 @@ var token: String
 var pid: int = -1
 ## The port the launched sidecar listens on.
 var port: int = 0
+## The file the launched sidecar writes its output to (under user://loreguard/).
 var log_path: String = ""
 ## The last log line, the best explanation when the sidecar exits on its own.
 var last_log_line: String = ""
