@@ -139,3 +139,9 @@ def test_a_sidecar_that_cannot_start_ends_in_failed_with_its_reason(tmp_path: Pa
     assert "launch_failure: restarting 1/5, restarting 2/5, restarting 3/5, restarting 4/5, restarting 5/5" in output, output
     assert re.search(r"launch_failure: failed: the sidecar exited \(its last log line: .*needs --script", output), output
     assert "launch_failure: a line after that: sidecar_down after" in output, output
+
+
+def test_supervisor_lifeline_arguments_and_log_reading() -> None:
+    result = run_godot(["-s", "res://tests/test_supervisor.gd"], timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and " 0 failed" in output and "SCRIPT ERROR" not in output, output

@@ -113,10 +113,10 @@ func poll(now_ms: int) -> bool:
 	if pid < 0 or now_ms < _next_poll_ms:
 		return false
 	_next_poll_ms = now_ms + POLL_MS
-	_tail()
+	read_log()
 	if OS.is_process_running(pid):
 		return false
-	_tail()
+	read_log()
 	pid = -1
 	return true
 
@@ -126,14 +126,15 @@ func stop() -> void:
 	if pid > 0 and OS.is_process_running(pid):
 		OS.kill(pid)
 	pid = -1
-	_tail()
+	read_log()
 	_log = null
 	_log_rest = ""
 	if not log_path.is_empty() and FileAccess.file_exists(log_path):
 		DirAccess.remove_absolute(log_path)
 
 
-func _tail() -> void:
+## Emits `loading` and `log_line` for what the sidecar wrote to `log_path` since the last call.
+func read_log() -> void:
 	if log_path.is_empty():
 		return
 	if _log == null:
