@@ -72,6 +72,8 @@ var _probe_until_ms: int = -1
 ## When the next restart is due; -1: none scheduled.
 var _restart_at_ms: int = -1
 var _restarts: int = 0
+## When the sidecar now loading was launched (the status counts the seconds from it); -1: none.
+var _launched_at_ms: int = -1
 
 
 ## A request on its way: resolved once, by reply, error, timeout or disconnect.
@@ -157,6 +159,7 @@ func launch_sidecar() -> bool:
 		push_error("Loreguard: " + problem)
 		_on_sidecar_exited(problem)
 		return false
+	_launched_at_ms = Time.get_ticks_msec()
 	var loading := LoreguardSidecarStatus.new(
 		LoreguardSidecarStatus.State.LOADING_MODEL, "launched (pid %d, port %d)" % [supervisor.pid, _launch_port]
 	)
@@ -398,6 +401,12 @@ func _supervise(now_ms: int) -> void:
 		return
 	if supervisor.poll(now_ms):
 		_on_sidecar_exited("")
+	elif status.state == LoreguardSidecarStatus.State.LOADING_MODEL and _launched_at_ms >= 0:
+		# Every second of the wait is reported, also before the sidecar's first progress line
+		# (starting Python and importing llama.cpp takes seconds of its own).
+		var seconds := (now_ms - _launched_at_ms) / 1000
+		if seconds > int(status.loading_s):
+			_on_loading(float(seconds), status.loading_what)
 	if _restart_at_ms >= 0 and now_ms >= _restart_at_ms:
 		_restart_at_ms = -1
 		launch_sidecar()
@@ -428,10 +437,17 @@ func _on_sidecar_exited(problem: String) -> void:
 	_set_status(LoreguardSidecarStatus.new(restarting, why, _restarts, delays.size()))
 
 
-func _on_loading(seconds: float, what: String) -> void:
-	var loading := LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.LOADING_MODEL, "loading " + what)
-	loading.loading_s = seconds
+func _on_loading(_sidecar_seconds: float, what: String) -> void:
+	if status.state not in [LoreguardSidecarStatus.State.LOADING_MODEL, LoreguardSidecarStatus.State.STARTING]:
+		return
+	var reason := "loading " + what if not what.is_empty() else status.reason
+	var loading := LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.LOADING_MODEL, reason)
+	# Counted from the launch, so the number never jumps back when the sidecar starts counting.
+	loading.loading_s = (Time.get_ticks_msec() - _launched_at_ms) / 1000.0 if _launched_at_ms >= 0 else 0.0
 	loading.loading_what = what
+	var same := status.state == LoreguardSidecarStatus.State.LOADING_MODEL and status.loading_what == what
+	if same and int(loading.loading_s) == int(status.loading_s):
+		return  # ticks come four times a second; the status changes once a second
 	_set_status(loading)
 
 

@@ -36,7 +36,8 @@ var last_log_line: String = ""
 var _log: FileAccess
 var _log_rest: String = ""
 var _next_poll_ms: int = 0
-var _loading_line := RegEx.create_from_string("^loading (.+) \\.\\.\\. +([0-9.]+) s$")
+# A progress tick; native libraries may append their own output to it (no newline between).
+var _loading_line := RegEx.create_from_string("^loading (.+?) \\.\\.\\. +([0-9.]+) s(.*)$")
 
 
 func _init() -> void:
@@ -155,6 +156,8 @@ func read_log() -> void:
 		var tick := _loading_line.search(line)
 		if tick != null:
 			loading.emit(float(tick.get_string(2)), tick.get_string(1))
-			continue
+			line = tick.get_string(3).strip_edges()
+			if line.is_empty():
+				continue
 		last_log_line = line
 		log_line.emit(line)
