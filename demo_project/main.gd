@@ -140,7 +140,7 @@ func _governance_entry(line: LoreguardLine, npc: LoreguardNPC, latency_ms: int) 
 			% [rejection["attempt"], rejection["gate"], _escape(rejection["reason"])]
 		)
 	if line.fallback_used:
-		text += "   [color=#fc8]fallback line spoken:[/color] %s\n" % _escape(line.fallback_reason)
+		text += "   [color=#fc8]fallback line spoken:[/color] %s\n" % _escape(line.fallback_reason())
 	for intent in line.intents:
 		text += "   [color=#8c8]intent approved:[/color] %s\n" % _escape(_intent_text(intent))
 	return text

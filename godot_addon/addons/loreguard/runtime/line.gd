@@ -34,8 +34,6 @@ var needs: PackedStringArray = []
 var audit_record_id: String = ""
 ## The reply body as it came over the wire, receipt included (debug views read it).
 var body: Dictionary = {}
-## With a fallback line: why the model's line was refused (the receipt's fallback reason).
-var fallback_reason: String = ""
 
 
 ## Reads an `interact.ok` body. Tolerant: a missing field keeps its default, so a newer or
@@ -59,10 +57,14 @@ static func from_reply(reply_body: Dictionary) -> LoreguardLine:
 	# The wire sends null when no record was kept; str(null) would read "<null>".
 	var record_id: Variant = reply_body.get("audit_record_id")
 	out.audit_record_id = str(record_id) if record_id != null else ""
-	var receipt: Dictionary = reply_body.get("receipt") if reply_body.get("receipt") is Dictionary else {}
-	var reason: Variant = receipt.get("fallback_reason")
-	out.fallback_reason = str(reason) if reason != null else ""
 	return out
+
+
+## With a fallback line: why the model's line was refused (the receipt's fallback reason), else "".
+func fallback_reason() -> String:
+	var receipt: Variant = body.get("receipt")
+	var reason: Variant = receipt.get("fallback_reason") if receipt is Dictionary else null
+	return str(reason) if reason != null else ""
 
 
 ## Every refusal, in order: {"attempt": int, "gate": String, "reason": String} per gate failure
