@@ -2,6 +2,9 @@ extends Control
 ## The Loreguard demo: talk to Brom, the guard at the north gate, and Mira, the river merchant.
 ## Every line comes from the sidecar, validated against their rules; Brom can open the gate and
 ## Mira can hand you an item, and the scene changes only when the sidecar approved the intent.
+## The panel shows what the governance did: fallback lines are marked, approved intents listed,
+## and the toggle shows, per line, each attempt the model made, why one was refused, and how long
+## the line took.
 
 ## The world's lore, facts and rules, sent to the sidecar when the scene starts.
 @export var world: LoreguardWorld
@@ -10,19 +13,32 @@ extends Control
 var gate_open: bool = false
 ## Item name -> count, filled by Mira's `give_item` intents.
 var inventory: Dictionary = {}
+## Every intent the sidecar approved, as "type(params)", in order.
+var approved_intents: PackedStringArray = []
+## How many lines the NPCs said (numbering in the governance view).
+var lines_said: int = 0
+
+var _sent_at_ms: int = 0
+var _dots_phase: float = 0.0
 
 # The autoload by path, so the script type-checks without the autoload registered.
 @onready var _loreguard: LoreguardClient = get_node("/root/Loreguard")
 @onready var _guard: LoreguardNPC = $Guard
 @onready var _merchant: LoreguardNPC = $Merchant
-@onready var _gate: ColorRect = $Town/Wall/Gate
-@onready var _gate_label: Label = $Town/GateLabel
-@onready var _inventory_label: Label = $Town/Inventory
-@onready var _status: Label = $Panel/Status
-@onready var _picker: OptionButton = $Panel/NpcPicker
-@onready var _dialogue: RichTextLabel = $Panel/Dialogue
-@onready var _input: LineEdit = $Panel/InputRow/Input
-@onready var _send_button: Button = $Panel/InputRow/Send
+@onready var _gate: ColorRect = %Gate
+@onready var _gate_label: Label = %GateLabel
+@onready var _inventory_label: Label = %Inventory
+@onready var _intents_label: Label = %Intents
+@onready var _status: Label = %Status
+@onready var _picker: OptionButton = %NpcPicker
+@onready var _dialogue: RichTextLabel = %Dialogue
+@onready var _thinking: Control = %Thinking
+@onready var _dots: Label = %Dots
+@onready var _thinking_label: Label = %ThinkingLabel
+@onready var _governance_toggle: CheckButton = %GovernanceToggle
+@onready var _governance: RichTextLabel = %Governance
+@onready var _input: LineEdit = %Input
+@onready var _send_button: Button = %Send
 
 
 func _ready() -> void:
@@ -30,17 +46,24 @@ func _ready() -> void:
 		_picker.add_item(npc.profile.display_name)
 		npc.replied.connect(_on_replied.bind(npc))
 		npc.failed.connect(_on_failed.bind(npc))
+		npc.thinking_started.connect(_on_thinking.bind(npc, true))
+		npc.thinking_finished.connect(_on_thinking.bind(npc, false))
 	_guard.route("open_gate", _open_gate)
 	_merchant.route("give_item", _give_item)
-	_loreguard.connected.connect(func() -> void: _status.text = "Connected to the sidecar at %s" % _loreguard.address)
-	_loreguard.disconnected.connect(
-		func(why: String) -> void: _status.text = "Sidecar unreachable (%s); retrying..." % why
-	)
+	_loreguard.status_changed.connect(_show_status)
+	_show_status(_loreguard.status)
+	_governance_toggle.toggled.connect(func(on: bool) -> void: _governance.visible = on)
 	_loreguard.sidecar_problem.connect(func(message: String) -> void: _status.text = message)
 	_input.text_submitted.connect(func(_text: String) -> void: send())
 	_send_button.pressed.connect(send)
 	_loreguard.load_world(world)
 	_input.grab_focus()
+
+
+func _process(delta: float) -> void:
+	if _thinking.visible:
+		_dots_phase = fmod(_dots_phase + delta * 3.0, 3.0)
+		_dots.text = ["o..", ".o.", "..o"][int(_dots_phase)]
 
 
 ## Sends the text box's line to the NPC picked above it.
@@ -52,24 +75,83 @@ func send() -> void:
 	_input.clear()
 	_input.editable = false
 	_dialogue.append_text("[color=#9ab]You → %s:[/color] %s\n" % [npc.profile.display_name, _escape(text)])
+	_sent_at_ms = Time.get_ticks_msec()
 	await npc.say(text)
 	_input.editable = true
 	_input.grab_focus()
+
+
+## The sidecar's state in the player's words; the technical detail is the tooltip.
+func player_status(status: LoreguardSidecarStatus) -> String:
+	match status.state:
+		LoreguardSidecarStatus.State.STARTING:
+			return "Waking up the townsfolk..."
+		LoreguardSidecarStatus.State.LOADING_MODEL:
+			return "The townsfolk are waking up (loading their minds: %d s)..." % int(status.loading_s)
+		LoreguardSidecarStatus.State.READY:
+			return "Brom and Mira are ready to talk."
+		LoreguardSidecarStatus.State.RESTARTING:
+			if status.attempt == 0:
+				return "The townsfolk lost their train of thought; reconnecting..."
+			return (
+				"The townsfolk lost their train of thought; bringing them back (try %d of %d)..."
+				% [status.attempt, status.max_attempts]
+			)
+	return "The townsfolk cannot talk right now. (Hover for why; details in the Output panel.)"
+
+
+func _show_status(status: LoreguardSidecarStatus) -> void:
+	_status.text = player_status(status)
+	_status.tooltip_text = status.reason
 
 
 func _npcs() -> Array[LoreguardNPC]:
 	return [_guard, _merchant]
 
 
+func _on_thinking(npc: LoreguardNPC, thinking: bool) -> void:
+	_thinking.visible = thinking
+	_thinking_label.text = "%s is thinking" % npc.profile.display_name
+
+
 func _on_replied(line: LoreguardLine, npc: LoreguardNPC) -> void:
+	lines_said += 1
+	var latency_ms := Time.get_ticks_msec() - _sent_at_ms
 	var note := " [i](%s)[/i]" % line.emotion if line.emotion != "neutral" else ""
-	_dialogue.append_text("[b]%s:[/b] %s%s\n" % [npc.profile.display_name, _escape(line.dialogue), note])
+	var marker := " [bgcolor=#7a4a12][color=#ffd9a0] FALLBACK [/color][/bgcolor]" if line.fallback_used else ""
+	_dialogue.append_text("[b]%s:[/b] %s%s%s\n" % [npc.profile.display_name, _escape(line.dialogue), note, marker])
+	for intent in line.intents:
+		var shown := _intent_text(intent)
+		approved_intents.append(shown)
+		_dialogue.append_text("[color=#8c8]   approved: %s[/color]\n" % _escape(shown))
+	if not line.intents.is_empty():
+		_intents_label.text = "Approved by the rules: " + ", ".join(approved_intents)
+	_governance.append_text(_governance_entry(line, npc, latency_ms))
+
+
+## What the sidecar did for one line: outcome, attempts, each refusal, fallback, intents, latency.
+func _governance_entry(line: LoreguardLine, npc: LoreguardNPC, latency_ms: int) -> String:
+	var text := (
+		"[b]%d. %s[/b]: %s after %d attempt(s), %d ms\n"
+		% [lines_said, npc.profile.display_name, line.outcome, line.attempts, latency_ms]
+	)
+	for rejection in line.rejections():
+		text += (
+			"   [color=#e99]attempt %d refused by %s:[/color] %s\n"
+			% [rejection["attempt"], rejection["gate"], _escape(rejection["reason"])]
+		)
+	if line.fallback_used:
+		text += ("   [color=#fc8]fallback line spoken:[/color] %s\n" % _escape(line.fallback_reason()))
+	for intent in line.intents:
+		text += "   [color=#8c8]intent approved:[/color] %s\n" % _escape(_intent_text(intent))
+	return text
 
 
 func _on_failed(error: LoreguardError, npc: LoreguardNPC) -> void:
-	_dialogue.append_text(
-		"[color=#e77]%s could not answer: %s[/color]\n" % [npc.profile.display_name, _escape(str(error))]
-	)
+	var why := str(error)
+	if error.code == LoreguardError.SIDECAR_DOWN:
+		why = "lost the train of thought (the dialogue engine stopped); try again in a moment"
+	_dialogue.append_text("[color=#e77]%s could not answer: %s[/color]\n" % [npc.profile.display_name, _escape(why)])
 
 
 func _open_gate(params: Dictionary) -> void:
@@ -77,7 +159,8 @@ func _open_gate(params: Dictionary) -> void:
 		return
 	gate_open = true
 	_gate_label.text = "The %s gate is open." % params.get("gate_id", "north")
-	create_tween().tween_property(_gate, "size:y", 0.0, 0.8)
+	# Anchors, not a size: the gate stays open when the window is resized.
+	create_tween().tween_property(_gate, "anchor_bottom", _gate.anchor_top, 0.8)
 	# Tell the sidecar, so Brom's memory of the world matches the scene.
 	_loreguard.set_state({"gate.north": "open"})
 
@@ -89,6 +172,15 @@ func _give_item(params: Dictionary) -> void:
 	for key: String in inventory:
 		lines.append("%s × %d" % [key, inventory[key]])
 	_inventory_label.text = "Your pack: " + ", ".join(lines)
+
+
+func _intent_text(intent: LoreguardWorldIntent) -> String:
+	var params := PackedStringArray()
+	var keys := intent.params.keys()
+	keys.sort()
+	for key: Variant in keys:
+		params.append("%s=%s" % [key, intent.params[key]])
+	return "%s(%s)" % [intent.type, ", ".join(params)]
 
 
 func _escape(text: String) -> String:

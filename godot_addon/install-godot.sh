@@ -3,12 +3,34 @@
 # system's apt setup. Debian ships godot only in testing/unstable, built against a newer glibc
 # than this bookworm system has, so we download the packages with a private apt configuration,
 # unpack them, and point the binary at the glibc it came with (patchelf).
+# It also renders (not only --headless): under Xvfb, `--rendering-driver opengl3` runs on mesa's
+# llvmpipe from the same private root (the screenshot tests, tests/godot_addon/test_screenshots.py).
 # Prints the path of a `godot` launcher on success.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DEST="${GODOT_ENV:-$ROOT/.godot-env}"
 LAUNCHER="$DEST/godot"
+R="$DEST/root"
+LIBS="$R/usr/lib/x86_64-linux-gnu:$R/lib/x86_64-linux-gnu:$R/usr/lib/x86_64-linux-gnu/pulseaudio"
+first() { for f in "$@"; do [ -f "$f" ] && { echo "$f"; return 0; }; done; return 1; }
+
+# Libraries with a RUNPATH of their own ignore the binary's RPATH, so they would look for their
+# dependencies in the system's folders, where the newer ones are missing: libpulse, and libLLVM,
+# which mesa's llvmpipe loads (it needs libxml2.so.16). Point them at the private root.
+# Idempotent: an older install gets the rendering fix without a new download.
+patch_libraries() {
+  local loader patchelf lib
+  loader="$(first "$R"/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 "$R"/lib64/ld-linux-x86-64.so.2 "$R"/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)"
+  # patchelf from the same download runs on the new glibc too: start it through that loader.
+  patchelf=("$loader" --library-path "$LIBS" "$R/usr/bin/patchelf")
+  for lib in "$R"/usr/lib/x86_64-linux-gnu/libpulse.so.0* "$R"/usr/lib/x86_64-linux-gnu/libLLVM*.so*; do
+    [ -f "$lib" ] && [ ! -L "$lib" ] && "${patchelf[@]}" --force-rpath --set-rpath "\$ORIGIN:$LIBS" "$lib"
+  done
+  touch "$DEST/.libraries-patched"
+}
+
 if [ -x "$LAUNCHER" ] && "$LAUNCHER" --headless --version >/dev/null 2>&1; then
+  [ -f "$DEST/.libraries-patched" ] || patch_libraries >&2
   echo "$LAUNCHER"; exit 0
 fi
 
@@ -35,17 +57,12 @@ for suite in forky sid; do
 done
 for deb in "$APT"/cache/archives/*.deb; do dpkg -x "$deb" "$DEST/root"; done
 
-R="$DEST/root"
-LIBS="$R/usr/lib/x86_64-linux-gnu:$R/lib/x86_64-linux-gnu:$R/usr/lib/x86_64-linux-gnu/pulseaudio"
-first() { for f in "$@"; do [ -f "$f" ] && { echo "$f"; return 0; }; done; return 1; }
 LOADER="$(first "$R"/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 "$R"/lib64/ld-linux-x86-64.so.2 "$R"/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)"
 BIN="$(first "$R"/usr/bin/godot "$R"/usr/lib/godot/godot)"
 # patchelf from the same download runs on the new glibc too: start it through that loader.
 PATCHELF=("$LOADER" --library-path "$LIBS" "$R/usr/bin/patchelf")
 "${PATCHELF[@]}" --set-interpreter "$LOADER" --force-rpath --set-rpath "$LIBS" "$BIN"
-for lib in "$R"/usr/lib/x86_64-linux-gnu/libpulse.so.0*; do
-  [ -f "$lib" ] && [ ! -L "$lib" ] && "${PATCHELF[@]}" --force-rpath --set-rpath "$LIBS" "$lib"
-done
+patch_libraries
 cat > "$LAUNCHER" <<SH
 #!/usr/bin/env bash
 exec "$BIN" "\$@"

@@ -83,6 +83,9 @@ class HelloReply(FrozenModel):
     capabilities: tuple[str, ...]
     model: ModelFingerprint | None
     limits: Limits
+    #: The token the launcher passed to `serve --launch-token`, so a game can tell the sidecar
+    #: it launched from a stale or foreign one on the same port; null when none was given.
+    launch_token: str | None = None
 
 
 class WorldLoadReply(FrozenModel):

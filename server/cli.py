@@ -91,7 +91,8 @@ def _backend_factory(args: argparse.Namespace):  # noqa: ANN202
         if not args.script:
             raise SystemExit("--backend scripted needs --script FILE (a JSON list of model outputs)")
         outputs = json.loads(Path(args.script).read_text())
-        return f"scripted outputs from {args.script}", lambda: ScriptedBackend(outputs, cycle=True)
+        latency_s = getattr(args, "script_latency_ms", 0) / 1000
+        return f"scripted outputs from {args.script}", lambda: ScriptedBackend(outputs, cycle=True, latency_s=latency_s)
     if getattr(args, "backend", "llama") == "openai":
         from loreguard.server.pipeline.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
 
@@ -130,6 +131,8 @@ def _serve(args: argparse.Namespace) -> int:
     from loreguard.server.sidecar.serve import serve
     from loreguard.server.sidecar.transport import SidecarConfig
 
+    if args.log_file:  # first, so a bad argument's message reaches the launching game too
+        _redirect_output(Path(args.log_file))
     what, load = _backend_factory(args)
     config = SidecarConfig(
         host=args.host,
@@ -137,8 +140,23 @@ def _serve(args: argparse.Namespace) -> int:
         max_message_bytes=args.max_message_bytes,
         queue_size=args.queue_size,
         request_timeout_ms=args.timeout_ms,
+        launch_token=args.launch_token,
     )
-    return serve(load, what, Path(args.data), config, judge=_judge_setup(args))
+    return serve(load, what, Path(args.data), config, judge=_judge_setup(args), parent_pid=args.parent_pid)
+
+
+def _redirect_output(path: Path) -> None:
+    """Send stdout and stderr, native libraries' included (llama.cpp logs on fd 2), to `path`:
+    a launching game tails it (progress, log lines) since it cannot read a child's pipes."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def _judge_setup(args: argparse.Namespace):  # noqa: ANN202
@@ -271,6 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="in-process llama.cpp (default), an OpenAI-compatible HTTP server, or recorded outputs replayed in a loop",
     )  # fmt: skip
     serve.add_argument("--script", help="scripted backend: a JSON file with a list of model outputs")
+    serve.add_argument(
+        "--script-latency-ms", type=int, default=0, help="scripted backend: each line takes this long, like a model's"
+    )
     serve.add_argument("--base-url", default="http://127.0.0.1:8080", help="openai backend: the server's URL")
     _add_model_options(serve, engine=True)
     serve.add_argument("--queue-size", type=int, default=64, help="queued interactions before `overloaded`")
@@ -283,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--judge-model", help="--judge model: a GGUF for the judge (default: the dialogue model)")
     serve.add_argument("--judge-url", help="--judge model: an OpenAI-compatible server for the judge instead")
     serve.add_argument("--judge-timeout-ms", type=int, default=3000, help="how long the judge model may take (default 3000)")
+    serve.add_argument("--parent-pid", type=int, help="exit when this process (the game that launched the sidecar) dies")
+    serve.add_argument("--launch-token", help="echoed in `hello`, so the launcher knows this sidecar is the one it started")
+    serve.add_argument("--log-file", help="append all output here instead of the terminal (a launching game tails it)")
     serve.set_defaults(handler=_serve)
     demo.set_defaults(handler=_demo)
 

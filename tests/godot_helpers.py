@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -83,3 +85,40 @@ DEMO_SCENE_SCRIPT: dict[str, list[str]] = {
         )
     ],
 }
+
+
+def rendering_godot() -> str:
+    """A Godot that renders: the binary `require_godot` finds, with the install script's library
+    fix applied when it is the script's own install (libLLVM finds its libxml2)."""
+    binary = require_godot()
+    local = ROOT / ".godot-env" / "godot"
+    if Path(binary) == local or os.environ.get("GODOT_ENV"):
+        subprocess.run([str(ROOT / "godot_addon" / "install-godot.sh")], capture_output=True, text=True, timeout=900)
+    return binary
+
+
+@contextmanager
+def xvfb_display(width: int = 2048, height: int = 1200) -> Iterator[str]:
+    """A virtual X display (Xvfb) for a rendering Godot; installs xvfb with apt-get when missing
+    and the test runs as root (CI), else skips. Yields the DISPLAY value."""
+    if shutil.which("Xvfb") is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "install", "-y", "-q", "xvfb"], capture_output=True, text=True, timeout=900)
+    if shutil.which("Xvfb") is None:
+        pytest.skip("no Xvfb (apt-get install xvfb)")
+    read, write = os.pipe()
+    server = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write), "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp"],
+        pass_fds=(write,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write)
+    with os.fdopen(read) as numbers:
+        display = numbers.readline().strip()  # Xvfb writes its display number once it accepts clients
+    try:
+        if not display:
+            pytest.fail("Xvfb did not start")
+        yield f":{display}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -17,11 +17,11 @@ const LINES: Array[Array] = [
 ]
 
 @onready var _demo: Demo = $Main
-@onready var _picker: OptionButton = $Main/Panel/NpcPicker
-@onready var _input: LineEdit = $Main/Panel/InputRow/Input
-@onready var _dialogue: RichTextLabel = $Main/Panel/Dialogue
-@onready var _gate: ColorRect = $Main/Town/Wall/Gate
-@onready var _inventory_label: Label = $Main/Town/Inventory
+@onready var _picker: OptionButton = $Main.get_node("%NpcPicker")
+@onready var _input: LineEdit = $Main.get_node("%Input")
+@onready var _dialogue: RichTextLabel = $Main.get_node("%Dialogue")
+@onready var _gate: ColorRect = $Main.get_node("%Gate")
+@onready var _inventory_label: Label = $Main.get_node("%Inventory")
 
 
 func _ready() -> void:

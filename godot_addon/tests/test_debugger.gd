@@ -30,7 +30,7 @@ func _run() -> void:
 	)
 	await _test_forwarding(client)
 	await _test_export(client)
-	_test_panel()
+	await _test_panel()
 	_test_packages()
 	_finish()
 
@@ -99,6 +99,25 @@ func _test_panel() -> void:
 		text.left(400)
 	)
 	_expect(text.contains("hard_limits") and text.contains("pass"), "detail: every gate's verdict")
+	_expect(panel.detail.wrap_mode == TextEdit.LINE_WRAPPING_BOUNDARY, "detail: long raw output wraps")
+	panel.size = Vector2(900, 400)
+	await process_frame
+	var font := panel.tree.get_theme_font("font")
+	var font_size := panel.tree.get_theme_font_size("font_size")
+	for column in [1, 4]:
+		var widest := font.get_string_size("merchant" if column == 1 else "Attempts", 0, -1, font_size).x
+		_expect(
+			panel.tree.get_column_width(column) >= widest,
+			"column %s fits its content" % LoreguardDebuggerPanel.COLUMNS[column],
+			"%d < %d" % [panel.tree.get_column_width(column), widest]
+		)
+	var earlier: Dictionary = panel.records[0].duplicate(true)
+	earlier["earlier_session"] = true
+	panel.add_record(earlier)
+	_expect(panel.tree.get_root().get_child_count() == 2, "a record of an earlier session is not listed")
+	_expect(panel.status.text.contains("1 from earlier sessions hidden"), "the status says so", panel.status.text)
+	panel.show_earlier.button_pressed = true
+	_expect(panel.tree.get_root().get_child_count() == 3, "listed with Earlier sessions on")
 	panel.queue_free()
 
 

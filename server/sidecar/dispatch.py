@@ -131,6 +131,7 @@ class Dispatcher:
         limits: Limits,
         stats: SidecarStats,
         recorder: AuditRecorder,
+        launch_token: str | None = None,
     ) -> None:
         self.store = store
         self.fingerprint = fingerprint
@@ -142,6 +143,7 @@ class Dispatcher:
             capabilities=tuple(sorted(MESSAGES)),
             model=fingerprint,
             limits=limits,
+            launch_token=launch_token,
         )
         # The wire table names every message; each one but `interact` (which the socket loop
         # queues for the inference worker) is answered here by the method `on_<type>`. A message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -15,6 +16,7 @@ from loreguard.memory import MemoryStore
 from loreguard.server.pipeline import PipelineConfig
 from loreguard.server.pipeline.gate import GateConfig
 from loreguard.server.pipeline.inference.base import InferenceBackend
+from loreguard.server.sidecar.lifeline import ParentWatch, is_alive
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 
@@ -62,7 +64,25 @@ def serve(
     out: TextIO = sys.stderr,
     *,
     judge: JudgeSetup | None = None,
+    parent_pid: int | None = None,
 ) -> int:
+    """Serve until SIGINT/SIGTERM, or until process `parent_pid` (the game that launched this
+    sidecar) dies: then the sidecar stops as on SIGTERM, or at once while still loading."""
+    running: list[Sidecar] = []
+    watch = None
+    if parent_pid is not None:
+        if not is_alive(parent_pid):
+            print(f"the launching process {parent_pid} is not running; not starting", file=out, flush=True)
+            return 1
+
+        def parent_died() -> None:
+            print(f"the launching process {parent_pid} is gone; stopping", file=out, flush=True)
+            if running:
+                running[0].request_stop()
+            else:
+                os._exit(0)  # still loading the model: nothing written yet worth a flush
+
+        watch = ParentWatch(parent_pid, parent_died).start()
     data.mkdir(parents=True, exist_ok=True)
     backend = load_with_progress(what, backend_factory, out)
     judge = judge or JudgeSetup()
@@ -73,6 +93,7 @@ def serve(
     sidecar = Sidecar(
         MemoryStore(data / "memory.sqlite"), backend, config, pipeline_config=pipeline_config, judge_backend=judge_backend
     )
+    running.append(sidecar)
     if judge.mode != "off":
         print(f"semantic judge: {judge.describe()}", file=out, flush=True)
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -81,6 +102,8 @@ def serve(
     try:
         sidecar.serve_forever()
     finally:
+        if watch is not None:
+            watch.stop()
         if judge_backend is not None and judge_backend is not backend:
             judge_backend.close()
         backend.close()

@@ -50,6 +50,8 @@ class SidecarConfig:
     audit_ring_size: int = 50
     #: Interactions run at once (different NPCs); None: as many as the backend serves together.
     workers: int | None = None
+    #: Echoed in `hello` (see HelloReply.launch_token).
+    launch_token: str | None = None
 
 
 class _Clients:
@@ -131,7 +133,14 @@ class Sidecar:
             queue_size=self.config.queue_size,
             request_timeout_ms=self.config.request_timeout_ms,
         )
-        self.dispatcher = Dispatcher(store, fingerprint=fingerprint, limits=limits, stats=self.stats, recorder=self.recorder)
+        self.dispatcher = Dispatcher(
+            store,
+            fingerprint=fingerprint,
+            limits=limits,
+            stats=self.stats,
+            recorder=self.recorder,
+            launch_token=self.config.launch_token,
+        )
         self._context = zmq.Context()
         self._router = self._context.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.MAXMSGSIZE, self.config.max_message_bytes)

@@ -105,3 +105,11 @@ def test_every_script_keeps_its_uid_file_beside_it() -> None:
     missing = sorted(str(p.relative_to(ROOT)) for p in files if p.suffix == ".gd" and not p.with_suffix(".gd.uid").exists())
     orphans = sorted(str(p.relative_to(ROOT)) for p in files if p.name.endswith(".gd.uid") and not p.with_suffix("").exists())
     assert not missing and not orphans, f"scripts without a .uid: {missing}; .uid files without a script: {orphans}"
+
+
+def test_the_demo_project_stays_loadable_by_the_oldest_supported_godot() -> None:
+    """Godot 4.3 is the documented minimum: the project keeps the 4.3 format and feature tag (a
+    newer editor rewrites them when it saves; that rewrite must not be committed)."""
+    project = (DEMO_PROJECT / "project.godot").read_text()
+    assert "config_version=5" in project
+    assert 'config/features=PackedStringArray("4.3")' in project

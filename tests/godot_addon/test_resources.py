@@ -1,15 +1,19 @@
 """The designer Resources against the sidecar's JSON Schema: every field a Resource sends is one
 the schema knows, every schema field is one a Resource can set, and a Resource left at its
 defaults sends the schema's defaults. The Resources are hand-written GDScript; this keeps them
-from drifting from the pydantic models."""
+from drifting from the pydantic models. Also what the inspector shows of them: a description
+for every exported field, no revert arrows on the imported demo resources."""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
-from godot_helpers import run_godot
+from godot_helpers import ADDON_PROJECT, DEMO_PROJECT, run_godot
 from paths import ROOT
 
 SCHEMAS = ROOT / "schemas" / "json"
@@ -102,3 +106,38 @@ def _same(sent: Any, default: Any) -> bool:
         # A Resource leaves an unset optional value out; the schema's default says None.
         return all(_same(sent[k], v) if k in sent else v is None for k, v in default.items()) and set(sent) <= set(default)
     return bool(sent == default)
+
+
+def test_godot_documents_every_exported_field(tmp_path: Path) -> None:
+    """Godot's own doc generator (the text of the inspector's tooltips) has a description for
+    every exported field of every addon class: a field without a `##` comment, or one Godot does
+    not attach (a blank line between), shows "No description available" to a designer."""
+    result = run_godot(["--doctool", str(tmp_path), "--gdscript-docs", "res://addons/loreguard"], timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    undocumented = []
+    for path in sorted((ADDON_PROJECT / "addons" / "loreguard").rglob("*.gd")):
+        source = path.read_text()
+        class_name = re.search(r"^class_name\s+(\w+)", source, re.MULTILINE)
+        exported = re.findall(r"^@export\w*(?:\([^)]*\))?\s+var\s+(\w+)", source, re.MULTILINE)
+        if class_name is None or not exported:
+            continue
+        members = {
+            member.get("name"): (member.text or "").strip()
+            for member in ElementTree.parse(tmp_path / f"{class_name.group(1)}.xml").getroot().iter("member")
+        }
+        undocumented += [f"{class_name.group(1)}.{name}" for name in exported if not members.get(name)]
+    assert not undocumented, "exported fields Godot shows without a description: " + ", ".join(undocumented)
+
+
+def test_imported_demo_resources_save_no_field_at_its_default() -> None:
+    """A field written at its default shows a revert arrow in the inspector; Godot writes one
+    when it cannot tell the default (e.g. a PackedStringArray declared `= []`)."""
+    at_default = re.compile(r"^\w+ = (PackedStringArray\(\)|\[\]|\{\}|Array\[[^\]]+\]\(\[\]\))$")
+    found = [
+        f"{path.relative_to(DEMO_PROJECT)}:{number}: {line}"
+        for path in sorted(DEMO_PROJECT.rglob("*.tres"))
+        if ".godot" not in path.parts
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if at_default.match(line)
+    ]
+    assert not found, "\n".join(found)

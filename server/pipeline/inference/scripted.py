@@ -3,6 +3,7 @@ governance plane, with no model in the loop."""
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 
@@ -35,6 +36,7 @@ class ScriptedBackend(InferenceBackend):
         *,
         judge_outputs: Iterable[str] = (),
         cycle: bool = False,
+        latency_s: float = 0.0,
     ) -> None:
         if isinstance(outputs, Mapping):
             self._per_npc = {npc: deque(items) for npc, items in outputs.items()}
@@ -47,6 +49,8 @@ class ScriptedBackend(InferenceBackend):
         #: requests are then not kept either.
         self.cycle = cycle
         self.requests: list[GenerationRequest] = []
+        #: Seconds each dialogue generation takes, like a model's (a game's wait states show).
+        self.latency_s = latency_s
 
     def extend(self, outputs: Iterable[str], npc_id: str | None = None) -> None:
         if npc_id is None:
@@ -70,6 +74,8 @@ class ScriptedBackend(InferenceBackend):
             text = queue.popleft()
             if self.cycle:
                 queue.append(text)
+            if self.latency_s > 0:
+                time.sleep(self.latency_s)
         return Generation(
             text=text,
             tokens_evaluated=len(request.prompt.full) // 4,

@@ -6,11 +6,16 @@ extends VBoxContainer
 ## happen (NPC, input, dialogue, attempts, failed gates, fallback, latency). Selecting one shows
 ## its prompts, constraints and every gate's verdict. "Export debug package" asks the game for
 ## a package of the newest records; "Open package…" loads one and Prev/Next step through it.
+## Records the sidecar kept from earlier game sessions are hidden unless "Earlier sessions" is on.
 
 ## The "Export debug package" button: ask the game for its newest `last` records.
 signal export_requested(last: int)
 
 const COLUMNS: PackedStringArray = ["#", "NPC", "Input", "Dialogue", "Attempts", "Failed gates", "Fallback", "ms"]
+## The columns that share the spare width; the others are as wide as their widest cell.
+const EXPANDING := [2, 3, 5]
+## Room around a cell's text (the tree's inner margins and a gap).
+const CELL_PADDING := 24
 const MAX_LIVE := 500
 const EXPORT_LAST := 50
 
@@ -21,6 +26,8 @@ var source: String = "live"
 var tree: Tree
 var detail: TextEdit
 var status: Label
+## Off: records of earlier game sessions (before this game connected) are not listed.
+var show_earlier: CheckBox
 
 var _live: Array = []
 var _dialog: FileDialog
@@ -37,6 +44,11 @@ func _init() -> void:
 	_button(bar, "Next ▶", func() -> void: step(1))
 	_button(bar, "Live", show_live)
 	_button(bar, "Clear", clear)
+	show_earlier = CheckBox.new()
+	show_earlier.text = "Earlier sessions"
+	show_earlier.tooltip_text = "Also list records the sidecar kept from earlier runs of the game."
+	show_earlier.toggled.connect(func(_on: bool) -> void: _rebuild())
+	bar.add_child(show_earlier)
 	status = Label.new()
 	status.size_flags_horizontal = Control.SIZE_EXPAND_FILL
 	bar.add_child(status)
@@ -51,11 +63,14 @@ func _init() -> void:
 	tree.size_flags_horizontal = Control.SIZE_EXPAND_FILL
 	for i in COLUMNS.size():
 		tree.set_column_title(i, COLUMNS[i])
-		tree.set_column_expand(i, i in [2, 3, 5])
+		tree.set_column_expand(i, i in EXPANDING)
+		tree.set_column_clip_content(i, i in EXPANDING)
 	tree.item_selected.connect(func() -> void: _show_detail(selected_index()))
 	split.add_child(tree)
 	detail = TextEdit.new()
 	detail.editable = false
+	# Raw model output and prompts are long single lines: wrap them.
+	detail.wrap_mode = TextEdit.LINE_WRAPPING_BOUNDARY
 	detail.size_flags_horizontal = Control.SIZE_EXPAND_FILL
 	split.add_child(detail)
 	records = _live
@@ -70,16 +85,18 @@ func add_record(record: Dictionary) -> void:
 		if source == "live":
 			_rebuild()
 			return
-	if source == "live":
+	if source == "live" and is_listed(record):
 		_add_row(record)
-		status.text = "live: %d interaction(s)" % _live.size()
+		_fit_columns()
+	if source == "live":
+		status.text = _live_status()
 
 
 func show_live() -> void:
 	source = "live"
 	records = _live
 	_rebuild()
-	status.text = "live: %d interaction(s)" % _live.size()
+	status.text = _live_status()
 
 
 func clear() -> void:
@@ -102,15 +119,27 @@ func open_package(path: String) -> String:
 	return ""
 
 
+## Whether the list shows `record`: always in a package; live, only this session's unless
+## "Earlier sessions" is on (the forwarder marks each record).
+func is_listed(record: Dictionary) -> bool:
+	return source != "live" or show_earlier.button_pressed or not record.get("earlier_session", false)
+
+
+## The records as listed, in the list's order.
+func listed() -> Array:
+	return records.filter(is_listed)
+
+
+## The index in `records` of the selected row, or -1.
 func selected_index() -> int:
 	var item := tree.get_selected()
-	return item.get_index() if item != null else -1
+	return records.find(item.get_metadata(0)) if item != null else -1
 
 
 func select(index: int) -> void:
-	if index < 0 or index >= records.size():
+	if index < 0 or index >= records.size() or not is_listed(records[index]):
 		return
-	var item := tree.get_root().get_child(index)
+	var item := tree.get_root().get_child(listed().find(records[index]))
 	item.select(0)
 	tree.scroll_to_item(item)
 	_show_detail(index)
@@ -118,9 +147,11 @@ func select(index: int) -> void:
 
 ## Moves the selection by `delta` records (the step buttons).
 func step(delta: int) -> void:
-	if records.is_empty():
+	var shown := listed()
+	if shown.is_empty():
 		return
-	select(clampi(selected_index() + delta, 0, records.size() - 1))
+	var at := shown.find(records[selected_index()]) if selected_index() >= 0 else -1
+	select(records.find(shown[clampi(at + delta, 0, shown.size() - 1)]))
 
 
 ## The game sent a package's text: ask where to save it.
@@ -234,17 +265,42 @@ func _rebuild() -> void:
 	tree.clear()
 	tree.create_item()
 	detail.text = ""
-	for record: Dictionary in records:
+	for record: Dictionary in listed():
 		_add_row(record)
+	_fit_columns()
 
 
 func _add_row(record: Dictionary) -> void:
 	var item := tree.create_item(tree.get_root())
+	item.set_metadata(0, record)
 	var cells := summary(record)
 	for i in cells.size():
 		item.set_text(i, cells[i])
 	if record.get("receipt", {}).get("fallback_used", false):
 		item.set_custom_color(3, Color(1.0, 0.6, 0.3))
+
+
+## Every column that does not expand is as wide as its title or widest cell, so "guard" never
+## shows as "gua".
+func _fit_columns() -> void:
+	var font := tree.get_theme_font("font")
+	var title_font := tree.get_theme_font("title_button_font")
+	var size := tree.get_theme_font_size("font_size")
+	for column in COLUMNS.size():
+		if column in EXPANDING:
+			continue
+		var widest := title_font.get_string_size(COLUMNS[column], HORIZONTAL_ALIGNMENT_LEFT, -1, size).x
+		var row := tree.get_root().get_first_child()
+		while row != null:
+			widest = maxf(widest, font.get_string_size(row.get_text(column), HORIZONTAL_ALIGNMENT_LEFT, -1, size).x)
+			row = row.get_next()
+		tree.set_column_custom_minimum_width(column, int(ceil(widest)) + CELL_PADDING)
+
+
+func _live_status() -> String:
+	var hidden := _live.size() - _live.filter(is_listed).size()
+	var note := " (%d from earlier sessions hidden)" % hidden if hidden > 0 else ""
+	return "live: %d interaction(s)%s" % [_live.size() - hidden, note]
 
 
 func _show_detail(index: int) -> void:

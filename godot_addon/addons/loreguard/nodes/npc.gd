@@ -21,6 +21,10 @@ signal intent_received(intent: LoreguardWorldIntent)
 signal failed(error: LoreguardError)
 ## The sidecar accepted this NPC's profile and rules.
 signal registered
+## A request for a line went out: show that the NPC is thinking (a model takes seconds).
+signal thinking_started
+## The answer (or the failure) is in; emitted before `replied` or `failed`.
+signal thinking_finished
 
 ## Who this NPC is: persona, facts, secrets, allowed intents, fallbacks.
 @export var profile: LoreguardNpcProfile
@@ -29,7 +33,7 @@ signal registered
 ## The scene name sent with each interaction (rules may select on it). Empty: the current scene.
 @export var scene_name: String = ""
 ## Tags sent with each interaction (rules may select on them).
-@export var tags: PackedStringArray = []
+@export var tags: PackedStringArray
 ## The client to use; empty: the `Loreguard` autoload.
 @export var client_path: NodePath
 
@@ -37,6 +41,8 @@ signal registered
 var last_result: LoreguardResult
 ## Set once `npc.register` succeeded.
 var is_registered: bool = false
+## True between `thinking_started` and `thinking_finished`.
+var is_thinking: bool = false
 var _routes: Dictionary = {}
 
 
@@ -92,7 +98,11 @@ func interact(trigger_reason: String, player_input: String = "", extra: Dictiona
 		"tags": Array(tags),
 	}
 	context.merge(extra, true)
+	is_thinking = true
+	thinking_started.emit()
 	var result := await loreguard.interact(context)
+	is_thinking = false
+	thinking_finished.emit()
 	last_result = result
 	if not result.ok:
 		return _fail(result)

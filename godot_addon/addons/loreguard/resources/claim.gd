@@ -12,11 +12,11 @@ extends Resource
 ## The true value, e.g. "Arthur"; a line that asserts another one fails the canonical gate.
 @export var value: String = ""
 ## Other names for the subject ("his majesty").
-@export var subject_aliases: PackedStringArray = []
+@export var subject_aliases: PackedStringArray
 ## Other spellings of the value that are not a contradiction.
-@export var value_aliases: PackedStringArray = []
+@export var value_aliases: PackedStringArray
 ## Phrases that introduce the value after the subject ("is named"); empty: the defaults.
-@export var cues: PackedStringArray = []
+@export var cues: PackedStringArray
 
 
 func to_dict() -> Dictionary:

@@ -27,24 +27,6 @@ static func scalars(data: Variant) -> Dictionary:
 	return out
 
 
-static func fallbacks_to_dict(by_trigger: Dictionary, generic: PackedStringArray) -> Dictionary:
-	var triggers := {}
-	for trigger: Variant in by_trigger:
-		var lines: Array = []
-		for line: Variant in by_trigger[trigger]:
-			lines.append(str(line))
-		triggers[str(trigger)] = lines
-	return {"by_trigger": triggers, "generic": Array(generic)}
-
-
-static func fallbacks_by_trigger(data: Dictionary) -> Dictionary:
-	var out := {}
-	var by_trigger: Variant = data.get("fallbacks", {}).get("by_trigger", {})
-	for trigger: Variant in by_trigger:
-		out[str(trigger)] = PackedStringArray(by_trigger[trigger])
-	return out
-
-
 static func to_dicts(resources: Array) -> Array:
 	var out: Array = []
 	for resource: Variant in resources:

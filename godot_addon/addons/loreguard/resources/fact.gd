@@ -11,7 +11,7 @@ extends Resource
 ## Structured claims the gate checks outputs against.
 @export var claims: Array[LoreguardClaim] = []
 ## Labels for organising facts; they travel with the fact to the sidecar.
-@export var tags: PackedStringArray = []
+@export var tags: PackedStringArray
 
 
 func to_dict() -> Dictionary:
@@ -21,6 +21,7 @@ func to_dict() -> Dictionary:
 static func from_dict(data: Dictionary) -> LoreguardFact:
 	var out := LoreguardFact.new()
 	out.id = data.get("id", "")
+	out.resource_name = out.id  # the inspector lists arrays of facts by this
 	out.text = data.get("text", "")
 	for claim: Dictionary in data.get("claims", []):
 		out.claims.append(LoreguardClaim.from_dict(claim))

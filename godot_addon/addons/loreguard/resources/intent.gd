@@ -24,6 +24,7 @@ func to_dict() -> Dictionary:
 static func from_dict(data: Dictionary) -> LoreguardIntent:
 	var out := LoreguardIntent.new()
 	out.type = data.get("type", "")
+	out.resource_name = out.type  # the inspector lists arrays of intents by this
 	out.description = data.get("description", "")
 	var params_data: Dictionary = data.get("params", {})
 	var names := params_data.keys()

@@ -14,7 +14,7 @@ extends Resource
 ## What the value means, shown to the model.
 @export var description: String = ""
 ## For strings: the only values allowed. Empty: any string up to `max_length`.
-@export var enum_values: PackedStringArray = []
+@export var enum_values: PackedStringArray
 ## For strings: the longest value allowed.
 @export_range(1, 512) var max_length: int = 64
 @export_group("Numeric range")
@@ -46,6 +46,7 @@ func to_dict() -> Dictionary:
 static func from_dict(param_name: String, data: Dictionary) -> LoreguardIntentParam:
 	var out := LoreguardIntentParam.new()
 	out.name = param_name
+	out.resource_name = param_name  # the inspector lists arrays of params by this
 	out.type = data.get("type", "string")
 	out.required = data.get("required", out.required)
 	out.description = data.get("description", "")

@@ -28,10 +28,10 @@ extends Resource
 @export_enum("clean", "strict") var output_hygiene: String = "clean"
 
 @export_group("Fallbacks")
-## Trigger reason (e.g. "player_utterance") -> PackedStringArray of lines, tried first.
-@export var fallbacks_by_trigger: Dictionary = {}
+## Lines per trigger reason, tried first (before `fallbacks` and the world's).
+@export var fallbacks_by_trigger: Array[LoreguardFallback] = []
 ## Lines for any trigger.
-@export var fallbacks: PackedStringArray = []
+@export var fallbacks: PackedStringArray
 
 @export_group("Working memory")
 ## Recent player/NPC exchanges kept in the prompt.
@@ -58,7 +58,7 @@ func to_dict(rule_sets: Array[LoreguardRuleSet] = []) -> Dictionary:
 		"secrets": LoreguardDict.to_dicts(secrets),
 		"allowed_intents": LoreguardDict.to_dicts(allowed_intents),
 		"rules": LoreguardRuleSet.flatten(rule_sets),
-		"fallbacks": LoreguardDict.fallbacks_to_dict(fallbacks_by_trigger, fallbacks),
+		"fallbacks": LoreguardFallback.to_wire(fallbacks_by_trigger, fallbacks),
 		"few_shot": LoreguardDict.to_dicts(few_shot),
 		"ungrounded_numbers": ungrounded_numbers,
 		"output_hygiene": output_hygiene,
@@ -91,7 +91,7 @@ static func from_dict(data: Dictionary) -> LoreguardNpcProfile:
 		out.few_shot.append(LoreguardExample.from_dict(example))
 	out.ungrounded_numbers = data.get("ungrounded_numbers", out.ungrounded_numbers)
 	out.output_hygiene = data.get("output_hygiene", out.output_hygiene)
-	out.fallbacks_by_trigger = LoreguardDict.fallbacks_by_trigger(data)
+	out.fallbacks_by_trigger = LoreguardFallback.list_from_wire(data, "NPC %s" % out.id)
 	out.fallbacks = LoreguardDict.strings(data.get("fallbacks", {}), "generic")
 	# A bound the body leaves out keeps the Resource's default (one place for each default).
 	var bounds: Dictionary = data.get("bounds", {})

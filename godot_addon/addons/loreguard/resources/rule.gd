@@ -17,7 +17,9 @@ extends Resource
 @export_enum("soft", "hard", "critical") var severity: String = "hard"
 ## What the rule is for, for designers and debug views.
 @export var description: String = ""
-## What the prompt tells the model, e.g. "mention the dragon; the captain forbade it".
+## What the prompt tells the model, after the rule type's verb: a prohibition reads "Never:
+## <this>", a requirement "Always: <this>", a permission "You may: <this>". So a prohibition
+## names what is forbidden, e.g. "mention the dragon (the captain forbade all talk of it)".
 @export_multiline var prompt_injection: String = ""
 ## Higher first when rules compete for the prompt.
 @export_range(-1000, 1000) var priority: int = 0
@@ -25,20 +27,19 @@ extends Resource
 @export var behavioural: bool = false
 
 @export_group("Conditions")
-## Empty: any trigger. Values: player_utterance, zone_trigger, time_trigger, quest_trigger,
-## npc_interaction, world_event, custom.
-@export var trigger_reasons: PackedStringArray = []
+## Empty: any trigger. Otherwise only interactions with one of these trigger reasons.
+@export var trigger_reasons: Array[LoreguardTrigger.Reason]
 ## Empty: any task. Otherwise only while the sidecar classifies the interaction as one of these:
 ## lore_question, quest, trade, small_talk, ambient, world_event, npc_exchange.
-@export var task_types: PackedStringArray = []
+@export var task_types: PackedStringArray
 ## Empty: every NPC given this rule. Otherwise only these NPC ids.
-@export var npc_ids: PackedStringArray = []
+@export var npc_ids: PackedStringArray
 ## Empty: any scene. Otherwise only these (LoreguardNPC.scene_name).
-@export var scenes: PackedStringArray = []
+@export var scenes: PackedStringArray
 ## Applies when the interaction has at least one of these tags (empty: no condition).
-@export var tags_any: PackedStringArray = []
+@export var tags_any: PackedStringArray
 ## Applies only when the interaction has every one of these tags.
-@export var tags_all: PackedStringArray = []
+@export var tags_all: PackedStringArray
 ## -1: no bound.
 @export var min_interaction: int = -1
 ## -1: no bound.
@@ -48,26 +49,26 @@ extends Resource
 
 @export_group("Checks")
 ## The line fails if it contains one (case-insensitive, on normalised text).
-@export var forbidden_phrases: PackedStringArray = []
+@export var forbidden_phrases: PackedStringArray
 ## Python regular expressions, matched case-insensitively.
-@export var forbidden_patterns: PackedStringArray = []
+@export var forbidden_patterns: PackedStringArray
 ## The line fails unless it contains each one (case-insensitive, on normalised text).
-@export var required_phrases: PackedStringArray = []
+@export var required_phrases: PackedStringArray
 ## The line fails unless each matches (Python regular expressions, case-insensitive).
-@export var required_patterns: PackedStringArray = []
+@export var required_patterns: PackedStringArray
 ## 0: no limit.
 @export var max_length: int = 0
 ## Intent types the line must not carry while the rule applies.
-@export var forbidden_intents: PackedStringArray = []
+@export var forbidden_intents: PackedStringArray
 ## Intent types the line must carry while the rule applies.
-@export var required_intents: PackedStringArray = []
+@export var required_intents: PackedStringArray
 ## Emotions the line must not show, e.g. "amused" at a funeral.
-@export var forbidden_emotions: PackedStringArray = []
+@export var forbidden_emotions: PackedStringArray
 
 
 func to_dict() -> Dictionary:
 	var conditions := {
-		"trigger_reasons": Array(trigger_reasons),
+		"trigger_reasons": LoreguardTrigger.names(trigger_reasons),
 		"task_types": Array(task_types),
 		"npc_ids": Array(npc_ids),
 		"scenes": Array(scenes),
@@ -106,6 +107,7 @@ func to_dict() -> Dictionary:
 static func from_dict(data: Dictionary) -> LoreguardRule:
 	var out := LoreguardRule.new()
 	out.id = data.get("id", "")
+	out.resource_name = out.id  # the inspector lists arrays of rules by this
 	out.type = data.get("type", "prohibition")
 	out.severity = data.get("severity", "hard")
 	out.description = data.get("description", "")
@@ -113,7 +115,9 @@ static func from_dict(data: Dictionary) -> LoreguardRule:
 	out.priority = int(data.get("priority", out.priority))
 	out.behavioural = data.get("behavioural", out.behavioural)
 	var conditions: Dictionary = data.get("conditions", {})
-	out.trigger_reasons = LoreguardDict.strings(conditions, "trigger_reasons")
+	out.trigger_reasons = LoreguardTrigger.from_names(
+		LoreguardDict.strings(conditions, "trigger_reasons"), "rule %s" % out.id
+	)
 	out.task_types = LoreguardDict.strings(conditions, "task_types")
 	out.npc_ids = LoreguardDict.strings(conditions, "npc_ids")
 	out.scenes = LoreguardDict.strings(conditions, "scenes")

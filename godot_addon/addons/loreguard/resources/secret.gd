@@ -12,7 +12,7 @@ extends Resource
 ## What the prompt may name as off-limits, e.g. "the gate password". Empty: not mentioned.
 @export var topic: String = ""
 ## Phrases whose appearance reveals the secret. Empty: the text itself.
-@export var markers: PackedStringArray = []
+@export var markers: PackedStringArray
 
 
 func to_dict() -> Dictionary:
@@ -22,6 +22,7 @@ func to_dict() -> Dictionary:
 static func from_dict(data: Dictionary) -> LoreguardSecret:
 	var out := LoreguardSecret.new()
 	out.id = data.get("id", "")
+	out.resource_name = out.id  # the inspector lists arrays of secrets by this
 	out.text = data.get("text", "")
 	out.topic = data.get("topic", "")
 	out.markers = LoreguardDict.strings(data, "markers")

@@ -15,10 +15,10 @@ extends Resource
 @export var rule_sets: Array[LoreguardRuleSet] = []
 
 @export_group("Fallbacks")
-## Trigger reason -> PackedStringArray of lines; tried after the NPC's lines for the trigger.
-@export var fallbacks_by_trigger: Dictionary = {}
+## Lines per trigger reason; tried after the NPC's lines for the trigger.
+@export var fallbacks_by_trigger: Array[LoreguardFallback] = []
 ## Lines for any trigger; tried after the NPC's, before `emergency_fallback`.
-@export var fallbacks: PackedStringArray = []
+@export var fallbacks: PackedStringArray
 ## The last-resort line when no NPC or world fallback applies.
 @export var emergency_fallback: String = "..."
 
@@ -39,7 +39,7 @@ func to_dict() -> Dictionary:
 		"lore": lore,
 		"canonical_facts": LoreguardDict.to_dicts(canonical_facts),
 		"rules": LoreguardRuleSet.flatten(rule_sets),
-		"fallbacks": LoreguardDict.fallbacks_to_dict(fallbacks_by_trigger, fallbacks),
+		"fallbacks": LoreguardFallback.to_wire(fallbacks_by_trigger, fallbacks),
 		"emergency_fallback": emergency_fallback,
 		"initial_state": initial_state.duplicate(),
 		"state_defaults": state_defaults.duplicate(),
@@ -56,7 +56,7 @@ static func from_dict(data: Dictionary) -> LoreguardWorld:
 		out.canonical_facts.append(LoreguardFact.from_dict(fact))
 	if not data.get("rules", []).is_empty():
 		out.rule_sets.append(LoreguardRuleSet.from_dicts(out.id + "_rules", data["rules"]))
-	out.fallbacks_by_trigger = LoreguardDict.fallbacks_by_trigger(data)
+	out.fallbacks_by_trigger = LoreguardFallback.list_from_wire(data, "world %s" % out.id)
 	out.fallbacks = LoreguardDict.strings(data.get("fallbacks", {}), "generic")
 	out.emergency_fallback = data.get("emergency_fallback", "...")
 	out.initial_state = LoreguardDict.scalars(data.get("initial_state", {}))

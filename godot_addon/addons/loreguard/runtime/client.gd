@@ -10,9 +10,16 @@ extends Node
 ##     else:
 ##         print(result.error.code)  # a LoreguardError code, e.g. "not_found"
 ##
-## Every request resolves exactly once: with the reply, with the sidecar's typed error, or with
-## `no_reply` when its timeout passes or the connection drops first. Requests made while
-## disconnected wait (until their timeout) and go out as soon as the connection is up.
+## Every request resolves exactly once: with the reply, with the sidecar's typed error, with
+## `sidecar_down` when the sidecar dies or the connection drops while it is out, or with
+## `no_reply` when its timeout passes first. Requests made while disconnected wait (until their
+## timeout) and go out as soon as the connection is up.
+##
+## With auto-launch on, the client supervises the sidecar it launched (LoreguardSupervisor): it
+## notices an exit within a fraction of a second, fails what was in flight with `sidecar_down`,
+## restarts it with backoff (then gives up: `failed`), and uses a sidecar found on the port only
+## when it is the one this game launched (or `loreguard/sidecar/reuse_running` is on).
+## `status_changed` reports each step for the game's UI.
 ## Designer data (`load_world`, `register_npc`) is remembered and sent again after every
 ## reconnect, so a restarted sidecar knows the game's world and NPCs before anything else.
 
@@ -23,10 +30,16 @@ signal disconnected(reason: String)
 ## The sidecar cannot be used as it is (no bundle, wrong platform or version, it exited before
 ## answering): one line for a status label. The same line is in `problem` and the error log.
 signal sidecar_problem(message: String)
+## The sidecar's state changed: starting, loading_model (with progress), ready, restarting, failed.
+signal status_changed(status: LoreguardSidecarStatus)
 
 const PROTOCOL_VERSION := 1
 ## How long `start()` waits for `hello` before it launches the sidecar (when auto-launch is on).
 const LAUNCH_PROBE_MS := 1500
+## How long the check of a sidecar found on the port (its `hello`) may take.
+const VET_TIMEOUT_MS := 5000
+## ZMTP heartbeat: a silent sidecar is given up on within about twice this after a PING.
+const HEARTBEAT_MS := 1000
 
 ## Connect on `_ready` from the project settings. Turn off to call `start()` yourself.
 @export var autostart: bool = true
@@ -35,8 +48,14 @@ const LAUNCH_PROBE_MS := 1500
 var address: String = ""
 var request_timeout_ms: int = 60000
 var dealer: LoreguardDealer = LoreguardDealer.new()
+## Where the sidecar stands; `status_changed` reports every change.
+var status: LoreguardSidecarStatus = LoreguardSidecarStatus.new()
+## The sidecar process this client launched: its lifeline, exit and log.
+var supervisor: LoreguardSupervisor = LoreguardSupervisor.new()
 ## The process id of the sidecar this client launched, or -1.
-var launched_pid: int = -1
+var launched_pid: int:
+	get:
+		return supervisor.pid
 ## The last `sidecar_problem`, or "".
 var problem: String = ""
 
@@ -48,6 +67,18 @@ var _next_id: int = 1
 var _waiting: Array[_Pending] = []
 var _in_flight: Dictionary = {}
 var _session: Array[_SessionEntry] = []
+## Auto-launch: only a sidecar this game launched (or one explicitly reused) may be used.
+var _managed: bool = false
+## The connection may carry requests (always, for an explicitly configured sidecar).
+var _vetted: bool = false
+var _launch_port: int = 0
+## Until when `start()` waits for an existing sidecar before launching; -1: not waiting.
+var _probe_until_ms: int = -1
+## When the next restart is due; -1: none scheduled.
+var _restart_at_ms: int = -1
+var _restarts: int = 0
+## When the sidecar now loading was launched (the status counts the seconds from it); -1: none.
+var _launched_at_ms: int = -1
 
 
 ## A request on its way: resolved once, by reply, error, timeout or disconnect.
@@ -80,16 +111,17 @@ func _ready() -> void:
 	debug_forwarder = LoreguardDebugForwarder.attach_if_debugging(self)
 	dealer.state_changed.connect(_on_state_changed)
 	dealer.message_received.connect(_on_message)
+	supervisor.loading.connect(_on_loading)
+	supervisor.log_line.connect(_on_sidecar_log)
 	if autostart and not Engine.is_editor_hint():
 		start()
 
 
 func _process(_delta: float) -> void:
-	dealer.poll()
-	_expire(Time.get_ticks_msec())
-	if launched_pid > 0 and not dealer.is_ready() and not OS.is_process_running(launched_pid):
-		launched_pid = -1
-		_report_problem("the sidecar exited before it answered; run its launch command in a terminal to see why")
+	var now := Time.get_ticks_msec()
+	dealer.poll(now)
+	_supervise(now)
+	_expire(now)
 
 
 # Quitting the game and freeing this node both pass through here.
@@ -98,48 +130,61 @@ func _exit_tree() -> void:
 
 
 ## Connects to `to_address` (default: the project setting). With auto-launch on, launches the
-## sidecar when it does not answer `hello` within LAUNCH_PROBE_MS.
+## sidecar when none answers within LAUNCH_PROBE_MS, and supervises it.
 func start(to_address: String = "", auto_launch: bool = LoreguardSettings.auto_launch()) -> void:
 	address = to_address if not to_address.is_empty() else LoreguardSettings.address()
 	request_timeout_ms = LoreguardSettings.request_timeout_ms()
-	var problem := dealer.open(address)
-	if not problem.is_empty():
-		push_error("Loreguard: " + problem)
+	_managed = auto_launch
+	_vetted = not auto_launch
+	_restarts = 0
+	_restart_at_ms = -1
+	dealer.heartbeat_ms = HEARTBEAT_MS
+	var open_problem := dealer.open(address)
+	if not open_problem.is_empty():
+		push_error("Loreguard: " + open_problem)
+		_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, open_problem))
 		return
-	if auto_launch:
-		var probe := await hello(LAUNCH_PROBE_MS)
-		if not probe.ok and probe.error.code == LoreguardError.NO_REPLY and launch_sidecar():
-			await hello()  # the launched sidecar's version check, once it answers
+	_launch_port = dealer.port
+	_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.STARTING, "connecting to " + address))
+	_probe_until_ms = Time.get_ticks_msec() + LAUNCH_PROBE_MS if auto_launch else -1
 
 
 func is_connected_to_sidecar() -> bool:
-	return dealer.is_ready()
+	return dealer.is_ready() and _vetted
 
 
-## Starts the project's launch command (`loreguard serve …`); it is stopped when the game exits.
+## Launches the project's launch command (`loreguard serve …`) with this game's lifeline (see
+## LoreguardSupervisor); it is stopped when the game exits, and exits by itself if the game dies.
 func launch_sidecar() -> bool:
+	if supervisor.pid > 0:
+		return true
+	_probe_until_ms = -1
 	var command := LoreguardSettings.launch_command()
-	if LoreguardBundle.in_use() and launched_pid <= 0:
+	if LoreguardBundle.in_use():
 		var bundle := LoreguardBundle.folder()
 		var bundle_problem := LoreguardBundle.problem(bundle)
 		if not bundle_problem.is_empty():
+			# A restart cannot fix a missing or mismatched bundle: say so once and stop.
 			_report_problem(bundle_problem)
+			_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, bundle_problem))
 			return false
 		command = LoreguardBundle.launch_command(bundle, address)
-	if command.is_empty() or launched_pid > 0:
-		return launched_pid > 0
-	launched_pid = OS.create_process(command[0], command.slice(1))
-	if launched_pid <= 0:
-		push_error("Loreguard: could not launch the sidecar with %s" % " ".join(command))
+	var launch_problem := supervisor.launch(command, _launch_port)
+	if not launch_problem.is_empty():
+		push_error("Loreguard: " + launch_problem)
+		_on_sidecar_exited(launch_problem)
 		return false
-	print_verbose("Loreguard: launched the sidecar (pid %d): %s" % [launched_pid, " ".join(command)])
+	_launched_at_ms = Time.get_ticks_msec()
+	var loading := LoreguardSidecarStatus.new(
+		LoreguardSidecarStatus.State.LOADING_MODEL, "launched (pid %d, port %d)" % [supervisor.pid, _launch_port]
+	)
+	_set_status(loading)
 	return true
 
 
 func stop_sidecar() -> void:
-	if launched_pid > 0 and OS.is_process_running(launched_pid):
-		OS.kill(launched_pid)
-	launched_pid = -1
+	_restart_at_ms = -1
+	supervisor.stop()
 
 
 ## Sends one request and waits for its outcome. `timeout_ms` < 0 means the project setting.
@@ -147,6 +192,7 @@ func request(type: String, body: Dictionary = {}, timeout_ms: int = -1) -> Loreg
 	var pending := _make_pending(type, body, timeout_ms)
 	if pending.result == null:
 		_submit(pending)
+	if pending.result == null:
 		await pending.done
 	return pending.result
 
@@ -234,7 +280,8 @@ func _session_request(type: String, key: String, body: Dictionary) -> LoreguardR
 		return pending.result
 	entry.waiter = pending
 	_submit(pending)
-	await pending.done
+	if pending.result == null:
+		await pending.done
 	return pending.result
 
 
@@ -252,12 +299,15 @@ func _make_pending(type: String, body: Dictionary, timeout_ms: int) -> _Pending:
 		)
 		return pending
 	pending.bytes = encoded.bytes
-	pending.deadline_ms = Time.get_ticks_msec() + (timeout_ms if timeout_ms >= 0 else request_timeout_ms)
+	pending.deadline_ms = (Time.get_ticks_msec() + (timeout_ms if timeout_ms >= 0 else request_timeout_ms))
 	return pending
 
 
 func _submit(pending: _Pending) -> void:
-	if dealer.is_ready() and dealer.send(pending.bytes):
+	if status.state == LoreguardSidecarStatus.State.FAILED:
+		var why := "the sidecar is not running: " + status.reason
+		pending.resolve(LoreguardResult.failure(LoreguardError.new(LoreguardError.SIDECAR_DOWN, why)))
+	elif is_connected_to_sidecar() and dealer.send(pending.bytes):
 		_in_flight[pending.id] = pending
 	else:
 		_waiting.append(pending)
@@ -265,19 +315,21 @@ func _submit(pending: _Pending) -> void:
 
 func _on_state_changed(state: LoreguardDealer.State) -> void:
 	if state == LoreguardDealer.State.READY:
-		_replay_session()
-		var waiting := _waiting
-		_waiting = []
-		for pending in waiting:
-			_submit(pending)
-		connected.emit()
+		_probe_until_ms = -1  # something answers: the check below decides whether to use it
+		if _vetted:
+			_open_session()
+		else:
+			_vet()
 	elif state == LoreguardDealer.State.DISCONNECTED:
 		# The sidecar may or may not have acted on these; waiting longer cannot tell.
-		var lost := _in_flight.values()
-		_in_flight.clear()
-		for pending: _Pending in lost:
-			var why := "the connection dropped before the reply: " + dealer.last_error
-			pending.resolve(LoreguardResult.failure(LoreguardError.new(LoreguardError.NO_REPLY, why, {"sent": true})))
+		_fail_in_flight("the connection dropped before the reply: " + dealer.last_error)
+		if _managed:
+			_vetted = false  # whatever answers on the port next is checked again
+			if supervisor.pid < 0 and _probe_until_ms >= 0:
+				launch_sidecar()  # nothing listens there: no need to wait out the probe
+		if status.state == LoreguardSidecarStatus.State.READY:
+			var why := "lost the connection to %s: %s" % [address, dealer.last_error]
+			_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.RESTARTING, why))
 		disconnected.emit(dealer.last_error)
 
 
@@ -292,6 +344,161 @@ func _check_version(hello_reply: Dictionary) -> void:
 	var mismatch := LoreguardBundle.version_problem(hello_reply)
 	if not mismatch.is_empty() and mismatch != problem:
 		_report_problem(mismatch)
+
+
+## The connection is usable: designer data first, then what waited, then `connected`.
+func _open_session() -> void:
+	_restarts = 0
+	_replay_session()
+	var waiting := _waiting
+	_waiting = []
+	for pending in waiting:
+		_submit(pending)
+	_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.READY, "connected to " + address))
+	connected.emit()
+
+
+## Checks with `hello` that the sidecar on the port is this game's own (its launch token), or one
+## the project says to reuse; anything else is left alone and this game's sidecar goes elsewhere.
+func _vet() -> void:
+	var pending := _make_pending("hello", {"client": "loreguard-godot"}, VET_TIMEOUT_MS)
+	if pending.result != null or not dealer.send(pending.bytes):
+		return
+	_in_flight[pending.id] = pending
+	await pending.done
+	var result := pending.result
+	if _vetted or not dealer.is_ready() or result.error != null and result.error.code == LoreguardError.SIDECAR_DOWN:
+		return  # the connection dropped meanwhile: the next one is checked again
+	if result.ok and (supervisor.owns(result.body) or supervisor.pid < 0 and LoreguardSettings.reuse_running()):
+		_vetted = true
+		_check_version(result.body)
+		_open_session()
+		return
+	var who := (
+		"a sidecar (%s) not started by this game" % result.body.get("server", "?")
+		if result.ok
+		else "something that does not answer hello (%s)" % result.error
+	)
+	_move_away_from(who)
+
+
+## Launches this game's own sidecar on a free port, leaving `who` on the configured one alone.
+func _move_away_from(who: String) -> void:
+	var port := LoreguardSupervisor.free_port()
+	var conflict := "%s answers on %s" % [who, address]
+	if port <= 0:
+		dealer.close()
+		_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, conflict + "; no free port"))
+		return
+	push_warning(
+		(
+			(
+				"Loreguard: %s; it may be left over from an earlier run. This game launches its own on port %d."
+				+ " To use a sidecar you started yourself, turn off loreguard/sidecar/auto_launch"
+				+ " or turn on loreguard/sidecar/reuse_running."
+			)
+			% [conflict, port]
+		)
+	)
+	supervisor.stop()
+	_launch_port = port
+	address = "tcp://%s:%d" % [dealer.host, port]
+	dealer.close()
+	dealer.open(address)
+	launch_sidecar()
+
+
+## Fails every request on the wire with `sidecar_down`; a designer-data request goes back in the
+## queue instead, since the session replay sends it again.
+func _fail_in_flight(why: String) -> void:
+	var lost := _in_flight.values()
+	_in_flight.clear()
+	for pending: _Pending in lost:
+		if _is_session_waiter(pending):
+			_waiting.append(pending)
+		else:
+			pending.resolve(
+				LoreguardResult.failure(LoreguardError.new(LoreguardError.SIDECAR_DOWN, why, {"sent": true}))
+			)
+
+
+func _is_session_waiter(pending: _Pending) -> bool:
+	for entry in _session:
+		if entry.waiter == pending:
+			return true
+	return false
+
+
+func _supervise(now_ms: int) -> void:
+	if not _managed:
+		return
+	if supervisor.poll(now_ms):
+		_on_sidecar_exited("")
+	elif status.state == LoreguardSidecarStatus.State.LOADING_MODEL and _launched_at_ms >= 0:
+		# Every second of the wait is reported, also before the sidecar's first progress line
+		# (starting Python and importing llama.cpp takes seconds of its own).
+		var seconds := (now_ms - _launched_at_ms) / 1000
+		if seconds > int(status.loading_s):
+			_on_loading(float(seconds), status.loading_what)
+	if _restart_at_ms >= 0 and now_ms >= _restart_at_ms:
+		_restart_at_ms = -1
+		launch_sidecar()
+	elif _probe_until_ms >= 0 and now_ms >= _probe_until_ms and not _vetted:
+		launch_sidecar()  # nothing answered on the port in time
+
+
+## The launched sidecar exited (or could not start): fail what was in flight, restart with backoff.
+func _on_sidecar_exited(reason: String) -> void:
+	var why := reason
+	if why.is_empty():
+		why = "the sidecar exited"
+		if not supervisor.last_log_line.is_empty():
+			why += " (its last log line: %s)" % supervisor.last_log_line
+	if status.state in [LoreguardSidecarStatus.State.STARTING, LoreguardSidecarStatus.State.LOADING_MODEL]:
+		# It never answered: most often a bad argument or a model it cannot load, which the
+		# restarts below will meet again. Say so on the status line at once.
+		var last := supervisor.last_log_line
+		_report_problem("the sidecar exited before it answered" + (" (%s)" % last if not last.is_empty() else ""))
+	_vetted = false
+	_fail_in_flight(why)
+	var delays := LoreguardSupervisor.RESTART_DELAYS_MS
+	if _restarts >= delays.size():
+		_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, why))
+		for pending in _waiting.duplicate():
+			if not _is_session_waiter(pending):
+				_waiting.erase(pending)
+				pending.resolve(LoreguardResult.failure(LoreguardError.new(LoreguardError.SIDECAR_DOWN, why)))
+		return
+	_restart_at_ms = Time.get_ticks_msec() + int(delays[_restarts])
+	_restarts += 1
+	var restarting := LoreguardSidecarStatus.State.RESTARTING
+	_set_status(LoreguardSidecarStatus.new(restarting, why, _restarts, delays.size()))
+
+
+func _on_loading(_sidecar_seconds: float, what: String) -> void:
+	if status.state not in [LoreguardSidecarStatus.State.LOADING_MODEL, LoreguardSidecarStatus.State.STARTING]:
+		return
+	var reason := "loading " + what if not what.is_empty() else status.reason
+	var loading := LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.LOADING_MODEL, reason)
+	# Counted from the launch, so the number never jumps back when the sidecar starts counting.
+	loading.loading_s = ((Time.get_ticks_msec() - _launched_at_ms) / 1000.0 if _launched_at_ms >= 0 else 0.0)
+	loading.loading_what = what
+	var same := status.state == LoreguardSidecarStatus.State.LOADING_MODEL and status.loading_what == what
+	if same and int(loading.loading_s) == int(status.loading_s):
+		return  # ticks come four times a second; the status changes once a second
+	_set_status(loading)
+
+
+func _on_sidecar_log(line: String) -> void:
+	print(LoreguardSupervisor.LOG_PREFIX + line)
+	if line.contains("listening on"):
+		dealer.retry_now()  # bound: connect now rather than after the reconnect backoff
+
+
+func _set_status(new_status: LoreguardSidecarStatus) -> void:
+	status = new_status
+	print_verbose("Loreguard: sidecar %s" % new_status)
+	status_changed.emit(new_status)
 
 
 ## Sends the designer data again, in order, before anything that waited for the connection.

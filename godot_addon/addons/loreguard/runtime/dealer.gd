@@ -81,6 +81,13 @@ func close() -> void:
 	_set_state(State.CLOSED)
 
 
+## While waiting to reconnect: try at the next poll instead of after the backoff (the caller
+## knows the peer is up again, e.g. a restarted sidecar logged that it listens).
+func retry_now() -> void:
+	if state == State.DISCONNECTED:
+		_next_attempt_ms = 0
+
+
 func is_ready() -> bool:
 	return state == State.READY
 

@@ -6,7 +6,9 @@ extends RefCounted
 ## "loreguard:export" with the text of a JSON debug package ("loreguard:package").
 ##
 ## The `Loreguard` autoload makes one when the game runs under the editor's debugger
-## (`EngineDebugger.is_active()`); nothing runs otherwise.
+## (`EngineDebugger.is_active()`); nothing runs otherwise. Each record carries
+## `earlier_session: true` when the sidecar wrote it before this game first connected (a sidecar
+## keeps its log across runs), so the tab can list this session's records only.
 
 const CAPTURE := "loreguard"
 const BACKLOG := 20
@@ -17,6 +19,8 @@ var sink: Callable
 ## The newest log position forwarded; -1 until the first pull.
 var cursor: int = -1
 var forwarded: int = 0
+## The sidecar's newest log position when this game first connected; -1 until known.
+var session_start: int = -1
 
 var _pulling: bool = false
 var _pull_again: bool = false
@@ -32,9 +36,17 @@ static func attach_if_debugging(for_client: LoreguardClient) -> LoreguardDebugFo
 	if not EngineDebugger.is_active():
 		return null
 	var forwarder := LoreguardDebugForwarder.new(for_client)
+	for_client.connected.connect(forwarder.mark_session_start, CONNECT_ONE_SHOT)
 	if not EngineDebugger.has_capture(CAPTURE):
 		EngineDebugger.register_message_capture(CAPTURE, forwarder.on_editor_message)
 	return forwarder
+
+
+## Remembers where this game's records start in the sidecar's log (call once connected).
+func mark_session_start() -> void:
+	var result := await client.audit_tail("", 1)
+	if result.ok and session_start < 0:
+		session_start = int(result.body.get("last_seq", 0))
 
 
 ## Forwards every record the editor has not seen yet (the recent backlog on the first call).
@@ -52,6 +64,7 @@ func pull() -> void:
 			break
 		for record: Dictionary in result.body.get("records", []):
 			cursor = maxi(cursor, int(record.get("seq", 0)))
+			record["earlier_session"] = session_start >= 0 and int(record.get("seq", 0)) <= session_start
 			sink.call("loreguard:record", [record])
 			forwarded += 1
 		cursor = maxi(cursor, int(result.body.get("last_seq", 0)))

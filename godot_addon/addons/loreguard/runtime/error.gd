@@ -1,8 +1,9 @@
 class_name LoreguardError
 extends RefCounted
-## Why a request failed: one of the protocol's error codes (PROTOCOL.md), or one of the two the
-## client adds itself (`NO_REPLY`, `CLIENT`). A failed request never changed the sidecar's
-## memory, except that a `NO_REPLY` after the request was sent cannot say either way.
+## Why a request failed: one of the protocol's error codes (PROTOCOL.md), or one of those the
+## client adds itself (`NO_REPLY`, `SIDECAR_DOWN`, `CLIENT`). A failed request never changed the
+## sidecar's memory, except that a `NO_REPLY` or `SIDECAR_DOWN` with `details.sent` cannot say
+## either way.
 
 ## The message was not MessagePack, not a map, or its envelope was malformed.
 const BAD_REQUEST := "bad_request"
@@ -20,6 +21,9 @@ const TIMEOUT := "timeout"
 const INTERNAL := "internal"
 ## Client side: no reply within the request timeout, or the connection dropped first.
 const NO_REPLY := "no_reply"
+## Client side: the sidecar died, or the connection to it dropped, while the request was out;
+## or the sidecar could not be (re)started at all. The autoload restarts a sidecar it launched.
+const SIDECAR_DOWN := "sidecar_down"
 ## Client side: the request could not be sent at all (e.g. a value MessagePack cannot carry).
 const CLIENT := "client"
 
@@ -36,7 +40,7 @@ func _init(error_code: String, error_message: String, error_details: Dictionary 
 
 ## Worth sending again later: the sidecar was busy, slow or unreachable.
 func is_retryable() -> bool:
-	return code in [OVERLOADED, TIMEOUT, NO_REPLY]
+	return code in [OVERLOADED, TIMEOUT, NO_REPLY, SIDECAR_DOWN]
 
 
 func _to_string() -> String:

@@ -60,6 +60,39 @@ static func from_reply(reply_body: Dictionary) -> LoreguardLine:
 	return out
 
 
+## With a fallback line: why the model's line was refused (the receipt's fallback reason), else "".
+func fallback_reason() -> String:
+	var receipt: Variant = body.get("receipt")
+	var reason: Variant = receipt.get("fallback_reason") if receipt is Dictionary else null
+	return str(reason) if reason != null else ""
+
+
+## Every refusal, in order: {"attempt": int, "gate": String, "reason": String} per gate failure
+## of each attempt the model made (from the receipt; empty when every attempt passed).
+func rejections() -> Array[Dictionary]:
+	var out: Array[Dictionary] = []
+	var receipt: Variant = body.get("receipt")
+	var attempts: Variant = receipt.get("attempts", []) if receipt is Dictionary else []
+	if not attempts is Array:
+		return out
+	for attempt: Variant in attempts:
+		if not attempt is Dictionary or not attempt.get("failures") is Array:
+			continue
+		for failure: Variant in attempt["failures"]:
+			if failure is Dictionary:
+				(
+					out
+					. append(
+						{
+							"attempt": int(attempt.get("attempt", 0)),
+							"gate": str(failure.get("gate", "")),
+							"reason": str(failure.get("reason", "")),
+						}
+					)
+				)
+	return out
+
+
 func _to_string() -> String:
 	return "%s (%s, %s, %d attempt(s)): %s" % [npc_id, outcome, emotion, attempts, dialogue]
 

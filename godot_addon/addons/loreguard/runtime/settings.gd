@@ -2,12 +2,16 @@ class_name LoreguardSettings
 extends RefCounted
 ## The addon's project settings: names, defaults and inspector hints in one place, read by the
 ## autoload at run time and registered by the editor plugin. The environment variables
-## LOREGUARD_ADDRESS, LOREGUARD_AUTO_LAUNCH and LOREGUARD_LAUNCH_COMMAND override them (for CI
-## and for running one build against different sidecars).
+## LOREGUARD_ADDRESS, LOREGUARD_AUTO_LAUNCH, LOREGUARD_REUSE_RUNNING and LOREGUARD_LAUNCH_COMMAND
+## override them (for CI and for running one build against different sidecars).
 
 const ADDRESS := "loreguard/sidecar/address"
 const AUTO_LAUNCH := "loreguard/sidecar/auto_launch"
 const LAUNCH_COMMAND := "loreguard/sidecar/launch_command"
+## With auto-launch on: use a sidecar already answering on the address although this game did
+## not launch it (one you started yourself). Off: such a sidecar may be a stale one from an
+## earlier run, so the game launches its own on a free port instead.
+const REUSE_RUNNING := "loreguard/sidecar/reuse_running"
 const REQUEST_TIMEOUT_MS := "loreguard/sidecar/request_timeout_ms"
 ## The semantic judge gate of a sidecar the addon launches: off, keyword (its deterministic check)
 ## or model (the dialogue model asked first, the keyword check when it fails or is late).
@@ -18,6 +22,7 @@ const DEFAULTS := {
 	ADDRESS: "tcp://127.0.0.1:7878",
 	AUTO_LAUNCH: true,
 	LAUNCH_COMMAND: "loreguard serve --port 7878",
+	REUSE_RUNNING: false,
 	# Generous: a CPU-only model's first answer can take tens of seconds.
 	REQUEST_TIMEOUT_MS: 60000,
 	JUDGE: "off",
@@ -28,6 +33,7 @@ const HINTS := {
 	ADDRESS: [TYPE_STRING, PROPERTY_HINT_NONE, ""],
 	AUTO_LAUNCH: [TYPE_BOOL, PROPERTY_HINT_NONE, ""],
 	LAUNCH_COMMAND: [TYPE_STRING, PROPERTY_HINT_NONE, ""],
+	REUSE_RUNNING: [TYPE_BOOL, PROPERTY_HINT_NONE, ""],
 	REQUEST_TIMEOUT_MS: [TYPE_INT, PROPERTY_HINT_RANGE, "100,600000,100,suffix:ms"],
 	JUDGE: [TYPE_STRING, PROPERTY_HINT_ENUM, "off,keyword,model"],
 	JUDGE_TIMEOUT_MS: [TYPE_INT, PROPERTY_HINT_RANGE, "100,60000,100,suffix:ms"],
@@ -58,6 +64,12 @@ static func launch_command() -> PackedStringArray:
 	if judge != "off" and not out.is_empty():
 		out.append_array(["--judge", judge, "--judge-timeout-ms", str(_value(JUDGE_TIMEOUT_MS))])
 	return out
+
+
+static func reuse_running() -> bool:
+	if OS.has_environment("LOREGUARD_REUSE_RUNNING"):
+		return OS.get_environment("LOREGUARD_REUSE_RUNNING") not in ["0", "false", "no", ""]
+	return _value(REUSE_RUNNING)
 
 
 static func request_timeout_ms() -> int:

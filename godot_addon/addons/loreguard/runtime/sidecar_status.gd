@@ -1,0 +1,66 @@
+class_name LoreguardSidecarStatus
+extends RefCounted
+## Where the sidecar stands, as the `Loreguard` autoload's `status_changed` signal reports it:
+##
+##     Loreguard.status_changed.connect(func(s: LoreguardSidecarStatus): $Status.text = s.describe())
+##
+## `describe()` says it in words a player understands; `reason` has the technical detail.
+
+enum State {
+	## Looking for the sidecar, or launching it.
+	STARTING,
+	## The launched sidecar is loading its model; `loading_s` counts the seconds so far.
+	LOADING_MODEL,
+	## Connected, checked, and the world and NPCs sent: NPCs can talk.
+	READY,
+	## The sidecar stopped or the connection dropped; `attempt` of `max_attempts` is under way.
+	RESTARTING,
+	## Gave up: `reason` says why (the sidecar's last log line when it crashed on start).
+	FAILED,
+}
+
+## Where the sidecar stands.
+var state: State = State.STARTING
+## The technical detail: an address, an exit, a log line.
+var reason: String = ""
+## LOADING_MODEL: seconds spent loading so far.
+var loading_s: float = 0.0
+## LOADING_MODEL: what is loading, as the sidecar names it (a model file, a server URL).
+var loading_what: String = ""
+## RESTARTING: which restart this is (0: reconnecting to a sidecar still running).
+var attempt: int = 0
+## RESTARTING: how many restarts are tried before FAILED.
+var max_attempts: int = 0
+
+
+func _init(
+	new_state: State = State.STARTING, why: String = "", restart_attempt: int = 0, restart_max: int = 0
+) -> void:
+	state = new_state
+	reason = why
+	attempt = restart_attempt
+	max_attempts = restart_max
+
+
+## The state's name as in the docs: "starting", "loading_model", "ready", "restarting", "failed".
+func state_name() -> String:
+	return (State.find_key(state) as String).to_lower()
+
+
+## One short sentence for the player (a game may word its own from `state`).
+func describe() -> String:
+	match state:
+		State.STARTING:
+			return "Starting the dialogue engine…"
+		State.LOADING_MODEL:
+			return "Loading the dialogue model… %d s" % int(loading_s)
+		State.READY:
+			return "Ready to talk."
+		State.RESTARTING:
+			return "The dialogue engine stopped; restarting it (try %d of %d)…" % [attempt, max_attempts]
+	return "Dialogue is unavailable: %s" % reason
+
+
+func _to_string() -> String:
+	var extra := " %.1f s" % loading_s if state == State.LOADING_MODEL else ""
+	return "%s%s: %s" % [state_name(), extra, reason]

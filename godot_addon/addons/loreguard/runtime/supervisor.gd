@@ -1,0 +1,163 @@
+class_name LoreguardSupervisor
+extends RefCounted
+## The sidecar process the `Loreguard` autoload launched: starts it with this game's lifeline,
+## notices when it exits, and tails its log.
+##
+## The lifeline is three arguments added to the launch command (`loreguard serve …`):
+## `--parent-pid` (the sidecar exits by itself when this game dies, even by SIGKILL from the
+## editor's Stop button), `--launch-token` (echoed in `hello`, so a sidecar found on the port is
+## known to be this game's and not a stale or foreign one) and `--log-file` (the game cannot read
+## a child's pipes without blocking, so it tails this file: loading progress and log lines).
+## The client decides what to do about an exit (LoreguardClient restarts with backoff).
+
+## A log line of the sidecar (progress ticks excluded).
+signal log_line(line: String)
+## The sidecar is loading `what`, `seconds` so far.
+signal loading(seconds: float, what: String)
+
+## How often the process and its log are looked at.
+const POLL_MS := 100
+## Waits before each restart; their count bounds the restarts before the client gives up.
+const RESTART_DELAYS_MS := [300, 1000, 2000, 4000, 8000]
+## Prefix of the sidecar's log lines in the Output panel.
+const LOG_PREFIX := "[loreguard sidecar] "
+
+## Echoed by the sidecar this game launched; random per game run.
+var token: String
+## The launched process, or -1.
+var pid: int = -1
+## The port the launched sidecar listens on.
+var port: int = 0
+## The file the launched sidecar writes its output to (under user://loreguard/).
+var log_path: String = ""
+## The last log line, the best explanation when the sidecar exits on its own.
+var last_log_line: String = ""
+
+var _log: FileAccess
+var _log_rest: String = ""
+var _next_poll_ms: int = 0
+# A progress tick; native libraries may append their own output to it (no newline between).
+var _loading_line := RegEx.create_from_string("^loading (.+?) \\.\\.\\. +([0-9.]+) s(.*)$")
+
+
+func _init() -> void:
+	token = Crypto.new().generate_random_bytes(12).hex_encode()
+
+
+## `command` with its `--port` replaced by `to_port` and the lifeline arguments added.
+static func with_lifeline(
+	command: PackedStringArray, to_port: int, parent_pid: int, launch_token: String, log_file: String
+) -> PackedStringArray:
+	var out := PackedStringArray()
+	var i := 0
+	while i < command.size():
+		if command[i] == "--port":
+			i += 2
+			continue
+		if not command[i].begins_with("--port="):
+			out.append(command[i])
+		i += 1
+	out.append_array(
+		[
+			"--port",
+			str(to_port),
+			"--parent-pid",
+			str(parent_pid),
+			"--launch-token",
+			launch_token,
+			"--log-file",
+			log_file
+		]
+	)
+	return out
+
+
+## A TCP port on loopback that nothing listens on right now (for a sidecar beside a foreign one).
+static func free_port() -> int:
+	var server := TCPServer.new()
+	if server.listen(0, "127.0.0.1") != OK:
+		return -1
+	var found := server.get_local_port()
+	server.stop()
+	return found
+
+
+## Whether a `hello` reply body comes from the sidecar this game launched.
+func owns(hello_body: Dictionary) -> bool:
+	return str(hello_body.get("launch_token", "")) == token
+
+
+## Starts `command` on `on_port`; "" on success, else why not.
+func launch(command: PackedStringArray, on_port: int) -> String:
+	stop()
+	if command.is_empty():
+		return "no launch command (project setting loreguard/sidecar/launch_command)"
+	port = on_port
+	var dir := OS.get_user_data_dir().path_join("loreguard")
+	DirAccess.make_dir_recursive_absolute(dir)
+	log_path = dir.path_join("sidecar-%s.log" % token)
+	# A fresh log per launch: the tail reads it from the start.
+	var fresh := FileAccess.open(log_path, FileAccess.WRITE)
+	if fresh != null:
+		fresh.close()
+	var argv := with_lifeline(command, port, OS.get_process_id(), token, log_path)
+	pid = OS.create_process(argv[0], argv.slice(1))
+	if pid <= 0:
+		pid = -1
+		return "could not start %s" % " ".join(command)
+	print_verbose("Loreguard: launched the sidecar (pid %d): %s" % [pid, " ".join(argv)])
+	return ""
+
+
+## Looks at the process and its log (every POLL_MS); true once, when the launched process exited.
+func poll(now_ms: int) -> bool:
+	if pid < 0 or now_ms < _next_poll_ms:
+		return false
+	_next_poll_ms = now_ms + POLL_MS
+	read_log()
+	if OS.is_process_running(pid):
+		return false
+	read_log()
+	pid = -1
+	return true
+
+
+## Stops the launched sidecar (if it still runs) and removes its log.
+func stop() -> void:
+	if pid > 0 and OS.is_process_running(pid):
+		OS.kill(pid)
+	pid = -1
+	read_log()
+	_log = null
+	_log_rest = ""
+	if not log_path.is_empty() and FileAccess.file_exists(log_path):
+		DirAccess.remove_absolute(log_path)
+
+
+## Emits `loading` and `log_line` for what the sidecar wrote to `log_path` since the last call.
+func read_log() -> void:
+	if log_path.is_empty():
+		return
+	if _log == null:
+		_log = FileAccess.open(log_path, FileAccess.READ)
+		if _log == null:
+			return
+	var unread := _log.get_length() - _log.get_position()
+	if unread <= 0:
+		return
+	# Progress ticks rewrite their line with \r; each tick counts as a line here.
+	var lines := (_log_rest + _log.get_buffer(unread).get_string_from_utf8()).replace("\r", "\n").split("\n")
+	_log_rest = lines[lines.size() - 1]
+	lines.remove_at(lines.size() - 1)
+	for raw in lines:
+		var line := raw.strip_edges()
+		if line.is_empty():
+			continue
+		var tick := _loading_line.search(line)
+		if tick != null:
+			loading.emit(float(tick.get_string(2)), tick.get_string(1))
+			line = tick.get_string(3).strip_edges()
+			if line.is_empty():
+				continue
+		last_log_line = line
+		log_line.emit(line)

@@ -1,0 +1,80 @@
+extends "res://tests/check_run.gd"
+## LoreguardSupervisor's pure parts (tests/godot_addon/test_supervision.py): the lifeline
+## arguments added to a launch command, and the sidecar's log read back as loading progress and
+## log lines, progress ticks rewritten with \r included.
+
+var ticks: Array = []
+var lines: PackedStringArray = []
+
+
+func _init() -> void:
+	_test_lifeline()
+	_test_log()
+	_finish()
+
+
+func _test_lifeline() -> void:
+	var command := PackedStringArray(["loreguard", "serve", "--port", "7878", "--data", "d", "--port=1"])
+	var argv := LoreguardSupervisor.with_lifeline(command, 4242, 99, "tok", "/tmp/x.log")
+	_expect(
+		(
+			argv
+			== PackedStringArray(
+				[
+					"loreguard",
+					"serve",
+					"--data",
+					"d",
+					"--port",
+					"4242",
+					"--parent-pid",
+					"99",
+					"--launch-token",
+					"tok",
+					"--log-file",
+					"/tmp/x.log"
+				]
+			)
+		),
+		"the port replaced, the lifeline added",
+		str(argv)
+	)
+	var supervisor := LoreguardSupervisor.new()
+	_expect(supervisor.token.length() == 24 and supervisor.token != LoreguardSupervisor.new().token, "a random token")
+	_expect(supervisor.owns({"launch_token": supervisor.token}), "owns a hello with its token")
+	_expect(not supervisor.owns({"launch_token": null}) and not supervisor.owns({}), "not one without")
+	_expect(LoreguardSupervisor.free_port() > 0, "a free port")
+
+
+func _test_log() -> void:
+	var supervisor := LoreguardSupervisor.new()
+	supervisor.log_path = OS.get_user_data_dir().path_join("test-supervisor.log")
+	supervisor.loading.connect(func(seconds: float, what: String) -> void: ticks.append([seconds, what]))
+	supervisor.log_line.connect(func(line: String) -> void: lines.append(line))
+	var file := FileAccess.open(supervisor.log_path, FileAccess.WRITE)
+	file.store_string("\rloading model m.gguf ...  0.5 s\rloading model m.gguf ...  1.0 s")
+	file.flush()
+	supervisor.read_log()
+	_expect(ticks == [[0.5, "model m.gguf"]], "a tick is read once its line ends", str(ticks))
+	file.store_string("\rloaded model m.gguf in 1.1 s      \nloreguard sidecar listening on tcp://127.0.0.1:1 (da")
+	file.flush()
+	supervisor.read_log()
+	file.store_string("ta in d); Ctrl-C stops it\n")
+	file.close()
+	supervisor.read_log()
+	_expect(ticks.size() == 2 and ticks[1] == [1.0, "model m.gguf"], "both ticks", str(ticks))
+	_expect(
+		(
+			lines
+			== PackedStringArray(
+				[
+					"loaded model m.gguf in 1.1 s",
+					"loreguard sidecar listening on tcp://127.0.0.1:1 (data in d); Ctrl-C stops it"
+				]
+			)
+		),
+		"log lines whole, even when written in pieces",
+		str(lines)
+	)
+	_expect(supervisor.last_log_line.begins_with("loreguard sidecar listening"), "the last line is kept")
+	DirAccess.remove_absolute(supervisor.log_path)
