@@ -150,6 +150,9 @@ def bench_inference(
         "static_prefix_tokens": static_prefix,
         "prompt_tokens_per_turn": round(statistics.mean(g.tokens_evaluated + g.tokens_cached for g in repeat), 1),
         "prompt_tokens_evaluated_per_turn": round(statistics.mean(g.tokens_evaluated for g in repeat), 1),
+        # The mean is pulled up by turns whose previous reply could not be replayed as the model
+        # wrote it (a change the gate refused, a rewritten line): the median shows the usual turn.
+        "prompt_tokens_evaluated_per_turn_p50": statistics.median(g.tokens_evaluated for g in repeat),
         "prefill_tok_s": _median([g.tokens_evaluated / (g.ttft_ms / 1000) for g in cold if g.ttft_ms > 0]),
         "decode_tok_s": free_rate,
         "constrained_decode_tok_s": constrained_rate,

@@ -111,8 +111,9 @@ class _Run:
     manifest: str = ""
     context_keys: tuple[str, ...] = ()
     deadline_ns: int | None = None
-    #: The player's message as the first attempt's prompt ended on it (without a correction):
-    #: the conversation replays it word for word on later turns.
+    #: The player's message as the latest attempt's prompt ended on it (with its correction, if
+    #: any): the conversation replays the accepted attempt's turn word for word on later turns,
+    #: which is what the engine has cached.
     turn_message: str = ""
 
     def receipt(self, **fields: object) -> Receipt:
@@ -371,7 +372,7 @@ class GovernancePipeline:
             run.prompts.append(prompt.full)
             if snapshot.attempt == 1:
                 run.ttft_ms = generation.ttft_ms
-                run.turn_message = prompt.turn_message
+            run.turn_message = prompt.player_turn
 
             parse = parse_output(generation.text)
             gate = validate(parse, generation.text, snapshot, self.config.gate, judge, run.view.profile.output_hygiene)

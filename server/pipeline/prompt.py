@@ -74,8 +74,6 @@ class Prompt(FrozenModel):
     #: The new message: world state, memories, the situation, the player's line and, on a
     #: retry, the correction.
     player_turn: str = ""
-    #: `player_turn` without the correction: what the conversation replays on later turns.
-    turn_message: str = ""
 
     def messages(self) -> list[dict[str, str]]:
         """The prompt as chat messages (`role`, `content`), for chat templates and chat APIs."""
@@ -259,7 +257,6 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
         dynamic_suffix=opening,
         turns=_turns(s, n_exchanges),
         player_turn=turn_context + situation + correction,
-        turn_message=turn_context + situation,
         manifest=manifest_line(s, n_beliefs, n_episodic, n_exchanges),
         context_keys=tuple(keys),
         over_budget=fixed_len + tail_len() > budget_chars,

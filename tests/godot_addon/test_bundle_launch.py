@@ -98,7 +98,12 @@ def test_a_sidecar_of_another_version_is_one_status_line(tmp_path: Path, monkeyp
     """A real sidecar that reports another Loreguard version in `hello` (any launch mode)."""
     monkeypatch.setattr("loreguard.server.sidecar.dispatch.version", lambda _name: "9.9.9")
     with running_sidecar(tmp_path) as sidecar:
-        env = {"LOREGUARD_ADDRESS": sidecar.address, "LOREGUARD_AUTO_LAUNCH": "1", "LOREGUARD_REUSE_RUNNING": "1", "LOREGUARD_LAUNCH_MODE": "command"}
+        env = {
+            "LOREGUARD_ADDRESS": sidecar.address,
+            "LOREGUARD_AUTO_LAUNCH": "1",
+            "LOREGUARD_REUSE_RUNNING": "1",
+            "LOREGUARD_LAUNCH_MODE": "command",
+        }
         result = run_godot(["-s", "res://tests/launch_probe.gd"], timeout=300, env=env)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
@@ -107,7 +112,12 @@ def test_a_sidecar_of_another_version_is_one_status_line(tmp_path: Path, monkeyp
 
 def test_the_matching_sidecar_is_ready_without_a_problem(tmp_path: Path) -> None:
     with running_sidecar(tmp_path) as sidecar:
-        env = {"LOREGUARD_ADDRESS": sidecar.address, "LOREGUARD_AUTO_LAUNCH": "1", "LOREGUARD_REUSE_RUNNING": "1", "LOREGUARD_LAUNCH_MODE": "command"}
+        env = {
+            "LOREGUARD_ADDRESS": sidecar.address,
+            "LOREGUARD_AUTO_LAUNCH": "1",
+            "LOREGUARD_REUSE_RUNNING": "1",
+            "LOREGUARD_LAUNCH_MODE": "command",
+        }
         result = run_godot(["-s", "res://tests/launch_probe.gd"], timeout=300, env=env)
     output = result.stdout + result.stderr
     assert f"launch probe: ready loreguard {VERSION} problem=\n" in output + "\n" and result.returncode == 0, output

@@ -169,3 +169,13 @@ def test_a_reply_in_another_layout_is_replayed_in_the_models_bytes(tmp_path: Pat
     chat = backend.requests[-1].prompt.messages()
     assert chat[2]["content"] == odd
     assert chat[4]["content"] == say("Hm.")
+
+
+def test_a_turn_accepted_on_a_retry_is_replayed_with_its_correction(tmp_path: Path) -> None:
+    """The accepted attempt's message, correction included, is what the engine has cached."""
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", ["no json here", say("Fine."), say("Bye.")])
+    pipeline.interact(ask("Hello?"))
+    pipeline.interact(ask("Bye?"))
+    accepted, later = backend.requests[1].prompt.messages(), backend.requests[2].prompt.messages()
+    assert "### Correction" in accepted[-1]["content"]
+    assert later[: len(accepted)] == accepted and later[len(accepted)] == {"role": "assistant", "content": say("Fine.")}
