@@ -67,6 +67,22 @@ class Claim(FrozenModel):
     #: Phrases that introduce the attribute's value after the subject ("is named", "is called").
     #: Empty means the defaults for the attribute (see `loreguard.memory.claims`).
     cues: tuple[Phrase, ...] = ()
+    #: Other values the attribute could take ("dawn", "midnight", "all night" for a closing
+    #: time): a clause naming the subject and one of these contradicts the fact even without a
+    #: cue ("the gate stays open all night").
+    other_values: tuple[Phrase, ...] = ()
+
+    @model_validator(mode="after")
+    def _every_phrase_matchable(self) -> Claim:
+        # A claim whose value (or any phrase) normalises to no word could never be checked.
+        for field in ("subject", "attribute", "value", "subject_aliases", "value_aliases", "cues", "other_values"):
+            got = getattr(self, field)
+            for phrase in got if isinstance(got, tuple) else (got,):
+                try:
+                    matchable(phrase)
+                except ValueError as exc:
+                    raise ValueError(f"claim {field}: {exc}") from None
+        return self
 
 
 def value_text(value: JsonScalar) -> str:
