@@ -1,0 +1,86 @@
+"""Parroting: a reply that copies the prompt instead of answering. Pure and deterministic.
+
+A small model shown one example exchange tends to answer every player line with the example's
+NPC line, word for word; or it echoes the player, or recites its persona. The gate fails such a
+reply hard (rule `parroting`, retried with a repair that names what was copied), measured on the
+one normaliser's words (`loreguard.schemas.text.norm_words`):
+
+- a few-shot example's line or the player's own line: similarity (difflib's ratio over words,
+  2 * matched / total) at least the profile's `max_copy_similarity`;
+- the persona or the world's lore (long texts a short reply cannot resemble as a whole): the
+  share of the reply's words that lie in runs of at least `_RUN_WORDS` words copied from it.
+
+Replies shorter than `min_copy_words` words are never parroting: "Aye, traveller." is a line
+every guard may say. Canonical facts are not compared: saying a fact as it is written is right.
+"""
+
+from __future__ import annotations
+
+from difflib import SequenceMatcher
+
+from loreguard.schemas.npc import FewShotExample, OutputLimits
+from loreguard.schemas.receipt import GateFailure, GateName
+from loreguard.schemas.rules import Severity
+from loreguard.schemas.text import norm_words
+
+PARROTING_RULE = "parroting"
+#: A copied run of the persona or lore counts from this many words on.
+_RUN_WORDS = 5
+_EVIDENCE_CHARS = 80
+
+
+def similarity(a: tuple[str, ...], b: tuple[str, ...]) -> float:
+    """difflib's ratio of two word sequences: 1.0 for equal ones, 0.0 for nothing in common."""
+    if not a and not b:
+        return 1.0
+    return SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def copied_share(reply: tuple[str, ...], source: tuple[str, ...]) -> float:
+    """Share of `reply`'s words in runs of at least `_RUN_WORDS` words found in `source`."""
+    if not reply:
+        return 0.0
+    blocks = SequenceMatcher(None, reply, source, autojunk=False).get_matching_blocks()
+    return sum(b.size for b in blocks if b.size >= _RUN_WORDS) / len(reply)
+
+
+def find_parroting(
+    dialogue: str,
+    limits: OutputLimits,
+    *,
+    examples: tuple[FewShotExample, ...] = (),
+    player_input: str = "",
+    prompt_texts: tuple[str, ...] = (),
+) -> list[GateFailure]:
+    """One failure when `dialogue` copies an example, the player's line or a prompt text
+    (persona, lore); none otherwise. The first source copied, in that order, is named."""
+    if limits.max_copy_similarity > 1.0:
+        return []
+    reply = norm_words(dialogue)
+    if len(reply) < limits.min_copy_words:
+        return []
+    threshold = limits.max_copy_similarity
+    for i, example in enumerate(examples, start=1):
+        for side, line in (("NPC line", example.npc), ("player line", example.player)):
+            score = similarity(reply, norm_words(line))
+            if score >= threshold:
+                return [_failure(f"few-shot example {i}'s {side}", score, line)]
+    if player_input:
+        score = similarity(reply, norm_words(player_input))
+        if score >= threshold:
+            return [_failure("the player's own line", score, player_input)]
+    for text in prompt_texts:
+        share = copied_share(reply, norm_words(text))
+        if share >= threshold:
+            return [_failure("the prompt's own text", share, dialogue)]
+    return []
+
+
+def _failure(source: str, score: float, copied: str) -> GateFailure:
+    return GateFailure(
+        gate=GateName.HARD_LIMITS,
+        reason=f"dialogue copies {source} ({score:.0%} alike); answer what the player said, in new words",
+        severity=Severity.HARD,
+        rule_id=PARROTING_RULE,
+        evidence=copied[:_EVIDENCE_CHARS],
+    )
