@@ -162,7 +162,7 @@ class OutputLimits(FrozenModel):
     #: (or another line of the prompt) is parroting. 1.0: only an exact copy; above 1: off.
     max_copy_similarity: float = Field(default=0.8, ge=0.0, le=1.01)
     #: Replies shorter than this many words are never parroting ("Aye, traveller.").
-    min_copy_words: int = Field(default=5, ge=1, le=200)
+    min_copy_words: int = Field(default=4, ge=1, le=200)
 
 
 class NpcProfile(FrozenModel):

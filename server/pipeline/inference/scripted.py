@@ -35,6 +35,7 @@ class ScriptedBackend(InferenceBackend):
         *,
         judge_outputs: Iterable[str] = (),
         cycle: bool = False,
+        special_tokens: Iterable[str] = (),
     ) -> None:
         if isinstance(outputs, Mapping):
             self._per_npc = {npc: deque(items) for npc, items in outputs.items()}
@@ -47,6 +48,8 @@ class ScriptedBackend(InferenceBackend):
         #: requests are then not kept either.
         self.cycle = cycle
         self.requests: list[GenerationRequest] = []
+        #: What this stand-in model calls its special tokens (none unless a test says so).
+        self._special_tokens = tuple(sorted(set(special_tokens)))
 
     def extend(self, outputs: Iterable[str], npc_id: str | None = None) -> None:
         if npc_id is None:
@@ -78,3 +81,6 @@ class ScriptedBackend(InferenceBackend):
 
     def fingerprint(self) -> ModelFingerprint:
         return ModelFingerprint(backend=self.name, file_name="", header_sha256=sha256_hex(b"scripted"))
+
+    def special_tokens(self) -> tuple[str, ...]:
+        return self._special_tokens

@@ -70,7 +70,7 @@ extends Resource
 ## and is retried (above 1: off).
 @export_range(0.0, 1.01) var max_copy_similarity: float = 0.8
 ## Lines shorter than this many words are never parroting ("Aye, traveller.").
-@export_range(1, 200) var min_copy_words: int = 5
+@export_range(1, 200) var min_copy_words: int = 4
 
 
 ## The `npc.register` body: this profile plus every rule of `rule_sets`.
