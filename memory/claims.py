@@ -60,7 +60,7 @@ CUELESS_WINDOW = 5
 #: Words that make a clause no assertion of a cue-less value: negation, condition, wish, doubt.
 _NOT_ASSERTING = frozenset(
     "not never no nor isn wasn aren weren won don doesn didn can cannot couldn shouldn wouldn "
-    "if unless whether when once until till before after wish want hope would could should might may".split()
+    "if unless whether when once wish want hope would could should might may".split()
 )
 _ARTICLES = frozenset({"a", "an", "the"})
 WINDOW_WORDS = 6

@@ -156,8 +156,8 @@ def _run(
         if i < len(TURNS):
             demo_parroted += PARROTING_RULE in first_rules
         print(
-            f"[{name} {i + 1}/{len(lines)}] {npc_id}: {line!r} -> {result.outcome.value} "
-            f"{result.dialogue!r} {sorted(r for a in attempts for r in {f.rule_id or '' for f in a.failures})}",
+            f"[{name} {i + 1}/{len(lines)}] {npc_id}: {line!r} -> {result.outcome.value} {result.dialogue!r} "
+            f"first={sorted(r or '' for r in first_rules)} all={[sorted({f.rule_id or '' for f in a.failures}) for a in attempts]}",
             file=sys.stderr,
             flush=True,
         )
@@ -174,17 +174,25 @@ def _run(
 
 
 def bench_quality(
-    *, lines: int = len(QUALITY_LINES), model: str | None = None, threads: int | None = None, gpu_layers: int = 0
+    *,
+    lines: int = len(QUALITY_LINES),
+    runs: tuple[str, ...] = ("before", "after"),
+    model: str | None = None,
+    threads: int | None = None,
+    gpu_layers: int = 0,
 ) -> dict[str, object]:
-    """Both runs (see the module's docstring) on the first `lines` of `QUALITY_LINES`."""
+    """The named runs (see the module's docstring; both by default, one after the other) on the
+    first `lines` of `QUALITY_LINES`."""
     chosen = QUALITY_LINES[: max(1, lines)]
-    runs: tuple[tuple[str, dict[str, object], Callable[[], tuple[NpcProfile, ...]]], ...] = (
+    settings: tuple[tuple[str, dict[str, object], Callable[[], tuple[NpcProfile, ...]]], ...] = (
         ("before", {"repeat_last_n": 0, "dry_multiplier": 0.0}, _before_npcs),
         ("after", {}, demo_npcs),
     )
     figures: dict[str, object] = {"lines": len(chosen)}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, sampling, npcs in runs:
+        for name, sampling, npcs in settings:
+            if name not in runs:
+                continue
             config = LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, reproducible=True, **sampling)
             with LlamaCppBackend(config) as backend:
                 figures.update(_run(name, backend, npcs(), chosen, Path(tmp)))

@@ -60,7 +60,8 @@ def _bench_inference(args: argparse.Namespace) -> Mapping[str, object]:
 def _bench_quality(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench_quality import bench_quality
 
-    return bench_quality(lines=args.lines, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers)
+    runs = ("before", "after") if args.run == "both" else (args.run,)
+    return bench_quality(lines=args.lines, runs=runs, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers)
 
 
 def _bench_concurrency(args: argparse.Namespace) -> Mapping[str, object]:
@@ -344,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
             suite.add_argument("--reproducible", action="store_true", help="the one-at-a-time engine instead of the batched one")
         elif name == "quality":
             suite.add_argument("--lines", type=int, default=54, help="player lines of the fixed set to run (at most 54)")
+            suite.add_argument("--run", choices=("both", "before", "after"), default="both", help="which setting to run")
         else:
             suite.add_argument("--npcs", default="1,8,32", help="comma-separated N: NPCs asking at once")
             suite.add_argument("--serial", type=int, default=8, help="NPCs in the one-at-a-time baseline")

@@ -5,10 +5,14 @@ NPC line, word for word; or it echoes the player, or recites its persona. The ga
 reply hard (rule `parroting`, retried with a repair that names what was copied), measured on the
 one normaliser's words (`loreguard.schemas.text.norm_words`):
 
-- a few-shot example's line or the player's own line: similarity (difflib's ratio over words,
-  2 * matched / total) at least the profile's `max_copy_similarity`;
+- a few-shot example's line or the player's own line: the reply is as a whole that similar to it
+  (difflib's ratio over the normalised characters, so "traveler" for "traveller" or "opens" for
+  "open" still count as a copy), or it holds that share of the line's words in copied runs of at
+  least `_LINE_RUN_WORDS` words (an example with something added around it);
 - the persona or the world's lore (long texts a short reply cannot resemble as a whole): the
   share of the reply's words that lie in runs of at least `_RUN_WORDS` words copied from it.
+
+Both compare against the profile's `max_copy_similarity`.
 
 Replies shorter than `min_copy_words` words are never parroting: "Aye, traveller." is a line
 every guard may say. Canonical facts are not compared: saying a fact as it is written is right.
@@ -26,22 +30,34 @@ from loreguard.schemas.text import norm_words
 PARROTING_RULE = "parroting"
 #: A copied run of the persona or lore counts from this many words on.
 _RUN_WORDS = 5
+#: A copied run of an example or the player's line counts from this many words on.
+_LINE_RUN_WORDS = 3
 _EVIDENCE_CHARS = 80
 
 
 def similarity(a: tuple[str, ...], b: tuple[str, ...]) -> float:
-    """difflib's ratio of two word sequences: 1.0 for equal ones, 0.0 for nothing in common."""
+    """difflib's ratio of two word sequences' characters (words joined by one space): 1.0 for
+    equal ones, 0.0 for nothing in common."""
     if not a and not b:
         return 1.0
-    return SequenceMatcher(None, a, b, autojunk=False).ratio()
+    return SequenceMatcher(None, " ".join(a), " ".join(b), autojunk=False).ratio()
 
 
-def copied_share(reply: tuple[str, ...], source: tuple[str, ...]) -> float:
-    """Share of `reply`'s words in runs of at least `_RUN_WORDS` words found in `source`."""
-    if not reply:
+def copied_share(of: tuple[str, ...], other: tuple[str, ...], run: int = _RUN_WORDS) -> float:
+    """Share of `of`'s words that lie in runs of at least `run` words also found in `other`."""
+    if not of:
         return 0.0
-    blocks = SequenceMatcher(None, reply, source, autojunk=False).get_matching_blocks()
-    return sum(b.size for b in blocks if b.size >= _RUN_WORDS) / len(reply)
+    blocks = SequenceMatcher(None, of, other, autojunk=False).get_matching_blocks()
+    return sum(b.size for b in blocks if b.size >= run) / len(of)
+
+
+def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int) -> float:
+    """How much `reply` copies `line`: whole-reply similarity, or (for a line of at least
+    `min_words` words) the share of the line copied into the reply in runs."""
+    score = similarity(reply, line)
+    if len(line) >= min_words:
+        score = max(score, copied_share(line, reply, _LINE_RUN_WORDS))
+    return score
 
 
 def find_parroting(
@@ -62,11 +78,11 @@ def find_parroting(
     threshold = limits.max_copy_similarity
     for i, example in enumerate(examples, start=1):
         for side, line in (("NPC line", example.npc), ("player line", example.player)):
-            score = similarity(reply, norm_words(line))
+            score = _line_copy(reply, norm_words(line), limits.min_copy_words)
             if score >= threshold:
                 return [_failure(f"few-shot example {i}'s {side}", score, line)]
     if player_input:
-        score = similarity(reply, norm_words(player_input))
+        score = _line_copy(reply, norm_words(player_input), limits.min_copy_words)
         if score >= threshold:
             return [_failure("the player's own line", score, player_input)]
     for text in prompt_texts:
