@@ -10,7 +10,10 @@ EXAMPLES = (FewShotExample(player="Can I come in?", npc="Gate's open till dusk, 
 PERSONA = "You are Brom, a gruff but fair guard at the north gate of Eldmoor. You speak in short sentences."
 
 
-def _found(text: str, limits: OutputLimits = OutputLimits(), player: str = "Who are you?") -> list[str]:
+DEFAULTS = OutputLimits()
+
+
+def _found(text: str, limits: OutputLimits = DEFAULTS, player: str = "Who are you?") -> list[str]:
     failures = find_parroting(text, limits, examples=EXAMPLES, player_input=player, prompt_texts=(PERSONA,))
     return [f.reason for f in failures]
 
