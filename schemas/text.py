@@ -109,28 +109,52 @@ def _without_format(text: str) -> str:
 
 
 @lru_cache(maxsize=16384)
-def norm_words(text: str) -> tuple[str, ...]:
-    """The words of `text` as every phrase check compares them (see the module's docstring),
-    not yet stemmed."""
+def _tokens(text: str) -> tuple[str, ...]:
+    """Steps 1-4 of the module's docstring: the words before spaced-out letters are joined."""
     folded = skeleton(fold(_without_format(text)).casefold())
     tokens = []
     for token in _WORD_RUN.findall(folded):
         if not token.isalpha() and not token.isdigit() and token.isascii():
             token = token.translate(_LEET_DIGITS)
         tokens.append(token)
-    out: list[str] = []
+    return tuple(tokens)
+
+
+def _letter_runs(tokens: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(start, end) of every run of at least `MIN_SPACED_LETTERS` single letters."""
+    runs = []
     i = 0
     while i < len(tokens):
         j = i
         while j < len(tokens) and len(tokens[j]) == 1 and tokens[j].isalpha():
             j += 1
         if j - i >= MIN_SPACED_LETTERS:
-            out.append("".join(tokens[i:j]))
-            i = j
-            continue
-        out.append(tokens[i])
-        i += 1
+            runs.append((i, j))
+        i = max(j, i + 1)
+    return runs
+
+
+@lru_cache(maxsize=16384)
+def norm_words(text: str) -> tuple[str, ...]:
+    """The words of `text` as every phrase check compares them (see the module's docstring),
+    not yet stemmed."""
+    tokens = _tokens(text)
+    out: list[str] = []
+    last = 0
+    for start, end in _letter_runs(tokens):
+        out.extend(tokens[last:start])
+        out.append("".join(tokens[start:end]))
+        last = end
+    out.extend(tokens[last:])
     return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def spelled_out(text: str) -> tuple[str, ...]:
+    """Each run of single letters in `text` joined ("it's a d r a g o n" -> "sadragon"): a spaced-out
+    word has no word boundary left, so a phrase is looked for anywhere inside such a run."""
+    tokens = _tokens(text)
+    return tuple("".join(tokens[start:end]) for start, end in _letter_runs(tokens))
 
 
 @lru_cache(maxsize=16384)

@@ -143,8 +143,11 @@ def find_degenerate(
 ) -> list[GateFailure]:
     """Every degenerate-output failure of `dialogue` (see the module's docstring), in a fixed
     order. `special_tokens`: the loaded model's; the profile's are added. `before_hygiene`: the
-    reply's words before output hygiene stripped anything, where special tokens are looked for
-    (hygiene strips them as markup, but a model that writes its own template is broken)."""
+    reply's words before output hygiene stripped or cut anything, where special tokens, loops
+    and brackets are looked for: hygiene strips a template token as markup, cuts a looping
+    fragment back to its last sentence and an open `[` as a marker, but a model that wrote them
+    is broken, and what it salvages ("The price is") is not a line to speak. Whether the line
+    ends mid-word or is empty is judged on `dialogue`, what would be spoken."""
     failures: list[GateFailure] = []
     raw = dialogue if before_hygiene is None else before_hygiene
     for token in sorted({*special_tokens, *limits.special_tokens}, key=lambda t: (-len(t), t)):
@@ -154,11 +157,11 @@ def find_degenerate(
             shown = " ".join(norm_words(token)) or "a control token"
             failures.append(_failure(SPECIAL_TOKEN_RULE, f"dialogue holds one of the model's special tokens ({shown})"))
             break
-    words = norm_words(dialogue)
-    if not words:
+    if not norm_words(dialogue):
         if not partial:
             failures.append(_failure(EMPTY_RULE, "dialogue has no word in it (empty or punctuation only)"))
         return failures
+    words = norm_words(raw)
     if limits.loop_span_words:
         loop = _loop(words, limits.loop_span_words)
         if loop is not None:
@@ -178,7 +181,7 @@ def find_degenerate(
                 )
             )
     if limits.unbalanced_brackets:
-        problem = _bracket_problem(dialogue, partial)
+        problem = _bracket_problem(raw, partial)
         if problem is not None:
             failures.append(_failure(BRACKETS_RULE, f"dialogue has unbalanced brackets or quotes: {problem}"))
     if limits.ends_mid_word and not partial:

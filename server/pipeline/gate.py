@@ -194,7 +194,7 @@ def validate(
                 limits,
                 examples=snapshot.few_shot,
                 player_input=snapshot.context.player_input,
-                prompt_texts=(snapshot.persona, snapshot.world_lore),
+                prompt_texts=(snapshot.persona,),
             )
         )
     for c in snapshot.constraints.constraints:

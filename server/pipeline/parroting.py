@@ -9,13 +9,14 @@ one normaliser's words (`loreguard.schemas.text.norm_words`):
   (difflib's ratio over the normalised characters, so "traveler" for "traveller" or "opens" for
   "open" still count as a copy), or it holds that share of the line's words in copied runs of at
   least `_LINE_RUN_WORDS` words (an example with something added around it);
-- the persona or the world's lore (long texts a short reply cannot resemble as a whole): the
-  share of the reply's words that lie in runs of at least `_RUN_WORDS` words copied from it.
+- the persona (a long text a short reply cannot resemble as a whole): the share of the reply's
+  words that lie in runs of at least `_RUN_WORDS` words copied from it.
 
 Both compare against the profile's `max_copy_similarity`.
 
 Replies shorter than `min_copy_words` words are never parroting: "Aye, traveller." is a line
-every guard may say. Canonical facts are not compared: saying a fact as it is written is right.
+every guard may say. Canonical facts and the world's lore are not compared: saying a fact as it
+is written is right.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def find_parroting(
     player_input: str = "",
     prompt_texts: tuple[str, ...] = (),
 ) -> list[GateFailure]:
-    """One failure when `dialogue` copies an example, the player's line or a prompt text
-    (persona, lore); none otherwise. The first source copied, in that order, is named."""
+    """One failure when `dialogue` copies an example, the player's line or a prompt text (the
+    gate passes the persona); none otherwise. The first source copied, in that order, is named."""
     if limits.max_copy_similarity > 1.0:
         return []
     reply = norm_words(dialogue)

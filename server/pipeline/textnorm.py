@@ -13,7 +13,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from loreguard.schemas.text import match_form, norm_words, skeleton
+from loreguard.schemas.text import match_form, norm_words, skeleton, spelled_out
 
 _NON_ALPHA = re.compile(r"[\W\d_]+")
 _SPACES = re.compile(r"\s+")
@@ -28,6 +28,9 @@ _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t
 #: Squashed matching (spaces and punctuation removed) is used only for markers at least this
 #: long: short ones would match inside unrelated words ("moon" in "honeymoon").
 MIN_SQUASHED_MARKER = 6
+#: Shortest phrase looked for inside a spelled-out run: a shorter one ("ale") would turn up in
+#: the letters of an unrelated word.
+MIN_SPELLED_PHRASE = 4
 
 
 # A pure function of its argument, called for the same secret markers on every interaction:
@@ -56,7 +59,10 @@ def contains_phrase(haystack: str, phrase: str) -> bool:
     if unspaced:
         return joined in hay.replace(" ", "")
     padded = f" {hay} "
-    return f" {needle} " in padded or (joined != needle and f" {joined} " in padded)
+    if f" {needle} " in padded or (joined != needle and f" {joined} " in padded):
+        return True
+    # spelled out, the phrase may stand anywhere in a run of letters ("it's a d r a g o n")
+    return len(joined) >= MIN_SPELLED_PHRASE and any(joined in run for run in spelled_out(haystack))
 
 
 def reveals(haystack: str, marker: str) -> bool:
@@ -72,7 +78,9 @@ def reveals(haystack: str, marker: str) -> bool:
 
 
 def clean_dialogue(text: str) -> str:
-    """NFC, control characters removed, whitespace collapsed: how dialogue is shown and stored."""
+    """NFC, control characters replaced by spaces, invisible format characters (zero-width
+    spaces and joiners, soft hyphens, direction marks) removed, whitespace collapsed: how dialogue
+    is shown and stored. Removed, not spaced, so "dra\u200bgon" is the word it looks like."""
     text = unicodedata.normalize("NFC", text)
-    text = "".join(ch if ch.isprintable() or ch in " \n\t" else " " for ch in text)
+    text = "".join(ch if ch.isprintable() or ch in " \n\t" else ("" if unicodedata.category(ch) == "Cf" else " ") for ch in text)
     return _SPACES.sub(" ", text).strip()
