@@ -115,13 +115,37 @@ def _words(text: str) -> list[str]:
     return list(norm_words(text))
 
 
-@lru_cache(maxsize=4096)
-def _compiled(claim: Claim) -> tuple[tuple[list[str], ...], tuple[list[str], ...], tuple[list[str], ...]]:
-    """Subjects (singular), values and cues of a claim as word lists; cues longest first."""
-    subjects = tuple([stem(w) for w in _words(s)] for s in (claim.subject, *claim.subject_aliases))
-    values = tuple(_words(v) for v in (claim.value, *claim.value_aliases))
-    cues = tuple(sorted((_words(c) for c in claim_cues(claim)), key=len, reverse=True))
-    return subjects, values, cues
+class _Compiled:
+    """A claim's phrases as word lists, made once per claim: subjects (singular), values, cues
+    (longest first), the known other values (longest first) and the words a subject starts with
+    (a clause without one of them cannot be about the claim)."""
+
+    __slots__ = ("cues", "firsts", "others", "subjects", "values")
+
+    def __init__(self, claim: Claim, known: tuple[str, ...]) -> None:
+        self.subjects = tuple(s for s in ([stem(w) for w in _words(x)] for x in (claim.subject, *claim.subject_aliases)) if s)
+        self.values = tuple(_words(v) for v in (claim.value, *claim.value_aliases))
+        self.cues = tuple(sorted((_words(c) for c in claim_cues(claim)), key=len, reverse=True))
+        own = self.values
+        others = (p for p in (_words(x) for x in known) if p and p not in own)
+        self.others = tuple(sorted(others, key=lambda p: (-len(p), p)))
+        self.firsts = frozenset(s[0] for s in self.subjects)
+
+
+#: Compiled claims, keyed by the claim's strings rather than the claim: hashing a frozen model
+#: field by field on every lookup costs more than the lookup saves.
+_CACHE: dict[tuple[object, ...], _Compiled] = {}
+_CACHE_MAX = 4096
+
+
+def _compiled(claim: Claim, known: tuple[str, ...]) -> _Compiled:
+    key = (claim.subject, claim.subject_aliases, claim.value, claim.value_aliases, claim.attribute, claim.cues, known)
+    compiled = _CACHE.get(key)
+    if compiled is None:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()  # designer data is small: a full cache means many profile changes
+        compiled = _CACHE[key] = _Compiled(claim, known)
+    return compiled
 
 
 @lru_cache(maxsize=1024)
@@ -147,14 +171,12 @@ def _subject_ends(stems: list[str], subjects: tuple[list[str], ...]) -> list[int
     return sorted(set(ends))
 
 
-def _check_cueless(
-    tokens: list[str], stems: list[str], claim: Claim, others: tuple[list[str], ...], question: bool
-) -> str | None:
+def _check_cueless(tokens: list[str], stems: list[str], compiled: _Compiled, question: bool) -> str | None:
     """The other value a clause asserts of the claim's subject without a cue, or None."""
+    others, values = compiled.others, compiled.values
     if question or not others:
         return None
-    subjects, values, _ = _compiled(claim)
-    for end in _subject_ends(stems, subjects):
+    for end in _subject_ends(stems, compiled.subjects):
         if _NOT_ASSERTING.intersection(tokens[max(0, end - 4) : end]):
             continue
         for at in range(end, min(len(tokens), end + CUELESS_WINDOW)):
@@ -169,11 +191,12 @@ def _check_cueless(
     return None
 
 
-def _check_clause(tokens: list[str], claim: Claim, known: tuple[list[str], ...] = ()) -> tuple[str, bool] | None:
-    """(asserted value, negated) when the clause contradicts `claim` through a cue, else None.
+def _check_clause(
+    tokens: list[str], stems: list[str], compiled: _Compiled, known: tuple[list[str], ...] = ()
+) -> tuple[str, bool] | None:
+    """(asserted value, negated) when the clause contradicts the claim through a cue, else None.
     With `known` values, only one of them after the cue is an assertion."""
-    subjects, values, cues = _compiled(claim)
-    stems = [stem(t) for t in tokens]
+    subjects, values, cues = compiled.subjects, compiled.values, compiled.cues
     for subject in subjects:
         for i in range(len(tokens) - len(subject) + 1):
             if stems[i : i + len(subject)] != subject:
@@ -206,20 +229,31 @@ def _check_clause(tokens: list[str], claim: Claim, known: tuple[list[str], ...] 
 
 
 @lru_cache(maxsize=1024)
-def _clauses(text: str) -> tuple[tuple[list[str], list[str], bool], ...]:
-    """Each clause's words, their singulars, and whether it is a question."""
+def _clauses(text: str) -> tuple[tuple[tuple[list[str], list[str], bool], ...], frozenset[str]]:
+    """Each clause's words, their singulars, and whether it is a question; and every singular."""
     out = []
+    seen: set[str] = set()
     for match in _CLAUSE.finditer(text):
         tokens = _words(match.group(1))
         if tokens:
-            out.append((tokens, [stem(t) for t in tokens], "?" in match.group(2)))
-    return tuple(out)
+            stems = [stem(t) for t in tokens]
+            seen.update(stems)
+            out.append((tokens, stems, "?" in match.group(2)))
+    return tuple(out), frozenset(seen)
 
 
-def _others(claim: Claim, phrases: tuple[list[str], ...]) -> tuple[list[str], ...]:
-    """The known values that are not the claim's own (nor an alias of it), longest first."""
-    own = _compiled(claim)[1]
-    return tuple(sorted((p for p in phrases if p not in own), key=lambda p: (-len(p), p)))
+def _contradicted(
+    clauses: tuple[tuple[list[str], list[str], bool], ...], compiled: _Compiled, known: tuple[list[str], ...] = ()
+) -> tuple[str, bool] | None:
+    """The first clause's contradiction of a claim, with a cue or without: (asserted, negated)."""
+    for tokens, stems, question in clauses:
+        hit = _check_clause(tokens, stems, compiled, known)
+        if hit is not None:
+            return hit
+        other = _check_cueless(tokens, stems, compiled, question)
+        if other is not None:
+            return other, False
+    return None
 
 
 def find_contradictions(
@@ -231,52 +265,46 @@ def find_contradictions(
     """Every claim of `facts` that `text` contradicts, in fact order, then clause order; then
     every claim of a `state` key (by `state_claims`, with the key's value) it contradicts, in
     `state` order."""
-    clauses = _clauses(text)
+    clauses, seen = _clauses(text)
     found = []
     for fact in facts:
         for claim in fact.claims:
-            others = _others(claim, _phrases(claim.other_values))
-            for tokens, stems, question in clauses:
-                hit = _check_clause(tokens, claim)
-                if hit is None:
-                    other = _check_cueless(tokens, stems, claim, others, question)
-                    hit = None if other is None else (other, False)
-                if hit is not None:
-                    found.append(
-                        Contradiction(
-                            fact_id=fact.id,
-                            subject=claim.subject,
-                            attribute=claim.attribute,
-                            canonical_value=claim.value,
-                            asserted=hit[0],
-                            negated=hit[1],
-                        )
+            compiled = _compiled(claim, claim.other_values)
+            if not compiled.firsts & seen:
+                continue  # the text never names the subject
+            hit = _contradicted(clauses, compiled)
+            if hit is not None:
+                found.append(
+                    Contradiction(
+                        fact_id=fact.id,
+                        subject=claim.subject,
+                        attribute=claim.attribute,
+                        canonical_value=claim.value,
+                        asserted=hit[0],
+                        negated=hit[1],
                     )
-                    break
+                )
     claims_by_key = state_claims or {}
     for key, value in state:
         state_claim = claims_by_key.get(key)
         bound = state_claim.claim(value) if state_claim is not None else None
         if state_claim is None or bound is None:
             continue
-        known = _phrases(state_claim.known_values(value))
-        others = _others(bound, known)
-        for tokens, stems, question in clauses:
-            hit = _check_clause(tokens, bound, known)
-            if hit is None:
-                other = _check_cueless(tokens, stems, bound, others, question)
-                hit = None if other is None else (other, False)
-            if hit is not None:
-                found.append(
-                    Contradiction(
-                        fact_id="",
-                        subject=bound.subject,
-                        attribute=bound.attribute,
-                        canonical_value=bound.value,
-                        asserted=hit[0],
-                        negated=hit[1],
-                        state_key=key,
-                    )
+        known_values = state_claim.known_values(value)
+        compiled = _compiled(bound, known_values)
+        if not compiled.firsts & seen:
+            continue
+        hit = _contradicted(clauses, compiled, _phrases(known_values))
+        if hit is not None:
+            found.append(
+                Contradiction(
+                    fact_id="",
+                    subject=bound.subject,
+                    attribute=bound.attribute,
+                    canonical_value=bound.value,
+                    asserted=hit[0],
+                    negated=hit[1],
+                    state_key=key,
                 )
-                break
+            )
     return found

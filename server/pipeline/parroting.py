@@ -5,10 +5,12 @@ NPC line, word for word; or it echoes the player, or recites its persona. The ga
 reply hard (rule `parroting`, retried with a repair that names what was copied), measured on the
 one normaliser's words (`loreguard.schemas.text.norm_words`):
 
-- a few-shot example's line or the player's own line: the reply is as a whole that similar to it
-  (difflib's ratio over the normalised characters, so "traveler" for "traveller" or "opens" for
-  "open" still count as a copy), or it holds that share of the line's words in copied runs of at
-  least `_LINE_RUN_WORDS` words (an example with something added around it);
+- a few-shot example's line: the reply is as a whole that similar to it (difflib's ratio over the
+  normalised characters, so "traveler" for "traveller" or "opens" for "open" still count as a
+  copy), or it holds that share of the line's words in copied runs of at least `_LINE_RUN_WORDS`
+  words (an example with something added around it);
+- the player's own line: the same, but compared word by word, not character by character, so
+  that answering "Is the gate open?" with "The gate is open." is no echo;
 - the persona (a long text a short reply cannot resemble as a whole): the share of the reply's
   words that lie in runs of at least `_RUN_WORDS` words copied from it.
 
@@ -36,28 +38,42 @@ _LINE_RUN_WORDS = 3
 _EVIDENCE_CHARS = 80
 
 
-def similarity(a: tuple[str, ...], b: tuple[str, ...]) -> float:
+def similarity(a: tuple[str, ...], b: tuple[str, ...], floor: float = 0.0) -> float:
     """difflib's ratio of two word sequences' characters (words joined by one space): 1.0 for
-    equal ones, 0.0 for nothing in common."""
+    equal ones, 0.0 for nothing in common. Below `floor` it may return a cheap upper bound
+    instead (difflib's quick ratios), which is all a threshold needs."""
     if not a and not b:
         return 1.0
-    return SequenceMatcher(None, " ".join(a), " ".join(b), autojunk=False).ratio()
+    matcher = SequenceMatcher(None, " ".join(a), " ".join(b), autojunk=False)
+    bound = matcher.real_quick_ratio()
+    if bound < floor:
+        return bound
+    bound = matcher.quick_ratio()
+    return bound if bound < floor else matcher.ratio()
 
 
-def copied_share(of: tuple[str, ...], other: tuple[str, ...], run: int = _RUN_WORDS) -> float:
-    """Share of `of`'s words that lie in runs of at least `run` words also found in `other`."""
+def copied_share(of: tuple[str, ...], other: tuple[str, ...], run: int = _RUN_WORDS, floor: float = 0.0) -> float:
+    """Share of `of`'s words that lie in runs of at least `run` words also found in `other`.
+    Below `floor` it may return a cheap upper bound (the share of `of`'s words in `other` at all)."""
     if not of:
         return 0.0
+    present = set(other)
+    bound = sum(word in present for word in of) / len(of)
+    if bound < floor:
+        return bound
     blocks = SequenceMatcher(None, of, other, autojunk=False).get_matching_blocks()
     return sum(b.size for b in blocks if b.size >= run) / len(of)
 
 
-def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int) -> float:
-    """How much `reply` copies `line`: whole-reply similarity, or (for a line of at least
-    `min_words` words) the share of the line copied into the reply in runs."""
-    score = similarity(reply, line)
-    if len(line) >= min_words:
-        score = max(score, copied_share(line, reply, _LINE_RUN_WORDS))
+def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int, floor: float, *, by_words: bool = False) -> float:
+    """How much `reply` copies `line`: whole-reply similarity (of characters, or of words), or
+    (for a line of at least `min_words` words) the share of the line copied into the reply in runs."""
+    if by_words:
+        score = SequenceMatcher(None, reply, line, autojunk=False).ratio()
+    else:
+        score = similarity(reply, line, floor)
+    if score < floor and len(line) >= min_words:
+        score = max(score, copied_share(line, reply, _LINE_RUN_WORDS, floor))
     return score
 
 
@@ -79,15 +95,15 @@ def find_parroting(
     threshold = limits.max_copy_similarity
     for i, example in enumerate(examples, start=1):
         for side, line in (("NPC line", example.npc), ("player line", example.player)):
-            score = _line_copy(reply, norm_words(line), limits.min_copy_words)
+            score = _line_copy(reply, norm_words(line), limits.min_copy_words, threshold)
             if score >= threshold:
                 return [_failure(f"few-shot example {i}'s {side}", score, line)]
     if player_input:
-        score = _line_copy(reply, norm_words(player_input), limits.min_copy_words)
+        score = _line_copy(reply, norm_words(player_input), limits.min_copy_words, threshold, by_words=True)
         if score >= threshold:
             return [_failure("the player's own line", score, player_input)]
     for text in prompt_texts:
-        share = copied_share(reply, norm_words(text))
+        share = copied_share(reply, norm_words(text), floor=threshold)
         if share >= threshold:
             return [_failure("the prompt's own text", share, dialogue)]
     return []

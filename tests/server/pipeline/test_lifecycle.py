@@ -303,10 +303,10 @@ def test_canonical_world_fact_added_later_is_in_the_prompt(tmp_path: Path) -> No
 
 def test_dialogue_that_copies_the_prompt_markup_is_retried(tmp_path: Path) -> None:
     copied = say("<your spoken words, at most 600 characters>")
-    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [copied, say("Only before dusk, traveller.")])
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [copied, say("Aye, till dusk. Mind the mud.")])
     result = pipeline.interact(ask("Can I pass?"))
     assert result.attempts == 2 and result.failed_gates == ("hard_limits",)
-    assert result.dialogue == "Only before dusk, traveller."
+    assert result.dialogue == "Aye, till dusk. Mind the mud."
 
 
 def test_the_receipt_says_what_sufficiency_found_missing_derived_or_mistyped(tmp_path: Path) -> None:

@@ -62,3 +62,7 @@ def test_copies_the_embedded_model_wrote_fail() -> None:
 def test_an_answer_that_shares_a_few_words_with_the_player_passes() -> None:
     assert _found("I can't open the gate for you, traveller.", player="Can you open the gate for me?") == []
     assert _found("And who are you, stranger, to ask me that?", player="Who are you?") == []
+
+
+def test_answering_a_question_with_its_own_words_is_no_echo() -> None:
+    assert _found("The gate is open.", OutputLimits(min_copy_words=1), player="Is the gate open?") == []
