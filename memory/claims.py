@@ -117,10 +117,10 @@ def _words(text: str) -> list[str]:
 
 class _Compiled:
     """A claim's phrases as word lists, made once per claim: subjects (singular), values, cues
-    (longest first), the known other values (longest first) and the words a subject starts with
-    (a clause without one of them cannot be about the claim)."""
+    (longest first), the known other values (longest first) and, per subject, its set of words
+    (a text that holds every word of none of them cannot be about the claim)."""
 
-    __slots__ = ("cues", "firsts", "others", "subjects", "values")
+    __slots__ = ("cues", "firsts", "others", "subjects", "values")  # firsts: each subject's word set
 
     def __init__(self, claim: Claim, known: tuple[str, ...]) -> None:
         self.subjects = tuple(s for s in ([stem(w) for w in _words(x)] for x in (claim.subject, *claim.subject_aliases)) if s)
@@ -129,7 +129,10 @@ class _Compiled:
         own = self.values
         others = (p for p in (_words(x) for x in known) if p and p not in own)
         self.others = tuple(sorted(others, key=lambda p: (-len(p), p)))
-        self.firsts = frozenset(s[0] for s in self.subjects)
+        self.firsts = tuple(frozenset(s) for s in self.subjects)
+
+    def named_in(self, seen: frozenset[str]) -> bool:
+        return any(words <= seen for words in self.firsts)
 
 
 #: Compiled claims, keyed by the claim's strings rather than the claim: hashing a frozen model
@@ -270,7 +273,7 @@ def find_contradictions(
     for fact in facts:
         for claim in fact.claims:
             compiled = _compiled(claim, claim.other_values)
-            if not compiled.firsts & seen:
+            if not compiled.named_in(seen):
                 continue  # the text never names the subject
             hit = _contradicted(clauses, compiled)
             if hit is not None:
@@ -292,7 +295,7 @@ def find_contradictions(
             continue
         known_values = state_claim.known_values(value)
         compiled = _compiled(bound, known_values)
-        if not compiled.firsts & seen:
+        if not compiled.named_in(seen):
             continue
         hit = _contradicted(clauses, compiled, _phrases(known_values))
         if hit is not None:

@@ -140,9 +140,7 @@ def validate(
 
     def record(gate: GateName, found: list[GateFailure]) -> bool:
         """Record a gate's failures; True when the run must stop (a critical failure)."""
-        # Built unchecked (an enum, a bool and an int from here): the gate records seven per
-        # attempt, and validating them was a measurable share of `bench governance`.
-        checks.append(GateCheck.model_construct(gate=gate, passed=not found, failures=len(found)))
+        checks.append(GateCheck(gate=gate, passed=not found, failures=len(found)))
         failures.extend(found)
         return any(f.severity is Severity.CRITICAL for f in found)
 
@@ -251,7 +249,7 @@ def validate(
 
     # 6. mutations, each on its own
     approved, rejected, intents = partition_mutations(output, snapshot)
-    checks.append(GateCheck.model_construct(gate=GateName.MUTATIONS, passed=not rejected, failures=len(rejected)))
+    checks.append(GateCheck(gate=GateName.MUTATIONS, passed=not rejected, failures=len(rejected)))
 
     # 7. semantic judge (optional). Not asked once a hard rule has failed this attempt: the
     # attempt fails anyway and the repair already names a reason, so the model call is saved.

@@ -82,9 +82,7 @@ class _Timer:
 
     def lap(self, phase: str) -> None:
         now = self.clock()
-        # Built unchecked (a str and an int computed here): validating a dozen timings per
-        # interaction was a measurable share of `bench governance`.
-        self.phases.append(PhaseTiming.model_construct(phase=phase, duration_us=(now - self.last) // 1000))
+        self.phases.append(PhaseTiming(phase=phase, duration_us=(now - self.last) // 1000))
         self.last = now
 
     def elapsed_ms(self) -> float:

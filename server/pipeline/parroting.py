@@ -69,7 +69,10 @@ def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int, fl
     """How much `reply` copies `line`: whole-reply similarity (of characters, or of words), or
     (for a line of at least `min_words` words) the share of the line copied into the reply in runs."""
     if by_words:
-        score = SequenceMatcher(None, reply, line, autojunk=False).ratio()
+        matcher = SequenceMatcher(None, reply, line, autojunk=False)
+        score = matcher.real_quick_ratio()
+        score = score if score < floor else matcher.quick_ratio()
+        score = score if score < floor else matcher.ratio()
     else:
         score = similarity(reply, line, floor)
     if score < floor and len(line) >= min_words:

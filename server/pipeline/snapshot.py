@@ -208,11 +208,9 @@ def build_snapshot(
         world_state=shown_state,
         derived_keys=tuple(sorted(k for k in derived if k in state)),
         state_claims=tuple((key, claims[key]) for key, _ in shown_state if key in claims),
-        # Retrieval's own typed results, built unchecked: validating each scored entry again on
-        # every interaction was a measurable share of `bench governance`.
-        episodic=tuple(ScoredEpisode.model_construct(entry=e, score=float(s)) for e, s in episodes),
+        episodic=tuple(ScoredEpisode(entry=e, score=s) for e, s in episodes),
         episodic_available=sum(1 for e in npc_memory.episodic if EXCHANGE_TAG not in e.tags),
-        beliefs=tuple(ScoredBelief.model_construct(belief=b, score=float(s)) for b, s in beliefs),
+        beliefs=tuple(ScoredBelief(belief=b, score=s) for b, s in beliefs),
         beliefs_available=len(npc_memory.beliefs),
         exchanges=exchanges,
         constraints=constraints,
