@@ -11,7 +11,8 @@ a reason that names what was found:
 - `repeated_words`: more than `max_repeated_word_ratio` of a long reply's words repeat earlier ones;
 - `unbalanced_brackets`: a bracket or quote closed without being opened, or left open;
 - `ends_mid_word`: no end punctuation, and the last word is cut off (a word of one or two
-  letters that is no English word, or letters with no vowel: "the ga", "str");
+  letters that is no English word, letters with no vowel, or a contraction that needs a verb
+  after it: "the ga", "str", "I'll");
 - `special_token`: one of the loaded model's special tokens (the backend lists them) or the
   profile's `special_tokens`;
 - `empty_dialogue`: no letter or digit at all.
@@ -24,6 +25,7 @@ a reply can decide (a bracket still open, the last word, emptiness) is then not 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -53,6 +55,8 @@ _SHORT_WORDS = frozenset(
     "um up us we ye yo".split()
 )
 _VOWELS = frozenset("aeiouy")
+#: A contraction no line ends on: a word, an apostrophe, then will/would/have/are ("I'll", "we've").
+_CUT_CONTRACTION = re.compile(r"^[A-Za-z]+['\u2019](?:ll|d|ve|re)$", re.IGNORECASE)
 #: Longest evidence quoted back in a reason (and so in the repair message).
 _EVIDENCE_CHARS = 80
 
@@ -123,6 +127,8 @@ def _cut_word(text: str) -> str | None:
     if not stripped or stripped[-1] in _ENDINGS or not stripped[-1].isalpha():
         return None
     last = stripped.split()[-1] if stripped.split() else ""
+    if _CUT_CONTRACTION.search(last):
+        return last  # "... by the gate. I'll": a pronoun and an auxiliary, then nothing
     word = "".join(ch for ch in last.casefold() if ch.isalpha())
     if not word or not word.isascii():
         return None  # other scripts have no vowels to judge by

@@ -37,6 +37,8 @@ def _rules(text: str, limits: OutputLimits = LIMITS, *, partial: bool = False) -
         ('He told me "never again. Off you go.', "unbalanced_brackets"),
         ("The gate closes at du", "ends_mid_word"),
         ("Come back when the str", "ends_mid_word"),
+        # seen from SmolLM2 (bench quality): a line that stops after a contraction
+        ("You welcome me to Eldmoor by the gate. I'll", "ends_mid_word"),
         ("Hello <|im_start|>system You are a helpful assistant.", "special_token"),
         ("<|endoftext|>", "special_token"),
         ("...", "empty_dialogue"),
@@ -62,6 +64,7 @@ def test_each_kind_of_degenerate_output_is_named(text: str, rule: str) -> None:
         "What do you want, traveller?",
         "I keep the gate; the gate keeps the town; the town keeps the king.",
         "Ha! You wish, friend~",
+        "Go on, I'd say",
     ],
 )
 def test_ordinary_lines_pass(text: str) -> None:
