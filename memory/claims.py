@@ -17,10 +17,21 @@ open" while `gate.north = "closed"`). A state claim that lists the values its ke
 only those words as a value, anywhere in the first `VALUE_WINDOW` words after the cue ("is now
 open"), so "the gate is that way" asserts nothing.
 
-Limits, honestly: only the cue patterns are understood. "Edward rules as king" (no cue),
+Claims without cues: where the other values an attribute takes are known (a state claim's
+`values`, a canonical claim's `other_values`), a clause that names the subject and then, within
+`CUELESS_WINDOW` words, one of those values asserts it with no cue at all ("the north gate stays
+open all night" against `gate.north = closed`). A negation before the value ("never stays
+open"), a question, a condition ("if the gate were open") or the holding value named first
+("closed, and won't open") make it no assertion.
+
+Text is compared in the one normaliser's form (`loreguard.schemas.text.norm_words`: homoglyphs,
+zero-width characters, spacing); subjects also match in the plural ("gates").
+
+Limits, honestly: "Edward rules as king" (no cue, and a name has no list of other values),
 pronouns ("he is named Edward"), values split across clauses, and paraphrases are not caught;
 a cue followed by a non-value ("is named after his father") is flagged. Designers choose cues
-per claim to fit their facts; the semantic judge gate covers paraphrase when enabled.
+and other values per claim to fit their facts; the semantic judge gate covers paraphrase when
+enabled.
 """
 
 from __future__ import annotations
@@ -29,9 +40,9 @@ import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
-from loreguard.memory.text import words
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.memory import CanonicalFact, Claim, StateClaim
+from loreguard.schemas.text import norm_words, stem
 
 #: Cues used when a claim names none, by attribute.
 DEFAULT_CUES: dict[str, tuple[str, ...]] = {
@@ -42,7 +53,15 @@ DEFAULT_CUES: dict[str, tuple[str, ...]] = {
 NEGATIONS = ("not", "never", "no longer", "isn t", "wasn t")
 #: Words that negate a cue when they stand between the subject and the cue ("is not named").
 _NEGATING_WORDS = frozenset({"not", "never", "isn", "wasn", "aren", "no"})
-_CLAUSE = re.compile(r"[.!?;\n]+")
+#: A clause and what ends it (a question asserts nothing without a cue).
+_CLAUSE = re.compile(r"([^.!?;\n]+)([.!?;\n]*)")
+#: How far after the subject a known other value may stand to be asserted without a cue.
+CUELESS_WINDOW = 5
+#: Words that make a clause no assertion of a cue-less value: negation, condition, wish, doubt.
+_NOT_ASSERTING = frozenset(
+    "not never no nor isn wasn aren weren won don doesn didn can cannot couldn shouldn wouldn "
+    "if unless whether when once wish want hope would could should might may".split()
+)
 _ARTICLES = frozenset({"a", "an", "the"})
 WINDOW_WORDS = 6
 #: How far after a cue a state claim's listed value may stand ("is now open", "is still shut").
@@ -92,18 +111,49 @@ def _strip_negation(rest: list[str]) -> tuple[bool, list[str]]:
     return False, rest
 
 
-@lru_cache(maxsize=4096)
-def _compiled(claim: Claim) -> tuple[tuple[list[str], ...], tuple[list[str], ...], tuple[list[str], ...]]:
-    """Subjects, values and cues of a claim as word lists; cues longest first."""
-    subjects = tuple(words(s).split() for s in (claim.subject, *claim.subject_aliases))
-    values = tuple(words(v).split() for v in (claim.value, *claim.value_aliases))
-    cues = tuple(sorted((words(c).split() for c in claim_cues(claim)), key=len, reverse=True))
-    return subjects, values, cues
+def _words(text: str) -> list[str]:
+    return list(norm_words(text))
+
+
+class _Compiled:
+    """A claim's phrases as word lists, made once per claim: subjects (singular), values, cues
+    (longest first), the known other values (longest first) and, per subject, its set of words
+    (a text that holds every word of none of them cannot be about the claim)."""
+
+    __slots__ = ("cues", "firsts", "others", "subjects", "values")  # firsts: each subject's word set
+
+    def __init__(self, claim: Claim, known: tuple[str, ...]) -> None:
+        self.subjects = tuple(s for s in ([stem(w) for w in _words(x)] for x in (claim.subject, *claim.subject_aliases)) if s)
+        self.values = tuple(_words(v) for v in (claim.value, *claim.value_aliases))
+        self.cues = tuple(sorted((_words(c) for c in claim_cues(claim)), key=len, reverse=True))
+        own = self.values
+        others = (p for p in (_words(x) for x in known) if p and p not in own)
+        self.others = tuple(sorted(others, key=lambda p: (-len(p), p)))
+        self.firsts = tuple(frozenset(s) for s in self.subjects)
+
+    def named_in(self, seen: frozenset[str]) -> bool:
+        return any(words <= seen for words in self.firsts)
+
+
+#: Compiled claims, keyed by the claim's strings rather than the claim: hashing a frozen model
+#: field by field on every lookup costs more than the lookup saves.
+_CACHE: dict[tuple[object, ...], _Compiled] = {}
+_CACHE_MAX = 4096
+
+
+def _compiled(claim: Claim, known: tuple[str, ...]) -> _Compiled:
+    key = (claim.subject, claim.subject_aliases, claim.value, claim.value_aliases, claim.attribute, claim.cues, known)
+    compiled = _CACHE.get(key)
+    if compiled is None:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()  # designer data is small: a full cache means many profile changes
+        compiled = _CACHE[key] = _Compiled(claim, known)
+    return compiled
 
 
 @lru_cache(maxsize=1024)
 def _phrases(phrases: tuple[str, ...]) -> tuple[list[str], ...]:
-    return tuple(p for p in (words(x).split() for x in phrases) if p)
+    return tuple(p for p in (_words(x) for x in phrases) if p)
 
 
 def _known_value_at(rest: list[str], known: tuple[list[str], ...]) -> int | None:
@@ -114,13 +164,45 @@ def _known_value_at(rest: list[str], known: tuple[list[str], ...]) -> int | None
     return None
 
 
-def _check_clause(tokens: list[str], claim: Claim, known: tuple[list[str], ...] = ()) -> tuple[str, bool] | None:
-    """(asserted value, negated) when the clause contradicts `claim`, else None. With `known`
-    values, only one of them after the cue is an assertion."""
-    subjects, values, cues = _compiled(claim)
+def _subject_ends(stems: list[str], subjects: tuple[list[str], ...]) -> list[int]:
+    """Where each mention of a subject ends in the clause, in order."""
+    ends = []
+    for subject in subjects:
+        for i in range(len(stems) - len(subject) + 1):
+            if stems[i : i + len(subject)] == subject:
+                ends.append(i + len(subject))
+    return sorted(set(ends))
+
+
+def _check_cueless(tokens: list[str], stems: list[str], compiled: _Compiled, question: bool) -> str | None:
+    """The other value a clause asserts of the claim's subject without a cue, or None."""
+    others, values = compiled.others, compiled.values
+    if question or not others:
+        return None
+    for end in _subject_ends(stems, compiled.subjects):
+        if _NOT_ASSERTING.intersection(tokens[max(0, end - 4) : end]):
+            continue
+        for at in range(end, min(len(tokens), end + CUELESS_WINDOW)):
+            if any(v and tokens[at : at + len(v)] == v for v in values):
+                break  # the holding value named first: "closed, and won't open till dawn"
+            hit = next((o for o in others if tokens[at : at + len(o)] == o), None)
+            if hit is None:
+                continue
+            if not _NOT_ASSERTING.intersection(tokens[end:at]):
+                return " ".join(hit)
+            break
+    return None
+
+
+def _check_clause(
+    tokens: list[str], stems: list[str], compiled: _Compiled, known: tuple[list[str], ...] = ()
+) -> tuple[str, bool] | None:
+    """(asserted value, negated) when the clause contradicts the claim through a cue, else None.
+    With `known` values, only one of them after the cue is an assertion."""
+    subjects, values, cues = compiled.subjects, compiled.values, compiled.cues
     for subject in subjects:
         for i in range(len(tokens) - len(subject) + 1):
-            if tokens[i : i + len(subject)] != subject:
+            if stems[i : i + len(subject)] != subject:
                 continue
             after_subject = i + len(subject)
             for cue in cues:
@@ -149,6 +231,34 @@ def _check_clause(tokens: list[str], claim: Claim, known: tuple[list[str], ...] 
     return None
 
 
+@lru_cache(maxsize=1024)
+def _clauses(text: str) -> tuple[tuple[tuple[list[str], list[str], bool], ...], frozenset[str]]:
+    """Each clause's words, their singulars, and whether it is a question; and every singular."""
+    out = []
+    seen: set[str] = set()
+    for match in _CLAUSE.finditer(text):
+        tokens = _words(match.group(1))
+        if tokens:
+            stems = [stem(t) for t in tokens]
+            seen.update(stems)
+            out.append((tokens, stems, "?" in match.group(2)))
+    return tuple(out), frozenset(seen)
+
+
+def _contradicted(
+    clauses: tuple[tuple[list[str], list[str], bool], ...], compiled: _Compiled, known: tuple[list[str], ...] = ()
+) -> tuple[str, bool] | None:
+    """The first clause's contradiction of a claim, with a cue or without: (asserted, negated)."""
+    for tokens, stems, question in clauses:
+        hit = _check_clause(tokens, stems, compiled, known)
+        if hit is not None:
+            return hit
+        other = _check_cueless(tokens, stems, compiled, question)
+        if other is not None:
+            return other, False
+    return None
+
+
 def find_contradictions(
     text: str,
     facts: Iterable[CanonicalFact],
@@ -158,44 +268,46 @@ def find_contradictions(
     """Every claim of `facts` that `text` contradicts, in fact order, then clause order; then
     every claim of a `state` key (by `state_claims`, with the key's value) it contradicts, in
     `state` order."""
-    clauses = [words(c).split() for c in _CLAUSE.split(text) if c.strip()]
+    clauses, seen = _clauses(text)
     found = []
     for fact in facts:
         for claim in fact.claims:
-            for tokens in clauses:
-                hit = _check_clause(tokens, claim)
-                if hit is not None:
-                    found.append(
-                        Contradiction(
-                            fact_id=fact.id,
-                            subject=claim.subject,
-                            attribute=claim.attribute,
-                            canonical_value=claim.value,
-                            asserted=hit[0],
-                            negated=hit[1],
-                        )
+            compiled = _compiled(claim, claim.other_values)
+            if not compiled.named_in(seen):
+                continue  # the text never names the subject
+            hit = _contradicted(clauses, compiled)
+            if hit is not None:
+                found.append(
+                    Contradiction(
+                        fact_id=fact.id,
+                        subject=claim.subject,
+                        attribute=claim.attribute,
+                        canonical_value=claim.value,
+                        asserted=hit[0],
+                        negated=hit[1],
                     )
-                    break
+                )
     claims_by_key = state_claims or {}
     for key, value in state:
         state_claim = claims_by_key.get(key)
         bound = state_claim.claim(value) if state_claim is not None else None
         if state_claim is None or bound is None:
             continue
-        known = _phrases(state_claim.known_values(value))
-        for tokens in clauses:
-            hit = _check_clause(tokens, bound, known)
-            if hit is not None:
-                found.append(
-                    Contradiction(
-                        fact_id="",
-                        subject=bound.subject,
-                        attribute=bound.attribute,
-                        canonical_value=bound.value,
-                        asserted=hit[0],
-                        negated=hit[1],
-                        state_key=key,
-                    )
+        known_values = state_claim.known_values(value)
+        compiled = _compiled(bound, known_values)
+        if not compiled.named_in(seen):
+            continue
+        hit = _contradicted(clauses, compiled, _phrases(known_values))
+        if hit is not None:
+            found.append(
+                Contradiction(
+                    fact_id="",
+                    subject=bound.subject,
+                    attribute=bound.attribute,
+                    canonical_value=bound.value,
+                    asserted=hit[0],
+                    negated=hit[1],
+                    state_key=key,
                 )
-                break
+            )
     return found

@@ -7,8 +7,9 @@ on; their runs are cut into overlapping two-character pieces, the usual stand-in
 segmenter, plus each Han character alone (one kanji is often a word), so "鍵を探している"
 still shares keys with "鍵はどこ". Pure and deterministic.
 
-`fold` and `words` are defined in `loreguard.schemas.text` (so a schema can refuse a phrase that
-folds to nothing) and re-exported here. `stem` is the one simple inflection every word match that
+`fold`, `words` and `stem` are defined in `loreguard.schemas.text` (so a schema can refuse a phrase
+that normalises to nothing, and the gate's normaliser stems as retrieval does) and re-exported
+here. `stem` is the one simple inflection every word match that
 wants it shares (retrieval and task classification, the numbers a gate reads): a plural and its
 singular ("quests", "quest") are one word.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from loreguard.schemas.text import fold, words
+from loreguard.schemas.text import fold, stem, words
 
 __all__ = ["fold", "is_unspaced", "stem", "word_tokens", "words"]
 
@@ -57,18 +58,3 @@ def word_tokens(text: str) -> tuple[str, ...]:
 def is_unspaced(word: str) -> bool:
     """True for a piece of an unspaced script: a keyword although it has only one or two characters."""
     return _UNSPACED.fullmatch(word) is not None
-
-
-@lru_cache(maxsize=8192)
-def stem(word: str) -> str:
-    """A folded word's singular, roughly and consistently: quests -> quest, pennies -> penny,
-    boxes -> box, glasses -> glass, horses -> horse. Only a plural ending in `s` is undone (English,
-    and the plural of most Spanish and French words: puertas, portes), so both sides of a match
-    must be stemmed; other inflections (German Tore, Russian ворот) are left as they are."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith(("sses", "ches", "shes", "xes", "zes")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us")):
-        return word[:-1]
-    return word

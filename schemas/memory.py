@@ -12,7 +12,7 @@ import json
 from enum import Enum, IntEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, StringConstraints, model_serializer, model_validator
+from pydantic import AfterValidator, Field, SerializerFunctionWrapHandler, StringConstraints, model_serializer, model_validator
 
 from loreguard.schemas.base import (
     FrozenModel,
@@ -52,6 +52,11 @@ _PHRASE_MAX = 200
 Phrase = Annotated[str, StringConstraints(min_length=1, max_length=_PHRASE_MAX)]
 
 
+#: A claim's phrase: the claim checker matches it, so one that normalises to no word is refused
+#: (with the path of the field that holds it).
+ClaimPhrase = Annotated[str, StringConstraints(min_length=1, max_length=_PHRASE_MAX), AfterValidator(matchable)]
+
+
 class Claim(FrozenModel):
     """A structured, machine-checkable statement inside a canonical fact:
     `subject.attribute = value`, e.g. `king.name = Arthur`.
@@ -60,14 +65,18 @@ class Claim(FrozenModel):
     same attribute ("the king is named Edward"), which substring checks cannot see.
     """
 
-    subject: Phrase
-    attribute: Phrase
-    value: Phrase
-    subject_aliases: tuple[Phrase, ...] = ()
-    value_aliases: tuple[Phrase, ...] = ()
+    subject: ClaimPhrase
+    attribute: ClaimPhrase
+    value: ClaimPhrase
+    subject_aliases: tuple[ClaimPhrase, ...] = ()
+    value_aliases: tuple[ClaimPhrase, ...] = ()
     #: Phrases that introduce the attribute's value after the subject ("is named", "is called").
     #: Empty means the defaults for the attribute (see `loreguard.memory.claims`).
-    cues: tuple[Phrase, ...] = ()
+    cues: tuple[ClaimPhrase, ...] = ()
+    #: Other values the attribute could take ("dawn", "midnight", "all night" for a closing
+    #: time): a clause naming the subject and one of these contradicts the fact even without a
+    #: cue ("the gate stays open all night").
+    other_values: tuple[ClaimPhrase, ...] = ()
 
 
 def value_text(value: JsonScalar) -> str:

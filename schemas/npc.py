@@ -133,6 +133,38 @@ class OutputHygiene(str, Enum):
     STRICT = "strict"
 
 
+class OutputLimits(FrozenModel):
+    """Hard limits on what a reply may look like beyond the rules: degenerate text (loops,
+    brackets or quotes left open, a word cut off, the model's special tokens, nothing to say)
+    and parroting (a prompt's example or text copied back). Each one the gate finds fails the
+    attempt hard, with a reason that names it, so it is retried with a repair and then falls
+    back. The defaults suit short spoken lines (see `server/pipeline/degenerate.py`)."""
+
+    #: A span of at least this many words said twice in a row is a loop ("the password is: the
+    #: password is:"). 0: not checked.
+    loop_span_words: int = Field(default=3, ge=0, le=32)
+    #: Word n-grams of this length counted for repetition.
+    ngram_words: int = Field(default=3, ge=2, le=16)
+    #: An n-gram said more often than this is a loop. 0: not checked.
+    max_ngram_repeats: int = Field(default=2, ge=0, le=64)
+    #: Share of a reply's words that repeat an earlier word, above which it is a loop (counted
+    #: only once it has `min_words_for_ratio` words). 1.0: not checked.
+    max_repeated_word_ratio: float = Field(default=0.6, ge=0.0, le=1.0)
+    min_words_for_ratio: int = Field(default=16, ge=2, le=2000)
+    #: Brackets or quotes left open, or closed without being opened.
+    unbalanced_brackets: bool = True
+    #: A reply that stops in the middle of a word (no end punctuation, last word cut off).
+    ends_mid_word: bool = True
+    #: Text never shown to a player, on top of the loaded model's own special tokens (which the
+    #: backend lists): markup of another model family, for instance.
+    special_tokens: tuple[Annotated[str, StringConstraints(min_length=1, max_length=64)], ...] = Field(default=(), max_length=64)
+    #: A reply whose normalised words are at least this similar to one of the prompt's examples
+    #: (or another line of the prompt) is parroting. 1.0: only an exact copy; above 1: off.
+    max_copy_similarity: float = Field(default=0.8, ge=0.0, le=1.01)
+    #: Replies shorter than this many words are never parroting ("Aye, traveller.").
+    min_copy_words: int = Field(default=4, ge=1, le=200)
+
+
 class NpcProfile(FrozenModel):
     id: Identifier
     name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -149,6 +181,8 @@ class NpcProfile(FrozenModel):
     ungrounded_numbers: UngroundedNumbers = UngroundedNumbers.ALLOW
     #: Speaker labels, stage directions, markup and fragments in a reply: stripped or rejected.
     output_hygiene: OutputHygiene = OutputHygiene.CLEAN
+    #: Degenerate output and parroting: what fails the gate's hard limits, and how much of it.
+    output_limits: OutputLimits = OutputLimits()
 
     @field_validator("canonical_facts")
     @classmethod

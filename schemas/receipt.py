@@ -148,6 +148,9 @@ class Receipt(FrozenModel):
     npc_id: Identifier
     interaction_index: int
     seed: int
+    #: The sampler settings the model ran with besides the seed (repetition penalties, DRY;
+    #: see `LlamaCppConfig`); empty for a backend without a sampler of its own.
+    sampling: dict[str, JsonScalar] = Field(default_factory=dict)
     task_type: str
     manifest: str
     context_keys: tuple[str, ...]

@@ -35,6 +35,23 @@ def eldmoor_world(**overrides: object) -> WorldDefinition:
     return WorldDefinition.model_validate(data)
 
 
+_RAMBLE = (
+    "The gate is old, its oak beams were cut when my grandfather was young, and the hinges groan "
+    "each dawn; rain soaks the stones, moss creeps along the arch, crows nest above the tower, "
+    "carts rattle past loaded with salt and barley, pilgrims hum hymns under their breath, "
+    "children dare one another to touch the iron studs, and every winter someone swears a ghost "
+    "walks the parapet humming a tune nobody remembers learning."
+)
+
+
+def ramble(chars: int) -> str:
+    """An ordinary line at least `chars` long that never loops (the gate fails looping text as
+    degenerate, so a test that wants a long reply uses this, not a repeated phrase)."""
+    assert chars <= len(_RAMBLE), "ramble() is only so long"
+    cut = _RAMBLE.find(" ", chars)
+    return (_RAMBLE if cut < 0 else _RAMBLE[:cut]).rstrip(",;") + "."
+
+
 def say(dialogue: str, emotion: str = "neutral", mutations: list | None = None) -> str:
     """A model output as the scripted backend returns it."""
     import json

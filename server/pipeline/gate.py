@@ -2,7 +2,10 @@
 
 1. hard limits: output size, output hygiene (markup, speaker labels, stage directions,
    meta-text, fragments: see `hygiene`; what is rejected fails hard, what is stripped is gone
-   before any other gate looks), and every critical constraint; a critical failure stops at once;
+   before any other gate looks), degenerate output (loops, open brackets, a cut-off word, the
+   model's special tokens, no words: see `degenerate`), parroting (a copied example, the
+   player's line or the persona: see `parroting`), and every critical constraint; a critical
+   failure stops at once;
 2. schema: the parsed JSON must be a valid `ParsedOutput`;
 3. constraints: the remaining (soft and hard) constraints;
 4. canonical: no claim of a canonical fact may be contradicted, nor the claim of a world-state
@@ -40,9 +43,11 @@ from loreguard.schemas.output import (
 from loreguard.schemas.receipt import GateCheck, GateFailure, GateName, OutputFinding, ParsePath, RejectedMutation
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.checks import check_constraint, mutation_texts, secret_leaks
+from loreguard.server.pipeline.degenerate import find_degenerate
 from loreguard.server.pipeline.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.hygiene import Scrubbed, scrub_dialogue
 from loreguard.server.pipeline.mutation import stored_key
+from loreguard.server.pipeline.parroting import find_parroting
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
 from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -113,9 +118,10 @@ def run_gate(
     config: GateConfig | None = None,
     judge: Judge | None = None,
     hygiene: OutputHygiene = OutputHygiene.CLEAN,
+    special_tokens: tuple[str, ...] = (),
 ) -> GateResult:
     """Parse and validate one model output."""
-    return validate(parse_output(raw), raw, snapshot, config or GateConfig(), judge, hygiene)
+    return validate(parse_output(raw), raw, snapshot, config or GateConfig(), judge, hygiene, special_tokens)
 
 
 def validate(
@@ -125,8 +131,10 @@ def validate(
     config: GateConfig,
     judge: Judge | None = None,
     hygiene: OutputHygiene = OutputHygiene.CLEAN,
+    special_tokens: tuple[str, ...] = (),
 ) -> GateResult:
-    """`hygiene` is the NPC's profile setting (`NpcProfile.output_hygiene`)."""
+    """`hygiene` is the NPC's profile setting (`NpcProfile.output_hygiene`); `special_tokens`
+    the loaded model's (`InferenceBackend.special_tokens`), never to be shown to a player."""
     checks: list[GateCheck] = []
     failures: list[GateFailure] = []
 
@@ -175,6 +183,20 @@ def validate(
                     evidence=leaked[0].strip(),
                 )
             )
+        # Special tokens are looked for before hygiene stripped them as markup: a model that
+        # writes its own template is broken whatever is left.
+        limits = snapshot.output_limits
+        before = scrubbed.original if scrubbed is not None else None
+        hard.extend(find_degenerate(output.dialogue, limits, special_tokens, before_hygiene=before))
+        hard.extend(
+            find_parroting(
+                output.dialogue,
+                limits,
+                examples=snapshot.few_shot,
+                player_input=snapshot.context.player_input,
+                prompt_texts=(snapshot.persona,),
+            )
+        )
     for c in snapshot.constraints.constraints:
         if c.severity is Severity.CRITICAL:
             hard.extend(check_constraint(c, output, raw, GateName.HARD_LIMITS))

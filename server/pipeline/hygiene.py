@@ -20,6 +20,7 @@ find: an ordinary line comes back exactly as `clean_dialogue` gives it.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.npc import OutputHygiene
@@ -191,9 +192,7 @@ class _Scrubber:
     def label(self, names: tuple[str, ...]) -> None:
         if any(f.kind is FindingKind.SPEAKER_LABEL for f in self.findings):
             return
-        alternatives = "|".join(re.escape(n) for n in sorted(set(names), key=lambda n: (-len(n), n)))
-        pattern = re.compile(rf"^\s*(?:\*\*|__)?(?:{alternatives})(?:\s*\([^()]{{0,40}}\))?(?:\*\*|__)?\s*:(?:\*\*|__)?\s*", re.I)
-        match = pattern.match(self.text)
+        match = _label_pattern(names).match(self.text)
         if match is None:
             return
         self.found(FindingKind.SPEAKER_LABEL, match.group(0).strip())
@@ -236,6 +235,14 @@ class _Scrubber:
             self.text = text[: ends[-1]]
 
 
+@lru_cache(maxsize=256)
+def _label_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
+    """A speaker label naming one of `names`; compiled once per NPC (the gate asks twice a reply)."""
+    alternatives = "|".join(re.escape(n) for n in sorted(set(names), key=lambda n: (-len(n), n)))
+    return re.compile(rf"^\s*(?:\*\*|__)?(?:{alternatives})(?:\s*\([^()]{{0,40}}\))?(?:\*\*|__)?\s*:(?:\*\*|__)?\s*", re.I)
+
+
+@lru_cache(maxsize=256)
 def speaker_names(npc_name: str, npc_id: str) -> tuple[str, ...]:
     """What a speaker label may say: the NPC's name, each longer word of it, its id, and the
     generic labels models use."""

@@ -12,6 +12,7 @@ from loreguard.memory.retrieval import keywords
 from loreguard.schemas.output import ParsedOutput
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import RuleType, Severity
+from loreguard.schemas.text import norm_words
 from loreguard.server.pipeline.inference.base import BackendError, BackendTimeout, GenerationRequest, InferenceBackend
 from loreguard.server.pipeline.parsing import parse_output
 from loreguard.server.pipeline.prompt import Prompt
@@ -81,15 +82,21 @@ class SemanticJudge:
         ]
 
 
+def _content_words(text: str) -> frozenset[str]:
+    """Retrieval's keywords of `text`, also of its normalised form (`norm_words`: homoglyphs,
+    zero-width characters, spaced-out letters undone), so the judge sees what the phrase checks see."""
+    return keywords(text) | keywords(" ".join(norm_words(text)))
+
+
 def keyword_judge(output: ParsedOutput, snapshot: StateSnapshot) -> list[GateFailure]:
     """A prohibition is flagged when its text's content words (at least two, or its only one)
     appear in the dialogue."""
-    said = keywords(output.dialogue)
+    said = _content_words(output.dialogue)
     failures = []
     for c in snapshot.constraints.constraints:
         if c.type is not RuleType.PROHIBITION:
             continue
-        cue = keywords(c.text) - {"never", "discuss", "mention", "talk", "say", "speak", "about", "reveal"}
+        cue = _content_words(c.text) - {"never", "discuss", "mention", "talk", "say", "speak", "about", "reveal"}
         if not cue:
             continue
         hits = sorted(cue & said)

@@ -115,12 +115,15 @@ class _Run:
     #: any): the conversation replays the accepted attempt's turn word for word on later turns,
     #: which is what the engine has cached.
     turn_message: str = ""
+    #: The backend's sampler settings besides the seed (repetition penalties, DRY).
+    sampling: dict[str, float | int] = field(default_factory=dict)
 
     def receipt(self, **fields: object) -> Receipt:
         return Receipt(
             npc_id=self.ctx.npc_id,
             interaction_index=self.interaction_index,
             seed=self.seed,
+            sampling=self.sampling,
             task_type=self.task_type,
             manifest=self.manifest,
             context_keys=self.context_keys,
@@ -201,6 +204,13 @@ class GovernancePipeline:
         self.clock = clock
         self.counters: Counter[str] = Counter()
         self._counters_lock = threading.Lock()
+        self._specials: tuple[str, ...] | None = None
+
+    def _special_tokens(self) -> tuple[str, ...]:
+        """The model's special tokens, asked once (a backend lists them from its vocabulary)."""
+        if self._specials is None:
+            self._specials = self.backend.special_tokens()
+        return self._specials
 
     def _count(self, key: str, n: int = 1) -> None:
         # Interactions of different NPCs run on different threads (the sidecar's scheduler).
@@ -328,6 +338,7 @@ class GovernancePipeline:
         )
         timer.lap("snapshot")
         return _Run(
+            sampling=self.backend.sampling(),
             received=context,
             ctx=ctx,
             view=view,
@@ -375,7 +386,15 @@ class GovernancePipeline:
             run.turn_message = prompt.player_turn
 
             parse = parse_output(generation.text)
-            gate = validate(parse, generation.text, snapshot, self.config.gate, judge, run.view.profile.output_hygiene)
+            gate = validate(
+                parse,
+                generation.text,
+                snapshot,
+                self.config.gate,
+                judge,
+                run.view.profile.output_hygiene,
+                self._special_tokens(),
+            )
             run.attempts.append(
                 AttemptRecord(
                     attempt=snapshot.attempt,

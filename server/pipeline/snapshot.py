@@ -15,7 +15,15 @@ from loreguard.memory.retrieval import RetrievalQuery, retrieve_beliefs, retriev
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import Belief, CanonicalFact, EpisodicEntry, ScopeMemory, StateClaim
-from loreguard.schemas.npc import FewShotExample, IntentSpec, NpcProfile, Secret, UngroundedNumbers, WorldDefinition
+from loreguard.schemas.npc import (
+    FewShotExample,
+    IntentSpec,
+    NpcProfile,
+    OutputLimits,
+    Secret,
+    UngroundedNumbers,
+    WorldDefinition,
+)
 from loreguard.schemas.output import Emotion, ProposedMutation
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
@@ -114,6 +122,8 @@ class StateSnapshot(FrozenModel):
     max_chars: int = 12000
     #: What the gate does with an amount of money the context does not cover (profile setting).
     ungrounded_numbers: UngroundedNumbers = UngroundedNumbers.ALLOW
+    #: Degenerate-output and parroting limits the gate applies (profile setting).
+    output_limits: OutputLimits = OutputLimits()
 
     @property
     def can_retry(self) -> bool:
@@ -245,4 +255,5 @@ def build_snapshot(
         allowed_intents=tuple(sorted(profile.allowed_intents, key=lambda i: i.type)),
         max_chars=bounds.max_chars,
         ungrounded_numbers=profile.ungrounded_numbers,
+        output_limits=profile.output_limits,
     )

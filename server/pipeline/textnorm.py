@@ -1,8 +1,11 @@
-"""Text normalisation for matching phrases, secrets and claims. Pure and deterministic.
+"""Phrase matching for the gate: forbidden and required phrases, secret markers. Pure and
+deterministic.
 
-Folding and word splitting are `loreguard.memory.text.fold` and `words`, shared with retrieval
-and the claim checker, so the gate and the keywords that pick memories can never fold
-differently."""
+Every comparison goes through the one normaliser, `loreguard.schemas.text.match_form` (format
+characters, NFKC-style folding, case folding, TR39 confusables skeleton, letter-spacing, leet
+digits, possessives and plurals; see that module), which the claim checker and the registration
+checks use too, so no two checks can normalise differently. Secrets are matched harder than
+designer phrases (`reveals`: also with spaces and punctuation squashed out, and reversed)."""
 
 from __future__ import annotations
 
@@ -10,43 +13,74 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from loreguard.memory.text import fold, words
+from loreguard.schemas.text import match_form, norm_words, skeleton, spelled_out
 
 _NON_ALPHA = re.compile(r"[\W\d_]+")
 _SPACES = re.compile(r"\s+")
+#: Han ideographs, hiragana, katakana: a phrase in these scripts has no spaces to match on.
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
-#: Common character swaps used to slip a word past a filter ("s1lv3r m00n").
+#: Common character swaps used to slip a word past a filter ("s1lv3r m00n"); for secrets, every
+#: digit of the text is read this way (a designer phrase reads digits as letters only inside a
+#: word that mixes both, so "10 gold" stays a number).
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s", "|": "l", "!": "i"})
 
 #: Squashed matching (spaces and punctuation removed) is used only for markers at least this
 #: long: short ones would match inside unrelated words ("moon" in "honeymoon").
 MIN_SQUASHED_MARKER = 6
+#: Shortest phrase looked for inside a spelled-out run: a shorter one ("ale") would turn up in
+#: the letters of an unrelated word.
+MIN_SPELLED_PHRASE = 4
 
 
 # A pure function of its argument, called for the same secret markers on every interaction:
 # memoised.
 @lru_cache(maxsize=8192)
 def squashed(text: str) -> str:
-    """Folded, de-obfuscated letters only: 's-i-l-v-3-r  m00n' -> 'silvermoon'."""
-    return _NON_ALPHA.sub("", fold(text).translate(_LEET))
+    """Normalised, de-obfuscated letters only: 's-i-l-v-3-r  m00n' -> 'silvermoon'."""
+    return _NON_ALPHA.sub("", skeleton(" ".join(norm_words(text.translate(_LEET)))))
+
+
+@lru_cache(maxsize=4096)
+def _needles(phrase: str) -> tuple[str, str, bool]:
+    """The phrase's match form, that form with its spaces removed (a spaced-out phrase reads as
+    one word), and whether it is in an unspaced script."""
+    needle = match_form(phrase)
+    return needle, needle.replace(" ", ""), bool(_UNSPACED.search(needle))
 
 
 def contains_phrase(haystack: str, phrase: str) -> bool:
-    """Whole-word, case- and punctuation-insensitive containment."""
-    needle = words(phrase)
-    return bool(needle) and f" {needle} " in f" {words(haystack)} "
+    """Whole-phrase containment on the normalised form: case, punctuation, homoglyphs, spacing
+    and plurals do not hide a phrase; a longer word (`dragonfly`) does not contain it."""
+    needle, joined, unspaced = _needles(phrase)
+    if not needle:
+        return False
+    hay = match_form(haystack)
+    if unspaced:
+        return joined in hay.replace(" ", "")
+    padded = f" {hay} "
+    if f" {needle} " in padded or (joined != needle and f" {joined} " in padded):
+        return True
+    # spelled out, the phrase may stand anywhere in a run of letters ("it's a d r a g o n")
+    return len(joined) >= MIN_SPELLED_PHRASE and any(joined in run for run in spelled_out(haystack))
 
 
 def reveals(haystack: str, marker: str) -> bool:
-    """True when `marker` appears in `haystack`, even spaced out, punctuated or in leetspeak."""
-    if contains_phrase(haystack, marker):
+    """True when `marker` appears in `haystack`, even spaced out, punctuated, in leetspeak, in
+    look-alike letters or written backwards."""
+    if contains_phrase(haystack, marker) or contains_phrase(haystack, marker[::-1]):
         return True
     needle = squashed(marker)
-    return len(needle) >= MIN_SQUASHED_MARKER and needle in squashed(haystack)
+    if len(needle) < MIN_SQUASHED_MARKER:
+        return False
+    hay = squashed(haystack)
+    return needle in hay or needle[::-1] in hay
 
 
 def clean_dialogue(text: str) -> str:
-    """NFC, control characters removed, whitespace collapsed: how dialogue is shown and stored."""
+    """NFC, control characters replaced by spaces, invisible format characters (zero-width
+    spaces and joiners, soft hyphens, direction marks) removed, whitespace collapsed: how dialogue
+    is shown and stored. Removed, not spaced, so "dra\u200bgon" is the word it looks like."""
     text = unicodedata.normalize("NFC", text)
-    text = "".join(ch if ch.isprintable() or ch in " \n\t" else " " for ch in text)
+    text = "".join(ch if ch.isprintable() or ch in " \n\t" else ("" if unicodedata.category(ch) == "Cf" else " ") for ch in text)
     return _SPACES.sub(" ", text).strip()

@@ -53,6 +53,7 @@ def _schemas() -> dict[str, dict[str, Any]]:
         "fallbacks": ref(props["fallbacks"]),
         "profile": profile,
         "bounds": ref(props["bounds"]),
+        "output_limits": ref(props["output_limits"]),
         "world": world,
         "fact": fact,
         "claim": ref(fact["properties"]["claims"]["items"]),
@@ -68,6 +69,7 @@ def _sent(defaults: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {
         **defaults,
         "bounds": defaults["profile"]["bounds"],
+        "output_limits": defaults["profile"]["output_limits"],
         "fallbacks": defaults["profile"]["fallbacks"],
         "rule_checks": defaults["rule"]["checks"],
         "rule_conditions": defaults["rule"]["conditions"],
@@ -94,7 +96,7 @@ def test_a_resource_at_its_defaults_sends_the_schema_defaults(name: str, default
     differ = {
         key: (sent[key], spec["default"])
         for key, spec in schema["properties"].items()
-        if "default" in spec and key in sent and key != "bounds" and not _same(sent[key], spec["default"])
+        if "default" in spec and key in sent and key not in ("bounds", "output_limits") and not _same(sent[key], spec["default"])
     }
     assert not differ, f"{name}: Resource default vs schema default: {differ}"
 

@@ -118,3 +118,53 @@ def test_a_state_claim_without_values_reads_any_words_after_the_cue() -> None:
 def test_a_state_claim_phrase_that_folds_to_nothing_is_refused() -> None:
     with pytest.raises(ValueError, match="no letter or digit"):
         StateClaim(subject="gate", attribute="state", values={"closed": ("!!",)})
+
+
+HOURS = CanonicalFact(
+    id="gate_hours",
+    text="The north gate closes at dusk.",
+    claims=(
+        Claim(
+            subject="gate",
+            attribute="closing",
+            value="dusk",
+            cues=("closes at", "shuts at"),
+            other_values=("midnight", "all night", "noon"),
+        ),
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "contradicts"),
+    [
+        ("The north gate stays open all night.", True),  # issue 17's example: no cue at all
+        ("The gates stay open till midnight.", True),  # the subject in the plural
+        ("Our g\u0430te? Open all night, friend.", False),  # the question mark ends the clause before the value
+        ("The g\u0430te stays open all night.", True),  # a Cyrillic а in the subject
+        ("The gate never stays open all night.", False),  # negated: consistent
+        ("Is the gate open all night?", False),  # a question asserts nothing
+        ("If the gate stayed open all night, we'd be robbed.", False),  # a condition
+        ("The gate closes at dusk, not midnight.", False),  # the holding value first
+        ("The gate closes at midnight.", True),  # the cue path, as before
+        ("Midnight is cold on the wall.", False),  # the value without the subject
+        ("The gate is heavy, and the watch ends at midnight.", False),  # too far from the subject
+    ],
+)
+def test_a_claim_is_contradicted_without_a_cue_by_a_known_other_value(text: str, contradicts: bool) -> None:
+    assert bool(find_contradictions(text, [HOURS])) is contradicts
+
+
+def test_a_state_value_without_a_cue_contradicts_the_key() -> None:
+    (hit,) = gate_hits("The north gate? It stays wide open for you.".replace("?", ","))
+    assert (hit.state_key, hit.asserted) == ("gate.north", "open")
+    assert not gate_hits("The north gate stays shut tonight.")
+
+
+@pytest.mark.parametrize("field", ["value", "subject", "cues", "other_values"])
+def test_a_claim_phrase_that_normalises_to_nothing_is_refused(field: str) -> None:
+    data = {"subject": "gate", "attribute": "closing", "value": "dusk"}
+    data[field] = ("\u200b!",) if field in ("cues", "other_values") else "\u200b!"
+    with pytest.raises(ValueError, match="no letter or digit") as refused:
+        Claim.model_validate(data)
+    assert refused.value.errors()[0]["loc"][0] == field  # type: ignore[attr-defined]

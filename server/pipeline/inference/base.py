@@ -73,6 +73,16 @@ class InferenceBackend(ABC):
     def fingerprint(self) -> ModelFingerprint:
         """What model this is, for audit records and replay checks."""
 
+    def special_tokens(self) -> tuple[str, ...]:
+        """The loaded model's special (control) tokens as text: the gate fails a reply that holds
+        one. A backend that cannot ask its tokenizer lists none."""
+        return ()
+
+    def sampling(self) -> dict[str, float | int]:
+        """The sampler settings every generation uses besides its seed (repetition penalties,
+        DRY...), as receipts record them; empty for a backend without a sampler of its own."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - an optional hook, not an abstract method
         """Release the model. Backends without resources need not override this."""
 

@@ -81,6 +81,18 @@ class LlamaCppConfig(FrozenModel):
     temperature: float = Field(default=0.7, ge=0)
     top_k: int = Field(default=40, ge=0)
     top_p: float = Field(default=0.95, gt=0, le=1)
+    #: Repetition penalties over the last `repeat_last_n` generated tokens (0: off), and DRY over
+    #: the last `dry_last_n` (0: off): on by default with mild values that suit a short spoken
+    #: line, where a loop is the commonest failure of a small model (`loreguard bench quality`
+    #: measures both settings). Recorded in every receipt with the seed.
+    repeat_last_n: int = Field(default=64, ge=-1)
+    repeat_penalty: float = Field(default=1.1, gt=0)
+    frequency_penalty: float = Field(default=0.0)
+    presence_penalty: float = Field(default=0.0)
+    dry_multiplier: float = Field(default=0.8, ge=0)
+    dry_base: float = Field(default=1.75, gt=1)
+    dry_allowed_length: int = Field(default=2, ge=1)
+    dry_last_n: int = Field(default=256, ge=-1)
     #: Host memory for saved KV states, least recently used dropped past it: the batched engine's
     #: spill tier for sequences it evicts, the reproducible engine's saved NPC prefixes. 0: none.
     prefix_cache_bytes: int = Field(default=512 << 20, ge=0)
@@ -160,7 +172,21 @@ class LlamaCppBackend(InferenceBackend):
         self.prefix_cache = PrefixCache(self.config.prefix_cache_bytes)
         self.stats = BackendStats()
         self._stats_lock = threading.Lock()
-        self._sampling = SamplingParams(self.config.temperature, self.config.top_k, self.config.top_p)
+        c = self.config
+        self._sampling = SamplingParams(
+            c.temperature,
+            c.top_k,
+            c.top_p,
+            repeat_last_n=c.repeat_last_n,
+            repeat_penalty=c.repeat_penalty,
+            frequency_penalty=c.frequency_penalty,
+            presence_penalty=c.presence_penalty,
+            dry_multiplier=c.dry_multiplier,
+            dry_base=c.dry_base,
+            dry_allowed_length=c.dry_allowed_length,
+            dry_last_n=c.dry_last_n,
+        )
+        self._special_tokens = self._model.special_token_texts()
         self._lock = threading.Lock()
         self._fingerprint = self._make_fingerprint()
 
@@ -234,6 +260,12 @@ class LlamaCppBackend(InferenceBackend):
 
     def fingerprint(self) -> ModelFingerprint:
         return self._fingerprint
+
+    def special_tokens(self) -> tuple[str, ...]:
+        return self._special_tokens
+
+    def sampling(self) -> dict[str, float | int]:
+        return self._sampling.describe()
 
     def tokenize_prompt(self, prompt: Prompt) -> PromptTokens:
         """The prompt in the model's template, as prefix and suffix token ids.

@@ -108,6 +108,18 @@ class NativeModel:
     def is_end_of_generation(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
 
+    def special_token_texts(self) -> tuple[str, ...]:
+        """The text of every control token of the vocabulary (`<|im_start|>`, `<|endoftext|>`,
+        `<start_of_turn>`, whatever this model's family uses), as the tokenizer itself marks them;
+        sorted, so the gate's order never depends on the vocabulary's."""
+        texts = set()
+        for token in range(self.n_vocab):
+            if llama_cpp.llama_vocab_get_attr(self.vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL:
+                text = self.token_text(token)
+                if text.strip():
+                    texts.add(text)
+        return tuple(sorted(texts))
+
     def token_text(self, token: int) -> str:
         return (llama_cpp.llama_vocab_get_text(self.vocab, token) or b"").decode("utf-8", "replace")
 
@@ -261,20 +273,118 @@ class NativeContext:
 
 
 class SamplingParams:
-    __slots__ = ("temperature", "top_k", "top_p")
+    """Sampling settings. Repetition penalties (llama.cpp's `penalties`: repeat, frequency,
+    presence over the last `repeat_last_n` tokens) and DRY ("don't repeat yourself": a penalty
+    growing with the length of a sequence that repeats an earlier one, past
+    `dry_allowed_length` tokens) stop a small model's loops before the gate has to; both see
+    only the tokens generated so far, never the prompt."""
 
-    def __init__(self, temperature: float = 0.7, top_k: int = 40, top_p: float = 0.95) -> None:
+    __slots__ = (
+        "temperature",
+        "top_k",
+        "top_p",
+        "repeat_last_n",
+        "repeat_penalty",
+        "frequency_penalty",
+        "presence_penalty",
+        "dry_multiplier",
+        "dry_base",
+        "dry_allowed_length",
+        "dry_last_n",
+    )
+
+    def __init__(
+        self,
+        temperature: float = 0.7,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        *,
+        repeat_last_n: int = 0,
+        repeat_penalty: float = 1.0,
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
+        dry_multiplier: float = 0.0,
+        dry_base: float = 1.75,
+        dry_allowed_length: int = 2,
+        dry_last_n: int = 0,
+    ) -> None:
         self.temperature = temperature
         self.top_k = top_k
         self.top_p = top_p
+        self.repeat_last_n = repeat_last_n
+        self.repeat_penalty = repeat_penalty
+        self.frequency_penalty = frequency_penalty
+        self.presence_penalty = presence_penalty
+        self.dry_multiplier = dry_multiplier
+        self.dry_base = dry_base
+        self.dry_allowed_length = dry_allowed_length
+        self.dry_last_n = dry_last_n
+
+    @property
+    def penalties(self) -> bool:
+        return self.repeat_last_n != 0 and (
+            self.repeat_penalty != 1.0 or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
+        )
+
+    @property
+    def dry(self) -> bool:
+        return self.dry_multiplier > 0.0 and self.dry_last_n != 0
+
+    @property
+    def penalised(self) -> bool:
+        """Whether any sampler keeps a history of the generated tokens."""
+        return self.penalties or self.dry
+
+    def describe(self) -> dict[str, float | int]:
+        """The settings as a receipt records them, in a fixed order."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+#: Where DRY stops matching a repeated sequence (llama.cpp's defaults): a new line, a colon, a
+#: quote, an asterisk.
+DRY_SEQUENCE_BREAKERS = (b"\n", b":", b'"', b"*")
+
+
+def _add_penalties(chain: llama_cpp.llama_sampler_p, params: SamplingParams, model: NativeModel) -> None:
+    if params.penalties:
+        llama_cpp.llama_sampler_chain_add(
+            chain,
+            llama_cpp.llama_sampler_init_penalties(
+                model.n_vocab,
+                params.repeat_last_n,
+                params.repeat_penalty,
+                params.frequency_penalty,
+                params.presence_penalty,
+            ),
+        )
+    if params.dry:
+        breakers = (ctypes.c_char_p * len(DRY_SEQUENCE_BREAKERS))(*DRY_SEQUENCE_BREAKERS)
+        llama_cpp.llama_sampler_chain_add(
+            chain,
+            llama_cpp.llama_sampler_init_dry(
+                model.vocab,
+                params.dry_multiplier,
+                params.dry_base,
+                params.dry_allowed_length,
+                params.dry_last_n,
+                breakers,
+                len(DRY_SEQUENCE_BREAKERS),
+            ),
+        )
 
 
 def _chain(
-    params: SamplingParams, seed: int, grammar: llama_cpp.llama_sampler_p | None, *, top_k: bool = True
+    params: SamplingParams,
+    seed: int,
+    grammar: llama_cpp.llama_sampler_p | None,
+    model: NativeModel,
+    *,
+    top_k: bool = True,
 ) -> llama_cpp.llama_sampler_p:
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
     if grammar is not None:
         llama_cpp.llama_sampler_chain_add(chain, grammar)
+    _add_penalties(chain, params, model)
     if params.temperature <= 0:
         llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
         return chain
@@ -299,11 +409,16 @@ class TokenSampler:
 
     Most tokens pass step 1 and nearly all the rest step 2, so constrained decoding runs close to
     free decoding speed. Every step is seeded, so the result is still a function of the seed.
+
+    With repetition penalties or DRY on (`SamplingParams.penalised`), each chain has its own
+    penalty samplers, and every chain is told the token finally chosen, and only that one: step 1
+    then applies the free chain without accepting its pick, since the grammar may refuse it.
     """
 
     def __init__(self, model: NativeModel, params: SamplingParams, seed: int, grammar: str | None = None) -> None:
         # Each chain is a llama.cpp sampler pointer; None once freed (or when unused).
-        self._free: llama_cpp.llama_sampler_p | None = _chain(params, seed, None)
+        self._free: llama_cpp.llama_sampler_p | None = _chain(params, seed, None, model)
+        self._penalised = params.penalised
         self._constrained: llama_cpp.llama_sampler_p | None = None
         self._grammar: llama_cpp.llama_sampler_p | None = None
         self._tail: llama_cpp.llama_sampler_p | None = None
@@ -317,12 +432,20 @@ class TokenSampler:
                 raise NativeError("llama.cpp could not parse the output grammar")
             # A second, independently seeded chain that filters by the grammar first; it owns the
             # grammar sampler, which both paths share.
-            self._constrained = _chain(params, seed ^ 0x5BD1E995, grammar_sampler)
+            self._constrained = _chain(params, seed ^ 0x5BD1E995, grammar_sampler, model)
             self._grammar = llama_cpp.llama_sampler_chain_get(self._constrained, 0)
-            self._tail = _chain(params, seed ^ 0x27D4EB2F, None, top_k=False)
+            self._tail = _chain(params, seed ^ 0x27D4EB2F, None, model, top_k=False)
             self._shortlist = llama_cpp.llama_token_data_array()
             self._shortlist_data = (llama_cpp.llama_token_data * self._top_k)()
             self._shortlist.data = self._shortlist_data
+        if self._penalised:
+            # The whole vocabulary as llama.cpp candidates, for applying the free chain without
+            # accepting its pick; `_ids` restores the ids a sampler's sort moved.
+            self._all_data = (llama_cpp.llama_token_data * self._n_vocab)()
+            self._all = llama_cpp.llama_token_data_array()
+            self._all.data = self._all_data
+            self._all_view = np.ctypeslib.as_array(self._all_data)
+            self._ids = np.arange(self._n_vocab, dtype=np.int32)
         self._probe = llama_cpp.llama_token_data_array()
         self._probe_data = (llama_cpp.llama_token_data * 1)()
         self._probe.data = self._probe_data
@@ -364,22 +487,47 @@ class TokenSampler:
         llama_cpp.llama_sampler_apply(self._tail, ctypes.byref(self._shortlist))
         return int(self._shortlist.data[self._shortlist.selected].id)
 
+    def _pick_free(self, ctx: NativeContext, row: int) -> int:
+        """The free chain's pick, accepted into no sampler (it may yet be refused)."""
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx.handle, row), shape=(self._n_vocab,))
+        view = self._all_view
+        view["id"] = self._ids
+        view["logit"] = logits
+        view["p"] = 0.0
+        self._all.size = self._n_vocab
+        self._all.selected = -1
+        self._all.sorted = False
+        llama_cpp.llama_sampler_apply(self._free, ctypes.byref(self._all))
+        return int(self._all_data[self._all.selected].id)
+
+    def _chosen(self, token: int, *, constrained_accepted: bool = False) -> int:
+        """Tell every chain the token chosen (penalty history, grammar state)."""
+        if self._penalised:
+            llama_cpp.llama_sampler_accept(self._free, token)
+            if self._tail:
+                llama_cpp.llama_sampler_accept(self._tail, token)
+            if self._constrained and not constrained_accepted:
+                llama_cpp.llama_sampler_accept(self._constrained, token)  # its grammar too
+        elif self._grammar and not constrained_accepted:
+            llama_cpp.llama_sampler_accept(self._grammar, token)
+        return token
+
     def sample(self, ctx: NativeContext, row: int = -1) -> int:
         """A token from the logits of batch row `row` (-1: the last row of the last decode)."""
-        token = llama_cpp.llama_sampler_sample(self._free, ctx.handle, row)
-        if self._grammar is None:
-            return token
-        if self._grammar_allows(token):
-            llama_cpp.llama_sampler_accept(self._grammar, token)
-            return token
+        if not self._penalised:
+            token = llama_cpp.llama_sampler_sample(self._free, ctx.handle, row)
+        else:
+            token = self._pick_free(ctx, row)
+        if self._grammar is None or self._grammar_allows(token):
+            return self._chosen(token)
         token = self._sample_shortlist(ctx, row)
         if token >= 0:
             self.shortlist_samples += 1
-            llama_cpp.llama_sampler_accept(self._grammar, token)
-            return token
+            return self._chosen(token)
         self.full_filters += 1
         # `llama_sampler_sample` accepts the chosen token into every sampler of the chain.
-        return llama_cpp.llama_sampler_sample(self._constrained, ctx.handle, row)
+        token = llama_cpp.llama_sampler_sample(self._constrained, ctx.handle, row)
+        return self._chosen(token, constrained_accepted=True)
 
     def close(self) -> None:
         for chain in (self._free, self._constrained, self._tail):

@@ -25,3 +25,9 @@ class RecordingBackend(InferenceBackend):
 
     def fingerprint(self) -> ModelFingerprint:
         return self.inner.fingerprint()
+
+    def special_tokens(self) -> tuple[str, ...]:
+        return self.inner.special_tokens()
+
+    def sampling(self) -> dict[str, float | int]:
+        return self.inner.sampling()

@@ -37,6 +37,7 @@ class ScriptedBackend(InferenceBackend):
         judge_outputs: Iterable[str] = (),
         cycle: bool = False,
         latency_s: float = 0.0,
+        special_tokens: Iterable[str] = (),
     ) -> None:
         if isinstance(outputs, Mapping):
             self._per_npc = {npc: deque(items) for npc, items in outputs.items()}
@@ -51,6 +52,8 @@ class ScriptedBackend(InferenceBackend):
         self.requests: list[GenerationRequest] = []
         #: Seconds each dialogue generation takes, like a model's (a game's wait states show).
         self.latency_s = latency_s
+        #: What this stand-in model calls its special tokens (none unless a test says so).
+        self._special_tokens = tuple(sorted(set(special_tokens)))
 
     def extend(self, outputs: Iterable[str], npc_id: str | None = None) -> None:
         if npc_id is None:
@@ -84,3 +87,6 @@ class ScriptedBackend(InferenceBackend):
 
     def fingerprint(self) -> ModelFingerprint:
         return ModelFingerprint(backend=self.name, file_name="", header_sha256=sha256_hex(b"scripted"))
+
+    def special_tokens(self) -> tuple[str, ...]:
+        return self._special_tokens

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from factories import rich_guard_profile, rich_world, say
+from factories import ramble, rich_guard_profile, rich_world, say
 from pydantic import ValidationError
 
 from loreguard.schemas import WORLD_SCOPE, GateName, InteractionContext, ScopeMemory
@@ -44,7 +44,12 @@ def _snapshot(profile=None, state=None):  # noqa: ANN001, ANN202
 
 
 def test_gate_order_and_accumulation() -> None:
-    result = run_gate(say("The dragon? The king is named Edward. " + "blah " * 40), _snapshot())
+    long_tail = (
+        "Rain fell on the market while carts rolled past the old mill, merchants argued over salt and rope, "
+        "children chased a goat between the stalls, and somewhere a bell rang twice for the evening watch "
+        "before the lamps were lit along the quay."
+    )
+    result = run_gate(say("The dragon? The king is named Edward. " + long_tail), _snapshot())
     assert [c.gate for c in result.checks] == [
         GateName.HARD_LIMITS,
         GateName.SCHEMA,
@@ -121,14 +126,14 @@ def test_a_failed_attempt_approves_no_intent_and_no_mutation() -> None:
     assert not hard.passed and not hard.accepted
     assert hard.approved_intents == () and hard.approved_mutations == ()
     assert [r.canonical_override for r in hard.rejected_mutations] == [True]  # still said why one was refused
-    soft = run_gate(say("I'll open up. " + "Aye. " * 60, mutations=_OPEN_AND_REMEMBER), _snapshot())
+    soft = run_gate(say("I'll open up. " + ramble(300), mutations=_OPEN_AND_REMEMBER), _snapshot())
     assert soft.soft_only and not soft.accepted and soft.approved_intents == ()  # an attempt is left: retried
 
 
 def test_soft_failures_on_the_last_attempt_bend_and_approve() -> None:
     last = _snapshot().for_retry(_snapshot().constraints).for_retry(_snapshot().constraints)
     assert not last.can_retry
-    result = run_gate(say("I'll open up. " + "Aye. " * 60, mutations=_OPEN_AND_REMEMBER), last)
+    result = run_gate(say("I'll open up. " + ramble(300), mutations=_OPEN_AND_REMEMBER), last)
     assert result.soft_only and result.accepted
     assert [i.type for i in result.approved_intents] == ["open_gate"]
     assert [m.kind for m in result.approved_mutations] == ["emit_world_intent", "append_episodic"]
@@ -151,7 +156,7 @@ def test_every_failure_names_the_rule_that_failed() -> None:
         ("x" * 9000, _snapshot(), "max_raw_chars"),
         (say("### Player: hi"), _snapshot(), "prompt_markup"),
         ("no json at all", _snapshot(), "output_schema"),
-        (say("The dragon? The king is named Edward. " + "blah " * 40), _snapshot(), None),
+        (say("The dragon? The king is named Edward. " + ramble(200)), _snapshot(), None),
         (say("Ask the internet."), _snapshot(), "no_modern"),
         (say("The password is silver moon."), _snapshot(), "password"),
         (say("That costs 30 gold."), _snapshot(flag), "ungrounded_numbers"),

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from factories import eldmoor_world, guard_profile, rich_guard_profile, rich_world, say
+from factories import eldmoor_world, guard_profile, ramble, rich_guard_profile, rich_world, say
 from pipeline_helpers import ask, make_pipeline
 
 from loreguard.schemas import WORLD_SCOPE, InteractionOutcome
@@ -50,7 +50,7 @@ def test_valid_output_applies_mutations(tmp_path: Path) -> None:
 def test_soft_violation_retries_then_passes(tmp_path: Path) -> None:
     pipeline, backend = make_pipeline(
         tmp_path / "m.sqlite",
-        [say("Hello. " + "The gate is old. " * 20), say("The gate closes at dusk.")],
+        [say("Hello. " + ramble(320)), say("The gate closes at dusk.")],
     )
     result = pipeline.interact(ask("Tell me about the gate"))
     assert result.outcome is InteractionOutcome.VALIDATED
@@ -64,7 +64,7 @@ def test_soft_violation_retries_then_passes(tmp_path: Path) -> None:
 
 
 def test_soft_violation_on_last_attempt_is_accepted_with_warning(tmp_path: Path) -> None:
-    rambling = say("The gate is old. " * 20)
+    rambling = say(ramble(340))
     pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [rambling] * 3)
     result = pipeline.interact(ask("Tell me about the gate"))
     assert result.outcome is InteractionOutcome.VALIDATED and result.attempts == 3
@@ -303,10 +303,10 @@ def test_canonical_world_fact_added_later_is_in_the_prompt(tmp_path: Path) -> No
 
 def test_dialogue_that_copies_the_prompt_markup_is_retried(tmp_path: Path) -> None:
     copied = say("<your spoken words, at most 600 characters>")
-    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [copied, say("Only before dusk, traveller.")])
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [copied, say("Aye, till dusk. Mind the mud.")])
     result = pipeline.interact(ask("Can I pass?"))
     assert result.attempts == 2 and result.failed_gates == ("hard_limits",)
-    assert result.dialogue == "Only before dusk, traveller."
+    assert result.dialogue == "Aye, till dusk. Mind the mud."
 
 
 def test_the_receipt_says_what_sufficiency_found_missing_derived_or_mistyped(tmp_path: Path) -> None:

@@ -164,6 +164,16 @@ def test_judge_off_by_default_and_keyword_fallback(tmp_path: Path) -> None:
     assert result.attempts == 2 and result.failed_gates == ("semantic",)
     assert "keyword judge" in result.receipt.attempts[0].failures[0].reason
 
+    # look-alike letters do not hide the words from the keyword judge (the one normaliser)
+    disguised = say("The n\u043erthern c\u0430mpaign was bloody.")
+    again, _ = make_pipeline(
+        tmp_path / "c.sqlite",
+        [disguised, say("I'd rather not say.")],
+        profile=profile,
+        config=PipelineConfig(gate=GateConfig(semantic_judge=True)),
+    )
+    assert again.interact(ask("What of the war?")).failed_gates == ("semantic",)
+
 
 def test_judge_model_verdict(tmp_path: Path) -> None:
     profile = rich_guard_profile(

@@ -308,6 +308,24 @@ def test_registration_refuses_checks_that_could_never_fire_as_meant(tmp_path: Pa
         assert sidecar.store.memory_hash() == before and sidecar.store.profile("merchant") == demo_npcs()[1]
 
 
+def test_registration_refuses_a_claim_with_no_value(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before = sidecar.store.memory_hash()
+        merchant = demo_npcs()[1].model_dump(mode="json")
+        fact = merchant["canonical_facts"][0]
+        for value, where in (("", "value"), ("\u200b...", "value")):
+            broken = {**fact, "claims": [{**fact["claims"][0], where: value}]}
+            with pytest.raises(Invalid, match="npc.register") as refused:
+                client.register_npc({**merchant, "canonical_facts": [broken]})
+            (error,) = refused.value.details["errors"]
+            assert error["path"] == "canonical_facts.0.claims.0.value", error
+        spaced = {**fact, "claims": [{**fact["claims"][0], "other_values": ["🐉"]}]}
+        with pytest.raises(Invalid) as other:
+            client.register_npc({**merchant, "canonical_facts": [spaced]})
+        assert other.value.details["errors"][0]["path"] == "canonical_facts.0.claims.0.other_values.0"
+        assert sidecar.store.memory_hash() == before and sidecar.store.profile("merchant") == demo_npcs()[1]
+
+
 def test_npc_register_refuses_a_fallback_line_that_breaks_a_standing_rule_or_reveals_a_secret(tmp_path: Path) -> None:
     with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
         before, guard = sidecar.store.memory_hash(), demo_npcs()[0].model_dump(mode="json")

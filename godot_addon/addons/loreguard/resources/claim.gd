@@ -17,6 +17,9 @@ extends Resource
 @export var value_aliases: PackedStringArray
 ## Phrases that introduce the value after the subject ("is named"); empty: the defaults.
 @export var cues: PackedStringArray
+## Other values the attribute could take ("dawn", "all night"): a line naming the subject and one
+## of these contradicts the fact even without a cue ("the gate stays open all night").
+@export var other_values: PackedStringArray
 
 
 func to_dict() -> Dictionary:
@@ -27,6 +30,7 @@ func to_dict() -> Dictionary:
 		"subject_aliases": Array(subject_aliases),
 		"value_aliases": Array(value_aliases),
 		"cues": Array(cues),
+		"other_values": Array(other_values),
 	}
 
 
@@ -38,4 +42,5 @@ static func from_dict(data: Dictionary) -> LoreguardClaim:
 	out.subject_aliases = LoreguardDict.strings(data, "subject_aliases")
 	out.value_aliases = LoreguardDict.strings(data, "value_aliases")
 	out.cues = LoreguardDict.strings(data, "cues")
+	out.other_values = LoreguardDict.strings(data, "other_values")
 	return out

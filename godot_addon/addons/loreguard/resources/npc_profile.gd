@@ -47,6 +47,31 @@ extends Resource
 ## Beliefs below this confidence are not retrieved.
 @export_range(0.0, 1.0) var belief_threshold: float = 0.2
 
+@export_group("Output limits")
+## A span of at least this many words said twice in a row is a loop, and the line is retried
+## (0: not checked).
+@export_range(0, 32) var loop_span_words: int = 3
+## Length of the word runs counted for repetition.
+@export_range(2, 16) var ngram_words: int = 3
+## A word run said more often than this is a loop (0: not checked).
+@export_range(0, 64) var max_ngram_repeats: int = 2
+## Share of a long line's words that repeat earlier ones, above which it is a loop (1: off).
+@export_range(0.0, 1.0) var max_repeated_word_ratio: float = 0.6
+## The repeated-word share is judged only on lines with at least this many words.
+@export_range(2, 2000) var min_words_for_ratio: int = 16
+## Retry a line that leaves a bracket or quote open, or closes one never opened.
+@export var unbalanced_brackets: bool = true
+## Retry a line that stops in the middle of a word.
+@export var ends_mid_word: bool = true
+## Text never shown to a player, on top of the model's own special tokens (which the sidecar
+## asks the model for).
+@export var special_tokens: PackedStringArray
+## A line this similar (0..1) to an example line, the player's line or the persona is parroting
+## and is retried (above 1: off).
+@export_range(0.0, 1.01) var max_copy_similarity: float = 0.8
+## Lines shorter than this many words are never parroting ("Aye, traveller.").
+@export_range(1, 200) var min_copy_words: int = 4
+
 
 ## The `npc.register` body: this profile plus every rule of `rule_sets`.
 func to_dict(rule_sets: Array[LoreguardRuleSet] = []) -> Dictionary:
@@ -70,6 +95,19 @@ func to_dict(rule_sets: Array[LoreguardRuleSet] = []) -> Dictionary:
 			"max_few_shot": max_few_shot,
 			"max_chars": max_chars,
 			"belief_threshold": belief_threshold,
+		},
+		"output_limits":
+		{
+			"loop_span_words": loop_span_words,
+			"ngram_words": ngram_words,
+			"max_ngram_repeats": max_ngram_repeats,
+			"max_repeated_word_ratio": max_repeated_word_ratio,
+			"min_words_for_ratio": min_words_for_ratio,
+			"unbalanced_brackets": unbalanced_brackets,
+			"ends_mid_word": ends_mid_word,
+			"special_tokens": Array(special_tokens),
+			"max_copy_similarity": max_copy_similarity,
+			"min_copy_words": min_copy_words,
 		},
 	}
 
@@ -101,4 +139,15 @@ static func from_dict(data: Dictionary) -> LoreguardNpcProfile:
 	out.max_few_shot = int(bounds.get("max_few_shot", out.max_few_shot))
 	out.max_chars = int(bounds.get("max_chars", out.max_chars))
 	out.belief_threshold = float(bounds.get("belief_threshold", out.belief_threshold))
+	var limits: Dictionary = data.get("output_limits", {})
+	out.loop_span_words = int(limits.get("loop_span_words", out.loop_span_words))
+	out.ngram_words = int(limits.get("ngram_words", out.ngram_words))
+	out.max_ngram_repeats = int(limits.get("max_ngram_repeats", out.max_ngram_repeats))
+	out.max_repeated_word_ratio = float(limits.get("max_repeated_word_ratio", out.max_repeated_word_ratio))
+	out.min_words_for_ratio = int(limits.get("min_words_for_ratio", out.min_words_for_ratio))
+	out.unbalanced_brackets = bool(limits.get("unbalanced_brackets", out.unbalanced_brackets))
+	out.ends_mid_word = bool(limits.get("ends_mid_word", out.ends_mid_word))
+	out.special_tokens = LoreguardDict.strings(limits, "special_tokens")
+	out.max_copy_similarity = float(limits.get("max_copy_similarity", out.max_copy_similarity))
+	out.min_copy_words = int(limits.get("min_copy_words", out.min_copy_words))
 	return out

@@ -14,6 +14,7 @@ from model_helpers import Recording, demo_store
 from pipeline_helpers import ask
 
 from loreguard.schemas import AddCanonicalFact, Authority, MemoryWrite, ParsedOutput
+from loreguard.schemas.receipt import ParsePath
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference import BackendError
 from loreguard.server.pipeline.inference.grammar import compile_schema
@@ -176,3 +177,15 @@ def test_default_threads_leave_a_core_for_the_game() -> None:
 
     assert default_threads() == max(1, (os.cpu_count() or 2) - 1)
     assert os.environ.get("OMP_WAIT_POLICY") == "PASSIVE"
+
+
+def test_the_model_names_its_special_tokens_and_the_receipt_its_sampler(llama_backend: LlamaCppBackend, tmp_path: Path) -> None:
+    specials = llama_backend.special_tokens()
+    # asked of the vocabulary, not written down: SmolLM2's chat template tokens are among them
+    assert {"<|im_start|>", "<|im_end|>"} <= set(specials) and list(specials) == sorted(specials)
+    sampling = llama_backend.sampling()
+    assert sampling["repeat_penalty"] > 1.0 and sampling["dry_multiplier"] > 0.0  # on by default
+    result = GovernancePipeline(demo_store(tmp_path / "s.sqlite"), llama_backend).interact(ask("Hello there.", npc="guard"))
+    assert result.receipt.sampling == sampling and result.receipt.seed is not None
+    # the grammar still holds with penalties and DRY in the chain: the JSON parses strictly
+    assert result.receipt.attempts[0].parse_path is ParsePath.STRICT

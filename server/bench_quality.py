@@ -1,0 +1,199 @@
+"""`loreguard bench quality`: what the embedded model's answers look like to the gate.
+
+A fixed set of player lines (`QUALITY_LINES`, 54 across the demo's two NPCs; the first six are
+the terminal demo's turns) goes through the full governance pipeline twice, each time on a fresh
+demo store with the same seeds:
+
+- `before`: the sampler without repetition penalties or DRY, the demo guard with its original
+  single few-shot example (the one the model used to copy);
+- `after`: the defaults (penalties and DRY on) and the demo data as it ships (varied examples).
+
+Per run it prints, as `name: value` lines prefixed with the run's name:
+`first_attempt_pass_rate` (the first attempt passed every gate), `fallback_rate` (the player
+heard a fallback), `degenerate_rate` (interactions whose first attempt the degenerate-output
+limits flagged), `degenerate_shown` (spoken lines those limits flag: must be 0), `parroted`
+(attempts failed for parroting) and `demo_parroted` (of the demo's six lines, first attempts
+failed for parroting).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from loreguard.memory import MemoryStore
+from loreguard.schemas import InteractionContext, InteractionOutcome, NpcProfile
+from loreguard.server.demo import demo_npcs, demo_world
+from loreguard.server.demo.session import TURNS
+from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
+from loreguard.server.pipeline.degenerate import find_degenerate
+from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+from loreguard.server.pipeline.parroting import PARROTING_RULE
+from loreguard.server.pipeline.retry import RetryPolicy
+
+_DEGENERATE_RULES = frozenset(
+    {
+        "repetition_loop",
+        "repeated_ngram",
+        "repeated_words",
+        "unbalanced_brackets",
+        "ends_mid_word",
+        "special_token",
+        "empty_dialogue",
+    }
+)
+
+#: The terminal demo's six turns first, then ordinary lines a player might say to each NPC.
+QUALITY_LINES: tuple[tuple[str, str], ...] = (
+    *((turn.npc_id, turn.player) for turn in TURNS),
+    *(
+        ("guard", line)
+        for line in (
+            "Hello there. Who are you?",
+            "Can you open the gate for me?",
+            "What is the password?",
+            "Is there a dragon in the hills?",
+            "Why is the gate shut?",
+            "How long have you guarded this gate?",
+            "Where can I find an inn?",
+            "Who is the king of Eldmoor?",
+            "Is it safe to travel at night?",
+            "Can I bring my horse through?",
+            "What happens if I climb the wall?",
+            "Do you like your job?",
+            "I lost my way. Where is the river?",
+            "The captain sent me. Let me in.",
+            "What time does the gate close?",
+            "Have you seen a merchant pass by?",
+            "Is the weather always this wet?",
+            "Any trouble on the road lately?",
+            "I have a letter for the castle.",
+            "Tell me a story, guard.",
+            "What's your name again?",
+            "Is the gate open tomorrow?",
+            "Can I wait here until morning?",
+            "Why so grumpy?",
+        )
+    ),
+    *(
+        ("merchant", line)
+        for line in (
+            "What do you have for sale?",
+            "How much for a rope?",
+            "How much is a lantern?",
+            "Can you give me a torch?",
+            "Have you heard any news?",
+            "Where do you get your salt?",
+            "Can I have some bread for free?",
+            "What's the best thing you sell?",
+            "Is the river market busy today?",
+            "Who rules Eldmoor?",
+            "Do you know the gate guard?",
+            "I need rope for a climb.",
+            "Thank you, goodbye.",
+            "Any gossip about the castle?",
+            "Can you lower the price?",
+            "What's the river called?",
+            "I'll take two loaves of bread.",
+            "Do you sell weapons?",
+            "Where is the old mill?",
+            "What's your name?",
+            "Is trade good this season?",
+            "Can you keep a secret?",
+            "What do people say about the king?",
+            "How long have you been a merchant?",
+        )
+    ),
+)
+
+#: The guard's few-shot example before issue 19 varied it: the line a small model copied.
+ORIGINAL_GUARD_EXAMPLE = {
+    "player": "Can I come in?",
+    "npc": "Gate's open till dusk, traveller. Keep your blade sheathed.",
+    "emotion": "neutral",
+}
+
+
+def _before_npcs() -> tuple[NpcProfile, ...]:
+    out = []
+    for profile in demo_npcs():
+        data = profile.model_dump(mode="json")
+        data["few_shot"] = [ORIGINAL_GUARD_EXAMPLE] if profile.id == "guard" else []
+        out.append(NpcProfile.model_validate(data))
+    return tuple(out)
+
+
+def _store(path: Path, npcs: Iterable[NpcProfile]) -> MemoryStore:
+    store = MemoryStore(path)
+    store.load_world(demo_world())
+    for profile in npcs:
+        store.register_npc(profile)
+    return store
+
+
+def _run(
+    name: str, backend: LlamaCppBackend, npcs: tuple[NpcProfile, ...], lines: tuple[tuple[str, str], ...], folder: Path
+) -> dict[str, object]:
+    # Generous time budget: the bench measures what the model writes, not this machine's speed.
+    config = PipelineConfig(retry=RetryPolicy(time_budget_ms=600_000))
+    pipeline = GovernancePipeline(_store(folder / f"{name}.sqlite", npcs), backend, config)
+    profiles = {p.id: p for p in npcs}
+    first_pass = fallbacks = degenerate_first = shown = parroted = demo_parroted = 0
+    started = time.perf_counter()
+    for i, (npc_id, line) in enumerate(lines):
+        ctx = InteractionContext(npc_id=npc_id, trigger_reason="player_utterance", player_input=line, scene="eldmoor")
+        result = pipeline.interact(ctx)
+        attempts = result.receipt.attempts
+        first_rules = {f.rule_id for f in attempts[0].failures} if attempts else set()
+        first_pass += bool(attempts) and not attempts[0].failures
+        fallbacks += result.outcome is InteractionOutcome.FALLBACK
+        degenerate_first += bool(first_rules & _DEGENERATE_RULES)
+        shown += bool(find_degenerate(result.dialogue, profiles[npc_id].output_limits, backend.special_tokens()))
+        parroted += sum(any(f.rule_id == PARROTING_RULE for f in a.failures) for a in attempts)
+        if i < len(TURNS):
+            demo_parroted += PARROTING_RULE in first_rules
+        print(
+            f"[{name} {i + 1}/{len(lines)}] {npc_id}: {line!r} -> {result.outcome.value} {result.dialogue!r} "
+            f"first={sorted(r or '' for r in first_rules)} all={[sorted({f.rule_id or '' for f in a.failures}) for a in attempts]}",
+            file=sys.stderr,
+            flush=True,
+        )
+    n = len(lines)
+    return {
+        f"{name}_first_attempt_pass_rate": round(first_pass / n, 3),
+        f"{name}_fallback_rate": round(fallbacks / n, 3),
+        f"{name}_degenerate_rate": round(degenerate_first / n, 3),
+        f"{name}_degenerate_shown": shown,
+        f"{name}_parroted": parroted,
+        f"{name}_demo_parroted": demo_parroted,
+        f"{name}_seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def bench_quality(
+    *,
+    lines: int = len(QUALITY_LINES),
+    runs: tuple[str, ...] = ("before", "after"),
+    model: str | None = None,
+    threads: int | None = None,
+    gpu_layers: int = 0,
+) -> dict[str, object]:
+    """The named runs (see the module's docstring; both by default, one after the other) on the
+    first `lines` of `QUALITY_LINES`."""
+    chosen = QUALITY_LINES[: max(1, lines)]
+    settings: tuple[tuple[str, dict[str, object], Callable[[], tuple[NpcProfile, ...]]], ...] = (
+        ("before", {"repeat_last_n": 0, "dry_multiplier": 0.0}, _before_npcs),
+        ("after", {}, demo_npcs),
+    )
+    figures: dict[str, object] = {"lines": len(chosen)}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, sampling, npcs in settings:
+            if name not in runs:
+                continue
+            config = LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, reproducible=True, **sampling)
+            with LlamaCppBackend(config) as backend:
+                figures.update(_run(name, backend, npcs(), chosen, Path(tmp)))
+    return figures

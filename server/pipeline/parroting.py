@@ -1,0 +1,122 @@
+"""Parroting: a reply that copies the prompt instead of answering. Pure and deterministic.
+
+A small model shown one example exchange tends to answer every player line with the example's
+NPC line, word for word; or it echoes the player, or recites its persona. The gate fails such a
+reply hard (rule `parroting`, retried with a repair that names what was copied), measured on the
+one normaliser's words (`loreguard.schemas.text.norm_words`):
+
+- a few-shot example's line: the reply is as a whole that similar to it (difflib's ratio over the
+  normalised characters, so "traveler" for "traveller" or "opens" for "open" still count as a
+  copy), or it holds that share of the line's words in copied runs of at least `_LINE_RUN_WORDS`
+  words (an example with something added around it);
+- the player's own line: the same, but compared word by word, not character by character, so
+  that answering "Is the gate open?" with "The gate is open." is no echo;
+- the persona (a long text a short reply cannot resemble as a whole): the share of the reply's
+  words that lie in runs of at least `_RUN_WORDS` words copied from it.
+
+Both compare against the profile's `max_copy_similarity`.
+
+Replies shorter than `min_copy_words` words are never parroting: "Aye, traveller." is a line
+every guard may say. Canonical facts and the world's lore are not compared: saying a fact as it
+is written is right.
+"""
+
+from __future__ import annotations
+
+from difflib import SequenceMatcher
+
+from loreguard.schemas.npc import FewShotExample, OutputLimits
+from loreguard.schemas.receipt import GateFailure, GateName
+from loreguard.schemas.rules import Severity
+from loreguard.schemas.text import norm_words
+
+PARROTING_RULE = "parroting"
+#: A copied run of the persona or lore counts from this many words on.
+_RUN_WORDS = 5
+#: A copied run of an example or the player's line counts from this many words on.
+_LINE_RUN_WORDS = 3
+_EVIDENCE_CHARS = 80
+
+
+def similarity(a: tuple[str, ...], b: tuple[str, ...], floor: float = 0.0) -> float:
+    """difflib's ratio of two word sequences' characters (words joined by one space): 1.0 for
+    equal ones, 0.0 for nothing in common. Below `floor` it may return a cheap upper bound
+    instead (difflib's quick ratios), which is all a threshold needs."""
+    if not a and not b:
+        return 1.0
+    matcher = SequenceMatcher(None, " ".join(a), " ".join(b), autojunk=False)
+    bound = matcher.real_quick_ratio()
+    if bound < floor:
+        return bound
+    bound = matcher.quick_ratio()
+    return bound if bound < floor else matcher.ratio()
+
+
+def copied_share(of: tuple[str, ...], other: tuple[str, ...], run: int = _RUN_WORDS, floor: float = 0.0) -> float:
+    """Share of `of`'s words that lie in runs of at least `run` words also found in `other`.
+    Below `floor` it may return a cheap upper bound (the share of `of`'s words in `other` at all)."""
+    if not of:
+        return 0.0
+    present = set(other)
+    bound = sum(word in present for word in of) / len(of)
+    if bound < floor:
+        return bound
+    blocks = SequenceMatcher(None, of, other, autojunk=False).get_matching_blocks()
+    return sum(b.size for b in blocks if b.size >= run) / len(of)
+
+
+def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int, floor: float, *, by_words: bool = False) -> float:
+    """How much `reply` copies `line`: whole-reply similarity (of characters, or of words), or
+    (for a line of at least `min_words` words) the share of the line copied into the reply in runs."""
+    if by_words:
+        matcher = SequenceMatcher(None, reply, line, autojunk=False)
+        score = matcher.real_quick_ratio()
+        score = score if score < floor else matcher.quick_ratio()
+        score = score if score < floor else matcher.ratio()
+    else:
+        score = similarity(reply, line, floor)
+    if score < floor and len(line) >= min_words:
+        score = max(score, copied_share(line, reply, _LINE_RUN_WORDS, floor))
+    return score
+
+
+def find_parroting(
+    dialogue: str,
+    limits: OutputLimits,
+    *,
+    examples: tuple[FewShotExample, ...] = (),
+    player_input: str = "",
+    prompt_texts: tuple[str, ...] = (),
+) -> list[GateFailure]:
+    """One failure when `dialogue` copies an example, the player's line or a prompt text (the
+    gate passes the persona); none otherwise. The first source copied, in that order, is named."""
+    if limits.max_copy_similarity > 1.0:
+        return []
+    reply = norm_words(dialogue)
+    if len(reply) < limits.min_copy_words:
+        return []
+    threshold = limits.max_copy_similarity
+    for i, example in enumerate(examples, start=1):
+        for side, line in (("NPC line", example.npc), ("player line", example.player)):
+            score = _line_copy(reply, norm_words(line), limits.min_copy_words, threshold)
+            if score >= threshold:
+                return [_failure(f"few-shot example {i}'s {side}", score, line)]
+    if player_input:
+        score = _line_copy(reply, norm_words(player_input), limits.min_copy_words, threshold, by_words=True)
+        if score >= threshold:
+            return [_failure("the player's own line", score, player_input)]
+    for text in prompt_texts:
+        share = copied_share(reply, norm_words(text), floor=threshold)
+        if share >= threshold:
+            return [_failure("the prompt's own text", share, dialogue)]
+    return []
+
+
+def _failure(source: str, score: float, copied: str) -> GateFailure:
+    return GateFailure(
+        gate=GateName.HARD_LIMITS,
+        reason=f"dialogue copies {source} ({score:.0%} alike); answer what the player said, in new words",
+        severity=Severity.HARD,
+        rule_id=PARROTING_RULE,
+        evidence=copied[:_EVIDENCE_CHARS],
+    )

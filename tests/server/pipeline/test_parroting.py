@@ -1,0 +1,68 @@
+"""Parroting: a copied example, an echoed player line or a recited persona fails; a short stock
+answer or a reply in new words does not."""
+
+from __future__ import annotations
+
+from loreguard.schemas import FewShotExample, OutputLimits
+from loreguard.server.pipeline.parroting import find_parroting
+
+EXAMPLES = (FewShotExample(player="Can I come in?", npc="Gate's open till dusk, traveller. Keep your blade sheathed."),)
+PERSONA = "You are Brom, a gruff but fair guard at the north gate of Eldmoor. You speak in short sentences."
+
+
+DEFAULTS = OutputLimits()
+
+
+def _found(text: str, limits: OutputLimits = DEFAULTS, player: str = "Who are you?") -> list[str]:
+    failures = find_parroting(text, limits, examples=EXAMPLES, player_input=player, prompt_texts=(PERSONA,))
+    return [f.reason for f in failures]
+
+
+def test_a_copied_example_fails_and_names_it() -> None:
+    (reason,) = _found("Gate's open till dusk, traveller. Keep your blade sheathed.")
+    assert "few-shot example 1's NPC line" in reason
+
+
+def test_a_near_copy_with_a_word_changed_still_fails() -> None:
+    assert _found("Gate is open till dusk, traveller. Keep your blade sheathed!")
+
+
+def test_an_echo_of_the_player_fails() -> None:
+    (reason,) = _found("What is the password?", player="What is the password?")
+    assert "player's own line" in reason
+
+
+def test_reciting_the_persona_fails() -> None:
+    (reason,) = _found("I am a gruff but fair guard at the north gate of Eldmoor.")
+    assert "prompt's own text" in reason
+
+
+def test_new_words_and_short_stock_answers_pass() -> None:
+    assert _found("Brom. I keep this gate, and the captain keeps me.") == []
+    assert _found("Move along, traveller.") == []  # three words: too short to be parroting
+    assert _found("The gate closes at dusk, traveller. Hurry along now.") == []
+
+
+def test_the_threshold_is_the_profiles() -> None:
+    text = "Gate is open till dusk, traveller. Keep your blade sheathed!"
+    assert _found(text, OutputLimits(max_copy_similarity=1.01)) == []
+    assert _found("Move along, traveller.", OutputLimits(min_copy_words=1), player="move along traveller") != []
+
+
+def test_copies_the_embedded_model_wrote_fail() -> None:
+    # seen from SmolLM2 on the demo (bench quality), with the original single guard example
+    assert _found("The gate opens at dusk, traveler. Keep your blade sheathed.")
+    assert _found(
+        "Gate's open till dusk, traveler. Keep your blade sheathed. Spell it out for me. I'm the captain's cousin.",
+        player="I'm the captain's cousin. What's the password? Spell it out for me.",
+    )
+    assert _found("Hello there. Who are you?", player="Hello there. Who are you?")
+
+
+def test_an_answer_that_shares_a_few_words_with_the_player_passes() -> None:
+    assert _found("I can't open the gate for you, traveller.", player="Can you open the gate for me?") == []
+    assert _found("And who are you, stranger, to ask me that?", player="Who are you?") == []
+
+
+def test_answering_a_question_with_its_own_words_is_no_echo() -> None:
+    assert _found("The gate is open.", OutputLimits(min_copy_words=1), player="Is the gate open?") == []
