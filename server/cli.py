@@ -57,6 +57,14 @@ def _bench_inference(args: argparse.Namespace) -> Mapping[str, object]:
     )  # fmt: skip
 
 
+def _bench_streaming(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench_streaming import bench_streaming
+
+    return bench_streaming(
+        npcs=args.npcs, rounds=args.rounds, facts=args.facts, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers
+    )
+
+
 def _bench_concurrency(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench_concurrency import bench_concurrency
 
@@ -321,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("load", _bench_load, "asyncio clients through the sidecar (scripted model)"),
         ("inference", _bench_inference, "the embedded model, NPCs with long prefixes, interleaved"),
         ("concurrency", _bench_concurrency, "N NPCs at once through the sidecar vs serial and llama.cpp's batched ceiling"),
+        ("streaming", _bench_streaming, "streamed vs whole replies on the same interactions (embedded model)"),
     ):
         suite = suites.add_parser(name, help=about)
         suite.set_defaults(handler=_bench, run_suite=run_suite)
@@ -335,12 +344,16 @@ def build_parser() -> argparse.ArgumentParser:
             suite.add_argument("--npcs", type=int, default=8, help="NPCs in the rotation")
             suite.add_argument("--rounds", type=int, default=3, help="turns per NPC")
             suite.add_argument("--reproducible", action="store_true", help="the one-at-a-time engine instead of the batched one")
+        elif name == "streaming":
+            suite.add_argument("--npcs", type=int, default=8, help="NPCs in the rotation")
+            suite.add_argument("--rounds", type=int, default=2, help="turns per NPC")
+            suite.add_argument("--facts", type=int, default=32, help="canonical facts per NPC (prefix length)")
         else:
             suite.add_argument("--npcs", default="1,8,32", help="comma-separated N: NPCs asking at once")
             suite.add_argument("--serial", type=int, default=8, help="NPCs in the one-at-a-time baseline")
             suite.add_argument("--facts", type=int, default=8, help="canonical facts per NPC (prefix length)")
             suite.add_argument("--kv-budget-mib", type=int, help="KV cache memory (default: the engine's)")
-        if name in ("inference", "concurrency"):
+        if name in ("inference", "concurrency", "streaming"):
             suite.add_argument("--model", help="a GGUF file (default: the embedded model)")
             suite.add_argument("--threads", type=int, help="CPU threads (default: cores - 1)")
             suite.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all)")
