@@ -11,6 +11,11 @@ var gate_open: bool = false
 ## Item name -> count, filled by Mira's `give_item` intents.
 var inventory: Dictionary = {}
 
+## Replies stream: each sentence is typed out as soon as the sidecar's gate has passed it.
+var _typewriter := LoreguardTypewriter.new()
+## The NPC whose streamed reply is being typed (its name already shown), or null.
+var _speaking: LoreguardNPC
+
 # The autoload by path, so the script type-checks without the autoload registered.
 @onready var _loreguard: LoreguardClient = get_node("/root/Loreguard")
 @onready var _guard: LoreguardNPC = $Guard
@@ -26,8 +31,12 @@ var inventory: Dictionary = {}
 
 
 func _ready() -> void:
+	_typewriter.label = _dialogue
+	add_child(_typewriter)
 	for npc: LoreguardNPC in _npcs():
 		_picker.add_item(npc.profile.display_name)
+		npc.stream = true
+		npc.dialogue_chunk.connect(_on_chunk.bind(npc))
 		npc.replied.connect(_on_replied.bind(npc))
 		npc.failed.connect(_on_failed.bind(npc))
 	_guard.route("open_gate", _open_gate)
@@ -50,6 +59,7 @@ func send() -> void:
 	var npc: LoreguardNPC = _npcs()[_picker.selected]
 	_input.clear()
 	_input.editable = false
+	_typewriter.finish()
 	_dialogue.append_text("[color=#9ab]You → %s:[/color] %s\n" % [npc.profile.display_name, _escape(text)])
 	await npc.say(text)
 	_input.editable = true
@@ -60,12 +70,27 @@ func _npcs() -> Array[LoreguardNPC]:
 	return [_guard, _merchant]
 
 
+func _on_chunk(text: String, npc: LoreguardNPC) -> void:
+	if _speaking != npc:
+		_speaking = npc
+		_typewriter.type_text("[b]%s:[/b] " % npc.profile.display_name)
+	_typewriter.type_text(_escape(text))
+
+
 func _on_replied(line: LoreguardLine, npc: LoreguardNPC) -> void:
 	var note := " [i](%s)[/i]" % line.emotion if line.emotion != "neutral" else ""
-	_dialogue.append_text("[b]%s:[/b] %s%s\n" % [npc.profile.display_name, _escape(line.dialogue), note])
+	if _speaking == npc:  # the line was typed chunk by chunk: only the emotion is left
+		_typewriter.type_text("%s\n" % note)
+	else:
+		_typewriter.type_text("[b]%s:[/b] %s%s\n" % [npc.profile.display_name, _escape(line.dialogue), note])
+	_speaking = null
 
 
 func _on_failed(error: LoreguardError, npc: LoreguardNPC) -> void:
+	if _speaking != null:
+		_typewriter.type_text("\n")
+		_speaking = null
+	_typewriter.finish()
 	_dialogue.append_text(
 		"[color=#e77]%s could not answer: %s[/color]\n" % [npc.profile.display_name, _escape(str(error))]
 	)

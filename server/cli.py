@@ -347,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
         elif name == "streaming":
             suite.add_argument("--npcs", type=int, default=8, help="NPCs in the rotation")
             suite.add_argument("--rounds", type=int, default=2, help="turns per NPC")
-            suite.add_argument("--facts", type=int, default=32, help="canonical facts per NPC (prefix length)")
+            suite.add_argument("--facts", type=int, default=8, help="canonical facts per NPC (prefix length)")
         else:
             suite.add_argument("--npcs", default="1,8,32", help="comma-separated N: NPCs asking at once")
             suite.add_argument("--serial", type=int, default=8, help="NPCs in the one-at-a-time baseline")
