@@ -89,7 +89,6 @@ def interact(
 CHUNK_TYPE = "interact.chunk"
 
 
-
 def memory(npc_id: str) -> Call[MemoryGetReply]:
     return _call("memory.get", {"npc_id": npc_id}, MemoryGetReply)
 

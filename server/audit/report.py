@@ -29,7 +29,9 @@ def stream_lines(record: AuditRecord) -> list[str]:
         if a.stream is None:
             continue
         chunks = ", ".join(f"#{r.seq} [{r.start}:{r.end}] at {r.released_ms:.0f} ms" for r in a.stream.releases)
-        lines.append(f"stream attempt {a.attempt}: {chunks or 'nothing released'}{' (generation stopped early)' if a.stream.aborted else ''}")
+        lines.append(
+            f"stream attempt {a.attempt}: {chunks or 'nothing released'}{' (generation stopped early)' if a.stream.aborted else ''}"
+        )
         if a.stream.cut is not None:
             cut = a.stream.cut
             kept = f"reply cut back to the {cut.released_chars} characters released" if cut.released_chars else "nothing released"

@@ -235,9 +235,7 @@ class IncrementalGate:
 
     def backend_failed(self, reason: str) -> None:
         """The backend failed mid-generation: the attempt ends at what was released."""
-        self.cut = StreamCut(
-            at_char=self._seen_chars, released_chars=len(self.session.released), reason=f"backend: {reason}"
-        )
+        self.cut = StreamCut(at_char=self._seen_chars, released_chars=len(self.session.released), reason=f"backend: {reason}")
 
     def finish(self, gate: GateResult | None) -> GateResult | None:
         """The attempt's result once generation ended: the whole gate's `gate` (None when the

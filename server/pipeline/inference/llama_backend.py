@@ -339,7 +339,7 @@ class LlamaCppBackend(InferenceBackend):
             tokens_evaluated=evaluated,
             tokens_cached=job.reused,
             tokens_generated=job.generated,
-            finish_reason=job.finish if job.finish in ("stop", "aborted") else "length",  # type: ignore[arg-type]
+            finish_reason=job.finish if job.finish in ("stop", "aborted") else "length",
             ttft_ms=job.ttft_ms,
             total_ms=job.total_ms,
         )
