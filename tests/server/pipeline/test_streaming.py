@@ -11,6 +11,8 @@ from factories import rich_guard_profile, say
 from pipeline_helpers import ask, make_pipeline
 
 from loreguard.schemas import InteractionOutcome
+from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, Observer
 from loreguard.server.pipeline import InteractionCancelled
 from loreguard.server.pipeline.gate import run_gate
 from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession, chunk_ends, partial_dialogue
@@ -156,6 +158,23 @@ def _random_output(rng: random.Random) -> str:
     return say(_random_dialogue(rng), emotion=emotion, mutations=mutations)
 
 
+class RandomPieces(ScriptedBackend):
+    """Scripted outputs arriving in pieces of random length (1 to 12 characters), as tokens do."""
+
+    def __init__(self, outputs: list[str], rng: random.Random) -> None:
+        super().__init__(outputs)
+        self.rng = rng
+
+    def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:
+        text = self.generate(request).text
+        end = 0
+        while end < len(text):
+            end = min(len(text), end + self.rng.randint(1, 12))
+            if not observe(text[:end]) and end < len(text):
+                return Generation(text=text[:end], finish_reason="aborted")
+        return Generation(text=text)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_property_released_text_is_always_a_prefix_of_an_accepted_dialogue(tmp_path: Path, seed: int) -> None:
     """Random outputs (clean, forbidden words, secrets, labels, stage directions, bad intents,
@@ -163,7 +182,8 @@ def test_property_released_text_is_always_a_prefix_of_an_accepted_dialogue(tmp_p
     reply, and that reply is one the whole-output gate accepts."""
     rng = random.Random(seed)
     outputs = [_random_output(rng) for _ in range(60)]
-    pipeline, _ = make_pipeline(tmp_path / "m.db", outputs, profile=rich_guard_profile())
+    pipeline, _ = make_pipeline(tmp_path / "m.db", (), profile=rich_guard_profile())
+    pipeline.backend = RandomPieces(outputs, rng)
     released_then_rejected = 0
     for i in range(20):
         stream, chunks = session()
