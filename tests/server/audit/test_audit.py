@@ -438,9 +438,7 @@ def test_a_streamed_interaction_records_its_chunks_and_cut_and_replays_exactly(t
 
     store = demo_store(tmp_path / "memory.sqlite")
     recorder = AuditRecorder(store, fingerprint=None, ring_size=10)
-    outputs = {
-        "guard": [say("Halt there. The dragon was seen at dawn. Go home."), say("Well met. The gate shuts at dusk.")]
-    }
+    outputs = {"guard": [say("Halt there. The dragon was seen at dawn. Go home."), say("Well met. The gate shuts at dusk.")]}
     pipeline = GovernancePipeline(store, ScriptedBackend(outputs), recorder=recorder)
     context = InteractionContext(npc_id="guard", trigger_reason="player_utterance", player_input="News?")
     cut = pipeline.interact(context, stream=StreamSession(emit=lambda chunk: None))

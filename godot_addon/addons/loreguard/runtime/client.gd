@@ -131,8 +131,12 @@ func stop_sidecar() -> void:
 
 
 ## Sends one request and waits for its outcome. `timeout_ms` < 0 means the project setting.
-func request(type: String, body: Dictionary = {}, timeout_ms: int = -1) -> LoreguardResult:
+## `on_chunk(body)` gets the partial replies (`<type>.chunk`) of a streamed request, in order.
+func request(
+	type: String, body: Dictionary = {}, timeout_ms: int = -1, on_chunk: Callable = Callable()
+) -> LoreguardResult:
 	var pending := _make_pending(type, body, timeout_ms)
+	pending.on_chunk = on_chunk
 	if pending.result == null:
 		_submit(pending)
 		await pending.done
@@ -163,12 +167,7 @@ func interact(context: Dictionary, timeout_ms: int = -1, on_chunk: Callable = Ca
 	if on_chunk.is_valid():
 		body = context.duplicate()
 		body["stream"] = true
-	var pending := _make_pending("interact", body, timeout_ms)
-	pending.on_chunk = on_chunk
-	if pending.result == null:
-		_submit(pending)
-		await pending.done
-	var result := pending.result
+	var result := await request("interact", body, timeout_ms, on_chunk)
 	if result.ok:
 		result.line = LoreguardLine.from_reply(result.body)
 	if debug_forwarder != null:
