@@ -61,9 +61,19 @@ def _streamed(client: Client, npc_id: str, line: str) -> tuple[float | None, flo
 
 
 def bench_streaming(
-    *, npcs: int = 8, rounds: int = 2, facts: int = 8, model: str | None = None, threads: int | None = None, gpu_layers: int = 0
+    *,
+    npcs: int = 8,
+    rounds: int = 2,
+    facts: int = 8,
+    model: str | None = None,
+    threads: int | None = None,
+    gpu_layers: int = 0,
+    reproducible: bool = False,
 ) -> dict[str, object]:
-    config = LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers)
+    """`reproducible`: the one-at-a-time engine, whose text depends only on prompt and seed, so
+    the two sidecars write the same text until a stream is cut (the batched engine's numerics
+    depend on where tokens land in its cache, which a stopped generation changes)."""
+    config = LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, reproducible=reproducible)
     first_ms: list[float] = []
     streamed_ms: list[float] = []
     plain_ms: list[float] = []

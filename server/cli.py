@@ -61,8 +61,9 @@ def _bench_streaming(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench_streaming import bench_streaming
 
     return bench_streaming(
-        npcs=args.npcs, rounds=args.rounds, facts=args.facts, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers
-    )
+        npcs=args.npcs, rounds=args.rounds, facts=args.facts, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers,
+        reproducible=args.reproducible,
+    )  # fmt: skip
 
 
 def _bench_concurrency(args: argparse.Namespace) -> Mapping[str, object]:
@@ -348,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
             suite.add_argument("--npcs", type=int, default=8, help="NPCs in the rotation")
             suite.add_argument("--rounds", type=int, default=2, help="turns per NPC")
             suite.add_argument("--facts", type=int, default=8, help="canonical facts per NPC (prefix length)")
+            suite.add_argument("--reproducible", action="store_true", help="the one-at-a-time engine instead of the batched one")
         else:
             suite.add_argument("--npcs", default="1,8,32", help="comma-separated N: NPCs asking at once")
             suite.add_argument("--serial", type=int, default=8, help="NPCs in the one-at-a-time baseline")
