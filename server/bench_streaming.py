@@ -8,7 +8,9 @@ seeds are equal and (on the CPU's one-slot engine) so are the outputs: the times
 with like, taken at the client.
 
 Figures: time to the first chunk and to the whole reply (`interact.ok`) of the streamed turns,
-their ratio; the plain turns' whole-reply time, and how much slower a streamed whole reply is;
+their ratio; the plain turns' whole-reply time, and how much slower a streamed whole reply is
+(over all turns, and over the turns where both wrote the very same text: the cost of streaming
+itself, without the time cuts save);
 `released_then_rejected` (streamed turns whose chunks do not add up to the final dialogue: 0 by
 design); attempts stopped early by a failed sentence, and the tokens that saved (against the
 plain run's same attempt, where it wrote the same text).
@@ -81,6 +83,8 @@ def bench_streaming(
     warm_first: list[float] = []
     warm_full: list[float] = []
     warm_plain: list[float] = []
+    #: (streamed, plain) times of turns whose attempts wrote exactly the same text (no cut).
+    same_work: list[tuple[float, float]] = []
     released_then_rejected = 0
     chunks_total = 0
     aborted = saved = same_output = turns = cut = fallbacks = 0
@@ -120,6 +124,9 @@ def bench_streaming(
                         same_output += bool(
                             s_attempts and p_attempts and p_attempts[0].raw_output.startswith(s_attempts[0].raw_output)
                         )
+                        if [a.raw_output for a in s_attempts] == [a.raw_output for a in p_attempts]:
+                            # The same work, word for word: what streaming itself costs.
+                            same_work.append((s_ms, p_ms))
                         for i, attempt in enumerate(s_attempts):
                             if attempt.stream is None:
                                 continue
@@ -147,6 +154,10 @@ def bench_streaming(
         "streamed_slowdown_p50_pct": round((full_p50 / plain_p50 - 1) * 100, 1) if plain_p50 else 0.0,
         "streamed_slowdown_total_pct": round((sum(streamed_ms) / sum(plain_ms) - 1) * 100, 1) if plain_ms else 0.0,
         "streamed_slowdown_goal_pct": 5.0,
+        "same_work_turns": len(same_work),
+        "same_work_slowdown_total_pct": (
+            round((sum(a for a, _ in same_work) / sum(b for _, b in same_work) - 1) * 100, 1) if same_work else 0.0
+        ),
         "released_then_rejected": released_then_rejected,
         "stream_cuts": cut,
         "aborted_early_attempts": aborted,
