@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import zmq
@@ -31,11 +32,17 @@ class AsyncClient:
         self._socket.connect(address)
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        #: Streamed requests: every envelope with their id, chunks and the end, in order.
+        self._streams: dict[int, asyncio.Queue[dict[str, Any]]] = {}
         self._reader: asyncio.Task[None] | None = None
 
     async def _read(self) -> None:
         while True:
             envelope = decode_reply(await self._socket.recv())
+            stream = self._streams.get(envelope.get("id"))  # type: ignore[arg-type]
+            if stream is not None:
+                stream.put_nowait(envelope)
+                continue
             future = self._pending.pop(envelope.get("id"), None)  # type: ignore[arg-type]
             if future is None or future.done():
                 continue
@@ -57,6 +64,29 @@ class AsyncClient:
             raise NoReply(f"no reply to {message_type} from {self.address} within {self.timeout_s}s") from None
         finally:
             self._pending.pop(request_id, None)
+
+    async def _exchange(self, message_type: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """Send one request; yield its partial replies and then its reply envelope. Each must
+        come within `timeout_s` of the one before."""
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read())
+        request_id = next(self._ids)
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._streams[request_id] = queue
+        try:
+            await self._socket.send(encode_request(request_id, message_type, body))
+            while True:
+                try:
+                    envelope = await asyncio.wait_for(queue.get(), self.timeout_s)
+                except TimeoutError:
+                    raise NoReply(f"no reply to {message_type} from {self.address} within {self.timeout_s}s") from None
+                if envelope["type"] == "error":
+                    raise error_from_envelope(envelope)
+                yield envelope
+                if envelope["type"] != calls.CHUNK_TYPE:
+                    return
+        finally:
+            self._streams.pop(request_id, None)
 
     async def send(self, call: Call[ReplyT]) -> ReplyT:
         return call.parse(await self.request(call.message_type, call.body))
@@ -81,6 +111,18 @@ class AsyncClient:
         self, npc_id: str | InteractionContext, player_input: str = "", trigger_reason: str = "player_utterance", **fields: Any
     ) -> InteractionResult:
         return await self.send(calls.interact(npc_id, player_input, trigger_reason, fields))
+
+    async def interact_stream(
+        self, npc_id: str | InteractionContext, player_input: str = "", trigger_reason: str = "player_utterance", **fields: Any
+    ) -> AsyncIterator[wire.InteractChunk | InteractionResult]:
+        """One NPC line, streamed: `async for item in lg.interact_stream(...)` gives each
+        validated chunk as it is released, then the result (its dialogue is the chunks joined)."""
+        call = calls.interact(npc_id, player_input, trigger_reason, fields, stream=True)
+        async for envelope in self._exchange(call.message_type, call.body):
+            if envelope["type"] == calls.CHUNK_TYPE:
+                yield wire.InteractChunk.model_validate(envelope["body"])
+            else:
+                yield call.parse(envelope["body"])
 
     async def memory(self, npc_id: str) -> wire.MemoryGetReply:
         return await self.send(calls.memory(npc_id))

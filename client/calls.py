@@ -72,14 +72,21 @@ def set_state(values: dict[str, Any], npc_id: str | None, remove: tuple[str, ...
 
 
 def interact(
-    npc_id: str | InteractionContext, player_input: str, trigger_reason: str, fields: dict[str, Any]
+    npc_id: str | InteractionContext, player_input: str, trigger_reason: str, fields: dict[str, Any], *, stream: bool = False
 ) -> Call[InteractionResult]:
-    """One NPC line: validated dialogue, approved intents, the receipt."""
+    """One NPC line: validated dialogue, approved intents, the receipt. With `stream`, the
+    dialogue also comes as `interact.chunk` replies first (`InteractChunk` bodies)."""
     if isinstance(npc_id, InteractionContext):
         body = body_of(npc_id)
     else:
         body = {"npc_id": npc_id, "trigger_reason": trigger_reason, "player_input": player_input, **fields}
+    if stream:
+        body["stream"] = True
     return _call("interact", body, InteractionResult)
+
+
+#: The envelope type of a streamed request's partial replies.
+CHUNK_TYPE = "interact.chunk"
 
 
 def memory(npc_id: str) -> Call[MemoryGetReply]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import zmq
@@ -31,6 +32,14 @@ class Client:
 
     def request(self, message_type: str, body: dict[str, Any]) -> dict[str, Any]:
         """Send one request and return the reply body; raise the typed error on an error reply."""
+        for envelope in self._exchange(message_type, body):
+            reply: dict[str, Any] = envelope["body"]
+            return reply
+        raise AssertionError("unreachable: an exchange ends with a reply or raises")
+
+    def _exchange(self, message_type: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Send one request; yield its partial replies (`*.chunk`) and then its reply envelope.
+        Each message must come within `timeout_s` of the one before."""
         request_id = next(self._ids)
         self._socket.send(encode_request(request_id, message_type, body))
         deadline = time.monotonic() + self.timeout_s
@@ -43,8 +52,10 @@ class Client:
                 continue  # a late reply to a request that already timed out
             if envelope["type"] == "error":
                 raise error_from_envelope(envelope)
-            reply: dict[str, Any] = envelope["body"]
-            return reply
+            yield envelope
+            if envelope["type"] != calls.CHUNK_TYPE:
+                return
+            deadline = time.monotonic() + self.timeout_s
 
     def send(self, call: Call[ReplyT]) -> ReplyT:
         return call.parse(self.request(call.message_type, call.body))
@@ -64,9 +75,34 @@ class Client:
         return self.send(calls.set_state(values, npc_id, remove))
 
     def interact(
-        self, npc_id: str | InteractionContext, player_input: str = "", trigger_reason: str = "player_utterance", **fields: Any
+        self,
+        npc_id: str | InteractionContext,
+        player_input: str = "",
+        trigger_reason: str = "player_utterance",
+        *,
+        on_chunk: Callable[[wire.InteractChunk], None] | None = None,
+        **fields: Any,
     ) -> InteractionResult:
-        return self.send(calls.interact(npc_id, player_input, trigger_reason, fields))
+        """One NPC line. With `on_chunk`, the line streams: each validated chunk is passed to it
+        as it arrives, and the result (whose dialogue the chunks add up to) is returned."""
+        if on_chunk is None:
+            return self.send(calls.interact(npc_id, player_input, trigger_reason, fields))
+        for item in self.interact_stream(npc_id, player_input, trigger_reason, **fields):
+            if isinstance(item, InteractionResult):
+                return item
+            on_chunk(item)
+        raise AssertionError("unreachable: a stream ends with its result or raises")
+
+    def interact_stream(
+        self, npc_id: str | InteractionContext, player_input: str = "", trigger_reason: str = "player_utterance", **fields: Any
+    ) -> Iterator[wire.InteractChunk | InteractionResult]:
+        """One NPC line, streamed: each validated chunk as it is released, then the result."""
+        call = calls.interact(npc_id, player_input, trigger_reason, fields, stream=True)
+        for envelope in self._exchange(call.message_type, call.body):
+            if envelope["type"] == calls.CHUNK_TYPE:
+                yield wire.InteractChunk.model_validate(envelope["body"])
+            else:
+                yield call.parse(envelope["body"])
 
     def memory(self, npc_id: str) -> wire.MemoryGetReply:
         return self.send(calls.memory(npc_id))

@@ -21,6 +21,11 @@ var lines_said: int = 0
 var _sent_at_ms: int = 0
 var _dots_phase: float = 0.0
 
+## Replies stream: each sentence is typed out as soon as the sidecar's gate has passed it.
+var _typewriter := LoreguardTypewriter.new()
+## The NPC whose streamed reply is being typed (its name already shown), or null.
+var _speaking: LoreguardNPC
+
 # The autoload by path, so the script type-checks without the autoload registered.
 @onready var _loreguard: LoreguardClient = get_node("/root/Loreguard")
 @onready var _guard: LoreguardNPC = $Guard
@@ -42,8 +47,12 @@ var _dots_phase: float = 0.0
 
 
 func _ready() -> void:
+	_typewriter.label = _dialogue
+	add_child(_typewriter)
 	for npc: LoreguardNPC in _npcs():
 		_picker.add_item(npc.profile.display_name)
+		npc.stream = true
+		npc.dialogue_chunk.connect(_on_chunk.bind(npc))
 		npc.replied.connect(_on_replied.bind(npc))
 		npc.failed.connect(_on_failed.bind(npc))
 		npc.thinking_started.connect(_on_thinking.bind(npc, true))
@@ -74,6 +83,7 @@ func send() -> void:
 	var npc: LoreguardNPC = _npcs()[_picker.selected]
 	_input.clear()
 	_input.editable = false
+	_typewriter.finish()
 	_dialogue.append_text("[color=#9ab]You → %s:[/color] %s\n" % [npc.profile.display_name, _escape(text)])
 	_sent_at_ms = Time.get_ticks_msec()
 	await npc.say(text)
@@ -114,16 +124,27 @@ func _on_thinking(npc: LoreguardNPC, thinking: bool) -> void:
 	_thinking_label.text = "%s is thinking" % npc.profile.display_name
 
 
+func _on_chunk(text: String, npc: LoreguardNPC) -> void:
+	if _speaking != npc:
+		_speaking = npc
+		_typewriter.type_text("[b]%s:[/b] " % npc.profile.display_name)
+	_typewriter.type_text(_escape(text))
+
+
 func _on_replied(line: LoreguardLine, npc: LoreguardNPC) -> void:
 	lines_said += 1
 	var latency_ms := Time.get_ticks_msec() - _sent_at_ms
 	var note := " [i](%s)[/i]" % line.emotion if line.emotion != "neutral" else ""
 	var marker := " [bgcolor=#7a4a12][color=#ffd9a0] FALLBACK [/color][/bgcolor]" if line.fallback_used else ""
-	_dialogue.append_text("[b]%s:[/b] %s%s%s\n" % [npc.profile.display_name, _escape(line.dialogue), note, marker])
+	if _speaking == npc:  # the line was typed chunk by chunk: only the emotion and marker are left
+		_typewriter.type_text("%s%s\n" % [note, marker])
+	else:
+		_typewriter.type_text("[b]%s:[/b] %s%s%s\n" % [npc.profile.display_name, _escape(line.dialogue), note, marker])
+	_speaking = null
 	for intent in line.intents:
 		var shown := _intent_text(intent)
 		approved_intents.append(shown)
-		_dialogue.append_text("[color=#8c8]   approved: %s[/color]\n" % _escape(shown))
+		_typewriter.type_text("[color=#8c8]   approved: %s[/color]\n" % _escape(shown))
 	if not line.intents.is_empty():
 		_intents_label.text = "Approved by the rules: " + ", ".join(approved_intents)
 	_governance.append_text(_governance_entry(line, npc, latency_ms))
@@ -148,6 +169,10 @@ func _governance_entry(line: LoreguardLine, npc: LoreguardNPC, latency_ms: int) 
 
 
 func _on_failed(error: LoreguardError, npc: LoreguardNPC) -> void:
+	if _speaking != null:
+		_typewriter.type_text("\n")
+		_speaking = null
+	_typewriter.finish()
 	var why := str(error)
 	if error.code == LoreguardError.SIDECAR_DOWN:
 		why = "lost the train of thought (the dialogue engine stopped); try again in a moment"

@@ -26,6 +26,8 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         spec = MESSAGES[name]
         schemas[f"{name}.request.json"] = spec.request.model_json_schema()
         schemas[f"{name}.reply.json"] = spec.reply.model_json_schema()
+        if spec.chunk is not None:
+            schemas[f"{name}.chunk.json"] = spec.chunk.model_json_schema()
     return schemas
 
 
@@ -101,6 +103,13 @@ def protocol_reference() -> str:
             if role == "reply":
                 out += [f"Reply type `{message_type}.ok`.", ""]
             out += _model_table(f"{model.__name__} ({role})", schema)
+        if spec.chunk is not None:
+            out += [
+                f"With `stream: true`, zero or more `{message_type}.chunk` replies come first, with the",
+                "request's id; then exactly one reply or error (docs/streaming.md).",
+                "",
+            ]
+            out += _model_table(f"{spec.chunk.__name__} (chunk)", spec.chunk.model_json_schema())
     error = ErrorEnvelope.model_json_schema()
     shared.update(error.get("$defs", {}))
     out += ["## Shared types", ""]

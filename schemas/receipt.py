@@ -112,6 +112,37 @@ class ParsePath(str, Enum):
     FAILED = "failed"
 
 
+class StreamRelease(FrozenModel):
+    """One chunk a streamed attempt released: its place in the spoken dialogue."""
+
+    seq: int = Field(ge=0)
+    #: Character offsets of the chunk in the interaction's dialogue.
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    #: When it was released, from the interaction's start. Metadata: replay does not compare it.
+    released_ms: float = 0.0
+
+
+class StreamCut(FrozenModel):
+    """Where a streamed attempt was cut and why."""
+
+    #: Characters of the model's dialogue written when the cut was decided.
+    at_char: int = Field(ge=0)
+    #: Characters released before the cut (the reply, when more than 0).
+    released_chars: int = Field(ge=0)
+    reason: str
+    failures: tuple[GateFailure, ...] = ()
+
+
+class AttemptStream(FrozenModel):
+    """How a streamed attempt was released (see `loreguard.server.pipeline.streaming`)."""
+
+    releases: tuple[StreamRelease, ...] = ()
+    cut: StreamCut | None = None
+    #: The generation was stopped before the model finished (a failed sentence, or the client left).
+    aborted: bool = False
+
+
 class AttemptRecord(FrozenModel):
     attempt: int
     prompt_hash: str
@@ -125,6 +156,8 @@ class AttemptRecord(FrozenModel):
     findings: tuple[OutputFinding, ...] = ()
     tokens_evaluated: int = 0
     tokens_generated: int = 0
+    #: Set when the interaction was streamed: chunk boundaries, release times, the cut.
+    stream: AttemptStream | None = None
 
 
 class InteractionOutcome(str, Enum):

@@ -11,7 +11,7 @@ from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
 import msgpack
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field, StrictBool, StringConstraints
 
 from loreguard.schemas.audit import AuditRecord
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, StateKey
@@ -173,6 +173,30 @@ class AuditExportReply(FrozenModel):
     records: int = 0
 
 
+class InteractRequest(InteractionContext):
+    """The `interact` body: the InteractionContext, plus whether to stream the reply."""
+
+    #: True: the validated dialogue comes as `interact.chunk` replies as each sentence passes the
+    #: gate, then `interact.ok` as usual (docs/streaming.md). A boolean, never coerced.
+    stream: StrictBool = False
+
+    def context(self) -> InteractionContext:
+        """The InteractionContext the pipeline runs (and the audit record keeps)."""
+        return InteractionContext.model_validate(self.model_dump(exclude={"stream"}))
+
+
+class InteractChunk(FrozenModel):
+    """One `interact.chunk` reply of a streamed `interact`: a piece of validated dialogue. The
+    chunks of one request, in `seq` order, add up to the `dialogue` of its `interact.ok`; a
+    released chunk is never withdrawn."""
+
+    #: 0, 1, 2... in the order they were released.
+    seq: int = Field(ge=0)
+    text: str
+    #: The model attempt that wrote it (1, 2...); 0 for an authored fallback line.
+    attempt: int = Field(ge=0)
+
+
 class StatsReply(FrozenModel):
     counters: dict[str, int]
     latency_us: dict[str, int]
@@ -184,6 +208,8 @@ class MessageSpec:
     reply: type[FrozenModel]
     #: Who may send it: designer data, game-system writes, or anyone.
     authority: Literal["designer", "game_system", "none"]
+    #: The body of the partial replies (`<type>.chunk`) a streamed request gets before its reply.
+    chunk: type[FrozenModel] | None = None
 
 
 MESSAGES: dict[str, MessageSpec] = {
@@ -191,7 +217,7 @@ MESSAGES: dict[str, MessageSpec] = {
     "world.load": MessageSpec(request=WorldDefinition, reply=WorldLoadReply, authority="designer"),
     "npc.register": MessageSpec(request=NpcProfile, reply=NpcRegisterReply, authority="designer"),
     "world.set_state": MessageSpec(request=SetStateRequest, reply=SetStateReply, authority="game_system"),
-    "interact": MessageSpec(request=InteractionContext, reply=InteractionResult, authority="none"),
+    "interact": MessageSpec(request=InteractRequest, reply=InteractionResult, authority="none", chunk=InteractChunk),
     "memory.get": MessageSpec(request=MemoryGetRequest, reply=MemoryGetReply, authority="none"),
     "save": MessageSpec(request=SlotRequest, reply=SlotReply, authority="game_system"),
     "load": MessageSpec(request=SlotRequest, reply=SlotReply, authority="game_system"),
@@ -210,6 +236,11 @@ def encode_request(request_id: int | str, message_type: str, body: dict[str, Any
 
 def encode_reply(request_id: int | str, message_type: str, body: BaseModel) -> bytes:
     return _pack({"v": PROTOCOL_VERSION, "id": request_id, "type": f"{message_type}.ok", "body": body.model_dump(mode="json")})
+
+
+def encode_chunk(request_id: int | str, message_type: str, body: BaseModel) -> bytes:
+    """A partial reply of a streamed request (`interact.chunk`)."""
+    return _pack({"v": PROTOCOL_VERSION, "id": request_id, "type": f"{message_type}.chunk", "body": body.model_dump(mode="json")})
 
 
 def encode_error(request_id: Any, code: ErrorCode, message: str, details: dict[str, Any] | None = None) -> bytes:

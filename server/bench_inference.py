@@ -122,6 +122,12 @@ def bench_inference(
                 mark = len(recorder.calls)
                 pipeline.interact(ctx)
                 turns[-1].append(recorder.calls[mark])
+        # How often the next prompt could replay the model's own bytes: a reply whose changes the
+        # gate refused in part, or whose line hygiene rewrote, is written anew, and the engine
+        # re-evaluates it.
+        outputs = {generation.text for _, generation in recorder.calls}
+        replies = [e.turn.reply for p in profiles for e in store.scope(p.id).episodic if e.turn is not None]
+        verbatim = sum(reply in outputs for reply in replies) / max(1, len(replies))
         store.close()
 
     calls = recorder.calls
@@ -153,6 +159,7 @@ def bench_inference(
         # The mean is pulled up by turns whose previous reply could not be replayed as the model
         # wrote it (a change the gate refused, a rewritten line): the median shows the usual turn.
         "prompt_tokens_evaluated_per_turn_p50": statistics.median(g.tokens_evaluated for g in repeat),
+        "replies_replayed_verbatim_rate": round(verbatim, 3),
         "prefill_tok_s": _median([g.tokens_evaluated / (g.ttft_ms / 1000) for g in cold if g.ttft_ms > 0]),
         "decode_tok_s": free_rate,
         "constrained_decode_tok_s": constrained_rate,

@@ -64,6 +64,15 @@ def _bench_quality(args: argparse.Namespace) -> Mapping[str, object]:
     return bench_quality(lines=args.lines, runs=runs, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers)
 
 
+def _bench_streaming(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench_streaming import bench_streaming
+
+    return bench_streaming(
+        npcs=args.npcs, rounds=args.rounds, facts=args.facts, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers,
+        reproducible=args.reproducible,
+    )  # fmt: skip
+
+
 def _bench_concurrency(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench_concurrency import bench_concurrency
 
@@ -355,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("inference", _bench_inference, "the embedded model, NPCs with long prefixes, interleaved"),
         ("concurrency", _bench_concurrency, "N NPCs at once through the sidecar vs serial and llama.cpp's batched ceiling"),
         ("quality", _bench_quality, "the embedded model's answers to fixed player lines: pass, fallback, degenerate, parroted"),
+        ("streaming", _bench_streaming, "streamed vs whole replies on the same interactions (embedded model)"),
     ):
         suite = suites.add_parser(name, help=about)
         suite.set_defaults(handler=_bench, run_suite=run_suite)
@@ -372,12 +382,17 @@ def build_parser() -> argparse.ArgumentParser:
         elif name == "quality":
             suite.add_argument("--lines", type=int, default=54, help="player lines of the fixed set to run (at most 54)")
             suite.add_argument("--run", choices=("both", "before", "after"), default="both", help="which setting to run")
+        elif name == "streaming":
+            suite.add_argument("--npcs", type=int, default=8, help="NPCs in the rotation")
+            suite.add_argument("--rounds", type=int, default=2, help="turns per NPC")
+            suite.add_argument("--facts", type=int, default=8, help="canonical facts per NPC (prefix length)")
+            suite.add_argument("--reproducible", action="store_true", help="the one-at-a-time engine instead of the batched one")
         else:
             suite.add_argument("--npcs", default="1,8,32", help="comma-separated N: NPCs asking at once")
             suite.add_argument("--serial", type=int, default=8, help="NPCs in the one-at-a-time baseline")
             suite.add_argument("--facts", type=int, default=8, help="canonical facts per NPC (prefix length)")
             suite.add_argument("--kv-budget-mib", type=int, help="KV cache memory (default: the engine's)")
-        if name in ("inference", "concurrency", "quality"):
+        if name in ("inference", "concurrency", "quality", "streaming"):
             suite.add_argument("--model", help="a GGUF file (default: the embedded model)")
             suite.add_argument("--threads", type=int, help="CPU threads (default: cores - 1)")
             suite.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all)")

@@ -16,7 +16,7 @@ from loreguard.server.audit.package import PackageError, PackageFormat, encode_p
 from loreguard.server.audit.recorder import NoRecordsError, read_records
 from loreguard.server.audit.recorder import export_package as export_records
 from loreguard.server.audit.replay import Replayer, ReplayReport
-from loreguard.server.audit.report import record_line, result_lines, summary_lines
+from loreguard.server.audit.report import record_line, result_lines, stream_lines, summary_lines
 from loreguard.server.pipeline.inference.base import InferenceBackend
 
 
@@ -61,6 +61,8 @@ def list_records(data: Path, selection: PackageSelection, out: TextIO | None = N
         records = read_records(store, selection)
     for record in records:
         print(record_line(record), file=out)
+        for line in stream_lines(record):
+            print(f"       {line}", file=out)
     return 0
 
 

@@ -24,11 +24,12 @@ from loreguard.memory.entries import build_scope
 from loreguard.schemas.audit import AuditRecord, DebugPackage
 from loreguard.schemas.memory import MemoryKind, ScopeMemory
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
-from loreguard.schemas.receipt import ModelFingerprint
+from loreguard.schemas.receipt import AttemptRecord, ModelFingerprint
 from loreguard.server.audit.recorder import AuditRecorder
 from loreguard.server.pipeline.errors import LifecycleHalt
 from loreguard.server.pipeline.inference.base import BackendError, Generation, GenerationRequest, InferenceBackend
 from loreguard.server.pipeline.lifecycle import GovernancePipeline, PipelineConfig
+from loreguard.server.pipeline.streaming import StreamSession
 
 
 class DriftKind(str, Enum):
@@ -114,7 +115,12 @@ class RecordedOutputs(InferenceBackend):
             raise BackendError(f"the record has no model output for attempt {self._next + 1} (it made {len(attempts)})")
         attempt = attempts[self._next]
         self._next += 1
-        return Generation(text=attempt.raw_output, tokens_generated=attempt.tokens_generated)
+        aborted = attempt.stream is not None and attempt.stream.aborted
+        return Generation(
+            text=attempt.raw_output,
+            tokens_generated=attempt.tokens_generated,
+            finish_reason="aborted" if aborted else "stop",
+        )
 
     def fingerprint(self) -> ModelFingerprint:
         return self._record.model or ModelFingerprint(backend="replay")
@@ -192,8 +198,11 @@ class Replayer:
             backend = self.live_backend or RecordedOutputs(record)
             recorder = AuditRecorder(store, fingerprint=backend.fingerprint(), ring_size=1)
             pipeline = GovernancePipeline(store, backend, PipelineConfig.model_validate(config["pipeline"]), recorder=recorder)
+            # A streamed interaction replays streamed: where a reply was cut is a decision too.
+            streamed = any(a.stream is not None for a in record.receipt.attempts)
+            stream = StreamSession(emit=lambda chunk: None) if streamed else None
             with suppress(LifecycleHalt):  # halted again: its record, like any other, is what is compared
-                pipeline.interact(record.context)
+                pipeline.interact(record.context, stream=stream)
             return recorder.tail(limit=1)[0]
         finally:
             store.close()
@@ -224,7 +233,7 @@ def _groups(record: AuditRecord, *, live: bool) -> dict[DriftKind, object]:
         DriftKind.OUTPUT: [(a.raw_output, a.output_hash, a.tokens_generated) for a in r.attempts],
         DriftKind.VALIDATION: (
             r.outcome,
-            [(a.attempt, a.parse_path, a.gates, a.failures) for a in r.attempts],
+            [(a.attempt, a.parse_path, a.gates, a.failures, _stream_decisions(a)) for a in r.attempts],
             record.dialogue,
             record.emotion,
             record.intents,
@@ -243,6 +252,14 @@ def _groups(record: AuditRecord, *, live: bool) -> dict[DriftKind, object]:
         # how many attempts were made is validation drift, not output drift.
         del groups[DriftKind.OUTPUT]
     return groups
+
+
+def _stream_decisions(attempt: AttemptRecord) -> object:
+    """What streaming decided in an attempt (chunk boundaries, the cut), without the times."""
+    if attempt.stream is None:
+        return None
+    releases = [(r.seq, r.start, r.end) for r in attempt.stream.releases]
+    return (releases, attempt.stream.cut, attempt.stream.aborted)
 
 
 def compare(recorded: AuditRecord, replayed: AuditRecord, *, live: bool = False) -> tuple[tuple[DriftKind, ...], tuple[str, ...]]:

@@ -21,6 +21,24 @@ def record_line(record: AuditRecord) -> str:
     )
 
 
+def stream_lines(record: AuditRecord) -> list[str]:
+    """For a streamed interaction: each attempt's chunks (where they lie in the dialogue, when
+    they went out) and where the stream was cut, and why."""
+    lines = []
+    for a in record.receipt.attempts:
+        if a.stream is None:
+            continue
+        chunks = ", ".join(f"#{r.seq} [{r.start}:{r.end}] at {r.released_ms:.0f} ms" for r in a.stream.releases)
+        lines.append(
+            f"stream attempt {a.attempt}: {chunks or 'nothing released'}{' (generation stopped early)' if a.stream.aborted else ''}"
+        )
+        if a.stream.cut is not None:
+            cut = a.stream.cut
+            kept = f"reply cut back to the {cut.released_chars} characters released" if cut.released_chars else "nothing released"
+            lines.append(f"  cut at dialogue character {cut.at_char}: {cut.reason} ({kept})")
+    return lines
+
+
 def summary_lines(report: ReplayReport) -> list[str]:
     first = report.first_drift
     lines = [
@@ -45,6 +63,7 @@ def result_lines(result: RecordReplay, *, verbose: bool = False) -> list[str]:
     head += "exact" if result.exact else f"DRIFT {', '.join(k.value for k in result.kinds)}"
     lines = [head]
     lines += [f"  {detail}" for detail in result.details]
+    lines += [f"  {line}" for line in stream_lines(rec)]
     if result.replayed is None or (result.exact and not verbose):
         return lines
     lines += [f"  {line}" for line in prompt_diff(rec, result.replayed)]
@@ -114,4 +133,4 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-__all__ = ["gate_table", "prompt_diff", "record_line", "result_lines", "summary_lines"]
+__all__ = ["gate_table", "prompt_diff", "record_line", "result_lines", "stream_lines", "summary_lines"]

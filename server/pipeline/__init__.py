@@ -13,7 +13,21 @@
    lifecycle     the orchestrator
 """
 
-from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, PipelineError, UnknownNpcError
+from loreguard.server.pipeline.errors import (
+    DeadlineExceeded,
+    InteractionCancelled,
+    LifecycleHalt,
+    PipelineError,
+    UnknownNpcError,
+)
 from loreguard.server.pipeline.lifecycle import GovernancePipeline, PipelineConfig
 
-__all__ = ["DeadlineExceeded", "GovernancePipeline", "LifecycleHalt", "PipelineConfig", "PipelineError", "UnknownNpcError"]
+__all__ = [
+    "DeadlineExceeded",
+    "GovernancePipeline",
+    "InteractionCancelled",
+    "LifecycleHalt",
+    "PipelineConfig",
+    "PipelineError",
+    "UnknownNpcError",
+]

@@ -37,3 +37,11 @@ class ConstraintIdCollision(PipelineError, ValueError):
     def __init__(self, rule_id: str) -> None:
         super().__init__(f"two different rules share the id {rule_id!r}; rule ids must be unique across a world and its NPCs")
         self.rule_id = rule_id
+
+
+class InteractionCancelled(PipelineError):
+    """The streaming client went away: generation stopped, nothing was applied or recorded."""
+
+    def __init__(self, phase: str) -> None:
+        super().__init__(f"the client left during phase {phase}; generation stopped, nothing was applied")
+        self.phase = phase

@@ -39,11 +39,11 @@ from loreguard.schemas.receipt import (
 )
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.contract import Sufficiency, Verdict, check_sufficiency, contract_for, vocabulary
-from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, UnknownNpcError
+from loreguard.server.pipeline.errors import DeadlineExceeded, InteractionCancelled, LifecycleHalt, UnknownNpcError
 from loreguard.server.pipeline.expectancy import evaluate_rules
 from loreguard.server.pipeline.fallback import choose_fallback
 from loreguard.server.pipeline.gate import GateConfig, GateResult, validate
-from loreguard.server.pipeline.inference.base import BackendError, GenerationRequest, InferenceBackend
+from loreguard.server.pipeline.inference.base import BackendError, Generation, GenerationRequest, InferenceBackend
 from loreguard.server.pipeline.interaction import intake
 from loreguard.server.pipeline.judge import SemanticJudge
 from loreguard.server.pipeline.mutation import plan_writes
@@ -53,6 +53,7 @@ from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt
 from loreguard.server.pipeline.retry import RetryPolicy, escalate, repair_message
 from loreguard.server.pipeline.sink import AuditSink
 from loreguard.server.pipeline.snapshot import StateSnapshot, build_snapshot, merged_state
+from loreguard.server.pipeline.streaming import IncrementalGate, StreamingConfig, StreamSession
 
 _log = logging.getLogger("loreguard.pipeline")
 
@@ -72,6 +73,8 @@ class PipelineConfig(FrozenModel):
     #: With the semantic judge on (`gate.semantic_judge`): how long its model may take before
     #: the keyword check stands in.
     judge_timeout_ms: int = Field(default=3000, ge=1)
+    #: How a streamed interaction cuts its reply into chunks (`interact` with `stream`).
+    streaming: StreamingConfig = StreamingConfig()
 
 
 class _Timer:
@@ -117,6 +120,7 @@ class _Run:
     turn_message: str = ""
     #: The backend's sampler settings besides the seed (repetition penalties, DRY).
     sampling: dict[str, float | int] = field(default_factory=dict)
+    stream: StreamSession | None = None
 
     def receipt(self, **fields: object) -> Receipt:
         return Receipt(
@@ -221,7 +225,9 @@ class GovernancePipeline:
         """Designer feedback on a behavioural rule (+1 right, -1 wrong); persisted."""
         self.store.record_correction(rule_id, verdict)
 
-    def interact(self, context: InteractionContext, *, deadline_ns: int | None = None) -> InteractionResult:
+    def interact(
+        self, context: InteractionContext, *, deadline_ns: int | None = None, stream: StreamSession | None = None
+    ) -> InteractionResult:
         """Run one interaction to exactly one outcome: validated, fallback or clarify.
 
         Thread-safe for different NPCs: their interactions may run at once (they read and write
@@ -230,17 +236,30 @@ class GovernancePipeline:
 
         `deadline_ns` is a time on the pipeline's clock. Past it, no further model call starts
         and nothing is committed: `DeadlineExceeded` is raised with memory unchanged.
+
+        With `stream`, the reply is released chunk by chunk as it passes the incremental gate
+        (`streaming`): the chunks always add up to the result's dialogue (a fallback line is one
+        chunk); when the session's client leaves, `InteractionCancelled` is raised with nothing
+        applied.
         """
         run = self._prepare(context)
         run.deadline_ns = deadline_ns
+        if stream is not None:
+            stream.clock_ms = run.timer.elapsed_ms
+            run.stream = stream
         try:
             if run.sufficiency.verdict is Verdict.CLARIFY:
                 return self._clarify(run)
             accepted, warnings, fallback_reason = self._attempts(run)
-            self._check_deadline(run, "commit")
+            if run.stream is None or not run.stream.released:
+                # Once words are out they stand: a released reply commits past the deadline.
+                self._check_deadline(run, "commit")
             if accepted is not None:
                 return self._apply(run, accepted, warnings)
-            return self._fallback(run, fallback_reason)
+            result = self._fallback(run, fallback_reason)
+            if run.stream is not None and result.dialogue:
+                run.stream.release(result.dialogue, 0)  # attempt 0: not a model's line
+            return result
         except LifecycleHalt as halt:
             halt.audit_record_id = self._record_halt(run, halt)
             raise
@@ -374,27 +393,62 @@ class GovernancePipeline:
                 max_tokens=self.config.max_tokens,
                 output_schema=schema,
             )
+            watcher = None
+            if run.stream is not None:
+                watcher = IncrementalGate(
+                    session=run.stream,
+                    snapshot=snapshot,
+                    config=self.config.gate,
+                    hygiene=run.view.profile.output_hygiene,
+                    streaming=self.config.streaming,
+                    hold_all=judge is not None,
+                    special_tokens=self._special_tokens(),
+                )
             try:
-                generation = self.backend.generate(request)
+                if watcher is None:
+                    generation = self.backend.generate(request)
+                else:
+                    generation = self.backend.generate_streaming(request, watcher.observe)
             except BackendError as exc:
                 run.timer.lap(f"inference.{snapshot.attempt}")
-                return None, (), f"backend: {exc}"
+                if watcher is None or watcher.safe is None:
+                    return None, (), f"backend: {exc}"
+                # Text is out: the reply is what was released (the cut says why it stopped).
+                watcher.backend_failed(str(exc))
+                generation = Generation(text=watcher.last_raw, finish_reason="aborted")
             run.timer.lap(f"inference.{snapshot.attempt}")
+            if run.stream is not None and run.stream.cancelled:
+                self._count("stream_cancelled", 1)
+                raise InteractionCancelled(f"inference.{snapshot.attempt}")
             run.prompts.append(prompt.full)
             if snapshot.attempt == 1:
                 run.ttft_ms = generation.ttft_ms
             run.turn_message = prompt.player_turn
 
             parse = parse_output(generation.text)
-            gate = validate(
-                parse,
-                generation.text,
-                snapshot,
-                self.config.gate,
-                judge,
-                run.view.profile.output_hygiene,
-                self._special_tokens(),
-            )
+            gate: GateResult | None
+            if watcher is not None and watcher.failed is not None:
+                gate = None  # a sentence failed: the generation was stopped there
+            else:
+                gate = validate(
+                    parse,
+                    generation.text,
+                    snapshot,
+                    self.config.gate,
+                    judge,
+                    run.view.profile.output_hygiene,
+                    self._special_tokens(),
+                )
+            if watcher is not None:
+                judged = gate if gate is not None else watcher.failed
+                gate = watcher.finish(gate) or watcher.failed
+                if watcher.cut is not None:
+                    self._count("stream_cut", 1)
+                assert gate is not None and judged is not None
+                record_gate = judged
+            else:
+                assert gate is not None
+                record_gate = gate
             run.attempts.append(
                 AttemptRecord(
                     attempt=snapshot.attempt,
@@ -402,14 +456,15 @@ class GovernancePipeline:
                     raw_output=generation.text,
                     output_hash=sha256_hex(generation.text),
                     parse_path=parse.path,
-                    gates=gate.checks,
-                    failures=gate.failures,
-                    findings=gate.findings,
+                    gates=record_gate.checks,
+                    failures=record_gate.failures,
+                    findings=record_gate.findings,
                     tokens_evaluated=generation.tokens_evaluated,
                     tokens_generated=generation.tokens_generated,
+                    stream=watcher.record(generation.finish_reason == "aborted") if watcher is not None else None,
                 )
             )
-            for failure in gate.failures:
+            for failure in record_gate.failures:
                 self._count(f"gate_failed.{failure.gate.value}", 1)
             run.timer.lap(f"gate.{snapshot.attempt}")
 

@@ -68,7 +68,17 @@ def _package_folder(package: str) -> Path:
 def pyinstaller_arguments(out: Path, work: Path) -> list[str]:
     """The PyInstaller command line (after `python -m PyInstaller`) for a onedir CPU build."""
     llama_lib = _package_folder("llama_cpp") / "lib"
+    # The project as a plain folder tree on PyInstaller's path: an editable install (`pip install
+    # -e`, what ./dev and CI use) maps `loreguard.*` through an import hook that PyInstaller's
+    # module graph does not follow, and the bundle would start without its own code.
+    source = work / "src" / "loreguard"
+    source.mkdir(parents=True, exist_ok=True)
+    for part in PROJECT_PACKAGES:
+        link = source / part
+        if not link.exists():
+            link.symlink_to(_package_folder(f"loreguard.{part}"), target_is_directory=True)
     args = [
+        "--paths", str(work / "src"),
         "--noconfirm", "--onedir", "--console", "--log-level", "WARN",
         "--name", EXECUTABLE,
         "--distpath", str(out.parent), "--workpath", str(work / "build"), "--specpath", str(work),
@@ -87,6 +97,8 @@ def pyinstaller_arguments(out: Path, work: Path) -> list[str]:
 
 
 _SEP = ";" if sys.platform == "win32" else ":"
+#: The project's top-level packages (pyproject's package-dir).
+PROJECT_PACKAGES = ("schemas", "memory", "server", "client")
 
 
 def build_bundle(out: Path, model: Path | None = None, *, log=sys.stderr) -> BuiltBundle:  # noqa: ANN001

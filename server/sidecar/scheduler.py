@@ -17,8 +17,15 @@ from dataclasses import dataclass
 
 from loreguard.memory import AuditWriteError
 from loreguard.schemas.interaction import InteractionContext
-from loreguard.schemas.wire import ErrorCode
-from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, LifecycleHalt, UnknownNpcError
+from loreguard.schemas.wire import ErrorCode, InteractChunk, encode_chunk
+from loreguard.server.pipeline import (
+    DeadlineExceeded,
+    GovernancePipeline,
+    InteractionCancelled,
+    LifecycleHalt,
+    UnknownNpcError,
+)
+from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession
 from loreguard.server.sidecar.codec import encode_error, encode_reply, internal_error
 from loreguard.server.sidecar.stats import SidecarStats
 
@@ -30,6 +37,8 @@ class InteractJob:
     context: InteractionContext
     received_ns: int
     deadline_ns: int
+    #: Send each validated chunk as `interact.chunk` before the reply.
+    stream: bool = False
 
 
 Deliver = Callable[[bytes, bytes], None]
@@ -117,18 +126,35 @@ class InteractionScheduler:
                 if not self._is_connected(job.client):
                     self._stats.count("interact.dropped_disconnected")
                     continue
-                self._deliver(job.client, self._execute(job))
+                reply = self._execute(job)
+                if reply is not None:
+                    self._deliver(job.client, reply)
             finally:
                 self._done(job)
 
-    def _execute(self, job: InteractJob) -> bytes:
+    def _stream(self, job: InteractJob) -> StreamSession:
+        """Chunks go out as they are released; the generation stops when the client leaves."""
+
+        def emit(chunk: ReleasedChunk) -> None:
+            body = InteractChunk(seq=chunk.seq, text=chunk.text, attempt=chunk.attempt)
+            self._deliver(job.client, encode_chunk(job.request_id, "interact", body))
+            self._stats.count("interact.chunks")
+
+        return StreamSession(emit=emit, wanted=lambda: self._is_connected(job.client))
+
+    def _execute(self, job: InteractJob) -> bytes | None:
+        """The reply frame; None when a streaming client left (no one to answer)."""
         started = time.perf_counter_ns()
         self._stats.observe("queue_wait", (started - job.received_ns) // 1000)
         if started > job.deadline_ns:
             self._stats.count("interact.timeout")
             return encode_error(job.request_id, ErrorCode.TIMEOUT, "the deadline passed while the request was queued")
         try:
-            result = self._pipeline.interact(job.context, deadline_ns=job.deadline_ns)
+            stream = self._stream(job) if job.stream else None
+            result = self._pipeline.interact(job.context, deadline_ns=job.deadline_ns, stream=stream)
+        except InteractionCancelled:
+            self._stats.count("interact.cancelled_disconnected")
+            return None
         except UnknownNpcError as exc:
             return encode_error(job.request_id, ErrorCode.NOT_FOUND, str(exc), {"npc_id": job.context.npc_id})
         except DeadlineExceeded as exc:

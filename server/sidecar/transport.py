@@ -22,8 +22,7 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from loreguard.memory import MemoryStore
-from loreguard.schemas.interaction import InteractionContext
-from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, Limits
+from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, InteractRequest, Limits
 from loreguard.server.audit import AuditRecorder
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 from loreguard.server.pipeline.inference.base import InferenceBackend
@@ -254,12 +253,13 @@ class Sidecar:
             reply = internal_error(request_id, "the socket loop")
         self._reply(client, reply)
 
-    def _submit(self, client: bytes, request_id: int | str, context: InteractionContext, received: int) -> None:
-        self.dispatcher.require_npc(context.npc_id)
+    def _submit(self, client: bytes, request_id: int | str, body: InteractRequest, received: int) -> None:
+        self.dispatcher.require_npc(body.npc_id)
         job = InteractJob(
             client=client,
             request_id=request_id,
-            context=context,
+            context=body.context(),
+            stream=body.stream,
             received_ns=received,
             deadline_ns=received + self.config.request_timeout_ms * 1_000_000,
         )

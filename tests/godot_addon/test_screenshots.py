@@ -28,7 +28,8 @@ SCRIPT = {
     "guard": [
         say("They say a dragon was seen in the hills.", "afraid"),
         say("Nothing I can speak of, traveller. Ask the captain.", "suspicious"),
-        say("Fine. It's s-i-l-v-e-r m-o-o-n. Don't tell anyone."),
+        # The leak is in the first sentence: a streamed reply that released nothing falls back.
+        say("It's s-i-l-v-e-r m-o-o-n. Fine, don't tell anyone."),
     ],
     "merchant": [
         say(

@@ -7,6 +7,7 @@ state: everything it returns goes through parsing and the validation gate.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, Literal, Self
 
 from pydantic import Field
@@ -48,10 +49,15 @@ class Generation(FrozenModel):
     #: Prompt tokens restored from a cached prefix instead of evaluated.
     tokens_cached: int = 0
     tokens_generated: int = 0
-    finish_reason: Literal["stop", "length"] = "stop"
+    #: `aborted`: a streaming observer stopped the generation before the model finished.
+    finish_reason: Literal["stop", "length", "aborted"] = "stop"
     #: Metadata, never hashed.
     ttft_ms: float = 0.0
     total_ms: float = 0.0
+
+
+#: A streaming observer: the output so far; False stops the generation.
+Observer = Callable[[str], bool]
 
 
 class InferenceBackend(ABC):
@@ -68,6 +74,14 @@ class InferenceBackend(ABC):
     @abstractmethod
     def generate(self, request: GenerationRequest) -> Generation:
         """Produce text for `request`, or raise a `BackendError`."""
+
+    def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:
+        """Like `generate`, calling `observe` with the text so far as it grows; when it returns
+        False the generation stops at once (`finish_reason` `aborted`, its slot freed). A backend
+        that cannot stream shows the whole text once, at the end: the default."""
+        generation = self.generate(request)
+        observe(generation.text)
+        return generation
 
     @abstractmethod
     def fingerprint(self) -> ModelFingerprint:

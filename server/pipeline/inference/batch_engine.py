@@ -54,6 +54,11 @@ class EngineJob:
     deadline: float | None = None
     done: threading.Event = field(default_factory=threading.Event)
     error: Exception | None = None
+    #: Streaming: set by the engine whenever `out` grew or the job ended (the caller clears it).
+    grew: threading.Event | None = None
+    #: Set by the caller to stop the generation; the engine ends it (`finish` `aborted`) before
+    #: its next step, freeing its slot.
+    cancel: bool = False
     # Filled in by the engine thread.
     seq: Sequence | None = None
     reused: int = 0
@@ -108,15 +113,19 @@ class BatchedEngine:
 
     def run(self, job: EngineJob) -> EngineJob:
         """Queue `job` and wait for it to finish; raises its error, if any."""
+        self.submit(job)
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        return job
+
+    def submit(self, job: EngineJob) -> None:
+        """Queue `job` without waiting (a streaming caller watches `job.grew` and `job.done`)."""
         with self._cond:
             if self._closed:
                 raise EngineClosed("the inference engine is shut down")
             self._waiting.append(job)
             self._cond.notify()
-        job.done.wait()
-        if job.error is not None:
-            raise job.error
-        return job
 
     def forget(self, owner: str) -> int:
         """Drop the resident sequences `owner`'s turns left behind; how many."""
@@ -160,6 +169,8 @@ class BatchedEngine:
                         self._fail(job, EngineTimeout("the generation's deadline passed while it was queued"))
                     else:
                         self._admit(job)
+                for job in [j for j in self._active if j.cancel]:
+                    self._finish(job, "aborted")
                 for job in [j for j in self._active if j.deadline is not None and now > j.deadline]:
                     self._fail(job, EngineTimeout(f"the generation ran past its deadline after {job.generated} tokens"))
                 if self._active:
@@ -282,6 +293,8 @@ class BatchedEngine:
             self._finish(job, "stop")
             return
         job.out += self.model.piece(token)
+        if job.grew is not None:
+            job.grew.set()
         if job.generated >= job.max_tokens:
             self._finish(job, "length")
             return
@@ -307,6 +320,8 @@ class BatchedEngine:
         self._active.remove(job)
         job.sampler.close()
         job.done.set()
+        if job.grew is not None:
+            job.grew.set()
 
     def _fail(self, job: EngineJob, error: Exception) -> None:
         if job.seq is not None and job in self._active:
@@ -317,3 +332,5 @@ class BatchedEngine:
         job.error = error
         job.sampler.close()
         job.done.set()
+        if job.grew is not None:
+            job.grew.set()

@@ -41,6 +41,7 @@ from loreguard.server.pipeline.inference.base import (
     Generation,
     GenerationRequest,
     InferenceBackend,
+    Observer,
 )
 from loreguard.server.pipeline.inference.batch_engine import BatchedEngine, EngineJob, EngineTimeout
 from loreguard.server.pipeline.inference.chat_template import ChatTemplate, TemplateError
@@ -59,6 +60,16 @@ from loreguard.server.pipeline.inference.prefix_cache import PrefixCache, Prefix
 from loreguard.server.pipeline.inference.sequences import SequencePool
 from loreguard.server.pipeline.inference.spill import SpillCache
 from loreguard.server.pipeline.prompt import Prompt
+
+
+def decode_prefix(out: bytes) -> str:
+    """Text of a growing UTF-8 output: a character whose bytes have not all arrived waits."""
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start >= len(out) - 3 and exc.reason == "unexpected end of data":
+            return out[: exc.start].decode("utf-8", "replace")
+        return out.decode("utf-8", "replace")
 
 
 def default_threads() -> int:
@@ -289,11 +300,19 @@ class LlamaCppBackend(InferenceBackend):
     def generate(self, request: GenerationRequest) -> Generation:
         """Safe to call from many threads: the batched engine runs their generations together;
         the reproducible engine runs them one at a time."""
+        return self._generate(request, None)
+
+    def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:
+        """`observe` runs on the caller's thread, never the engine's: a slow check delays only
+        this generation's stop, not the other NPCs decoding in the same batch."""
+        return self._generate(request, observe)
+
+    def _generate(self, request: GenerationRequest, observe: Observer | None) -> Generation:
         if self._engine is not None:
-            return self._generate_batched(request)
+            return self._generate_batched(request, observe)
         with self._lock:
             try:
-                return self._generate_solo(request)
+                return self._generate_solo(request, observe)
             except NativeError as exc:
                 # The cache may hold a half-written sequence: start the next call from scratch.
                 self._ctx.clear()
@@ -326,7 +345,7 @@ class LlamaCppBackend(InferenceBackend):
             self.stats.tokens_generated += generated
             self.stats.grammar_full_filters += full_filters
 
-    def _generate_batched(self, request: GenerationRequest) -> Generation:
+    def _generate_batched(self, request: GenerationRequest, observe: Observer | None) -> Generation:
         assert self._engine is not None
         started = time.perf_counter()
         tokens, grammar, max_tokens = self._prepare(request)
@@ -337,7 +356,10 @@ class LlamaCppBackend(InferenceBackend):
             owner=request.npc_id, prompt=prompt, sampler=sampler, max_tokens=max_tokens, started=started, deadline=deadline
         )
         try:
-            self._engine.run(job)
+            if observe is None:
+                self._engine.run(job)
+            else:
+                self._watch(job, observe)
         except EngineTimeout as exc:
             raise BackendTimeout(str(exc)) from exc
         except NativeError as exc:
@@ -349,12 +371,32 @@ class LlamaCppBackend(InferenceBackend):
             tokens_evaluated=evaluated,
             tokens_cached=job.reused,
             tokens_generated=job.generated,
-            finish_reason="stop" if job.finish == "stop" else "length",
+            finish_reason=job.finish if job.finish in ("stop", "aborted") else "length",
             ttft_ms=job.ttft_ms,
             total_ms=job.total_ms,
         )
 
-    def _generate_solo(self, request: GenerationRequest) -> Generation:
+    def _watch(self, job: EngineJob, observe: Observer) -> None:
+        """Run `job` on the engine, showing `observe` its text as it grows; stop it when told."""
+        assert self._engine is not None
+        grew = job.grew = threading.Event()
+        self._engine.submit(job)
+        shown = 0
+        while True:
+            grew.wait()
+            grew.clear()
+            ended = job.done.is_set()
+            out = bytes(job.out)
+            if len(out) > shown and not job.cancel:
+                shown = len(out)
+                if not observe(decode_prefix(out)):
+                    job.cancel = True
+            if ended:
+                break
+        if job.error is not None:
+            raise job.error
+
+    def _generate_solo(self, request: GenerationRequest, observe: Observer | None = None) -> Generation:
         started = time.perf_counter()
         tokens, grammar, max_tokens = self._prepare(request)
 
@@ -381,6 +423,9 @@ class LlamaCppBackend(InferenceBackend):
                     finish = "stop"
                     break
                 out += self._model.piece(token)
+                if observe is not None and not observe(decode_prefix(bytes(out))):
+                    finish = "aborted"
+                    break
                 self._ctx.evaluate([token])
             full_filters = sampler.full_filters
         finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loreguard.schemas.receipt import ModelFingerprint
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, InferenceBackend
+from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, InferenceBackend, Observer
 
 
 class RecordingBackend(InferenceBackend):
@@ -21,6 +21,11 @@ class RecordingBackend(InferenceBackend):
     def generate(self, request: GenerationRequest) -> Generation:
         generation = self.inner.generate(request)
         self.calls.append((request, generation))  # list.append is atomic: safe from many threads
+        return generation
+
+    def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:
+        generation = self.inner.generate_streaming(request, observe)
+        self.calls.append((request, generation))
         return generation
 
     def fingerprint(self) -> ModelFingerprint:

@@ -14,7 +14,11 @@ from loreguard.server.pipeline.inference.base import (
     Generation,
     GenerationRequest,
     InferenceBackend,
+    Observer,
 )
+
+#: Characters per scripted "token" when streaming: the text arrives in pieces this long.
+STREAM_PIECE_CHARS = 4
 
 
 class ScriptExhausted(BackendUnavailable):
@@ -62,6 +66,20 @@ class ScriptedBackend(InferenceBackend):
             self._shared.extend(outputs)
         else:
             self._per_npc.setdefault(npc_id, deque()).extend(outputs)
+
+    def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:
+        """The scripted text in pieces of `STREAM_PIECE_CHARS`, as a model would decode it."""
+        whole = self.generate(request)
+        text = whole.text
+        for end in range(STREAM_PIECE_CHARS, len(text) + STREAM_PIECE_CHARS, STREAM_PIECE_CHARS):
+            if not observe(text[:end]):
+                shown = text[: min(end, len(text))]
+                if end >= len(text):
+                    return whole  # stopped on the last piece: the model had finished anyway
+                return whole.model_copy(
+                    update={"text": shown, "tokens_generated": max(1, len(shown) // 4), "finish_reason": "aborted"}
+                )
+        return whole
 
     def generate(self, request: GenerationRequest) -> Generation:
         if not self.cycle:

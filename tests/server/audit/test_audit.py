@@ -427,3 +427,44 @@ def test_a_halted_interaction_is_recorded_answered_with_a_typed_error_and_replay
     monkeypatch.setattr(lifecycle, "plan_writes", real_plan_writes)
     fixed = Replayer(package).run()  # with the bug gone, the record shows where behaviour changed
     assert fixed.drifts == 1 and fixed.results[-1].kind is DriftKind.VALIDATION
+
+
+# --- streamed interactions ---------------------------------------------------------------------
+
+
+def test_a_streamed_interaction_records_its_chunks_and_cut_and_replays_exactly(tmp_path: Path) -> None:
+    from loreguard.server.audit.report import stream_lines
+    from loreguard.server.pipeline.streaming import StreamSession
+
+    store = demo_store(tmp_path / "memory.sqlite")
+    recorder = AuditRecorder(store, fingerprint=None, ring_size=10)
+    outputs = {"guard": [say("Halt there. The dragon was seen at dawn. Go home."), say("Well met. The gate shuts at dusk.")]}
+    pipeline = GovernancePipeline(store, ScriptedBackend(outputs), recorder=recorder)
+    context = InteractionContext(npc_id="guard", trigger_reason="player_utterance", player_input="News?")
+    cut = pipeline.interact(context, stream=StreamSession(emit=lambda chunk: None))
+    whole = pipeline.interact(context, stream=StreamSession(emit=lambda chunk: None))
+    assert cut.dialogue == "Halt there." and whole.dialogue == "Well met. The gate shuts at dusk."
+    records = recorder.records()
+    lines = stream_lines(records[0])
+    assert lines[0].startswith("stream attempt 1: #0 [0:11] at ") and lines[0].endswith("(generation stopped early)")
+    assert "cut at dialogue character" in lines[1] and "dragon" in lines[1] and "11 characters released" in lines[1]
+    assert stream_lines(records[1])[0].startswith("stream attempt 1: #0 [0:9]")
+    package = recorder.export(PackageSelection(), exported_by="test")
+    report = Replayer(package).run()
+    assert report.exact_matches == 2 and report.drifts == 0
+    # Replayed without streaming, the same outputs decide differently: the cut is a decision.
+    plain = package.model_copy(
+        update={
+            "records": tuple(
+                r.model_copy(
+                    update={
+                        "receipt": r.receipt.model_copy(
+                            update={"attempts": tuple(a.model_copy(update={"stream": None}) for a in r.receipt.attempts)}
+                        )
+                    }
+                )
+                for r in package.records
+            )
+        }
+    )
+    assert Replayer(plain).run().drifts >= 1

@@ -25,6 +25,9 @@ signal registered
 signal thinking_started
 ## The answer (or the failure) is in; emitted before `replied` or `failed`.
 signal thinking_finished
+## With `stream` on: the next validated piece of the reply (a sentence), as soon as it passed the
+## gate; `replied` still follows with the whole line (the chunks add up to `line.dialogue`).
+signal dialogue_chunk(text: String)
 
 ## Who this NPC is: persona, facts, secrets, allowed intents, fallbacks.
 @export var profile: LoreguardNpcProfile
@@ -36,6 +39,13 @@ signal thinking_finished
 @export var tags: PackedStringArray
 ## The client to use; empty: the `Loreguard` autoload.
 @export var client_path: NodePath
+## Stream replies: emit `dialogue_chunk` for each sentence as it passes the gate, before `replied`.
+@export var stream: bool = false
+## With `stream`: speak each chunk with the OS voice (DisplayServer.tts_speak; needs the project
+## setting audio/general/text_to_speech).
+@export var speak_chunks: bool = false
+## The OS voice id for `speak_chunks`; empty: the first voice for the game's language.
+@export var tts_voice: String = ""
 
 ## The last result, for debugging and UI; `last_result.line` is the last line on success.
 var last_result: LoreguardResult
@@ -100,7 +110,7 @@ func interact(trigger_reason: String, player_input: String = "", extra: Dictiona
 	context.merge(extra, true)
 	is_thinking = true
 	thinking_started.emit()
-	var result := await loreguard.interact(context)
+	var result := await loreguard.interact(context, -1, _on_chunk if stream else Callable())
 	is_thinking = false
 	thinking_finished.emit()
 	last_result = result
@@ -118,6 +128,23 @@ func _missing() -> LoreguardResult:
 		return null
 	var why := "no profile set" if profile == null else "no Loreguard client (enable the Loreguard plugin)"
 	return _fail(LoreguardResult.failure(LoreguardError.new(LoreguardError.CLIENT, "%s: %s" % [name, why])))
+
+
+func _on_chunk(body: Dictionary) -> void:
+	var text := str(body.get("text", ""))
+	dialogue_chunk.emit(text)
+	if speak_chunks:
+		_speak(text)
+
+
+func _speak(text: String) -> void:
+	var voice := tts_voice
+	if voice.is_empty():
+		var voices := DisplayServer.tts_get_voices_for_language(TranslationServer.get_locale().left(2))
+		if voices.is_empty():
+			return  # no OS voice (or text-to-speech is off in the project settings)
+		voice = voices[0]
+	DisplayServer.tts_speak(text, voice)
 
 
 func _dispatch(intent: LoreguardWorldIntent) -> void:

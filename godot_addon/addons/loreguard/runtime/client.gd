@@ -89,7 +89,10 @@ class _Pending:
 	var id: int
 	var bytes: PackedByteArray
 	var deadline_ms: int
+	var timeout_ms: int
 	var result: LoreguardResult
+	## Streamed requests: called with each `*.chunk` body, in order, before the reply.
+	var on_chunk: Callable
 
 	func resolve(with: LoreguardResult) -> void:
 		if result == null:
@@ -188,8 +191,12 @@ func stop_sidecar() -> void:
 
 
 ## Sends one request and waits for its outcome. `timeout_ms` < 0 means the project setting.
-func request(type: String, body: Dictionary = {}, timeout_ms: int = -1) -> LoreguardResult:
+## `on_chunk(body)` gets the partial replies (`<type>.chunk`) of a streamed request, in order.
+func request(
+	type: String, body: Dictionary = {}, timeout_ms: int = -1, on_chunk: Callable = Callable()
+) -> LoreguardResult:
 	var pending := _make_pending(type, body, timeout_ms)
+	pending.on_chunk = on_chunk
 	if pending.result == null:
 		_submit(pending)
 	if pending.result == null:
@@ -216,9 +223,16 @@ func register_npc(profile: LoreguardNpcProfile, rules: Array[LoreguardRuleSet] =
 
 
 ## One interaction: the body is an InteractionContext (npc_id, trigger_reason, player_input, …).
-## A successful result carries the reply as a typed `result.line`.
-func interact(context: Dictionary, timeout_ms: int = -1) -> LoreguardResult:
-	var result := await request("interact", context, timeout_ms)
+## A successful result carries the reply as a typed `result.line`. With `on_chunk`, the reply
+## streams: `on_chunk(body)` gets each `interact.chunk` body ({"seq", "text", "attempt"}) as the
+## sidecar releases it, in order; the chunks' texts add up to `result.line.dialogue`. The
+## timeout then counts from the last chunk.
+func interact(context: Dictionary, timeout_ms: int = -1, on_chunk: Callable = Callable()) -> LoreguardResult:
+	var body := context
+	if on_chunk.is_valid():
+		body = context.duplicate()
+		body["stream"] = true
+	var result := await request("interact", body, timeout_ms, on_chunk)
 	if result.ok:
 		result.line = LoreguardLine.from_reply(result.body)
 	if debug_forwarder != null:
@@ -299,7 +313,8 @@ func _make_pending(type: String, body: Dictionary, timeout_ms: int) -> _Pending:
 		)
 		return pending
 	pending.bytes = encoded.bytes
-	pending.deadline_ms = (Time.get_ticks_msec() + (timeout_ms if timeout_ms >= 0 else request_timeout_ms))
+	pending.timeout_ms = timeout_ms if timeout_ms >= 0 else request_timeout_ms
+	pending.deadline_ms = Time.get_ticks_msec() + pending.timeout_ms
 	return pending
 
 
@@ -531,8 +546,14 @@ func _on_message(parts: Array[PackedByteArray]) -> void:
 	var pending: _Pending = _in_flight.get(reply.get("id"))
 	if pending == null:
 		return  # a reply for a request that already timed out
-	_in_flight.erase(pending.id)
 	var body: Dictionary = reply.get("body", {}) if reply.get("body") is Dictionary else {}
+	if str(reply.get("type", "")).ends_with(".chunk"):
+		# A streamed request's partial reply: the request stays in flight until its reply.
+		pending.deadline_ms = Time.get_ticks_msec() + pending.timeout_ms
+		if pending.on_chunk.is_valid():
+			pending.on_chunk.call(body)
+		return
+	_in_flight.erase(pending.id)
 	if reply.get("type") == "error":
 		var details: Dictionary = body.get("details") if body.get("details") is Dictionary else {}
 		pending.resolve(

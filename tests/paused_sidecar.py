@@ -1,0 +1,51 @@
+"""A real sidecar in a process of its own, for tests that kill it mid-stream: the demo's world and
+NPCs with a scripted model that streams its lines, except that a line asked for with "story" in
+the player's words stops after its first sentence until the process is killed.
+
+    python tests/paused_sidecar.py PORT DATA_DIR
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from factories import say  # noqa: E402
+from stores import demo_store  # noqa: E402
+
+from loreguard.server.pipeline.inference import ScriptedBackend  # noqa: E402
+from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, Observer  # noqa: E402
+from loreguard.server.sidecar.transport import Sidecar, SidecarConfig  # noqa: E402
+
+GUARD = "The gate closes at dusk. Travellers sleep at the inn. Mind the wolves, friend."
+MERCHANT = "Lanterns are five silver. Oil is extra!"
+
+
+class PausingBackend(ScriptedBackend):
+    def __init__(self) -> None:
+        super().__init__({"guard": [say(GUARD)], "merchant": [say(MERCHANT, "happy")]}, cycle=True)
+        self.never = threading.Event()
+
+    def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:
+        text = self.generate(request).text
+        pause_at = text.index(". ") + 2 if "story" in request.prompt.full else -1
+        for end in range(1, len(text) + 1):
+            if not observe(text[:end]):
+                return Generation(text=text[:end], finish_reason="aborted")
+            if end == pause_at:
+                self.never.wait(300)  # the first sentence is out: hold until the test kills us
+        return Generation(text=text)
+
+
+def main() -> None:
+    port, data = int(sys.argv[1]), Path(sys.argv[2])
+    sidecar = Sidecar(demo_store(data / "memory.sqlite"), PausingBackend(), SidecarConfig(port=port))
+    print(f"serving {sidecar.address}", flush=True)
+    sidecar.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
