@@ -60,6 +60,9 @@ class NativeModel:
         self.n_head = llama_cpp.llama_model_n_head(model)
         self.n_head_kv = llama_cpp.llama_model_n_head_kv(model)
         self._pieces: dict[int, bytes] = {}
+        #: Tokens that end a generation besides the vocabulary's own end-of-generation tokens
+        #: (a model's per-model stop tokens, see loreguard.server.models).
+        self.stop_tokens: frozenset[int] = frozenset()
 
     @property
     def handle(self) -> llama_cpp.llama_model_p:
@@ -106,7 +109,7 @@ class NativeModel:
         return cached
 
     def is_end_of_generation(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+        return token in self.stop_tokens or bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
 
     def token_text(self, token: int) -> str:
         return (llama_cpp.llama_vocab_get_text(self.vocab, token) or b"").decode("utf-8", "replace")
@@ -261,20 +264,39 @@ class NativeContext:
 
 
 class SamplingParams:
-    __slots__ = ("temperature", "top_k", "top_p")
+    __slots__ = ("temperature", "top_k", "top_p", "repeat_penalty", "presence_penalty")
 
-    def __init__(self, temperature: float = 0.7, top_k: int = 40, top_p: float = 0.95) -> None:
+    #: Generated tokens the repetition penalties look back over.
+    PENALTY_WINDOW = 64
+
+    def __init__(
+        self, temperature: float = 0.7, top_k: int = 40, top_p: float = 0.95, repeat_penalty: float = 1.0,
+        presence_penalty: float = 0.0,
+    ) -> None:  # fmt: skip
         self.temperature = temperature
         self.top_k = top_k
         self.top_p = top_p
+        #: 1.0 and 0.0: off (no penalty sampler in the chain, the same tokens as before they existed).
+        self.repeat_penalty = repeat_penalty
+        self.presence_penalty = presence_penalty
+
+    @property
+    def penalised(self) -> bool:
+        return self.repeat_penalty != 1.0 or self.presence_penalty != 0.0
 
 
 def _chain(
-    params: SamplingParams, seed: int, grammar: llama_cpp.llama_sampler_p | None, *, top_k: bool = True
-) -> llama_cpp.llama_sampler_p:
+    params: SamplingParams, seed: int, grammar: llama_cpp.llama_sampler_p | None, *, top_k: bool = True,
+    n_vocab: int = 0,
+) -> llama_cpp.llama_sampler_p:  # fmt: skip
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
     if grammar is not None:
         llama_cpp.llama_sampler_chain_add(chain, grammar)
+    if n_vocab and params.penalised:
+        penalties = llama_cpp.llama_sampler_init_penalties(
+            n_vocab, SamplingParams.PENALTY_WINDOW, params.repeat_penalty, 0.0, params.presence_penalty
+        )
+        llama_cpp.llama_sampler_chain_add(chain, penalties)
     if params.temperature <= 0:
         llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
         return chain
@@ -303,7 +325,9 @@ class TokenSampler:
 
     def __init__(self, model: NativeModel, params: SamplingParams, seed: int, grammar: str | None = None) -> None:
         # Each chain is a llama.cpp sampler pointer; None once freed (or when unused).
-        self._free: llama_cpp.llama_sampler_p | None = _chain(params, seed, None)
+        # Only the free chain carries the penalty sampler; it is told every chosen token (below).
+        self._free: llama_cpp.llama_sampler_p | None = _chain(params, seed, None, n_vocab=model.n_vocab)
+        self._penalised = params.penalised
         self._constrained: llama_cpp.llama_sampler_p | None = None
         self._grammar: llama_cpp.llama_sampler_p | None = None
         self._tail: llama_cpp.llama_sampler_p | None = None
@@ -376,10 +400,15 @@ class TokenSampler:
         if token >= 0:
             self.shortlist_samples += 1
             llama_cpp.llama_sampler_accept(self._grammar, token)
-            return token
-        self.full_filters += 1
-        # `llama_sampler_sample` accepts the chosen token into every sampler of the chain.
-        return llama_cpp.llama_sampler_sample(self._constrained, ctx.handle, row)
+        else:
+            self.full_filters += 1
+            # `llama_sampler_sample` accepts the chosen token into every sampler of the chain.
+            token = llama_cpp.llama_sampler_sample(self._constrained, ctx.handle, row)
+        if self._penalised:
+            # The free chain sampled a token that was not kept: its penalty history must hold the
+            # token that was (accepting moves no random state, so the seed still decides).
+            llama_cpp.llama_sampler_accept(self._free, token)
+        return token
 
     def close(self) -> None:
         for chain in (self._free, self._constrained, self._tail):
