@@ -36,14 +36,15 @@ class FakeHub:
     gated: set[str] = field(default_factory=set)
     #: Cut the connection after this many body bytes, on the first GET only.
     cut_after: int | None = None
-    requests: list[tuple[str, str, str | None]] = field(default_factory=list)
+    #: (method, path, Range header, Authorization header) of every request.
+    requests: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
     url: str = ""
 
     def add(self, repo: str, file: str, data: bytes, *, served: bytes | None = None) -> FakeFile:
         self.files[(repo, file)] = FakeFile(data, served)
         return self.files[(repo, file)]
 
-    def gets(self) -> list[tuple[str, str, str | None]]:
+    def gets(self) -> list[tuple[str, str, str | None, str | None]]:
         return [r for r in self.requests if r[0] == "GET"]
 
 
@@ -92,7 +93,7 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
 
         def do_HEAD(self) -> None:  # noqa: N802 (http.server's naming)
             with lock:
-                hub.requests.append(("HEAD", self.path, self.headers.get("Range")))
+                hub.requests.append(("HEAD", self.path, self.headers.get("Range"), self.headers.get("Authorization")))
             if self._refuse():
                 return
             found = self._find()
@@ -103,7 +104,7 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802
             with lock:
-                hub.requests.append(("GET", self.path, self.headers.get("Range")))
+                hub.requests.append(("GET", self.path, self.headers.get("Range"), self.headers.get("Authorization")))
                 first_get = len(hub.gets()) == 1
             if self._refuse():
                 return

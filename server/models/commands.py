@@ -15,7 +15,8 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip(), file=out)
 
 
-def list_catalogue(out: TextIO = sys.stdout) -> int:
+def list_catalogue(out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     rows = [["NAME", "PARAMS", "DOWNLOAD", "RAM/VRAM", "CONTEXT", "LICENCE", "REPO / FILE"]]
     notes = []
     for m in load_catalogue().models:
@@ -32,7 +33,8 @@ def list_catalogue(out: TextIO = sys.stdout) -> int:
     return 0
 
 
-def list_installed(out: TextIO = sys.stdout) -> int:
+def list_installed(out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     catalogue = load_catalogue()
     found = installed_files()
     rows = [["NAME", "SIZE", "PATH"]]
@@ -54,8 +56,9 @@ def list_installed(out: TextIO = sys.stdout) -> int:
     return 0
 
 
-def pull_model(name: str, out: TextIO = sys.stdout, progress: TextIO = sys.stderr) -> int:
+def pull_model(name: str, out: TextIO | None = None, progress: TextIO | None = None) -> int:
     """Download and verify a catalogue model or `hf:REPO/FILE`; print its path."""
+    out, progress = out or sys.stdout, progress or sys.stderr
     catalogue = load_catalogue()
     if name.startswith("hf:"):
         hub_file = parse_hub_reference(name)

@@ -100,7 +100,7 @@ class _LineProgress:
     log) it prints a line at every 10%, `downloading FILE: 40% (426.1/1065.6 MiB)`.
     """
 
-    stream: TextIO = sys.stderr
+    stream: TextIO
 
     label: str = ""
 
@@ -183,7 +183,7 @@ def verify(path: Path, hub_file: HubFile, *, size_bytes: int | None = None, sha2
 
 
 def pull(hub_file: HubFile, *, size_bytes: int | None = None, sha256: str | None = None,
-         progress: TextIO | None = sys.stderr) -> Path:  # fmt: skip
+         progress: TextIO | None = None) -> Path:  # fmt: skip
     """Download (or find in the cache) and verify one file; its path in the Hub cache."""
     import httpx
     from huggingface_hub import hf_hub_download
