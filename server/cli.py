@@ -121,7 +121,7 @@ def _backend_factory(args: argparse.Namespace):  # noqa: ANN202
         reproducible=getattr(args, "reproducible", False),
         parallel=getattr(args, "parallel", None),
         kv_budget_mib=getattr(args, "kv_budget_mib", None),
-        **choice.settings,  # type: ignore[arg-type]  # the catalogue's per-model settings
+        **choice.settings,  # the catalogue's per-model settings
     )
     what = choice.entry.name if choice.entry else choice.path.name
     return what, lambda: LlamaCppBackend(llama_config)
@@ -384,7 +384,7 @@ def _models_pull(args: argparse.Namespace) -> int:
     return pull_model(args.name)
 
 
-def _add_models_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_models_command(commands: argparse._SubParsersAction) -> None:
     models = commands.add_parser("models", help="the curated model catalogue; downloads from the Hugging Face Hub")
     models_commands = models.add_subparsers(dest="models_command", required=True)
     models_list = models_commands.add_parser("list", help="the catalogue, or with --installed what is on disk")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -206,7 +205,7 @@ def pull(hub_file: HubFile, *, size_bytes: int | None = None, sha256: str | None
             endpoint=endpoint,
             token=os.environ.get("HF_TOKEN") or None,
             local_files_only=offline(),
-            tqdm_class=_progress_class(progress, hub_file.file) if progress is not None else None,  # type: ignore[arg-type]
+            tqdm_class=_progress_class(progress, hub_file.file) if progress is not None else None,
         )
     except GatedRepoError:
         raise GatedModel(

@@ -41,7 +41,9 @@ def test_memory_is_weights_plus_kv_at_the_default_context_plus_buffers() -> None
     assert m.memory_mib == m.download_mib + 448 + COMPUTE_OVERHEAD_MIB
 
 
-@pytest.mark.parametrize(("typed", "first"), [("lama-3.2-3b", "llama-3.2-3b"), ("qwen2.5-3b", "qwen2.5-1.5b"), ("gemma", "gemma-3-4b")])
+@pytest.mark.parametrize(
+    ("typed", "first"), [("lama-3.2-3b", "llama-3.2-3b"), ("qwen2.5-3b", "qwen2.5-1.5b"), ("gemma", "gemma-3-4b")]
+)
 def test_closest_names_for_a_typo(typed: str, first: str) -> None:
     assert load_catalogue().closest(typed)[0] == first
 

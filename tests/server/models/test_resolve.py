@@ -74,7 +74,9 @@ def test_a_gguf_without_a_chat_template_is_one_line(tmp_path: Path, capsys: pyte
 
 def test_a_chat_template_that_does_not_render_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "odd.gguf"
-    write_header(path, {"general.architecture": "llama", "tokenizer.chat_template": "{{ messages[0]['content'] | nosuchfilter }}"})
+    write_header(
+        path, {"general.architecture": "llama", "tokenizer.chat_template": "{{ messages[0]['content'] | nosuchfilter }}"}
+    )
     assert "chat template" in _one_line_error(capsys, ["demo", "--model", str(path)])
     drop_system = tmp_path / "no-system.gguf"
     write_header(drop_system, {"general.architecture": "llama", "tokenizer.chat_template": "{{ messages[-1]['content'] }}"})
