@@ -176,12 +176,14 @@ def _judge_setup(args: argparse.Namespace):  # noqa: ANN202
         remote = OpenAICompatibleConfig(base_url=args.judge_url, timeout_s=args.judge_timeout_ms / 1000)
         return JudgeSetup(mode="model", timeout_ms=args.judge_timeout_ms, factory=lambda: OpenAICompatibleBackend(remote),
                           what=f"remote judge at {args.judge_url}")  # fmt: skip
+    from loreguard.server.models.resolve import choose_model, warn_guesses
     from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
-    from loreguard.server.pipeline.inference.models import resolve_model_path
 
-    path = resolve_model_path(args.judge_model)
-    local = LlamaCppConfig(model_path=str(path), n_gpu_layers=args.gpu_layers, parallel=2)
-    return JudgeSetup(mode="model", timeout_ms=args.judge_timeout_ms, factory=lambda: LlamaCppBackend(local), what=path.name)
+    judge = choose_model(args.judge_model, assume_yes=args.yes, memory_budget_mib=args.memory_budget_mib)
+    warn_guesses(judge, sys.stderr)
+    local = LlamaCppConfig(model_path=str(judge.path), n_gpu_layers=args.gpu_layers, parallel=2, **judge.settings)
+    what = judge.entry.name if judge.entry else judge.path.name
+    return JudgeSetup(mode="model", timeout_ms=args.judge_timeout_ms, factory=lambda: LlamaCppBackend(local), what=what)
 
 
 def _selection(args: argparse.Namespace):  # noqa: ANN202
@@ -301,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--judge", choices=["off", "keyword", "model"], default="off",
         help="the semantic judge gate: off, its keyword check only, or a model first (keyword check as the fallback)",
     )  # fmt: skip
-    serve.add_argument("--judge-model", help="--judge model: a GGUF for the judge (default: the dialogue model)")
+    serve.add_argument("--judge-model", help="--judge model: a GGUF, catalogue name or hf:REPO/FILE for the judge (default: the dialogue model)")
     serve.add_argument("--judge-url", help="--judge model: an OpenAI-compatible server for the judge instead")
     serve.add_argument("--judge-timeout-ms", type=int, default=3000, help="how long the judge model may take (default 3000)")
     serve.set_defaults(handler=_serve)
