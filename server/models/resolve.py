@@ -16,7 +16,16 @@ from typing import TextIO
 
 from loreguard.server.models.catalogue import COMPUTE_OVERHEAD_MIB, CatalogueEntry, load_catalogue
 from loreguard.server.models.gguf_header import GGUFHeader, NotGGUF, read_header
-from loreguard.server.models.pull import HubFile, ModelError, cached_file, hub_endpoint, offline, parse_hub_reference, pull
+from loreguard.server.models.pull import (
+    HubFile,
+    ModelError,
+    cached_file,
+    hub_endpoint,
+    offline,
+    parse_hub_reference,
+    pull,
+    verify,
+)
 
 #: Context given to a model outside the catalogue when its GGUF allows at least this much.
 GUESSED_CONTEXT = 4096
@@ -56,6 +65,19 @@ def _consent(what: str, mib: int, *, assume_yes: bool, stdin: TextIO, out: TextI
         raise ModelError(f"{what} was not downloaded")
 
 
+def _installed_or_pulled(
+    hub_file: HubFile, what: str, mib: int, size: int | None, sha: str | None, *, assume_yes: bool, stdin: TextIO, out: TextIO
+) -> Path:
+    """An installed file is used as it is, without asking the Hub about updates (a game starting
+    offline must not wait on the network; `models pull` refreshes); else pulled with consent."""
+    cached = cached_file(hub_file)
+    if cached is not None:
+        verify(cached, hub_file, size_bytes=size, sha256=sha, log=out)
+        return cached
+    _consent(what, mib, assume_yes=assume_yes, stdin=stdin, out=out)
+    return pull(hub_file, size_bytes=size, sha256=sha, progress=out)
+
+
 def _locate(text: str, *, assume_yes: bool, stdin: TextIO, out: TextIO) -> tuple[Path, CatalogueEntry | None]:
     catalogue = load_catalogue()
     if text.startswith("hf:"):
@@ -63,9 +85,8 @@ def _locate(text: str, *, assume_yes: bool, stdin: TextIO, out: TextIO) -> tuple
         entry = catalogue.for_file(hub_file.repo, hub_file.file)
         size = entry.size_bytes if entry and entry.revision == hub_file.revision else None
         sha = entry.sha256 if entry and entry.revision == hub_file.revision else None
-        if cached_file(hub_file) is None:
-            _consent(text, entry.download_mib if entry else 0, assume_yes=assume_yes, stdin=stdin, out=out)
-        return pull(hub_file, size_bytes=size, sha256=sha, progress=out), entry
+        return _installed_or_pulled(hub_file, text, entry.download_mib if entry else 0, size, sha,
+                                    assume_yes=assume_yes, stdin=stdin, out=out), entry  # fmt: skip
     path = Path(text).expanduser()
     if path.exists() or text.endswith(".gguf") or os.sep in text:
         if not path.is_file():
@@ -77,9 +98,8 @@ def _locate(text: str, *, assume_yes: bool, stdin: TextIO, out: TextIO) -> tuple
         hint = f"; closest: {', '.join(close)}" if close else ""
         raise ModelError(f"no model named {text!r} in the catalogue (see `loreguard models list`){hint}")
     hub_file = HubFile(entry.repo, entry.file, entry.revision)
-    if cached_file(hub_file) is None:
-        _consent(entry.name, entry.download_mib, assume_yes=assume_yes, stdin=stdin, out=out)
-    return pull(hub_file, size_bytes=entry.size_bytes, sha256=entry.sha256, progress=out), entry
+    return _installed_or_pulled(hub_file, entry.name, entry.download_mib, entry.size_bytes, entry.sha256,
+                                assume_yes=assume_yes, stdin=stdin, out=out), entry  # fmt: skip
 
 
 def _check_template(path: Path, header: GGUFHeader, entry: CatalogueEntry | None) -> None:

@@ -105,8 +105,26 @@ def test_a_catalogue_model_is_pulled_on_yes_and_gets_its_settings(hub: FakeHub, 
         "n_ctx": 2048, "temperature": 0.4, "top_p": 0.9, "top_k": 20, "repeat_penalty": 1.1, "presence_penalty": 0.2,
         "stop_tokens": ("<|im_end|>",),
     }  # fmt: skip
-    # Installed now: no question asked, even without a terminal.
+    # Installed now: no question asked, even without a terminal, and no request to the Hub.
+    seen = len(hub.requests)
     assert choose_model("fake-smol", stdin=_Pipe(), out=io.StringIO()).path == choice.path
+    assert len(hub.requests) == seen
+
+
+def test_an_installed_file_corrupted_on_disk_is_refused_and_removed(
+    hub: FakeHub, fake_entry: CatalogueEntry, tmp_path: Path
+) -> None:
+    path = choose_model("fake-smol", assume_yes=True, out=io.StringIO()).path
+    blob = path.resolve()
+    data = bytearray(blob.read_bytes())
+    data[-1] ^= 0xFF
+    blob.chmod(0o644)
+    blob.write_bytes(bytes(data))
+    for marker in (tmp_path / "hf" / "loreguard-verified").iterdir():
+        marker.unlink()  # as if the check had never run on this file
+    with pytest.raises(ModelError, match="corrupt and has been removed"):
+        choose_model("fake-smol", out=io.StringIO())
+    assert not path.exists() and not blob.exists()
 
 
 def test_hf_reference_of_a_catalogue_file_gets_the_catalogue_settings(hub: FakeHub, fake_entry: CatalogueEntry) -> None:
