@@ -15,8 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+#: The fake repo and file the model tests serve the embedded GGUF as.
+REPO, FILE = "fake/smol-GGUF", "smol.gguf"
+REFERENCE = f"hf:{REPO}/{FILE}"
 
 
 @dataclass
@@ -147,6 +151,15 @@ def fake_hub() -> Iterator[FakeHub]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def cache_leftovers(home: Path) -> list[str]:
+    """Files under the Hub cache other than lock files, the refs that name a commit and the cache tag."""
+    return sorted(
+        str(p.relative_to(home))
+        for p in home.rglob("*")
+        if p.is_file() and ".locks" not in p.parts and "refs" not in p.parts and p.name != "CACHEDIR.TAG"
+    )
 
 
 def hub_environment(hub: FakeHub, home: str, *, offline: bool = False) -> dict[str, str]:

@@ -8,12 +8,9 @@ from pathlib import Path
 
 import huggingface_hub.file_download  # noqa: F401  (its log handler binds to the session's stderr, not one test's)
 import pytest
-from fake_hub import FakeHub, fake_hub, hub_environment
+from fake_hub import FILE, REPO, FakeHub, fake_hub, hub_environment
 
 from loreguard.server.pipeline.inference.models import embedded_model_path
-
-REPO, FILE = "fake/smol-GGUF", "smol.gguf"
-REFERENCE = f"hf:{REPO}/{FILE}"
 
 
 @pytest.fixture(autouse=True)
@@ -39,9 +36,3 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_bytes: bytes) -> 
         for key, value in hub_environment(h, str(tmp_path / "hf")).items():
             monkeypatch.setenv(key, value)
         yield h
-
-
-def cache_leftovers(home: Path) -> list[str]:
-    """Files under the Hub cache other than lock files and the refs that name a commit."""
-    return sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and ".locks" not in p.parts and p.name != "CACHEDIR.TAG"
-                  and "refs" not in p.parts)  # fmt: skip

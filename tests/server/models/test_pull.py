@@ -8,8 +8,7 @@ import io
 from pathlib import Path
 
 import pytest
-from conftest import FILE, REFERENCE, REPO, cache_leftovers
-from fake_hub import COMMIT, FakeHub
+from fake_hub import COMMIT, FILE, REFERENCE, REPO, FakeHub, cache_leftovers
 
 from loreguard.server.cli import main
 from loreguard.server.models.pull import ChecksumMismatch, GatedModel, HubFile, ModelError, NotCached, pull

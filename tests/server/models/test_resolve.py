@@ -7,8 +7,7 @@ import io
 from pathlib import Path
 
 import pytest
-from conftest import FILE, REFERENCE, REPO
-from fake_hub import FakeHub
+from fake_hub import FILE, REFERENCE, REPO, FakeHub
 
 from loreguard.server.cli import main
 from loreguard.server.models import catalogue as catalogue_module

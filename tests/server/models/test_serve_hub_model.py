@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FILE, REFERENCE
-from fake_hub import FakeHub
+from fake_hub import FILE, REFERENCE, FakeHub
 from sidecar_helpers import free_port
 
 from loreguard.client import Client, NoReply
