@@ -48,11 +48,20 @@ def _bench_load(args: argparse.Namespace) -> Mapping[str, object]:
     return bench_load(clients=args.clients, per_client=args.per_client)
 
 
+def _bench_model(args: argparse.Namespace) -> str | None:
+    """The benchmarked model as a file path: `--model` may name a catalogue model or hf:REPO/FILE."""
+    if args.model is None:
+        return None
+    from loreguard.server.models.resolve import choose_model
+
+    return str(choose_model(args.model, assume_yes=args.yes).path)
+
+
 def _bench_inference(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench_inference import bench_inference
 
     return bench_inference(
-        npcs=args.npcs, rounds=args.rounds, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers,
+        npcs=args.npcs, rounds=args.rounds, model=_bench_model(args), threads=args.threads, gpu_layers=args.gpu_layers,
         reproducible=args.reproducible,
     )  # fmt: skip
 
@@ -80,7 +89,7 @@ def _bench_concurrency(args: argparse.Namespace) -> Mapping[str, object]:
         npcs=tuple(int(n) for n in args.npcs.split(",")),
         serial=args.serial,
         facts=args.facts,
-        model=args.model,
+        model=_bench_model(args),
         threads=args.threads,
         gpu_layers=args.gpu_layers,
         kv_budget_mib=args.kv_budget_mib,
@@ -114,18 +123,25 @@ def _backend_factory(args: argparse.Namespace):  # noqa: ANN202
 
         config = OpenAICompatibleConfig(base_url=args.base_url)
         return f"remote model at {args.base_url}", lambda: OpenAICompatibleBackend(config)
+    from loreguard.server.models.resolve import choose_model, warn_guesses
     from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
-    from loreguard.server.pipeline.inference.models import resolve_model_path
 
-    path = resolve_model_path(args.model)
+    # A path, a catalogue name or hf:REPO/FILE; checked (and pulled, with consent) before loading.
+    choice = choose_model(
+        args.model, assume_yes=getattr(args, "yes", False), memory_budget_mib=getattr(args, "memory_budget_mib", None),
+        kv_budget_mib=getattr(args, "kv_budget_mib", None),
+    )  # fmt: skip
+    warn_guesses(choice, sys.stderr)
     llama_config = LlamaCppConfig(
-        model_path=str(path),
+        model_path=str(choice.path),
         n_gpu_layers=args.gpu_layers,
         reproducible=getattr(args, "reproducible", False),
         parallel=getattr(args, "parallel", None),
         kv_budget_mib=getattr(args, "kv_budget_mib", None),
+        **choice.settings,  # the catalogue's per-model settings
     )
-    return path.name, lambda: LlamaCppBackend(llama_config)
+    what = choice.entry.name if choice.entry else choice.path.name
+    return what, lambda: LlamaCppBackend(llama_config)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -194,12 +210,14 @@ def _judge_setup(args: argparse.Namespace):  # noqa: ANN202
         remote = OpenAICompatibleConfig(base_url=args.judge_url, timeout_s=args.judge_timeout_ms / 1000)
         return JudgeSetup(mode="model", timeout_ms=args.judge_timeout_ms, factory=lambda: OpenAICompatibleBackend(remote),
                           what=f"remote judge at {args.judge_url}")  # fmt: skip
+    from loreguard.server.models.resolve import choose_model, warn_guesses
     from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
-    from loreguard.server.pipeline.inference.models import resolve_model_path
 
-    path = resolve_model_path(args.judge_model)
-    local = LlamaCppConfig(model_path=str(path), n_gpu_layers=args.gpu_layers, parallel=2)
-    return JudgeSetup(mode="model", timeout_ms=args.judge_timeout_ms, factory=lambda: LlamaCppBackend(local), what=path.name)
+    judge = choose_model(args.judge_model, assume_yes=args.yes, memory_budget_mib=args.memory_budget_mib)
+    warn_guesses(judge, sys.stderr)
+    local = LlamaCppConfig(model_path=str(judge.path), n_gpu_layers=args.gpu_layers, parallel=2, **judge.settings)
+    what = judge.entry.name if judge.entry else judge.path.name
+    return JudgeSetup(mode="model", timeout_ms=args.judge_timeout_ms, factory=lambda: LlamaCppBackend(local), what=what)
 
 
 def _selection(args: argparse.Namespace):  # noqa: ANN202
@@ -260,7 +278,14 @@ def _add_selection_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_model_options(parser: argparse.ArgumentParser, *, engine: bool = False) -> None:
-    parser.add_argument("--model", help="a GGUF file (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument(
+        "--model", help="a GGUF file, a catalogue name (`loreguard models list`) or hf:REPO/FILE "
+        "(default: the embedded SmolLM2-135M-Instruct)",
+    )  # fmt: skip
+    parser.add_argument("--yes", action="store_true", help="download a --model that is not installed without asking")
+    parser.add_argument(
+        "--memory-budget-mib", type=int, help="refuse a model that needs more memory than this (default: this machine's RAM)"
+    )
     parser.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all; CUDA builds)")
     if engine:
         parser.add_argument(
@@ -317,7 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--judge", choices=["off", "keyword", "model"], default="off",
         help="the semantic judge gate: off, its keyword check only, or a model first (keyword check as the fallback)",
     )  # fmt: skip
-    serve.add_argument("--judge-model", help="--judge model: a GGUF for the judge (default: the dialogue model)")
+    serve.add_argument(
+        "--judge-model", help="--judge model: a GGUF, catalogue name or hf:REPO/FILE for the judge (default: the dialogue model)"
+    )
     serve.add_argument("--judge-url", help="--judge model: an OpenAI-compatible server for the judge instead")
     serve.add_argument("--judge-timeout-ms", type=int, default=3000, help="how long the judge model may take (default 3000)")
     serve.add_argument("--parent-pid", type=int, help="exit when this process (the game that launched the sidecar) dies")
@@ -393,21 +420,47 @@ def build_parser() -> argparse.ArgumentParser:
             suite.add_argument("--facts", type=int, default=8, help="canonical facts per NPC (prefix length)")
             suite.add_argument("--kv-budget-mib", type=int, help="KV cache memory (default: the engine's)")
         if name in ("inference", "concurrency", "quality", "streaming"):
-            suite.add_argument("--model", help="a GGUF file (default: the embedded model)")
+            suite.add_argument("--model", help="a GGUF file, catalogue name or hf:REPO/FILE (default: the embedded model)")
+            suite.add_argument("--yes", action="store_true", help="download a --model that is not installed without asking")
             suite.add_argument("--threads", type=int, help="CPU threads (default: cores - 1)")
             suite.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all)")
     add_bundle_bench(suites, _bench)
     add_bundle_commands(commands)
+    _add_models_command(commands)
     return parser
+
+
+def _models_list(args: argparse.Namespace) -> int:
+    from loreguard.server.models.commands import list_catalogue, list_installed
+
+    return list_installed() if args.installed else list_catalogue()
+
+
+def _models_pull(args: argparse.Namespace) -> int:
+    from loreguard.server.models.commands import pull_model
+
+    return pull_model(args.name)
+
+
+def _add_models_command(commands: argparse._SubParsersAction) -> None:
+    models = commands.add_parser("models", help="the curated model catalogue; downloads from the Hugging Face Hub")
+    models_commands = models.add_subparsers(dest="models_command", required=True)
+    models_list = models_commands.add_parser("list", help="the catalogue, or with --installed what is on disk")
+    models_list.add_argument("--installed", action="store_true", help="models in the Hub cache (HF_HOME) and the embedded one")
+    models_list.set_defaults(handler=_models_list)
+    models_pull = models_commands.add_parser("pull", help="download and verify a model; print its path")
+    models_pull.add_argument("name", help="a catalogue name or hf:REPO/FILE")
+    models_pull.set_defaults(handler=_models_pull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from loreguard.server.audit.commands import CommandError
+    from loreguard.server.models.pull import ModelError
 
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except CommandError as exc:
+    except (CommandError, ModelError) as exc:
         print(f"loreguard: {exc}", file=sys.stderr)
         return 2
 

@@ -1,11 +1,13 @@
 extends "res://tests/check_run.gd"
-## LoreguardSettings.launch_command(): the project's command, res:// parts made absolute, and the
-## judge flags only when the judge setting is on (tests/godot_addon/test_settings.py).
+## LoreguardSettings.launch_command(): the project's command, res:// parts made absolute, the judge
+## flags only when the judge setting is on, and `--model` only when a model is set
+## (tests/godot_addon/test_settings.py).
 
 
 func _init() -> void:
 	_test_judge_off_adds_nothing()
 	_test_judge_on_adds_its_flags()
+	_test_model_adds_its_flag()
 	_finish()
 
 
@@ -23,3 +25,13 @@ func _test_judge_on_adds_its_flags() -> void:
 	var command := LoreguardSettings.launch_command()
 	var want := PackedStringArray(["loreguard", "serve", "--judge", "model", "--judge-timeout-ms", "1500"])
 	_expect(command == want, "judge on", str(command))
+
+
+func _test_model_adds_its_flag() -> void:
+	ProjectSettings.set_setting(LoreguardSettings.LAUNCH_COMMAND, "loreguard serve")
+	ProjectSettings.set_setting(LoreguardSettings.JUDGE, "off")
+	ProjectSettings.set_setting(LoreguardSettings.MODEL, "llama-3.2-3b")
+	var command := LoreguardSettings.launch_command()
+	var want := PackedStringArray(["loreguard", "serve", "--model", "llama-3.2-3b"])
+	_expect(command == want, "model set", str(command))
+	ProjectSettings.set_setting(LoreguardSettings.MODEL, "")

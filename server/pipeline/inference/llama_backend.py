@@ -104,6 +104,9 @@ class LlamaCppConfig(FrozenModel):
     dry_base: float = Field(default=1.75, gt=1)
     dry_allowed_length: int = Field(default=2, ge=1)
     dry_last_n: int = Field(default=256, ge=-1)
+    #: Token texts that end a generation besides the GGUF's end-of-generation tokens (a
+    #: catalogue model's stop tokens); each must be one token of the vocabulary.
+    stop_tokens: tuple[str, ...] = ()
     #: Host memory for saved KV states, least recently used dropped past it: the batched engine's
     #: spill tier for sequences it evicts, the reproducible engine's saved NPC prefixes. 0: none.
     prefix_cache_bytes: int = Field(default=512 << 20, ge=0)
@@ -199,6 +202,7 @@ class LlamaCppBackend(InferenceBackend):
         )
         self._special_tokens = self._model.special_token_texts()
         self._lock = threading.Lock()
+        self._model.stop_tokens = self._stop_token_ids()
         self._fingerprint = self._make_fingerprint()
 
     @property
@@ -210,9 +214,12 @@ class LlamaCppBackend(InferenceBackend):
 
     @property
     def kv_budget_mib(self) -> int:
+        """The setting; else 2048 MiB with a GPU and 512 on the CPU, or what one generation of
+        n_ctx tokens needs where that is more (a larger model at the same context)."""
         if self.config.kv_budget_mib is not None:
             return self.config.kv_budget_mib
-        return 2048 if self.offloaded_layers else 512
+        one_generation = -(-self.config.n_ctx * self._model.kv_bytes_per_token // 2**20)
+        return max(2048 if self.offloaded_layers else 512, one_generation)
 
     def _batched_context(self) -> NativeContext:
         """The batched engine's context: KV cells from the memory budget, refused up front when
@@ -234,6 +241,16 @@ class LlamaCppBackend(InferenceBackend):
             )
         n_seq = self.parallel + self.config.resident_sequences
         return NativeContext(self._model, n_ctx=cells, n_batch=self.config.n_batch, n_threads=self.n_threads, n_seq_max=n_seq)
+
+    def _stop_token_ids(self) -> frozenset[int]:
+        ids = set()
+        for text in self.config.stop_tokens:
+            tokens = self._model.tokenize(text, add_special=False)
+            if len(tokens) != 1:
+                self.close()
+                raise BackendError(f"stop token {text!r} is not one token of {self.model_path.name}'s vocabulary")
+            ids.add(tokens[0])
+        return frozenset(ids)
 
     def _load_template(self) -> ChatTemplate:
         source = self.config.chat_template or self.metadata.get("tokenizer.chat_template")

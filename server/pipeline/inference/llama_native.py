@@ -60,6 +60,9 @@ class NativeModel:
         self.n_head = llama_cpp.llama_model_n_head(model)
         self.n_head_kv = llama_cpp.llama_model_n_head_kv(model)
         self._pieces: dict[int, bytes] = {}
+        #: Tokens that end a generation besides the vocabulary's own end-of-generation tokens
+        #: (a model's per-model stop tokens, see loreguard.server.models).
+        self.stop_tokens: frozenset[int] = frozenset()
 
     @property
     def handle(self) -> llama_cpp.llama_model_p:
@@ -106,7 +109,7 @@ class NativeModel:
         return cached
 
     def is_end_of_generation(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+        return token in self.stop_tokens or bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
 
     def special_token_texts(self) -> tuple[str, ...]:
         """The text of every control token of the vocabulary (`<|im_start|>`, `<|endoftext|>`,

@@ -17,6 +17,10 @@ const REQUEST_TIMEOUT_MS := "loreguard/sidecar/request_timeout_ms"
 ## or model (the dialogue model asked first, the keyword check when it fails or is late).
 const JUDGE := "loreguard/sidecar/judge"
 const JUDGE_TIMEOUT_MS := "loreguard/sidecar/judge_timeout_ms"
+## The dialogue model of a sidecar the addon launches, passed as `--model`: a catalogue name
+## (`loreguard models list`), hf:REPO/FILE or a GGUF path; empty: the embedded model. The sidecar
+## never downloads on its own: pull the model first (`loreguard models pull NAME`).
+const MODEL := "loreguard/sidecar/model"
 
 const DEFAULTS := {
 	ADDRESS: "tcp://127.0.0.1:7878",
@@ -27,6 +31,7 @@ const DEFAULTS := {
 	REQUEST_TIMEOUT_MS: 60000,
 	JUDGE: "off",
 	JUDGE_TIMEOUT_MS: 3000,
+	MODEL: "",
 }
 
 const HINTS := {
@@ -37,6 +42,7 @@ const HINTS := {
 	REQUEST_TIMEOUT_MS: [TYPE_INT, PROPERTY_HINT_RANGE, "100,600000,100,suffix:ms"],
 	JUDGE: [TYPE_STRING, PROPERTY_HINT_ENUM, "off,keyword,model"],
 	JUDGE_TIMEOUT_MS: [TYPE_INT, PROPERTY_HINT_RANGE, "100,60000,100,suffix:ms"],
+	MODEL: [TYPE_STRING, PROPERTY_HINT_NONE, ""],
 }
 
 
@@ -52,7 +58,7 @@ static func auto_launch() -> bool:
 
 ## The launch command split into program and arguments (on spaces; no shell quoting). Parts
 ## that start with res:// become file system paths, so a project can name a script beside it.
-## With the judge setting on, `--judge MODE --judge-timeout-ms N` follow.
+## With the judge setting on, `--judge MODE --judge-timeout-ms N` follow; with a model set, `--model M`.
 static func launch_command() -> PackedStringArray:
 	var command: String = _value(LAUNCH_COMMAND)
 	if OS.has_environment("LOREGUARD_LAUNCH_COMMAND"):
@@ -63,6 +69,9 @@ static func launch_command() -> PackedStringArray:
 	var judge: String = _value(JUDGE)
 	if judge != "off" and not out.is_empty():
 		out.append_array(["--judge", judge, "--judge-timeout-ms", str(_value(JUDGE_TIMEOUT_MS))])
+	var model: String = _value(MODEL)
+	if model != "" and not out.is_empty():
+		out.append_array(["--model", model])
 	return out
 
 

@@ -1,0 +1,119 @@
+"""`loreguard models pull` against the fake Hub: download, progress, resume, verification,
+gated repos and offline mode."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+
+import pytest
+from fake_hub import COMMIT, FILE, REFERENCE, REPO, FakeHub, cache_leftovers
+
+from loreguard.server.cli import main
+from loreguard.server.models.pull import ChecksumMismatch, GatedModel, HubFile, ModelError, NotCached, pull
+
+
+def _snapshot(home: Path) -> Path:
+    return home / "hub" / "models--fake--smol-GGUF" / "snapshots" / COMMIT / FILE
+
+
+def test_pull_downloads_into_the_hf_home_cache_and_prints_the_path(
+    hub: FakeHub, tmp_path: Path, model_bytes: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["models", "pull", REFERENCE]) == 0
+    out, err = capsys.readouterr()
+    path = Path(out.strip())
+    assert path == _snapshot(tmp_path / "hf")
+    assert path.read_bytes() == model_bytes
+    assert [r[0] for r in hub.requests] == ["HEAD", "GET"]
+    # Progress: a line per 10% when stderr is not a terminal, ending at 100%, then the check.
+    lines = [line for line in err.splitlines() if line.startswith(f"downloading {FILE}: ")]
+    assert len(lines) >= 5 and lines[-1].startswith(f"downloading {FILE}: 100% (")
+    assert f"verifying sha256 of {FILE}" in err
+
+
+def test_a_second_pull_uses_the_cache_without_downloading(hub: FakeHub) -> None:
+    first = pull(HubFile(REPO, FILE), progress=io.StringIO())
+    second = pull(HubFile(REPO, FILE), progress=io.StringIO())
+    assert first == second
+    assert [r[0] for r in hub.requests] == ["HEAD", "GET", "HEAD"]
+
+
+def test_a_cut_connection_resumes_where_it_stopped(hub: FakeHub, tmp_path: Path, model_bytes: bytes) -> None:
+    hub.cut_after = len(model_bytes) // 2
+    path = pull(HubFile(REPO, FILE), progress=io.StringIO())
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == hashlib.sha256(model_bytes).hexdigest()
+    first, second = hub.gets()
+    assert first[2] is None
+    assert second[2] is not None and second[2].startswith("bytes=")
+    resumed_at = int(second[2][6:].rstrip("-"))
+    assert 0 < resumed_at <= hub.cut_after  # it asked for the rest, not the whole file again
+
+
+def test_corrupt_bytes_under_the_hubs_checksum_are_removed(hub: FakeHub, tmp_path: Path, model_bytes: bytes) -> None:
+    corrupt = bytearray(model_bytes)
+    corrupt[len(corrupt) // 3] ^= 0xFF
+    hub.add(REPO, FILE, model_bytes, served=bytes(corrupt))
+    with pytest.raises(ChecksumMismatch, match="corrupt and has been removed"):
+        pull(HubFile(REPO, FILE), progress=io.StringIO())
+    assert not _snapshot(tmp_path / "hf").exists()
+    assert not _snapshot(tmp_path / "hf").is_symlink()
+    assert cache_leftovers(tmp_path / "hf") == []  # no blob, no .incomplete file
+
+
+def test_a_pinned_checksum_that_differs_rejects_the_file(hub: FakeHub, tmp_path: Path) -> None:
+    with pytest.raises(ChecksumMismatch, match="expected 0000000000000000"):
+        pull(HubFile(REPO, FILE), sha256="0" * 64, progress=io.StringIO())
+    assert cache_leftovers(tmp_path / "hf") == []
+
+
+def test_a_pinned_size_that_differs_rejects_the_file(hub: FakeHub, tmp_path: Path, model_bytes: bytes) -> None:
+    with pytest.raises(ChecksumMismatch, match=f"is {len(model_bytes)} bytes, expected 12"):
+        pull(HubFile(REPO, FILE), size_bytes=12, progress=io.StringIO())
+    assert cache_leftovers(tmp_path / "hf") == []
+
+
+def test_a_gated_repo_says_to_accept_the_licence_and_set_a_token(
+    hub: FakeHub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hub.gated.add(REPO)
+    monkeypatch.setenv("HF_TOKEN", "hf_not_yet_allowed")
+    with pytest.raises(GatedModel, match="accept its licence") as caught:
+        pull(HubFile(REPO, FILE), progress=io.StringIO())
+    assert "HF_TOKEN" in str(caught.value)
+    assert hub.requests[0][3] == "Bearer hf_not_yet_allowed"  # the token from HF_TOKEN was sent
+    assert main(["models", "pull", REFERENCE]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"loreguard: {REPO} is gated")
+
+
+def test_offline_mode_uses_the_cached_file_without_a_request(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    online = pull(HubFile(REPO, FILE), progress=io.StringIO())
+    seen = len(hub.requests)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert pull(HubFile(REPO, FILE), progress=io.StringIO()) == online
+    assert len(hub.requests) == seen
+
+
+def test_offline_mode_without_the_file_cached_says_so(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(NotCached, match="not in the cache .* HF_HUB_OFFLINE is set"):
+        pull(HubFile(REPO, FILE), progress=io.StringIO())
+    assert hub.requests == []
+
+
+def test_a_missing_file_and_a_bad_reference_are_one_line_each(hub: FakeHub, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ModelError, match="has no file 'other.gguf'"):
+        pull(HubFile(REPO, "other.gguf"), progress=io.StringIO())
+    assert main(["models", "pull", "hf:just-a-name"]) == 2
+    assert "write hf:OWNER/REPO/FILE.gguf" in capsys.readouterr().err
+    assert main(["models", "pull", "lama-3.2-3b"]) == 2
+    assert "closest: llama-3.2-3b" in capsys.readouterr().err
+
+
+def test_installed_lists_pulled_files_with_their_path(hub: FakeHub, capsys: pytest.CaptureFixture[str]) -> None:
+    path = pull(HubFile(REPO, FILE), progress=io.StringIO())
+    assert main(["models", "list", "--installed"]) == 0
+    out = capsys.readouterr().out
+    assert REFERENCE in out and str(path) in out
