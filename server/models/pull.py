@@ -29,15 +29,15 @@ class ModelError(Exception):
 
 
 class GatedModel(ModelError):
-    pass
+    """The repository asks for its licence to be accepted and a token (401/403)."""
 
 
 class ChecksumMismatch(ModelError):
-    pass
+    """The downloaded file's size or sha256 is not the published one; it was removed."""
 
 
 class NotCached(ModelError):
-    pass
+    """Offline mode, and the file is not in the local cache."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 class AddonZipError(Exception):
-    pass
+    """The addon folder is missing something the Asset Library layout needs."""
 
 
 @dataclass(frozen=True)

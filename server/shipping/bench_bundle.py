@@ -26,7 +26,7 @@ READY_DEADLINE_S = 300.0
 
 
 class BenchError(Exception):
-    pass
+    """The bundle (or the venv sidecar) is missing, has no model, or did not get to ready."""
 
 
 def _free_port() -> int:
