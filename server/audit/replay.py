@@ -100,6 +100,19 @@ class ReplayReport:
         return next((r for r in self.results if not r.exact), None)
 
 
+class _ReplayPipeline(GovernancePipeline):
+    """The pipeline as a replay runs it: the retry budget's clock is the record's. An interaction
+    that ran out of time did so after the attempts it recorded, however fast the replay runs."""
+
+    def __init__(self, *args: Any, record: AuditRecord, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        reason = record.receipt.fallback_reason or ""
+        self._out_of_time_at = len(record.receipt.attempts) + 1 if reason.startswith("time_budget") else None
+
+    def _over_time_budget(self, run: Any, attempt: int) -> bool:
+        return self._out_of_time_at is not None and attempt >= self._out_of_time_at
+
+
 class RecordedOutputs(InferenceBackend):
     """The model of a governance replay: the record's raw outputs, attempt by attempt."""
 
@@ -197,7 +210,9 @@ class Replayer:
                 raise ValueError("the package's memory image does not hash to the record's memory_hash_before")
             backend = self.live_backend or RecordedOutputs(record)
             recorder = AuditRecorder(store, fingerprint=backend.fingerprint(), ring_size=1)
-            pipeline = GovernancePipeline(store, backend, PipelineConfig.model_validate(config["pipeline"]), recorder=recorder)
+            pipeline = _ReplayPipeline(
+                store, backend, PipelineConfig.model_validate(config["pipeline"]), recorder=recorder, record=record
+            )
             # A streamed interaction replays streamed: where a reply was cut is a decision too.
             streamed = any(a.stream is not None for a in record.receipt.attempts)
             stream = StreamSession(emit=lambda chunk: None) if streamed else None

@@ -379,7 +379,7 @@ class GovernancePipeline:
         judge = self.judge.judge if self.config.gate.semantic_judge else None
         schema = output_schema(snapshot.allowed_intents, self.config.generation)
         while True:
-            if run.timer.elapsed_ms() > policy.time_budget_ms:
+            if self._over_time_budget(run, snapshot.attempt):
                 return None, (), "time_budget"
             self._check_deadline(run, f"inference.{snapshot.attempt}")
             prompt = assemble_prompt(snapshot, self.config.prompt_boundary)
@@ -478,6 +478,11 @@ class GovernancePipeline:
             snapshot = snapshot.for_retry(
                 escalate(snapshot.constraints, gate.failures, policy.escalation), repair_message(gate.failures)
             )
+
+    def _over_time_budget(self, run: _Run, attempt: int) -> bool:
+        """Whether the retry budget's wall-clock time is spent before `attempt` starts. The one
+        decision that reads a clock: a replay takes it from the record instead."""
+        return run.timer.elapsed_ms() > self.config.retry.time_budget_ms
 
     # --- endings ---------------------------------------------------------------------------
 

@@ -468,3 +468,23 @@ def test_a_streamed_interaction_records_its_chunks_and_cut_and_replays_exactly(t
         }
     )
     assert Replayer(plain).run().drifts >= 1
+
+
+def test_an_interaction_that_ran_out_of_time_replays_its_decision(tmp_path: Path) -> None:
+    """The retry budget reads a clock, so a replay, which runs at its own speed, takes the
+    record's word for when time ran out instead of timing itself again."""
+    from loreguard.server.pipeline import PipelineConfig
+    from loreguard.server.pipeline.retry import RetryPolicy
+
+    store = demo_store(tmp_path / "memory.sqlite")
+    recorder = AuditRecorder(store, fingerprint=None, ring_size=10)
+    # The first answer (a second's work) breaks a rule; by then the half-second budget is spent,
+    # so there is no retry.
+    outputs = [say("The dragon was seen at dawn."), say("Well met.")]
+    config = PipelineConfig(retry=RetryPolicy(time_budget_ms=500))
+    pipeline = GovernancePipeline(store, ScriptedBackend(outputs, latency_s=1.0), config, recorder=recorder)
+    result = pipeline.interact(InteractionContext(npc_id="guard", trigger_reason="player_utterance", player_input="News?"))
+    assert result.fallback_used and result.receipt.fallback_reason.startswith("time_budget")
+    assert len(result.receipt.attempts) == 1
+    report = Replayer(recorder.export(PackageSelection(), exported_by="test")).run()
+    assert (report.exact_matches, report.drifts) == (1, 0), [r.details for r in report.results]
