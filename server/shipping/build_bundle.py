@@ -33,6 +33,8 @@ EXECUTABLE = "loreguard-sidecar"
 MANIFEST_FORMAT = 1
 #: Package data the sidecar reads at run time: (package, folder inside it).
 PACKAGE_DATA = (("loreguard.schemas", "json"), ("loreguard.server.demo", "data"))
+#: Single data files, by package (pyproject's package-data).
+PACKAGE_FILES = (("loreguard.server.models", "catalogue.json"),)
 #: Installed in the build venv for other jobs (tests, the remote-backend server), never imported by the sidecar.
 #: llama_cpp's `from_pretrained` (a model hub download) brings huggingface_hub, hf_xet and yaml; the sidecar
 #: loads local files only.
@@ -90,6 +92,8 @@ def pyinstaller_arguments(out: Path, work: Path) -> list[str]:
     for package, folder in PACKAGE_DATA:
         source = _package_folder(package) / folder
         args += ["--add-data", f"{source}{_SEP}{package.replace('.', '/')}/{folder}"]
+    for package, name in PACKAGE_FILES:
+        args += ["--add-data", f"{_package_folder(package) / name}{_SEP}{package.replace('.', '/')}"]
     for module in EXCLUDED:
         args += ["--exclude-module", module]
     args.append(str(Path(frozen_main.__file__).resolve()))
