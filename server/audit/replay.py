@@ -135,6 +135,10 @@ class RecordedOutputs(InferenceBackend):
             finish_reason="aborted" if aborted else "stop",
         )
 
+    def sampling(self) -> dict[str, float | int]:
+        # The recorded model's sampler settings: the replay stands in for that model.
+        return dict(self._record.receipt.sampling)
+
     def fingerprint(self) -> ModelFingerprint:
         return self._record.model or ModelFingerprint(backend="replay")
 

@@ -488,3 +488,20 @@ def test_an_interaction_that_ran_out_of_time_replays_its_decision(tmp_path: Path
     assert len(result.receipt.attempts) == 1
     report = Replayer(recorder.export(PackageSelection(), exported_by="test")).run()
     assert (report.exact_matches, report.drifts) == (1, 0), [r.details for r in report.results]
+
+
+def test_a_governance_replay_keeps_the_recorded_sampler_settings(tmp_path: Path) -> None:
+    """A receipt names the sampler settings with the seed; the replay's stand-in model reports
+    the recorded ones, so a record from a model with penalties on replays exactly."""
+
+    class Penalised(ScriptedBackend):
+        def sampling(self) -> dict[str, float | int]:
+            return {"repeat_last_n": 64, "repeat_penalty": 1.1}
+
+    store = demo_store(tmp_path / "memory.sqlite")
+    recorder = AuditRecorder(store, fingerprint=None, ring_size=10)
+    pipeline = GovernancePipeline(store, Penalised([say("Well met.")]), recorder=recorder)
+    result = pipeline.interact(InteractionContext(npc_id="guard", trigger_reason="player_utterance", player_input="Hi."))
+    assert result.receipt.sampling == {"repeat_last_n": 64, "repeat_penalty": 1.1}
+    report = Replayer(recorder.export(PackageSelection(), exported_by="test")).run()
+    assert (report.exact_matches, report.drifts) == (1, 0), [r.details for r in report.results]
