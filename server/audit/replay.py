@@ -136,8 +136,9 @@ class RecordedOutputs(InferenceBackend):
         )
 
     def sampling(self) -> dict[str, float | int]:
-        # The recorded model's sampler settings: the replay stands in for that model.
-        return dict(self._record.receipt.sampling)
+        # The recorded model's sampler settings (numbers, as a backend reports them): the replay
+        # stands in for that model.
+        return {key: value for key, value in self._record.receipt.sampling.items() if isinstance(value, int | float)}
 
     def fingerprint(self) -> ModelFingerprint:
         return self._record.model or ModelFingerprint(backend="replay")
