@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -94,17 +95,22 @@ def test_unreadable_manifest(tmp_path: Path) -> None:
     assert "is not readable JSON" in _probe(bundle, tmp_path)
 
 
+def _probe_running(address: str) -> subprocess.CompletedProcess[str]:
+    """The launch probe against a sidecar already running at `address` (reused, as configured)."""
+    env = {
+        "LOREGUARD_ADDRESS": address,
+        "LOREGUARD_AUTO_LAUNCH": "1",
+        "LOREGUARD_REUSE_RUNNING": "1",
+        "LOREGUARD_LAUNCH_MODE": "command",
+    }
+    return run_godot(["-s", "res://tests/launch_probe.gd"], timeout=300, env=env)
+
+
 def test_a_sidecar_of_another_version_is_one_status_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real sidecar that reports another Loreguard version in `hello` (any launch mode)."""
     monkeypatch.setattr("loreguard.server.sidecar.dispatch.version", lambda _name: "9.9.9")
     with running_sidecar(tmp_path) as sidecar:
-        env = {
-            "LOREGUARD_ADDRESS": sidecar.address,
-            "LOREGUARD_AUTO_LAUNCH": "1",
-            "LOREGUARD_REUSE_RUNNING": "1",
-            "LOREGUARD_LAUNCH_MODE": "command",
-        }
-        result = run_godot(["-s", "res://tests/launch_probe.gd"], timeout=300, env=env)
+        result = _probe_running(sidecar.address)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert f"the sidecar is loreguard 9.9.9 but the addon is loreguard {VERSION}: use the same version of both" in output, output
@@ -112,12 +118,6 @@ def test_a_sidecar_of_another_version_is_one_status_line(tmp_path: Path, monkeyp
 
 def test_the_matching_sidecar_is_ready_without_a_problem(tmp_path: Path) -> None:
     with running_sidecar(tmp_path) as sidecar:
-        env = {
-            "LOREGUARD_ADDRESS": sidecar.address,
-            "LOREGUARD_AUTO_LAUNCH": "1",
-            "LOREGUARD_REUSE_RUNNING": "1",
-            "LOREGUARD_LAUNCH_MODE": "command",
-        }
-        result = run_godot(["-s", "res://tests/launch_probe.gd"], timeout=300, env=env)
+        result = _probe_running(sidecar.address)
     output = result.stdout + result.stderr
     assert f"launch probe: ready loreguard {VERSION} problem=\n" in output + "\n" and result.returncode == 0, output
