@@ -96,6 +96,15 @@ func player_status(status: LoreguardSidecarStatus) -> String:
 	match status.state:
 		LoreguardSidecarStatus.State.STARTING:
 			return "Waking up the townsfolk..."
+		LoreguardSidecarStatus.State.DOWNLOADING_MODEL:
+			if status.download_total_mib <= 0.0:
+				return "Fetching the townsfolk's minds (%d MiB so far)..." % int(status.download_done_mib)
+			if status.download_fraction() >= 1.0:
+				return "Fetched the townsfolk's minds; checking them..."
+			return (
+				"Fetching the townsfolk's minds: %d%% of %d MiB..."
+				% [int(status.download_fraction() * 100), int(status.download_total_mib)]
+			)
 		LoreguardSidecarStatus.State.LOADING_MODEL:
 			return "The townsfolk are waking up (loading their minds: %d s)..." % int(status.loading_s)
 		LoreguardSidecarStatus.State.READY:

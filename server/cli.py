@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 
 def _schemas_export(args: argparse.Namespace) -> int:
@@ -127,9 +131,13 @@ def _backend_factory(args: argparse.Namespace):  # noqa: ANN202
     from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 
     # A path, a catalogue name or hf:REPO/FILE; checked (and pulled, with consent) before loading.
+    # A launching game tails --log-file and shows the download's progress: a line per percent. It
+    # shows no question either, so then only --yes downloads (never a prompt on an inherited terminal).
+    for_game = bool(getattr(args, "log_file", None))
     choice = choose_model(
         args.model, assume_yes=getattr(args, "yes", False), memory_budget_mib=getattr(args, "memory_budget_mib", None),
-        kv_budget_mib=getattr(args, "kv_budget_mib", None),
+        kv_budget_mib=getattr(args, "kv_budget_mib", None), progress_step_pct=1 if for_game else 10,
+        stdin=io.StringIO() if for_game else None,
     )  # fmt: skip
     warn_guesses(choice, sys.stderr)
     llama_config = LlamaCppConfig(
@@ -165,7 +173,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.log_file:  # first, so a bad argument's message reaches the launching game too
         _redirect_output(Path(args.log_file))
-    what, load = _backend_factory(args)
+    what, load = _with_lifeline(args.parent_pid, lambda: _backend_factory(args))
     config = SidecarConfig(
         host=args.host,
         port=args.port,
@@ -175,6 +183,25 @@ def _serve(args: argparse.Namespace) -> int:
         launch_token=args.launch_token,
     )
     return serve(load, what, Path(args.data), config, judge=_judge_setup(args), parent_pid=args.parent_pid)
+
+
+def _with_lifeline(parent_pid: int | None, step: Callable[[], _T]) -> _T:
+    """Run `step` (which may download a model for minutes) and exit at once if the launching game
+    dies meanwhile: `serve` watches the game itself only from when it starts loading."""
+    if parent_pid is None:
+        return step()
+    import os
+
+    from loreguard.server.sidecar.lifeline import ParentWatch, is_alive
+
+    if not is_alive(parent_pid):
+        print(f"the launching process {parent_pid} is not running; not starting", file=sys.stderr, flush=True)
+        raise SystemExit(1)
+    watch = ParentWatch(parent_pid, lambda: os._exit(0)).start()
+    try:
+        return step()
+    finally:
+        watch.stop()
 
 
 def _redirect_output(path: Path) -> None:

@@ -8,6 +8,7 @@ func _init() -> void:
 	_test_judge_off_adds_nothing()
 	_test_judge_on_adds_its_flags()
 	_test_model_adds_its_flag()
+	_test_allowed_download_adds_yes()
 	_finish()
 
 
@@ -34,4 +35,17 @@ func _test_model_adds_its_flag() -> void:
 	var command := LoreguardSettings.launch_command()
 	var want := PackedStringArray(["loreguard", "serve", "--model", "llama-3.2-3b"])
 	_expect(command == want, "model set", str(command))
+	ProjectSettings.set_setting(LoreguardSettings.MODEL, "")
+
+
+func _test_allowed_download_adds_yes() -> void:
+	ProjectSettings.set_setting(LoreguardSettings.LAUNCH_COMMAND, "loreguard serve")
+	ProjectSettings.set_setting(LoreguardSettings.ALLOW_MODEL_DOWNLOAD, true)
+	var command := LoreguardSettings.launch_command()
+	_expect(command == PackedStringArray(["loreguard", "serve"]), "no model: no --yes", str(command))
+	ProjectSettings.set_setting(LoreguardSettings.MODEL, "qwen2.5-3b")
+	command = LoreguardSettings.launch_command()
+	var want := PackedStringArray(["loreguard", "serve", "--model", "qwen2.5-3b", "--yes"])
+	_expect(command == want, "download allowed", str(command))
+	ProjectSettings.set_setting(LoreguardSettings.ALLOW_MODEL_DOWNLOAD, false)
 	ProjectSettings.set_setting(LoreguardSettings.MODEL, "")

@@ -1,15 +1,17 @@
 extends "res://tests/check_run.gd"
 ## LoreguardSupervisor's pure parts (tests/godot_addon/test_supervision.py): the lifeline
 ## arguments added to a launch command, and the sidecar's log read back as loading progress and
-## log lines, progress ticks rewritten with \r included.
+## log lines, progress ticks rewritten with \r included, and download progress lines.
 
 var ticks: Array = []
 var lines: PackedStringArray = []
+var downloads: Array = []
 
 
 func _init() -> void:
 	_test_lifeline()
 	_test_log()
+	_test_download_lines()
 	_finish()
 
 
@@ -77,4 +79,29 @@ func _test_log() -> void:
 		str(lines)
 	)
 	_expect(supervisor.last_log_line.begins_with("loreguard sidecar listening"), "the last line is kept")
+	DirAccess.remove_absolute(supervisor.log_path)
+
+
+func _test_download_lines() -> void:
+	var supervisor := LoreguardSupervisor.new()
+	supervisor.log_path = OS.get_user_data_dir().path_join("test-supervisor-download.log")
+	supervisor.downloading.connect(
+		func(file: String, done: float, total: float) -> void: downloads.append([file, done, total])
+	)
+	var logged := PackedStringArray()
+	supervisor.log_line.connect(func(line: String) -> void: logged.append(line))
+	var file := FileAccess.open(supervisor.log_path, FileAccess.WRITE)
+	file.store_string("downloading m.gguf: 0% (0.0/1065.6 MiB)\ndownloading m.gguf: 40% (426.1/1065.6 MiB)\n")
+	file.store_string("downloading odd.gguf: 12.5 MiB\nverifying sha256 of m.gguf ...\n")
+	file.close()
+	supervisor.read_log()
+	var want := [["m.gguf", 0.0, 1065.6], ["m.gguf", 426.1, 1065.6], ["odd.gguf", 12.5, 0.0]]
+	_expect(downloads == want, "download lines: file, MiB done and total (0: unknown)", str(downloads))
+	_expect(logged == PackedStringArray(["verifying sha256 of m.gguf ..."]), "not log lines", str(logged))
+	var status := LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.DOWNLOADING_MODEL)
+	status.download_done_mib = 426.1
+	status.download_total_mib = 1065.6
+	_expect(is_equal_approx(status.download_fraction(), 0.39987), "fraction", str(status.download_fraction()))
+	_expect(status.describe() == "Downloading the dialogue model… 39% (426 of 1065 MiB)", status.describe())
+	_expect(status.state_name() == "downloading_model", status.state_name())
 	DirAccess.remove_absolute(supervisor.log_path)

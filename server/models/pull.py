@@ -84,8 +84,29 @@ def _verified_marker(blob: Path) -> Path:
     return hub_cache_dir().parent / "loreguard-verified" / blob.name
 
 
+class NoHubClient(ModelError):
+    """`huggingface_hub` is not importable: a frozen bundle leaves it out (server/shipping/build_bundle.py)."""
+
+
+def require_hub(what: str | None = None) -> None:
+    """One line instead of an ImportError where `huggingface_hub` is missing (a frozen bundle);
+    `what` is the model asked for, if any."""
+    try:
+        import huggingface_hub  # noqa: F401
+    except ImportError:
+        if what is None:
+            raise NoHubClient(
+                "this sidecar has no Hugging Face Hub client (a bundle leaves it out): use the pip-installed CLI"
+            ) from None
+        raise NoHubClient(
+            f"this sidecar has no Hugging Face Hub client (a bundle leaves it out), so it cannot use {what}: "
+            f"download it with the pip-installed CLI (`loreguard models pull {what}`) and pass the file's path with --model"
+        ) from None
+
+
 def cached_file(hub_file: HubFile) -> Path | None:
     """The file if it is in the cache (no network)."""
+    require_hub(hub_file.reference)
     from huggingface_hub import try_to_load_from_cache
 
     found = try_to_load_from_cache(hub_file.repo, hub_file.file, cache_dir=hub_cache_dir(), revision=hub_file.revision)
@@ -95,13 +116,16 @@ def cached_file(hub_file: HubFile) -> Path | None:
 class _LineProgress:
     """A progress display `huggingface_hub` drives like a tqdm bar (`update`, context manager).
 
-    In a terminal it redraws one line; otherwise (the Godot addon reading the sidecar's stderr, a
-    log) it prints a line at every 10%, `downloading FILE: 40% (426.1/1065.6 MiB)`.
+    In a terminal it redraws one line; otherwise (a log, or the Godot addon tailing the sidecar's
+    log file) it prints a line at every `step_pct` percent, `downloading FILE: 40% (426.1/1065.6 MiB)`:
+    the line the addon's supervisor turns into its `downloading_model` status.
     """
 
     stream: TextIO
 
     label: str = ""
+    #: A line per this many percent when the stream is not a terminal.
+    step_pct: int = 10
 
     def __init__(self, *, total: int | None = None, initial: int = 0, desc: str = "", **_: Any) -> None:
         self.total = total
@@ -125,7 +149,7 @@ class _LineProgress:
                 self._shown = step
                 self.stream.write("\r" + self._line())
                 self.stream.flush()
-        elif step // 10 != self._shown // 10 or self._shown < 0:
+        elif step // self.step_pct != self._shown // self.step_pct or self._shown < 0:
             self._shown = step
             self.stream.write(self._line() + "\n")
             self.stream.flush()
@@ -142,8 +166,8 @@ class _LineProgress:
         self.close()
 
 
-def _progress_class(stream: TextIO, label: str) -> type[_LineProgress]:
-    return type("LineProgress", (_LineProgress,), {"stream": stream, "label": label})
+def _progress_class(stream: TextIO, label: str, step_pct: int) -> type[_LineProgress]:
+    return type("LineProgress", (_LineProgress,), {"stream": stream, "label": label, "step_pct": step_pct})
 
 
 def _sha256(path: Path) -> str:
@@ -182,8 +206,10 @@ def verify(path: Path, hub_file: HubFile, *, size_bytes: int | None = None, sha2
 
 
 def pull(hub_file: HubFile, *, size_bytes: int | None = None, sha256: str | None = None,
-         progress: TextIO | None = None) -> Path:  # fmt: skip
-    """Download (or find in the cache) and verify one file; its path in the Hub cache."""
+         progress: TextIO | None = None, progress_step_pct: int = 10) -> Path:  # fmt: skip
+    """Download (or find in the cache) and verify one file; its path in the Hub cache. Progress
+    goes to `progress` (a line per `progress_step_pct` percent when it is not a terminal)."""
+    require_hub(hub_file.reference)
     import httpx
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
@@ -205,7 +231,7 @@ def pull(hub_file: HubFile, *, size_bytes: int | None = None, sha256: str | None
             endpoint=endpoint,
             token=os.environ.get("HF_TOKEN") or None,
             local_files_only=offline(),
-            tqdm_class=_progress_class(progress, hub_file.file) if progress is not None else None,
+            tqdm_class=_progress_class(progress, hub_file.file, progress_step_pct) if progress is not None else None,
         )
     except GatedRepoError:
         raise GatedModel(
@@ -254,6 +280,7 @@ class InstalledFile:
 
 def installed_files() -> list[InstalledFile]:
     """Every GGUF in the Hub cache, sorted by repo and file."""
+    require_hub()
     from huggingface_hub import scan_cache_dir
     from huggingface_hub.errors import CacheNotFound
 

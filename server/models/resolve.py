@@ -24,6 +24,7 @@ from loreguard.server.models.pull import (
     offline,
     parse_hub_reference,
     pull,
+    require_hub,
     verify,
 )
 
@@ -66,19 +67,21 @@ def _consent(what: str, mib: int, *, assume_yes: bool, stdin: TextIO, out: TextI
 
 
 def _installed_or_pulled(
-    hub_file: HubFile, what: str, mib: int, size: int | None, sha: str | None, *, assume_yes: bool, stdin: TextIO, out: TextIO
-) -> Path:
+    hub_file: HubFile, what: str, mib: int, size: int | None, sha: str | None, *, assume_yes: bool, stdin: TextIO, out: TextIO,
+    step_pct: int,
+) -> Path:  # fmt: skip
     """An installed file is used as it is, without asking the Hub about updates (a game starting
     offline must not wait on the network; `models pull` refreshes); else pulled with consent."""
+    require_hub(what)
     cached = cached_file(hub_file)
     if cached is not None:
         verify(cached, hub_file, size_bytes=size, sha256=sha, log=out)
         return cached
     _consent(what, mib, assume_yes=assume_yes, stdin=stdin, out=out)
-    return pull(hub_file, size_bytes=size, sha256=sha, progress=out)
+    return pull(hub_file, size_bytes=size, sha256=sha, progress=out, progress_step_pct=step_pct)
 
 
-def _locate(text: str, *, assume_yes: bool, stdin: TextIO, out: TextIO) -> tuple[Path, CatalogueEntry | None]:
+def _locate(text: str, *, assume_yes: bool, stdin: TextIO, out: TextIO, step_pct: int) -> tuple[Path, CatalogueEntry | None]:
     catalogue = load_catalogue()
     if text.startswith("hf:"):
         hub_file = parse_hub_reference(text)
@@ -86,7 +89,7 @@ def _locate(text: str, *, assume_yes: bool, stdin: TextIO, out: TextIO) -> tuple
         size = entry.size_bytes if entry and entry.revision == hub_file.revision else None
         sha = entry.sha256 if entry and entry.revision == hub_file.revision else None
         return _installed_or_pulled(hub_file, text, entry.download_mib if entry else 0, size, sha,
-                                    assume_yes=assume_yes, stdin=stdin, out=out), entry  # fmt: skip
+                                    assume_yes=assume_yes, stdin=stdin, out=out, step_pct=step_pct), entry  # fmt: skip
     path = Path(text).expanduser()
     if path.exists() or text.endswith(".gguf") or os.sep in text:
         if not path.is_file():
@@ -99,7 +102,7 @@ def _locate(text: str, *, assume_yes: bool, stdin: TextIO, out: TextIO) -> tuple
         raise ModelError(f"no model named {text!r} in the catalogue (see `loreguard models list`){hint}")
     hub_file = HubFile(entry.repo, entry.file, entry.revision)
     return _installed_or_pulled(hub_file, entry.name, entry.download_mib, entry.size_bytes, entry.sha256,
-                                assume_yes=assume_yes, stdin=stdin, out=out), entry  # fmt: skip
+                                assume_yes=assume_yes, stdin=stdin, out=out, step_pct=step_pct), entry  # fmt: skip
 
 
 def _check_template(path: Path, header: GGUFHeader, entry: CatalogueEntry | None) -> None:
@@ -168,9 +171,11 @@ def choose_model(
     kv_budget_mib: int | None = None,
     stdin: TextIO | None = None,
     out: TextIO | None = None,
+    progress_step_pct: int = 10,
 ) -> ModelChoice:
     """Resolve `--model` (None: the embedded model) to a checked file and its settings; pulls a
-    named model that is not installed only with consent. Raises ModelError, loads nothing."""
+    named model that is not installed only with consent (progress on `out`, a line per
+    `progress_step_pct` percent when it is not a terminal). Raises ModelError, loads nothing."""
     from loreguard.server.pipeline.inference.models import ModelNotFound, embedded_model_path
 
     stdin = stdin or sys.stdin
@@ -181,7 +186,7 @@ def choose_model(
         except ModelNotFound as exc:
             raise ModelError(str(exc)) from None
     else:
-        (path, entry), embedded = _locate(text, assume_yes=assume_yes, stdin=stdin, out=out), False
+        (path, entry), embedded = _locate(text, assume_yes=assume_yes, stdin=stdin, out=out, step_pct=progress_step_pct), False
     try:
         header = read_header(path)
     except NotGGUF as exc:

@@ -30,7 +30,8 @@ signal disconnected(reason: String)
 ## The sidecar cannot be used as it is (no bundle, wrong platform or version, it exited before
 ## answering): one line for a status label. The same line is in `problem` and the error log.
 signal sidecar_problem(message: String)
-## The sidecar's state changed: starting, loading_model (with progress), ready, restarting, failed.
+## The sidecar's state changed: starting, downloading_model and loading_model (with progress),
+## ready, restarting, failed.
 signal status_changed(status: LoreguardSidecarStatus)
 
 const PROTOCOL_VERSION := 1
@@ -77,8 +78,14 @@ var _probe_until_ms: int = -1
 ## When the next restart is due; -1: none scheduled.
 var _restart_at_ms: int = -1
 var _restarts: int = 0
-## When the sidecar now loading was launched (the status counts the seconds from it); -1: none.
+## When the sidecar now loading was launched, or finished downloading its model (the status
+## counts the seconds from it); -1: none.
 var _launched_at_ms: int = -1
+## Why the launched sidecar cannot start however often it is restarted (its model is not
+## installed and may not be downloaded), as its log said; "" otherwise.
+var _launch_problem: String = ""
+# The sidecar's line for a --model that is not installed, without --yes (server/models/resolve.py).
+var _not_installed_line := RegEx.create_from_string("^loreguard: (.+) is not installed: ")
 
 
 ## A request on its way: resolved once, by reply, error, timeout or disconnect.
@@ -115,6 +122,7 @@ func _ready() -> void:
 	dealer.state_changed.connect(_on_state_changed)
 	dealer.message_received.connect(_on_message)
 	supervisor.loading.connect(_on_loading)
+	supervisor.downloading.connect(_on_downloading)
 	supervisor.log_line.connect(_on_sidecar_log)
 	if autostart and not Engine.is_editor_hint():
 		start()
@@ -172,6 +180,7 @@ func launch_sidecar() -> bool:
 			_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, bundle_problem))
 			return false
 		command = LoreguardBundle.launch_command(bundle, address)
+	_launch_problem = ""
 	var launch_problem := supervisor.launch(command, _launch_port)
 	if not launch_problem.is_empty():
 		push_error("Loreguard: " + launch_problem)
@@ -469,20 +478,27 @@ func _on_sidecar_exited(reason: String) -> void:
 		why = "the sidecar exited"
 		if not supervisor.last_log_line.is_empty():
 			why += " (its last log line: %s)" % supervisor.last_log_line
-	if status.state in [LoreguardSidecarStatus.State.STARTING, LoreguardSidecarStatus.State.LOADING_MODEL]:
+	_vetted = false
+	if not _launch_problem.is_empty():
+		# A restart would meet the same missing model: say what to do, once, and stop.
+		_report_problem(_launch_problem)
+		_fail_in_flight(_launch_problem)
+		_give_up(_launch_problem)
+		return
+	var starting := [
+		LoreguardSidecarStatus.State.STARTING,
+		LoreguardSidecarStatus.State.DOWNLOADING_MODEL,
+		LoreguardSidecarStatus.State.LOADING_MODEL
+	]
+	if status.state in starting:
 		# It never answered: most often a bad argument or a model it cannot load, which the
 		# restarts below will meet again. Say so on the status line at once.
 		var last := supervisor.last_log_line
 		_report_problem("the sidecar exited before it answered" + (" (%s)" % last if not last.is_empty() else ""))
-	_vetted = false
 	_fail_in_flight(why)
 	var delays := LoreguardSupervisor.RESTART_DELAYS_MS
 	if _restarts >= delays.size():
-		_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, why))
-		for pending in _waiting.duplicate():
-			if not _is_session_waiter(pending):
-				_waiting.erase(pending)
-				pending.resolve(LoreguardResult.failure(LoreguardError.new(LoreguardError.SIDECAR_DOWN, why)))
+		_give_up(why)
 		return
 	_restart_at_ms = Time.get_ticks_msec() + int(delays[_restarts])
 	_restarts += 1
@@ -490,9 +506,42 @@ func _on_sidecar_exited(reason: String) -> void:
 	_set_status(LoreguardSidecarStatus.new(restarting, why, _restarts, delays.size()))
 
 
-func _on_loading(_sidecar_seconds: float, what: String) -> void:
-	if status.state not in [LoreguardSidecarStatus.State.LOADING_MODEL, LoreguardSidecarStatus.State.STARTING]:
+## FAILED: requests fail at once with `sidecar_down`, except designer data (sent on a reconnect).
+func _give_up(why: String) -> void:
+	_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, why))
+	for pending in _waiting.duplicate():
+		if not _is_session_waiter(pending):
+			_waiting.erase(pending)
+			pending.resolve(LoreguardResult.failure(LoreguardError.new(LoreguardError.SIDECAR_DOWN, why)))
+
+
+func _on_downloading(file: String, done_mib: float, total_mib: float) -> void:
+	var launching := [
+		LoreguardSidecarStatus.State.STARTING,
+		LoreguardSidecarStatus.State.LOADING_MODEL,
+		LoreguardSidecarStatus.State.DOWNLOADING_MODEL
+	]
+	if status.state not in launching:
 		return
+	var downloading := LoreguardSidecarStatus.new(
+		LoreguardSidecarStatus.State.DOWNLOADING_MODEL, "downloading " + file
+	)
+	downloading.loading_what = file
+	downloading.download_done_mib = done_mib
+	downloading.download_total_mib = total_mib
+	_set_status(downloading)
+
+
+func _on_loading(_sidecar_seconds: float, what: String) -> void:
+	var loadable := [
+		LoreguardSidecarStatus.State.LOADING_MODEL,
+		LoreguardSidecarStatus.State.STARTING,
+		LoreguardSidecarStatus.State.DOWNLOADING_MODEL
+	]
+	if status.state not in loadable:
+		return
+	if status.state == LoreguardSidecarStatus.State.DOWNLOADING_MODEL:
+		_launched_at_ms = Time.get_ticks_msec()  # the loading seconds count from the download's end
 	var reason := "loading " + what if not what.is_empty() else status.reason
 	var loading := LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.LOADING_MODEL, reason)
 	# Counted from the launch, so the number never jumps back when the sidecar starts counting.
@@ -506,6 +555,16 @@ func _on_loading(_sidecar_seconds: float, what: String) -> void:
 
 func _on_sidecar_log(line: String) -> void:
 	print(LoreguardSupervisor.LOG_PREFIX + line)
+	var missing := _not_installed_line.search(line)
+	if missing != null:
+		var model := missing.get_string(1)
+		_launch_problem = (
+			(
+				"the dialogue model %s is not installed: run `loreguard models pull %s`, or turn on the project"
+				+ " setting %s to download it when the game starts"
+			)
+			% [model, model, LoreguardSettings.ALLOW_MODEL_DOWNLOAD]
+		)
 	if line.contains("listening on"):
 		dealer.retry_now()  # bound: connect now rather than after the reconnect backoff
 

@@ -2,8 +2,9 @@ class_name LoreguardSettings
 extends RefCounted
 ## The addon's project settings: names, defaults and inspector hints in one place, read by the
 ## autoload at run time and registered by the editor plugin. The environment variables
-## LOREGUARD_ADDRESS, LOREGUARD_AUTO_LAUNCH, LOREGUARD_REUSE_RUNNING and LOREGUARD_LAUNCH_COMMAND
-## override them (for CI and for running one build against different sidecars).
+## LOREGUARD_ADDRESS, LOREGUARD_AUTO_LAUNCH, LOREGUARD_REUSE_RUNNING, LOREGUARD_LAUNCH_COMMAND,
+## LOREGUARD_MODEL and LOREGUARD_ALLOW_MODEL_DOWNLOAD override them (for CI and for running one
+## build against different sidecars and models).
 
 const ADDRESS := "loreguard/sidecar/address"
 const AUTO_LAUNCH := "loreguard/sidecar/auto_launch"
@@ -18,9 +19,14 @@ const REQUEST_TIMEOUT_MS := "loreguard/sidecar/request_timeout_ms"
 const JUDGE := "loreguard/sidecar/judge"
 const JUDGE_TIMEOUT_MS := "loreguard/sidecar/judge_timeout_ms"
 ## The dialogue model of a sidecar the addon launches, passed as `--model`: a catalogue name
-## (`loreguard models list`), hf:REPO/FILE or a GGUF path; empty: the embedded model. The sidecar
-## never downloads on its own: pull the model first (`loreguard models pull NAME`).
+## (`loreguard models list`), hf:REPO/FILE or a GGUF path; empty: the embedded model. A model that
+## is not installed is downloaded only with ALLOW_MODEL_DOWNLOAD on; else pull it first
+## (`loreguard models pull NAME`).
 const MODEL := "loreguard/sidecar/model"
+## Let the launched sidecar download a MODEL that is not installed (it gets `--yes`); the status
+## shows the download's progress (`downloading_model`). Off by default: a game never downloads
+## gigabytes behind the player's back; turn it on for a first run that fetches the model.
+const ALLOW_MODEL_DOWNLOAD := "loreguard/sidecar/allow_model_download"
 
 const DEFAULTS := {
 	ADDRESS: "tcp://127.0.0.1:7878",
@@ -32,6 +38,7 @@ const DEFAULTS := {
 	JUDGE: "off",
 	JUDGE_TIMEOUT_MS: 3000,
 	MODEL: "",
+	ALLOW_MODEL_DOWNLOAD: false,
 }
 
 const HINTS := {
@@ -43,6 +50,7 @@ const HINTS := {
 	JUDGE: [TYPE_STRING, PROPERTY_HINT_ENUM, "off,keyword,model"],
 	JUDGE_TIMEOUT_MS: [TYPE_INT, PROPERTY_HINT_RANGE, "100,60000,100,suffix:ms"],
 	MODEL: [TYPE_STRING, PROPERTY_HINT_NONE, ""],
+	ALLOW_MODEL_DOWNLOAD: [TYPE_BOOL, PROPERTY_HINT_NONE, ""],
 }
 
 
@@ -58,7 +66,8 @@ static func auto_launch() -> bool:
 
 ## The launch command split into program and arguments (on spaces; no shell quoting). Parts
 ## that start with res:// become file system paths, so a project can name a script beside it.
-## With the judge setting on, `--judge MODE --judge-timeout-ms N` follow; with a model set, `--model M`.
+## With the judge setting on, `--judge MODE --judge-timeout-ms N` follow; with a model set,
+## `--model M`, and `--yes` when the model may be downloaded.
 static func launch_command() -> PackedStringArray:
 	var command: String = _value(LAUNCH_COMMAND)
 	if OS.has_environment("LOREGUARD_LAUNCH_COMMAND"):
@@ -69,10 +78,22 @@ static func launch_command() -> PackedStringArray:
 	var judge: String = _value(JUDGE)
 	if judge != "off" and not out.is_empty():
 		out.append_array(["--judge", judge, "--judge-timeout-ms", str(_value(JUDGE_TIMEOUT_MS))])
-	var model: String = _value(MODEL)
-	if model != "" and not out.is_empty():
-		out.append_array(["--model", model])
+	var chosen := model()
+	if chosen != "" and not out.is_empty():
+		out.append_array(["--model", chosen])
+		if allow_model_download():
+			out.append("--yes")
 	return out
+
+
+static func model() -> String:
+	return OS.get_environment("LOREGUARD_MODEL") if OS.has_environment("LOREGUARD_MODEL") else str(_value(MODEL))
+
+
+static func allow_model_download() -> bool:
+	if OS.has_environment("LOREGUARD_ALLOW_MODEL_DOWNLOAD"):
+		return OS.get_environment("LOREGUARD_ALLOW_MODEL_DOWNLOAD") not in ["0", "false", "no", ""]
+	return _value(ALLOW_MODEL_DOWNLOAD)
 
 
 static func reuse_running() -> bool:

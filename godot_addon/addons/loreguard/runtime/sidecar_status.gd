@@ -17,6 +17,9 @@ enum State {
 	RESTARTING,
 	## Gave up: `reason` says why (the sidecar's last log line when it crashed on start).
 	FAILED,
+	## The launched sidecar is downloading its model (loreguard/sidecar/allow_model_download on):
+	## `download_fraction()` of `download_total_mib`; at 1.0 it checks the file's sha256.
+	DOWNLOADING_MODEL,
 }
 
 ## Where the sidecar stands.
@@ -27,6 +30,10 @@ var reason: String = ""
 var loading_s: float = 0.0
 ## LOADING_MODEL: what is loading, as the sidecar names it (a model file, a server URL).
 var loading_what: String = ""
+## DOWNLOADING_MODEL: MiB downloaded so far.
+var download_done_mib: float = 0.0
+## DOWNLOADING_MODEL: the file's size in MiB; 0 when the Hub did not say.
+var download_total_mib: float = 0.0
 ## RESTARTING: which restart this is (0: reconnecting to a sidecar still running).
 var attempt: int = 0
 ## RESTARTING: how many restarts are tried before FAILED.
@@ -42,9 +49,15 @@ func _init(
 	max_attempts = restart_max
 
 
-## The state's name as in the docs: "starting", "loading_model", "ready", "restarting", "failed".
+## The state's name as in the docs: "starting", "downloading_model", "loading_model", "ready",
+## "restarting", "failed".
 func state_name() -> String:
 	return (State.find_key(state) as String).to_lower()
+
+
+## DOWNLOADING_MODEL: the part downloaded, 0.0 to 1.0 (0.0 when the size is unknown).
+func download_fraction() -> float:
+	return clampf(download_done_mib / download_total_mib, 0.0, 1.0) if download_total_mib > 0.0 else 0.0
 
 
 ## One short sentence for the player (a game may word its own from `state`).
@@ -52,6 +65,15 @@ func describe() -> String:
 	match state:
 		State.STARTING:
 			return "Starting the dialogue engine…"
+		State.DOWNLOADING_MODEL:
+			if download_total_mib <= 0.0:
+				return "Downloading the dialogue model… %d MiB" % int(download_done_mib)
+			if download_fraction() >= 1.0:
+				return "Checking the downloaded dialogue model…"
+			return (
+				"Downloading the dialogue model… %d%% (%d of %d MiB)"
+				% [int(download_fraction() * 100), int(download_done_mib), int(download_total_mib)]
+			)
 		State.LOADING_MODEL:
 			return "Loading the dialogue model… %d s" % int(loading_s)
 		State.READY:
@@ -63,4 +85,6 @@ func describe() -> String:
 
 func _to_string() -> String:
 	var extra := " %.1f s" % loading_s if state == State.LOADING_MODEL else ""
+	if state == State.DOWNLOADING_MODEL:
+		extra = " %.1f/%.1f MiB" % [download_done_mib, download_total_mib]
 	return "%s%s: %s" % [state_name(), extra, reason]

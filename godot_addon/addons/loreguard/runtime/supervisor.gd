@@ -14,6 +14,8 @@ extends RefCounted
 signal log_line(line: String)
 ## The sidecar is loading `what`, `seconds` so far.
 signal loading(seconds: float, what: String)
+## The sidecar is downloading `file`: `done_mib` of `total_mib` (0: size unknown).
+signal downloading(file: String, done_mib: float, total_mib: float)
 
 ## How often the process and its log are looked at.
 const POLL_MS := 100
@@ -38,6 +40,11 @@ var _log_rest: String = ""
 var _next_poll_ms: int = 0
 # A progress tick; native libraries may append their own output to it (no newline between).
 var _loading_line := RegEx.create_from_string("^loading (.+?) \\.\\.\\. +([0-9.]+) s(.*)$")
+# A download's progress line (server/models/pull.py): "downloading F: 40% (426.1/1065.6 MiB)",
+# or "downloading F: 426.1 MiB" when the Hub did not say the size.
+var _download_line := RegEx.create_from_string(
+	"^downloading (.+?): (?:[0-9]+% \\(([0-9.]+)/([0-9.]+) MiB\\)|([0-9.]+) MiB)$"
+)
 
 
 func _init() -> void:
@@ -160,4 +167,10 @@ func read_log() -> void:
 			if line.is_empty():
 				continue
 		last_log_line = line
+		var download := _download_line.search(line)
+		if download != null:
+			# A line per percent: a status, not a line in the Output panel.
+			var done := download.get_string(2) if download.get_string(2) != "" else download.get_string(4)
+			downloading.emit(download.get_string(1), float(done), float(download.get_string(3)))
+			continue
 		log_line.emit(line)
