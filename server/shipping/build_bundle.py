@@ -37,7 +37,10 @@ PACKAGE_DATA = (("loreguard.schemas", "json"), ("loreguard.server.demo", "data")
 PACKAGE_FILES = (("loreguard.server.models", "catalogue.json"),)
 #: Installed in the build venv for other jobs (tests, the remote-backend server), never imported by the sidecar.
 #: llama_cpp's `from_pretrained` (a model hub download) brings huggingface_hub, hf_xet and yaml; the sidecar
-#: loads local files only.
+#: loads local files only. A bundle ships inside a game with its model: a player's machine does not
+#: download from the Hub (tokens, gated licences, a cache in the player's home), and the Hub client
+#: would add about 20 MB (huggingface_hub 7.6 MB, hf_xet 11 MB, yaml 3 MB). A Hub name in a bundle's
+#: arguments is one line saying to pull with the pip-installed CLI (server/models/pull.py, require_hub).
 EXCLUDED = (
     "tkinter", "llama_cpp.server", "fastapi", "uvicorn", "starlette", "sse_starlette", "pytest", "mypy", "IPython",
     "huggingface_hub", "hf_xet", "yaml",
