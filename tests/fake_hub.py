@@ -3,8 +3,8 @@
 `HEAD /{repo}/resolve/{revision}/{file}` answers with the headers the Hub sends for an LFS file
 (X-Repo-Commit, ETag, X-Linked-Etag with the sha256, X-Linked-Size, Content-Length) and `GET`
 serves the bytes, honouring `Range: bytes=N-` with 206. Knobs make it misbehave the ways a real
-network does: cut the first transfer half way, serve corrupt bytes under the true checksum, or
-refuse a repo as gated. Every request is logged so a test can see what the client asked.
+network does: cut the first transfer half way, stall it half way (so a test can kill the client
+mid-transfer), serve corrupt bytes under the true checksum, or refuse a repo as gated. Every request is logged so a test can see what the client asked.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ class FakeHub:
     gated: set[str] = field(default_factory=set)
     #: Cut the connection after this many body bytes, on the first GET only.
     cut_after: int | None = None
+    #: Stall the first GET after this many body bytes: `stalled` is set, and the transfer waits
+    #: for `release` (set when the hub stops), then ends without the rest.
+    stall_after: int | None = None
+    stalled: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
     #: (method, path, Range header, Authorization header) of every request.
     requests: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
     url: str = ""
@@ -127,6 +132,16 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             self._headers(f, len(body) - start)
             self.end_headers()
             chunk = body[start:]
+            if first_get and hub.stall_after is not None:
+                try:
+                    self.wfile.write(chunk[: hub.stall_after])
+                    self.wfile.flush()
+                except OSError:
+                    return
+                hub.stalled.set()
+                hub.release.wait(300)
+                self.close_connection = True
+                return
             if first_get and hub.cut_after is not None:
                 self.wfile.write(chunk[: hub.cut_after])
                 self.wfile.flush()
@@ -148,6 +163,7 @@ def fake_hub() -> Iterator[FakeHub]:
     try:
         yield hub
     finally:
+        hub.release.set()
         server.shutdown()
         server.server_close()
         thread.join()

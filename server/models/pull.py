@@ -205,6 +205,32 @@ def verify(path: Path, hub_file: HubFile, *, size_bytes: int | None = None, sha2
     marker.write_text(f"{size} {expected_sha}\n")
 
 
+def remove_abandoned_partials(hub_file: HubFile) -> None:
+    """Delete the partial downloads that killed processes left in this repo's cache folder.
+
+    huggingface_hub 1.x downloads into a process-unique `<etag>.<id>.incomplete` and deletes it
+    when a download fails; a process killed mid-transfer (a game closed during the download)
+    leaves it behind, and no later download reuses it (each starts the file again). So each
+    would be gigabytes lost for good. One is deleted only while holding the lock huggingface_hub
+    holds while it downloads that blob: a download in flight in another process keeps its file.
+    """
+    from filelock import FileLock, Timeout
+    from huggingface_hub.file_download import repo_folder_name
+
+    folder = repo_folder_name(repo_id=hub_file.repo, repo_type="model")
+    blobs = hub_cache_dir() / folder / "blobs"
+    if not blobs.is_dir():
+        return
+    for partial in sorted(blobs.glob("*.incomplete")):
+        locks = hub_cache_dir() / ".locks" / folder
+        locks.mkdir(parents=True, exist_ok=True)
+        try:
+            with FileLock(str(locks / f"{partial.name.split('.', 1)[0]}.lock"), timeout=0):
+                partial.unlink(missing_ok=True)
+        except Timeout:
+            continue  # another process is downloading that blob now
+
+
 def pull(hub_file: HubFile, *, size_bytes: int | None = None, sha256: str | None = None,
          progress: TextIO | None = None, progress_step_pct: int = 10) -> Path:  # fmt: skip
     """Download (or find in the cache) and verify one file; its path in the Hub cache. Progress
@@ -222,6 +248,8 @@ def pull(hub_file: HubFile, *, size_bytes: int | None = None, sha256: str | None
     )
 
     endpoint = hub_endpoint()
+    if not offline():
+        remove_abandoned_partials(hub_file)
     try:
         local = hf_hub_download(
             hub_file.repo,

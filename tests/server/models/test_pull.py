@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import hashlib
 import io
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from fake_hub import COMMIT, FILE, REFERENCE, REPO, FakeHub, cache_leftovers
+from waiting import wait_for
 
 from loreguard.server.cli import main
-from loreguard.server.models.pull import ChecksumMismatch, GatedModel, HubFile, ModelError, NotCached, pull
+from loreguard.server.models.pull import (
+    ChecksumMismatch,
+    GatedModel,
+    HubFile,
+    ModelError,
+    NotCached,
+    installed_files,
+    pull,
+    remove_abandoned_partials,
+)
 
 
 def _snapshot(home: Path) -> Path:
@@ -117,3 +129,62 @@ def test_installed_lists_pulled_files_with_their_path(hub: FakeHub, capsys: pyte
     assert main(["models", "list", "--installed"]) == 0
     out = capsys.readouterr().out
     assert REFERENCE in out and str(path) in out
+
+
+def _pull_process(*args: str) -> subprocess.Popen[str]:
+    """`loreguard models pull` (or another command) in its own process, with this test's Hub
+    environment (the fixtures set it in os.environ)."""
+    command = [sys.executable, "-m", "loreguard.server.cli", *args]
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _partials(home: Path) -> list[Path]:
+    return sorted(home.rglob("*.incomplete"))
+
+
+def test_a_pull_killed_mid_transfer_leaves_nothing_loadable_and_the_next_pull_cleans_up(
+    hub: FakeHub, tmp_path: Path, model_bytes: bytes
+) -> None:
+    """huggingface_hub 1.x keeps a partial download in a process-unique file and never reuses it
+    in another process, so a pull killed half way starts the file again (docs/models.md). What
+    Loreguard guarantees: nothing under the final name, and the abandoned partial is removed."""
+    home = tmp_path / "hf"
+    hub.stall_after = len(model_bytes) // 2
+    process = _pull_process("models", "pull", REFERENCE)
+    try:
+        assert hub.stalled.wait(60), "the pull never started its transfer"
+        # httpx hands huggingface_hub 10 MiB chunks; wait until one is on disk.
+        wait_for(lambda: any(p.stat().st_size > 0 for p in _partials(home)), "a partial file on disk")
+    finally:
+        process.kill()
+        process.communicate(timeout=60)
+    assert not _snapshot(home).exists()
+    assert installed_files() == []  # nothing a `--model` could load
+    (partial,) = _partials(home)
+    assert 0 < partial.stat().st_size < len(model_bytes)
+    hub.release.set()
+
+    path = pull(HubFile(REPO, FILE), progress=io.StringIO())
+    assert path.read_bytes() == model_bytes
+    first, second = hub.gets()
+    # Not resumed from the killed process's partial: if huggingface_hub starts to, this fails;
+    # then update docs/models.md (and keep the partial).
+    assert second[2] is None
+    assert _partials(home) == []  # the abandoned partial is gone, not gigabytes lost for good
+
+
+def test_a_partial_another_process_is_writing_is_left_alone(hub: FakeHub, tmp_path: Path, model_bytes: bytes) -> None:
+    """The clean-up takes huggingface_hub's own lock on the blob first: a download in flight
+    elsewhere (here: a pull stalled mid-transfer) keeps its file."""
+    home = tmp_path / "hf"
+    hub.stall_after = len(model_bytes) // 2
+    process = _pull_process("models", "pull", REFERENCE)
+    try:
+        assert hub.stalled.wait(60), "the pull never started its transfer"
+        wait_for(lambda: any(p.stat().st_size > 0 for p in _partials(home)), "a partial file on disk")
+        (partial,) = _partials(home)
+        remove_abandoned_partials(HubFile(REPO, FILE))
+        assert partial.exists()
+    finally:
+        process.kill()
+        process.communicate(timeout=60)

@@ -3,6 +3,7 @@ the real sidecar and the real model."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from fake_hub import FILE, REFERENCE, FakeHub
 from sidecar_helpers import free_port
+from waiting import wait_for
 
 from loreguard.client import Client, NoReply
 from loreguard.server.demo import demo_npcs, demo_world
@@ -59,3 +61,29 @@ def test_serve_without_yes_and_without_a_terminal_downloads_nothing(hub: FakeHub
         f"loreguard: {REFERENCE} is not installed: run `loreguard models pull {REFERENCE}` first, or pass --yes to download it now"
     )
     assert hub.requests == []
+
+
+def test_a_sidecar_downloading_for_a_game_stops_when_the_game_dies(hub: FakeHub, tmp_path: Path, model_bytes: bytes) -> None:
+    """Launched by a game (--parent-pid, --log-file), the sidecar watches the game during the
+    download too: the game dies mid-transfer, the sidecar exits instead of fetching gigabytes
+    for nobody. The log has the download's progress a line per percent moved."""
+    hub.stall_after = len(model_bytes) // 2
+    game = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    log = tmp_path / "sidecar.log"
+    sidecar = _serve(tmp_path, free_port(), "--yes", "--parent-pid", str(game.pid), "--log-file", str(log))
+    try:
+        assert hub.stalled.wait(60), f"the sidecar never started its download: {log.read_text() if log.exists() else ''}"
+        wait_for(lambda: "downloading smol.gguf: " in log.read_text(), "a progress line in the sidecar's log")
+        assert sidecar.poll() is None
+        game.kill()
+        game.communicate(timeout=60)
+        wait_for(lambda: sidecar.poll() is not None, "the sidecar to exit after its game died")
+    finally:
+        game.kill()
+        sidecar.kill()
+        sidecar.communicate(timeout=60)
+        game.communicate(timeout=60)
+    assert sidecar.returncode == 0
+    lines = [line for line in log.read_text().splitlines() if line.startswith(f"downloading {FILE}: ")]
+    assert lines and all(re.fullmatch(rf"downloading {FILE}: \d+% \([0-9.]+/[0-9.]+ MiB\)", line) for line in lines), lines
+    assert not (tmp_path / "data").exists()  # it never got to serve
