@@ -15,7 +15,7 @@ last bit of a float.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 from pydantic import Field
@@ -75,14 +75,28 @@ def relevance(entry_words: frozenset[str], query_words: frozenset[str]) -> float
 
 
 def score_episodic(entry: EpisodicEntry, query: RetrievalQuery, query_words: frozenset[str]) -> float:
+    return _episodic_scorer(query, query_words)(entry)
+
+
+def _episodic_scorer(query: RetrievalQuery, query_words: frozenset[str]) -> Callable[[EpisodicEntry], float]:
+    """`score_episodic` with the query's parts looked up once (it runs for every entry of a
+    scope on every interaction). The one formula: recency (strength over significance, at most
+    1), relevance and significance, weighted, rounded to 1e-9."""
     w = query.weights
-    recency = episodic_strength(entry, query.now_interaction, query.decay) / max(entry.significance, 1e-9)
-    return round(
-        w.recency * min(recency, 1.0)
-        + w.relevance * relevance(keywords(entry.text), query_words)
-        + w.significance * entry.significance,
-        9,
-    )
+    w_recency, w_relevance, w_significance = w.recency, w.relevance, w.significance
+    now, decay = query.now_interaction, query.decay
+
+    def score(entry: EpisodicEntry) -> float:
+        significance = entry.significance
+        recency = episodic_strength(entry, now, decay) / max(significance, 1e-9)
+        return round(
+            w_recency * min(recency, 1.0)
+            + w_relevance * relevance(keywords(entry.text), query_words)
+            + w_significance * significance,
+            9,
+        )
+
+    return score
 
 
 def score_belief(belief: Belief, query: RetrievalQuery, query_words: frozenset[str]) -> float:
@@ -94,9 +108,15 @@ def retrieve_episodic(entries: Iterable[EpisodicEntry], query: RetrievalQuery) -
     """The best `max_episodic` entries with their scores, in the documented order."""
     words = keywords(query.player_input)
     excluded = set(query.exclude_tags)
-    scored = [(e, score_episodic(e, query, words)) for e in entries if not excluded.intersection(e.tags)]
-    scored.sort(key=lambda pair: (-pair[1], -pair[0].at_interaction, pair[0].text, pair[0].seq))
+    score = _episodic_scorer(query, words)
+    scored = [(e, score(e)) for e in entries if not excluded.intersection(e.tags)]
+    scored.sort(key=_episodic_order)
     return tuple(scored[: query.max_episodic])
+
+
+def _episodic_order(pair: tuple[EpisodicEntry, float]) -> tuple[float, int, str, int]:
+    entry, score = pair
+    return (-score, -entry.at_interaction, entry.text, entry.seq)
 
 
 def retrieve_beliefs(beliefs: Iterable[Belief], query: RetrievalQuery) -> tuple[tuple[Belief, float], ...]:

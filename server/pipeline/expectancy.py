@@ -7,9 +7,9 @@ order (severity, then type, then priority, then rule id).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
 
 from loreguard.memory.hashing import content_hash
+from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext, TaskType
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
@@ -70,7 +70,10 @@ class ConstraintSet(FrozenModel):
         return tuple(c.rule_id for c in self.constraints)
 
     def hash(self) -> str:
-        return _constraint_set_hash(self)
+        # Memoised on the constraints' identity: the same rules give the very same constraint
+        # objects interaction after interaction (`to_constraint` is memoised too), and the hash
+        # is asked for twice a turn (snapshot hash, receipt).
+        return _SET_HASHES.get(self.constraints, lambda: content_hash(self))
 
     def to_prompt_injection(self) -> str:
         """The rules as prompt lines: prohibitions, then requirements, then permissions."""
@@ -82,10 +85,7 @@ class ConstraintSet(FrozenModel):
         return "\n".join(lines)
 
 
-@lru_cache(maxsize=1024)
-def _constraint_set_hash(constraints: ConstraintSet) -> str:
-    # Memoised: the same rules produce equal sets interaction after interaction.
-    return content_hash(constraints)
+_SET_HASHES: IdentityMemo[str] = IdentityMemo(maxsize=1024)
 
 
 class RuleEvaluation(FrozenModel):
@@ -126,7 +126,15 @@ def rule_text(rule: ExpectancyRule) -> str:
 
 
 def to_constraint(rule: ExpectancyRule) -> Constraint:
-    """The constraint a rule becomes when its conditions hold."""
+    """The constraint a rule becomes when its conditions hold (one object per rule object,
+    built once: a rule is frozen, so its constraint never changes)."""
+    return _CONSTRAINTS.get((rule,), lambda: _new_constraint(rule))
+
+
+_CONSTRAINTS: IdentityMemo[Constraint] = IdentityMemo(maxsize=4096)
+
+
+def _new_constraint(rule: ExpectancyRule) -> Constraint:
     return Constraint(
         rule_id=rule.id,
         type=rule.type,

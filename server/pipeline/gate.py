@@ -111,6 +111,8 @@ class GateResult(FrozenModel):
 
 Judge = Callable[[ParsedOutput, StateSnapshot], list[GateFailure]]
 
+_PASSED = {gate: GateCheck(gate=gate, passed=True, failures=0) for gate in GateName}
+
 
 def run_gate(
     raw: str,
@@ -140,7 +142,8 @@ def validate(
 
     def record(gate: GateName, found: list[GateFailure]) -> bool:
         """Record a gate's failures; True when the run must stop (a critical failure)."""
-        checks.append(GateCheck(gate=gate, passed=not found, failures=len(found)))
+        # A passed check is one frozen value per gate, made once (most checks pass).
+        checks.append(_PASSED[gate] if not found else GateCheck(gate=gate, passed=False, failures=len(found)))
         failures.extend(found)
         return any(f.severity is Severity.CRITICAL for f in found)
 

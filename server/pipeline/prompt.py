@@ -224,17 +224,20 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
     situation, correction = _situation_section(s) + player_message(s.context.player_input), _correction(s)
     fixed_len = sum(len(part) for part in fixed) + len(situation) + len(correction)
 
-    def tail_len() -> int:
-        turns = _turns(s, n_exchanges)
-        return len(_memory_section(s, n_beliefs, n_episodic)) + sum(len(t.player) + len(t.reply) for t in turns)
+    def tail() -> tuple[str, tuple[ExchangeTurn, ...], int]:
+        """The memory section and turns at the current counts, and their length."""
+        memory, turns = _memory_section(s, n_beliefs, n_episodic), _turns(s, n_exchanges)
+        return memory, turns, len(memory) + sum(len(t.player) + len(t.reply) for t in turns)
 
-    while fixed_len + tail_len() > budget_chars and (n_episodic or n_beliefs or n_exchanges):
+    memory, turns, tail_len = tail()
+    while fixed_len + tail_len > budget_chars and (n_episodic or n_beliefs or n_exchanges):
         if n_episodic:
             n_episodic -= 1
         elif n_beliefs:
             n_beliefs -= 1
         else:
             n_exchanges -= 1
+        memory, turns, tail_len = tail()
 
     cut = _BOUNDARY_INDEX[boundary]
     # Past the static prefix, facts and rules open the conversation (they change only when the
@@ -243,7 +246,7 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
     # anything that changes above the conversation makes the engine evaluate all of it again.
     world_state_index = 2
     opening = "".join(part for i, part in enumerate(fixed) if i >= cut and i != world_state_index)
-    turn_context = (fixed[world_state_index] if cut <= world_state_index else "") + _memory_section(s, n_beliefs, n_episodic)
+    turn_context = (fixed[world_state_index] if cut <= world_state_index else "") + memory
     shown_exchanges = s.exchanges[len(s.exchanges) - n_exchanges :]
     keys = (
         [f"canonical:{fact.id}" for fact in s.canonical]
@@ -255,9 +258,9 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
     return Prompt(
         static_prefix="".join(fixed[:cut]),
         dynamic_suffix=opening,
-        turns=_turns(s, n_exchanges),
+        turns=turns,
         player_turn=turn_context + situation + correction,
         manifest=manifest_line(s, n_beliefs, n_episodic, n_exchanges),
         context_keys=tuple(keys),
-        over_budget=fixed_len + tail_len() > budget_chars,
+        over_budget=fixed_len + tail_len > budget_chars,
     )

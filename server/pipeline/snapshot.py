@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 from loreguard.memory.hashing import content_hash
 from loreguard.memory.retrieval import RetrievalQuery, retrieve_beliefs, retrieve_episodic
@@ -178,12 +179,24 @@ def _replayed_changes(exchanges: Iterable[EpisodicEntry]) -> tuple[set[str], set
     for exchange in exchanges:
         if exchange.turn is None:
             continue
-        for change in json.loads(exchange.turn.reply).get("mutations", []):
-            if change.get("kind") == "append_episodic":
-                noted.add(change.get("text", ""))
-            elif change.get("kind") == "transform_belief":
-                believed.add((change.get("target", ""), change.get("content", "")))
+        notes, beliefs = _reply_changes(exchange.turn.reply)
+        noted.update(notes)
+        believed.update(beliefs)
     return noted, believed
+
+
+@lru_cache(maxsize=1024)
+def _reply_changes(reply: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The notes and beliefs one reply writes. Memoised on the reply's text: the same few
+    exchanges are replayed turn after turn, and parsing them each time was most of the cost."""
+    notes: list[str] = []
+    beliefs: list[tuple[str, str]] = []
+    for change in json.loads(reply).get("mutations", []):
+        if change.get("kind") == "append_episodic":
+            notes.append(change.get("text", ""))
+        elif change.get("kind") == "transform_belief":
+            beliefs.append((change.get("target", ""), change.get("content", "")))
+    return tuple(notes), tuple(beliefs)
 
 
 def build_snapshot(

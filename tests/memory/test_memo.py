@@ -1,0 +1,105 @@
+"""The identity memo (memory/memo.py) and the faster forms of pruning and scoring: each must
+give exactly what the plain computation gives, and a memo must never answer for another object."""
+
+from __future__ import annotations
+
+import random
+
+from loreguard.memory import MemoryPolicy, RetrievalQuery, episodic_strength
+from loreguard.memory.memo import IdentityMemo
+from loreguard.memory.policy import episodic_strengths
+from loreguard.memory.retrieval import keywords, relevance, retrieve_episodic, score_episodic
+from loreguard.memory.transitions import _prune_episodic, _Scratch
+from loreguard.schemas import Authority, EpisodicEntry, ScopeMemory
+
+
+def test_memo_computes_once_per_object_and_never_answers_for_an_equal_one() -> None:
+    memo: IdentityMemo[int] = IdentityMemo()
+    calls: list[object] = []
+    first = tuple(["dragon", "gate"])
+
+    def compute(value: object) -> int:
+        calls.append(value)
+        return len(calls)
+
+    assert memo.get((first,), lambda: compute(first)) == 1
+    assert memo.get((first,), lambda: compute(first)) == 1
+    # An equal object that is not the same one is computed again (its own entry).
+    other = tuple(list(first))
+    assert other == first and other is not first
+    assert memo.get((other,), lambda: compute(other)) == 2
+    assert len(calls) == 2
+
+
+def test_memo_keys_compare_every_object_in_order() -> None:
+    memo: IdentityMemo[str] = IdentityMemo()
+    a, b = object(), object()
+    assert memo.get((a, b), lambda: "ab") == "ab"
+    assert memo.get((b, a), lambda: "ba") == "ba"
+    assert memo.get((a,), lambda: "a") == "a"
+    assert memo.get((a, b), lambda: "recomputed") == "ab"
+
+
+def test_a_full_memo_forgets_and_recomputes() -> None:
+    memo: IdentityMemo[int] = IdentityMemo(maxsize=2)
+    keep = [object() for _ in range(3)]
+    for i, obj in enumerate(keep):
+        memo.get((obj,), lambda i=i: i)
+    assert len(memo) <= 2
+    assert memo.get((keep[0],), lambda: 99) == 99  # forgotten, computed afresh
+
+
+def _entries(rng: random.Random, n: int) -> list[EpisodicEntry]:
+    texts = ["a traveller came", "the river rose", "rain again", "landmark 3 by the river"]
+    return [
+        EpisodicEntry(
+            id=f"ep{seq}",
+            seq=seq,
+            text=rng.choice(texts),
+            significance=rng.choice([0.0, 0.1, 0.4, 0.5, 1.0]),
+            at_interaction=rng.randrange(0, 30),
+            source=Authority.VALIDATED_OUTPUT,
+        )
+        for seq in range(1, n + 1)
+    ]
+
+
+def test_strengths_of_a_scope_equal_each_entry_strength() -> None:
+    entries = _entries(random.Random(3), 80)
+    for now in (0, 5, 29, 40):
+        assert episodic_strengths(entries, now, 0.97) == [episodic_strength(e, now, 0.97) for e in entries]
+
+
+def test_pruning_drops_what_a_full_sort_would() -> None:
+    """The order is (strength, at_interaction, text, seq); ties in strength are frequent here."""
+    rng = random.Random(7)
+    for trial in range(200):
+        entries = _entries(rng, rng.randrange(2, 40))
+        limit = rng.randrange(1, len(entries) + 1)
+        now = rng.randrange(0, 40)
+        policy = MemoryPolicy(episodic_limit=limit, episodic_decay=rng.choice([0.5, 0.97, 1.0]))
+        work = _Scratch(ScopeMemory(scope="npc", episodic=tuple(entries)))
+        dropped = [change.entry_id for change in _prune_episodic(work, now, policy)]
+        ranked = sorted(
+            entries, key=lambda e: (episodic_strength(e, now, policy.episodic_decay), e.at_interaction, e.text, e.seq)
+        )
+        assert dropped == [e.id for e in ranked[: len(entries) - limit]], trial
+
+
+def test_episodic_scores_equal_the_formula() -> None:
+    entries = _entries(random.Random(11), 50)
+    query = RetrievalQuery(player_input="Tell me about the river landmark", now_interaction=30, max_episodic=50)
+    words = keywords(query.player_input)
+    w = query.weights
+    for entry in entries:
+        strength = episodic_strength(entry, query.now_interaction, query.decay)
+        expected = round(
+            w.recency * min(strength / max(entry.significance, 1e-9), 1.0)
+            + w.relevance * relevance(keywords(entry.text), words)
+            + w.significance * entry.significance,
+            9,
+        )
+        assert score_episodic(entry, query, words) == expected
+    assert [s for _, s in retrieve_episodic(entries, query)] == sorted(
+        (score_episodic(e, query, words) for e in entries), reverse=True
+    )

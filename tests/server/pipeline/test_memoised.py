@@ -1,0 +1,92 @@
+"""What the pipeline memoises between interactions (a rule's constraint, a constraint set's hash,
+the words of the canonical facts, the changes a replayed reply wrote) equals what it would compute
+afresh, and a re-registered profile is never answered from what the old one left behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from factories import guard_profile, rich_guard_profile
+
+from loreguard.memory import MemoryStore, content_hash
+from loreguard.schemas import CanonicalFact, ExpectancyRule, InteractionContext
+from loreguard.server.pipeline.contract import _canonical_words, vocabulary
+from loreguard.server.pipeline.expectancy import ConstraintSet, _new_constraint, evaluate_rules, to_constraint
+from loreguard.server.pipeline.snapshot import _reply_changes
+
+
+def test_a_rule_gives_one_constraint_equal_to_a_fresh_one() -> None:
+    profile = rich_guard_profile()
+    for rule in profile.rules:
+        assert to_constraint(rule) is to_constraint(rule)
+        assert to_constraint(rule) == _new_constraint(rule)
+
+
+def test_a_changed_rule_gives_its_own_constraint() -> None:
+    data = {"id": "no_dragons", "type": "prohibition", "severity": "hard", "checks": {"forbidden_phrases": ["dragon"]}}
+    old = ExpectancyRule.model_validate(data)
+    new = ExpectancyRule.model_validate({**data, "checks": {"forbidden_phrases": ["wyvern"]}})
+    assert to_constraint(old).checks.forbidden_phrases == ("dragon",)
+    assert to_constraint(new).checks.forbidden_phrases == ("wyvern",)
+
+
+def test_the_memoised_set_hash_is_the_content_hash() -> None:
+    profile = rich_guard_profile()
+    ctx = InteractionContext(npc_id=profile.id, trigger_reason="player_utterance", player_input="hello")
+    first = evaluate_rules(profile.rules, ctx, 5, {}, {}).constraints
+    again = evaluate_rules(profile.rules, ctx, 5, {}, {}).constraints
+    assert first is not again and first.hash() == again.hash() == content_hash(first)
+    # A set of other constraint objects with the same content hashes the same.
+    rebuilt = ConstraintSet.of(_new_constraint(r) for r in profile.rules if to_constraint(r) in first.constraints)
+    assert rebuilt.constraints[0] is not first.constraints[0]
+    assert rebuilt.hash() == content_hash(rebuilt) == first.hash()
+    # And a different set does not take the first one's hash.
+    fewer = ConstraintSet(constraints=first.constraints[1:])
+    assert fewer.hash() == content_hash(fewer) != first.hash()
+
+
+def test_canonical_words_follow_re_registered_facts(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m.sqlite")
+    profile = guard_profile(canonical_facts=[{"id": "gate", "text": "The north gate closes at dusk."}])
+    store.register_npc(profile)
+
+    def words() -> frozenset[str]:
+        view = store.view(profile.id)
+        facts = [c.fact for c in view.world_memory.canonical + view.npc.canonical]
+        vocab = vocabulary({}, {}, facts, (), 0.2)
+        assert vocab.canonical == _canonical_words(facts)
+        return vocab.canonical
+
+    assert "dusk" in words() and "dragon" not in words()
+    changed = guard_profile(
+        canonical_facts=[
+            {"id": "gate", "text": "The north gate closes at dusk."},
+            {"id": "lair", "text": "A dragon sleeps under the hill."},
+        ]
+    )
+    assert store.register_npc(changed).committed
+    assert "dragon" in words()
+    store.close()
+
+
+def test_vocabulary_words_equal_for_equal_facts_built_apart() -> None:
+    fact = {"id": "gate", "text": "The north gate closes at dusk.", "tags": ["harbour"]}
+    a, b = CanonicalFact.model_validate(fact), CanonicalFact.model_validate(fact)
+    assert vocabulary({}, {}, [a], (), 0.2).canonical == vocabulary({}, {}, [b], (), 0.2).canonical
+
+
+def test_reply_changes_are_what_the_reply_says() -> None:
+    reply = json.dumps(
+        {
+            "dialogue": "Aye.",
+            "emotion": "neutral",
+            "mutations": [
+                {"kind": "append_episodic", "text": "Met a traveller.", "significance": 0.4},
+                {"kind": "transform_belief", "target": "traveller", "content": "Seems honest.", "confidence": 0.6},
+                {"kind": "append_episodic", "text": "It rained.", "significance": 0.1},
+            ],
+        }
+    )
+    assert _reply_changes(reply) == (("Met a traveller.", "It rained."), (("traveller", "Seems honest."),))
+    assert _reply_changes(json.dumps({"dialogue": "Aye.", "emotion": "neutral", "mutations": []})) == ((), ())
