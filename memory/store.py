@@ -12,6 +12,7 @@ see half a batch.
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,7 +24,17 @@ from loreguard.memory import audit_log, slots
 from loreguard.memory.audit_log import AuditEntry
 from loreguard.memory.entries import entry_key, kind_entries
 from loreguard.memory.errors import AuditWriteError, StalePlanError, StoreClosedError, UnknownScopeError
-from loreguard.memory.hashing import canonical_json, combine_scope_hashes, content_hash, scope_hash_of, scopes_hash, sha256_hex
+from loreguard.memory.hashing import (
+    canonical_json,
+    combine_scope_hashes,
+    content_hash,
+    entry_line,
+    scope_hash_of,
+    scope_hash_of_lines,
+    scope_lines,
+    scopes_hash,
+    sha256_hex,
+)
 from loreguard.memory.policy import MemoryPolicy
 from loreguard.memory.schema import Transaction, migrate
 from loreguard.memory.state import StoredState, read_state, replace_contents
@@ -95,6 +106,8 @@ class PlannedBatch:
     audit_seq: int
     definitions: Mapping[str, str]
     digests: Mapping[str, dict[tuple[str, str], str]]
+    #: Per changed scope: its hash text's sorted lines once the batch is applied.
+    lines: Mapping[str, list[str]]
     scope_hashes: Mapping[str, str]
     #: The store's state version the plan was made against; a commit checks it.
     base_version: int
@@ -111,6 +124,9 @@ class MemoryStore:
     _scopes: dict[str, ScopeMemory]
     _entry_digests: dict[str, dict[tuple[str, str], str]]
     _scope_hashes: dict[str, str]
+    #: Per scope: the sorted lines its hash covers (`hashing.scope_lines`), made on first use and
+    #: kept in step with `_entry_digests` by every commit.
+    _scope_lines: dict[str, list[str]]
     _profiles: dict[str, NpcProfile]
     _profile_hashes: dict[str, str]
     _world: WorldDefinition | None
@@ -231,6 +247,13 @@ class MemoryStore:
         """The sequence number the next entry gets (the next episodic entry is `ep<next_seq>`);
         part of every memory hash."""
         return self._next_seq
+
+    def _lines(self, name: str) -> list[str]:
+        """The scope's sorted hash lines as committed (shared: copy before changing)."""
+        lines = self._scope_lines.get(name)
+        if lines is None:
+            lines = self._scope_lines[name] = scope_lines(self._entry_digests.get(name, {}))
+        return lines
 
     def _scope_hash(self, name: str) -> str:
         self.scope(name)
@@ -390,6 +413,7 @@ class MemoryStore:
         self._scopes = loaded.scopes
         self._entry_digests = loaded.entry_digests
         self._scope_hashes = {}
+        self._scope_lines = {}
         self._profiles = loaded.profiles
         self._profile_hashes = {}
         self._world = loaded.world
@@ -409,13 +433,20 @@ class MemoryStore:
     ) -> PlannedBatch:
         """The digests and hashes a plan leads to, computed before anything is written."""
         digests = {name: dict(self._entry_digests.get(name, {})) for name in plan.scopes}
+        lines = {name: list(self._lines(name)) for name in plan.scopes}
         for change in plan.changes:
             entry_digests = digests.setdefault(change.scope, dict(self._entry_digests.get(change.scope, {})))
+            sorted_lines = lines.setdefault(change.scope, list(self._lines(change.scope)))
+            kind = change.kind.value
+            old = entry_digests.get((kind, change.entry_id))
+            if old is not None:
+                _remove_line(sorted_lines, entry_line(kind, change.entry_id, old))
             if change.action == "upsert":
-                entry_digests[(change.kind.value, change.entry_id)] = sha256_hex(change.data)
+                digest = entry_digests[(kind, change.entry_id)] = sha256_hex(change.data)
+                bisect.insort(sorted_lines, entry_line(kind, change.entry_id, digest))
             else:
-                entry_digests.pop((change.kind.value, change.entry_id), None)
-        scope_hashes = {name: scope_hash_of(entries) for name, entries in digests.items()}
+                entry_digests.pop((kind, change.entry_id), None)
+        scope_hashes = {name: scope_hash_of_lines(scope) for name, scope in lines.items()}
         names = sorted(set(hash_scopes))
         return PlannedBatch(
             plan=plan,
@@ -428,6 +459,7 @@ class MemoryStore:
             audit_seq=self._next_audit_seq,
             definitions=definitions or {},
             digests=digests,
+            lines=lines,
             scope_hashes=scope_hashes,
             base_version=self._version,
         )
@@ -459,6 +491,7 @@ class MemoryStore:
         # Only after the commit succeeded does anyone see the new state.
         self._scopes = {**self._scopes, **plan.scopes}
         self._entry_digests.update(planned.digests)
+        self._scope_lines.update(planned.lines)
         self._scope_hashes.update(planned.scope_hashes)
         self._next_seq = plan.next_seq
         if complete_interaction is not None:
@@ -539,6 +572,14 @@ class MemoryStore:
             key = f"refused.{refusal.code.value}"
             self._counters[key] = self._counters.get(key, 0) + 1
         return BatchResult(committed=False, applied=0, refusals=plan.refusals)
+
+
+def _remove_line(lines: list[str], line: str) -> None:
+    """Remove `line` from the sorted `lines`, where it must stand."""
+    at = bisect.bisect_left(lines, line)
+    if at == len(lines) or lines[at] != line:
+        raise AssertionError(f"a scope's hash lines lost {line!r}")  # digests and lines out of step: a bug
+    del lines[at]
 
 
 def _result(plan: BatchPlan, *, audit_seq: int | None = None) -> BatchResult:

@@ -4,13 +4,26 @@ give exactly what the plain computation gives, and a memo must never answer for 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
-from loreguard.memory import MemoryPolicy, RetrievalQuery, episodic_strength
+from factories import eldmoor_world, guard_profile
+
+from loreguard.memory import MemoryPolicy, MemoryStore, RetrievalQuery, episodic_strength, memory_hash
 from loreguard.memory.memo import IdentityMemo
 from loreguard.memory.policy import episodic_strengths
 from loreguard.memory.retrieval import keywords, relevance, retrieve_episodic, score_episodic
 from loreguard.memory.transitions import _prune_episodic, _Scratch
-from loreguard.schemas import Authority, EpisodicEntry, ScopeMemory
+from loreguard.schemas import (
+    WORLD_SCOPE,
+    AppendEpisodic,
+    Authority,
+    EpisodicEntry,
+    MemoryKind,
+    MemoryWrite,
+    RemoveEntry,
+    ScopeMemory,
+    UpsertBelief,
+)
 
 
 def test_memo_computes_once_per_object_and_never_answers_for_an_equal_one() -> None:
@@ -103,3 +116,40 @@ def test_episodic_scores_equal_the_formula() -> None:
     assert [s for _, s in retrieve_episodic(entries, query)] == sorted(
         (score_episodic(e, query, words) for e in entries), reverse=True
     )
+
+
+def test_kept_hash_lines_give_the_hash_of_memory_recomputed(tmp_path: Path) -> None:
+    """The store keeps each scope's sorted hash lines across commits (appends, pruning,
+    rewritten and removed entries); its hashes always equal hashes computed from scratch, and
+    a store opened afresh on the file agrees."""
+    rng = random.Random(5)
+    path = tmp_path / "m.sqlite"
+    store = MemoryStore(path, policy=MemoryPolicy(episodic_limit=12))
+    store.load_world(eldmoor_world())
+    store.register_npc(guard_profile())
+    npc = "guard"
+    for turn in range(60):
+        writes = []
+        removed: set[str] = set()
+        for _ in range(rng.randrange(1, 4)):
+            pick = rng.random()
+            if pick < 0.5:
+                op = AppendEpisodic(scope=npc, text=f"note {rng.randrange(9)}", significance=rng.random(), at_interaction=turn)
+            elif pick < 0.8:
+                op = UpsertBelief(
+                    scope=npc, belief_id=f"b{rng.randrange(5)}", content=f"thinks {rng.randrange(9)}", confidence=0.5
+                )
+            else:
+                beliefs = [b.id for b in store.scope(npc).beliefs if b.id not in removed]
+                if not beliefs or writes:  # first in its batch: no earlier write re-adds or removes it
+                    continue
+                op = RemoveEntry(scope=npc, kind=MemoryKind.BELIEF, entry_id=rng.choice(beliefs))
+                removed.add(op.entry_id)
+            writes.append(MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=op))
+        assert store.apply(writes).committed
+        scopes = [store.scope(name) for name in (npc, WORLD_SCOPE)]
+        assert store.memory_hash() == memory_hash(scopes, next_seq=store.next_seq)
+    final = store.memory_hash()
+    store.close()
+    with MemoryStore(path) as reopened:
+        assert reopened.memory_hash() == final

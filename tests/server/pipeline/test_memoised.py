@@ -13,6 +13,7 @@ from loreguard.memory import MemoryStore, content_hash
 from loreguard.schemas import CanonicalFact, ExpectancyRule, InteractionContext
 from loreguard.server.pipeline.contract import _canonical_words, vocabulary
 from loreguard.server.pipeline.expectancy import ConstraintSet, _new_constraint, evaluate_rules, to_constraint
+from loreguard.server.pipeline.output_schema import GenerationLimits, _output_schema, output_schema
 from loreguard.server.pipeline.snapshot import _reply_changes
 
 
@@ -90,3 +91,15 @@ def test_reply_changes_are_what_the_reply_says() -> None:
     )
     assert _reply_changes(reply) == (("Met a traveller.", "It rained."), (("traveller", "Seems honest."),))
     assert _reply_changes(json.dumps({"dialogue": "Aye.", "emotion": "neutral", "mutations": []})) == ((), ())
+
+
+def test_the_output_schema_is_built_once_per_intents_and_equals_a_fresh_one() -> None:
+    profile = rich_guard_profile()
+    limits = GenerationLimits()
+    intents = tuple(profile.allowed_intents)
+    first = output_schema(intents, limits)
+    assert output_schema(tuple(intents), limits) is first
+    assert first == _output_schema(intents, limits)
+    tighter = GenerationLimits(dialogue_chars=100)
+    assert output_schema(intents, tighter) == _output_schema(intents, tighter) != first
+    assert output_schema((), limits) == _output_schema((), limits) != first
