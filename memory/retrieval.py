@@ -15,12 +15,12 @@ last bit of a float.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from pydantic import Field
 
-from loreguard.memory.policy import episodic_strength
+from loreguard.memory.policy import episodic_strengths
 from loreguard.memory.text import is_unspaced, stem, word_tokens
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import Belief, EpisodicEntry
@@ -75,28 +75,25 @@ def relevance(entry_words: frozenset[str], query_words: frozenset[str]) -> float
 
 
 def score_episodic(entry: EpisodicEntry, query: RetrievalQuery, query_words: frozenset[str]) -> float:
-    return _episodic_scorer(query, query_words)(entry)
+    return _score_episodes([entry], query, query_words)[0]
 
 
-def _episodic_scorer(query: RetrievalQuery, query_words: frozenset[str]) -> Callable[[EpisodicEntry], float]:
-    """`score_episodic` with the query's parts looked up once (it runs for every entry of a
-    scope on every interaction). The one formula: recency (strength over significance, at most
-    1), relevance and significance, weighted, rounded to 1e-9."""
+def _score_episodes(entries: Sequence[EpisodicEntry], query: RetrievalQuery, query_words: frozenset[str]) -> list[float]:
+    """Each entry's score (it runs for every entry of a scope on every interaction, so the
+    query's parts are looked up once). The one formula: recency (strength over significance, at
+    most 1), relevance and significance, weighted, rounded to 1e-9."""
     w = query.weights
     w_recency, w_relevance, w_significance = w.recency, w.relevance, w.significance
-    now, decay = query.now_interaction, query.decay
-
-    def score(entry: EpisodicEntry) -> float:
-        significance = entry.significance
-        recency = episodic_strength(entry, now, decay) / max(significance, 1e-9)
-        return round(
-            w_recency * min(recency, 1.0)
+    strengths = episodic_strengths(entries, query.now_interaction, query.decay)
+    return [
+        round(
+            w_recency * min(strength / max(entry.significance, 1e-9), 1.0)
             + w_relevance * relevance(keywords(entry.text), query_words)
-            + w_significance * significance,
+            + w_significance * entry.significance,
             9,
         )
-
-    return score
+        for entry, strength in zip(entries, strengths, strict=True)
+    ]
 
 
 def score_belief(belief: Belief, query: RetrievalQuery, query_words: frozenset[str]) -> float:
@@ -108,8 +105,8 @@ def retrieve_episodic(entries: Iterable[EpisodicEntry], query: RetrievalQuery) -
     """The best `max_episodic` entries with their scores, in the documented order."""
     words = keywords(query.player_input)
     excluded = set(query.exclude_tags)
-    score = _episodic_scorer(query, words)
-    scored = [(e, score(e)) for e in entries if not excluded.intersection(e.tags)]
+    kept = [e for e in entries if excluded.isdisjoint(e.tags)]
+    scored = list(zip(kept, _score_episodes(kept, query, words), strict=True))
     scored.sort(key=_episodic_order)
     return tuple(scored[: query.max_episodic])
 

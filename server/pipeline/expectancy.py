@@ -224,15 +224,16 @@ def _conditions_hold(
         return False, (), ()
     if cond.scenes and ctx.scene not in cond.scenes:
         return False, (), ()
-    tags = set(ctx.tags)
-    if cond.tags_any and not tags.intersection(cond.tags_any):
+    if cond.tags_any and set(ctx.tags).isdisjoint(cond.tags_any):
         return False, (), ()
-    if cond.tags_all and not tags.issuperset(cond.tags_all):
+    if cond.tags_all and not set(ctx.tags).issuperset(cond.tags_all):
         return False, (), ()
     if cond.min_interaction is not None and interaction_index < cond.min_interaction:
         return False, (), ()
     if cond.max_interaction is not None and interaction_index > cond.max_interaction:
         return False, (), ()
+    if not cond.world_state:
+        return True, (), ()
     missing = tuple(sorted(key for key in cond.world_state if key not in state))
     mistyped = tuple(
         sorted(key for key, expected in cond.world_state.items() if key in state and not same_json_type(state[key], expected))

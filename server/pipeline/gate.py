@@ -42,7 +42,7 @@ from loreguard.schemas.output import (
 )
 from loreguard.schemas.receipt import GateCheck, GateFailure, GateName, OutputFinding, ParsePath, RejectedMutation
 from loreguard.schemas.rules import Severity
-from loreguard.server.pipeline.checks import check_constraint, mutation_texts, secret_leaks
+from loreguard.server.pipeline.checks import check_constraint, mutation_texts, said_texts, secret_leaks
 from loreguard.server.pipeline.degenerate import find_degenerate
 from loreguard.server.pipeline.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.hygiene import Scrubbed, scrub_dialogue
@@ -200,9 +200,10 @@ def validate(
                 prompt_texts=(snapshot.persona,),
             )
         )
+    said = said_texts(output, raw)
     for c in snapshot.constraints.constraints:
         if c.severity is Severity.CRITICAL:
-            hard.extend(check_constraint(c, output, raw, GateName.HARD_LIMITS))
+            hard.extend(check_constraint(c, output, raw, GateName.HARD_LIMITS, said=said))
     if record(GateName.HARD_LIMITS, hard):
         return result(output)
 
@@ -220,7 +221,7 @@ def validate(
     found = []
     for c in snapshot.constraints.constraints:
         if c.severity is not Severity.CRITICAL:
-            found.extend(check_constraint(c, output, raw, GateName.CONSTRAINTS))
+            found.extend(check_constraint(c, output, raw, GateName.CONSTRAINTS, said=said))
     record(GateName.CONSTRAINTS, found)
 
     # 4. canonical: no claim of a canonical fact, nor of a world-state key the prompt carried,

@@ -13,6 +13,7 @@ from loreguard.memory import MemoryStore, content_hash
 from loreguard.schemas import CanonicalFact, ExpectancyRule, InteractionContext
 from loreguard.server.pipeline.contract import _canonical_words, vocabulary
 from loreguard.server.pipeline.expectancy import ConstraintSet, _new_constraint, evaluate_rules, to_constraint
+from loreguard.server.pipeline.grounding import _canonical_subjects, subjects_in_context
 from loreguard.server.pipeline.output_schema import GenerationLimits, _output_schema, output_schema
 from loreguard.server.pipeline.snapshot import _reply_changes
 
@@ -103,3 +104,23 @@ def test_the_output_schema_is_built_once_per_intents_and_equals_a_fresh_one() ->
     tighter = GenerationLimits(dialogue_chars=100)
     assert output_schema(intents, tighter) == _output_schema(intents, tighter) != first
     assert output_schema((), limits) == _output_schema((), limits) != first
+
+
+def test_canonical_number_subjects_are_memoised_per_facts_and_equal_fresh_ones() -> None:
+    facts = tuple(
+        CanonicalFact.model_validate(
+            {
+                "id": f"price_{i}",
+                "text": f"A lantern costs {i} crowns.",
+                "claims": [{"subject": "lantern", "attribute": "price", "value": f"{i} crowns"}],
+            }
+        )
+        for i in (3, 7)
+    )
+    state = (("price.sword", 12), ("weather", "rain"))
+    first = subjects_in_context(state, facts)
+    assert [s.label for s in first] == ["world_state:price.sword", "canonical:price_3", "canonical:price_7"]
+    assert first[1:] == _canonical_subjects(facts)
+    assert subjects_in_context(state, list(facts))[1:] == first[1:]
+    rebuilt = tuple(CanonicalFact.model_validate(f.model_dump()) for f in facts[:1])
+    assert subjects_in_context((), rebuilt) == _canonical_subjects(rebuilt) == first[1:2]
