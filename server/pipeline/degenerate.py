@@ -95,6 +95,8 @@ def _repeated_ngram(words: tuple[str, ...], size: int, max_repeats: int) -> tupl
     if len(grams) <= max_repeats:
         return None
     counts = Counter(grams)
+    if max(counts.values()) <= max_repeats:
+        return None  # the usual case, known without ranking the n-grams
     best = max(grams, key=lambda g: counts[g])  # max keeps the first of equals: text order
     return (" ".join(best), counts[best]) if counts[best] > max_repeats else None
 

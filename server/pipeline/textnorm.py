@@ -82,5 +82,8 @@ def clean_dialogue(text: str) -> str:
     spaces and joiners, soft hyphens, direction marks) removed, whitespace collapsed: how dialogue
     is shown and stored. Removed, not spaced, so "dra\u200bgon" is the word it looks like."""
     text = unicodedata.normalize("NFC", text)
-    text = "".join(ch if ch.isprintable() or ch in " \n\t" else ("" if unicodedata.category(ch) == "Cf" else " ") for ch in text)
+    if not text.isprintable():  # else every character stays as it is (the usual line)
+        text = "".join(
+            ch if ch.isprintable() or ch in " \n\t" else ("" if unicodedata.category(ch) == "Cf" else " ") for ch in text
+        )
     return _SPACES.sub(" ", text).strip()

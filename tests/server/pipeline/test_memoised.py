@@ -1,10 +1,15 @@
 """What the pipeline memoises between interactions (a rule's constraint, a constraint set's hash,
 the words of the canonical facts, the changes a replayed reply wrote) equals what it would compute
-afresh, and a re-registered profile is never answered from what the old one left behind."""
+afresh, and a re-registered profile is never answered from what the old one left behind; the
+gate's fast paths give what the plain computation gives."""
 
 from __future__ import annotations
 
 import json
+import random
+import re
+import unicodedata
+from collections import Counter
 from pathlib import Path
 
 from factories import guard_profile, rich_guard_profile
@@ -12,10 +17,12 @@ from factories import guard_profile, rich_guard_profile
 from loreguard.memory import MemoryStore, content_hash
 from loreguard.schemas import CanonicalFact, ExpectancyRule, InteractionContext
 from loreguard.server.pipeline.contract import _canonical_words, vocabulary
+from loreguard.server.pipeline.degenerate import _repeated_ngram
 from loreguard.server.pipeline.expectancy import ConstraintSet, _new_constraint, evaluate_rules, to_constraint
 from loreguard.server.pipeline.grounding import _canonical_subjects, subjects_in_context
 from loreguard.server.pipeline.output_schema import GenerationLimits, _output_schema, output_schema
 from loreguard.server.pipeline.snapshot import _reply_changes
+from loreguard.server.pipeline.textnorm import clean_dialogue
 
 
 def test_a_rule_gives_one_constraint_equal_to_a_fresh_one() -> None:
@@ -124,3 +131,34 @@ def test_canonical_number_subjects_are_memoised_per_facts_and_equal_fresh_ones()
     assert subjects_in_context(state, list(facts))[1:] == first[1:]
     rebuilt = tuple(CanonicalFact.model_validate(f.model_dump()) for f in facts[:1])
     assert subjects_in_context((), rebuilt) == _canonical_subjects(rebuilt) == first[1:2]
+
+
+def _clean_dialogue_reference(text: str) -> str:
+    text = unicodedata.normalize("NFC", text)
+    text = "".join(ch if ch.isprintable() or ch in " \n\t" else ("" if unicodedata.category(ch) == "Cf" else " ") for ch in text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def test_clean_dialogue_fast_path_equals_the_character_walk() -> None:
+    rng = random.Random(13)
+    alphabet = ["a", "B", " ", "\n", "\t", "\u200b", "\u00ad", "\x07", "\u2028", "é", "e\u0301", "і", ".", "\u3000"]
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
+        assert clean_dialogue(text) == _clean_dialogue_reference(text), repr(text)
+
+
+def _repeated_ngram_reference(words: tuple[str, ...], size: int, max_repeats: int) -> tuple[str, int] | None:
+    grams = [words[i : i + size] for i in range(len(words) - size + 1)]
+    if len(grams) <= max_repeats:
+        return None
+    counts = Counter(grams)
+    best = max(grams, key=lambda g: counts[g])
+    return (" ".join(best), counts[best]) if counts[best] > max_repeats else None
+
+
+def test_repeated_ngram_shortcut_equals_the_ranking() -> None:
+    rng = random.Random(17)
+    for _ in range(2000):
+        words = tuple(rng.choice("abc") for _ in range(rng.randrange(0, 14)))
+        size, repeats = rng.randrange(1, 4), rng.randrange(1, 4)
+        assert _repeated_ngram(words, size, repeats) == _repeated_ngram_reference(words, size, repeats)
