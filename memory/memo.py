@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from operator import is_
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
@@ -31,7 +32,8 @@ class IdentityMemo(Generic[V]):
     def get(self, objects: tuple[object, ...], compute: Callable[[], V]) -> V:
         key = tuple(map(id, objects))
         hit = self._entries.get(key)
-        if hit is not None and len(hit[0]) == len(objects) and all(a is b for a, b in zip(hit[0], objects, strict=True)):
+        # Equal keys hold as many ids; the objects kept are the ones those ids belong to.
+        if hit is not None and all(map(is_, hit[0], objects)):
             return hit[1]
         value = compute()
         with self._lock:

@@ -368,7 +368,10 @@ def _prune_episodic(work: _Scratch, now_interaction: int, policy: MemoryPolicy) 
     if excess == 1:
         # The usual case (one append past the limit): the weakest, ties broken as the order says.
         weakest = min(strengths)
-        doomed = [min((e for e, s in zip(entries, strengths, strict=True) if s == weakest), key=_TIE_ORDER)]
+        if strengths.count(weakest) == 1:
+            doomed = [entries[strengths.index(weakest)]]
+        else:
+            doomed = [min((e for e, s in zip(entries, strengths, strict=True) if s == weakest), key=_TIE_ORDER)]
     else:
         ranked = heapq.nsmallest(excess, zip(strengths, entries, strict=True), key=lambda p: (p[0], *_TIE_ORDER(p[1])))
         doomed = [entry for _, entry in ranked]

@@ -77,6 +77,9 @@ class ConstraintSet(FrozenModel):
 
     def to_prompt_injection(self) -> str:
         """The rules as prompt lines: prohibitions, then requirements, then permissions."""
+        return _INJECTIONS.get(self.constraints, self._prompt_lines)
+
+    def _prompt_lines(self) -> str:
         lines = []
         for c in self.constraints:
             verb = {RuleType.PROHIBITION: "Never", RuleType.REQUIREMENT: "Always", RuleType.PERMISSION: "You may"}[c.type]
@@ -86,6 +89,7 @@ class ConstraintSet(FrozenModel):
 
 
 _SET_HASHES: IdentityMemo[str] = IdentityMemo(maxsize=1024)
+_INJECTIONS: IdentityMemo[str] = IdentityMemo(maxsize=1024)
 
 
 class RuleEvaluation(FrozenModel):

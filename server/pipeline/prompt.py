@@ -32,8 +32,9 @@ import json
 from enum import Enum
 
 from loreguard.memory.hashing import sha256_hex
+from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel
-from loreguard.schemas.memory import ExchangeTurn
+from loreguard.schemas.memory import CanonicalFact, ExchangeTurn
 from loreguard.schemas.output import MAX_DIALOGUE_CHARS, Emotion
 from loreguard.server.pipeline.snapshot import StateSnapshot, player_message
 
@@ -135,9 +136,17 @@ def _system_section(s: StateSnapshot) -> str:
 
 
 def _canonical_section(s: StateSnapshot) -> str:
-    if not s.canonical:
+    # Memoised per tuple of fact objects: the same every turn until the designer registers again.
+    return _CANONICAL_SECTIONS.get(s.canonical, lambda: _facts_text(s.canonical))
+
+
+def _facts_text(canonical: tuple[CanonicalFact, ...]) -> str:
+    if not canonical:
         return ""
-    return "### Facts (always true)\n" + "".join(f"- {fact.text}\n" for fact in s.canonical) + "\n"
+    return "### Facts (always true)\n" + "".join(f"- {fact.text}\n" for fact in canonical) + "\n"
+
+
+_CANONICAL_SECTIONS: IdentityMemo[str] = IdentityMemo(maxsize=256)
 
 
 def _world_state_section(s: StateSnapshot) -> str:

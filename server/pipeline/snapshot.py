@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from loreguard.memory.hashing import content_hash
+from loreguard.memory.memo import IdentityMemo
 from loreguard.memory.retrieval import RetrievalQuery, retrieve_beliefs, retrieve_episodic
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext
@@ -160,7 +161,19 @@ class StateSnapshot(FrozenModel):
         return content_hash(inputs)
 
     def canonical_ids(self) -> frozenset[str]:
-        return frozenset(fact.id for fact in self.canonical)
+        return _CANONICAL_IDS.get(self.canonical, lambda: frozenset(fact.id for fact in self.canonical))
+
+
+#: Per tuple of fact objects (the same every interaction until the designer registers again).
+_CANONICAL_IDS: IdentityMemo[frozenset[str]] = IdentityMemo(maxsize=256)
+#: Per pair of scopes' stored-fact tuples, which a commit replaces only when it adds a fact:
+#: every snapshot until then shares one tuple of facts (and what is memoised on it).
+_FACTS: IdentityMemo[tuple[CanonicalFact, ...]] = IdentityMemo(maxsize=256)
+
+
+def _facts(world_memory: ScopeMemory, npc_memory: ScopeMemory) -> tuple[CanonicalFact, ...]:
+    """World facts first, then the NPC's, each by id (as the scopes keep them)."""
+    return tuple(c.fact for c in world_memory.canonical) + tuple(c.fact for c in npc_memory.canonical)
 
 
 def merged_state(world: ScopeMemory, npc: ScopeMemory, derived: Mapping[str, JsonScalar] | None = None) -> dict[str, JsonScalar]:
@@ -231,8 +244,8 @@ def build_snapshot(
         exclude_tags=(EXCHANGE_TAG,),
     )
     exchanges: tuple[EpisodicEntry, ...] = ()
+    all_exchanges = [e for e in npc_memory.episodic if EXCHANGE_TAG in e.tags]  # already by seq
     if Section.EXCHANGES in sections and bounds.max_exchanges:
-        all_exchanges = [e for e in npc_memory.episodic if EXCHANGE_TAG in e.tags]  # already by seq
         exchanges = tuple(all_exchanges[conversation_window(len(all_exchanges), bounds.max_exchanges) :])
     # What the NPC noted or came to believe in the turns the prompt replays is in those turns'
     # replies (approved changes only): the memory sections do not list it a second time.
@@ -252,12 +265,12 @@ def build_snapshot(
         max_attempts=max_attempts,
         context=context,
         contract=contract,
-        canonical=tuple(c.fact for c in world_memory.canonical) + tuple(c.fact for c in npc_memory.canonical),
+        canonical=_FACTS.get((world_memory.canonical, npc_memory.canonical), lambda: _facts(world_memory, npc_memory)),
         world_state=shown_state,
         derived_keys=tuple(sorted(k for k in derived if k in state)),
         state_claims=tuple((key, claims[key]) for key, _ in shown_state if key in claims),
         episodic=tuple(ScoredEpisode(entry=e, score=s) for e, s in episodes),
-        episodic_available=sum(1 for e in npc_memory.episodic if EXCHANGE_TAG not in e.tags),
+        episodic_available=len(npc_memory.episodic) - len(all_exchanges),
         beliefs=tuple(ScoredBelief(belief=b, score=s) for b, s in beliefs),
         beliefs_available=len(npc_memory.beliefs),
         exchanges=exchanges,

@@ -12,7 +12,8 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
-from factories import guard_profile, rich_guard_profile
+from factories import eldmoor_world, guard_profile, rich_guard_profile, say
+from pipeline_helpers import ask, make_pipeline
 
 from loreguard.memory import MemoryStore, content_hash
 from loreguard.schemas import CanonicalFact, ExpectancyRule, InteractionContext
@@ -53,6 +54,10 @@ def test_the_memoised_set_hash_is_the_content_hash() -> None:
     # And a different set does not take the first one's hash.
     fewer = ConstraintSet(constraints=first.constraints[1:])
     assert fewer.hash() == content_hash(fewer) != first.hash()
+    # The prompt's rule lines likewise.
+    for constraints in (first, again, rebuilt, fewer):
+        assert constraints.to_prompt_injection() == constraints._prompt_lines()
+    assert fewer.to_prompt_injection() != first.to_prompt_injection()
 
 
 def test_canonical_words_follow_re_registered_facts(tmp_path: Path) -> None:
@@ -162,3 +167,30 @@ def test_repeated_ngram_shortcut_equals_the_ranking() -> None:
         words = tuple(rng.choice("abc") for _ in range(rng.randrange(0, 14)))
         size, repeats = rng.randrange(1, 4), rng.randrange(1, 4)
         assert _repeated_ngram(words, size, repeats) == _repeated_ngram_reference(words, size, repeats)
+
+
+def test_a_re_registered_profile_reaches_the_next_prompt_and_gate(tmp_path: Path) -> None:
+    """Facts, rules and their prompt text are memoised on the objects the store holds; a new
+    registration brings new objects, so the next interaction sees the new designer data."""
+    rule = {"id": "no_beasts", "type": "prohibition", "severity": "hard", "prompt_injection": "speak of wolves"}
+    rule["checks"] = {"forbidden_phrases": ["wolf"]}
+    profile = guard_profile(rules=[rule])
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", profile=profile, world=eldmoor_world())
+    backend.extend([say("The gate closes at dusk."), say("Wyverns? Never seen one.")])
+    first = pipeline.interact(ask("When does the gate close?"))
+    prompt = backend.requests[-1].prompt.full
+    assert "speak of wolves" in prompt and "A dragon sleeps" not in prompt
+    changed = guard_profile(
+        canonical_facts=[
+            *profile.model_dump(mode="json")["canonical_facts"],
+            {"id": "lair", "text": "A dragon sleeps under the hill."},
+        ],
+        rules=[{**rule, "prompt_injection": "speak of wyverns", "checks": {"forbidden_phrases": ["wyvern"]}}],
+    )
+    assert pipeline.store.register_npc(changed).committed
+    second = pipeline.interact(ask("Seen any wyverns?"))
+    prompt = backend.requests[-1].prompt.full
+    assert "speak of wyverns" in prompt and "speak of wolves" not in prompt
+    assert "A dragon sleeps under the hill." in prompt
+    assert second.failed_gates == ("constraints",)  # the new phrase is checked
+    assert first.receipt.constraints_hash != second.receipt.constraints_hash
