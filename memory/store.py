@@ -475,8 +475,7 @@ class MemoryStore:
                     (scope, definition),
                 )
             try:
-                for change in plan.changes:
-                    self._write_change(db, change)
+                _write_changes(db, plan.changes)
             except sqlite3.OperationalError as exc:
                 if audit is None:
                     raise
@@ -551,20 +550,6 @@ class MemoryStore:
             self._install(loaded)
             return self.memory_hash()
 
-    @staticmethod
-    def _write_change(db: sqlite3.Connection, change: RowChange) -> None:
-        if change.action == "upsert":
-            db.execute(
-                "INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT(scope, kind, id) DO UPDATE SET seq=excluded.seq, data=excluded.data",
-                (change.scope, change.kind.value, change.entry_id, change.seq, change.data),
-            )
-        else:
-            db.execute(
-                "DELETE FROM entries WHERE scope = ? AND kind = ? AND id = ?",
-                (change.scope, change.kind.value, change.entry_id),
-            )
-
     def _refuse(self, plan: BatchPlan) -> BatchResult:
         """Count a refused batch and its refusals; nothing was written."""
         self._counters["batches_refused"] = self._counters.get("batches_refused", 0) + 1
@@ -572,6 +557,28 @@ class MemoryStore:
             key = f"refused.{refusal.code.value}"
             self._counters[key] = self._counters.get(key, 0) + 1
         return BatchResult(committed=False, applied=0, refusals=plan.refusals)
+
+
+_UPSERT_ENTRY = (
+    "INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT(scope, kind, id) DO UPDATE SET seq=excluded.seq, data=excluded.data"
+)
+_DELETE_ENTRY = "DELETE FROM entries WHERE scope = ? AND kind = ? AND id = ?"
+
+
+def _write_changes(db: sqlite3.Connection, changes: Iterable[RowChange]) -> None:
+    """Write a plan's row changes with one statement per action: only the last change to each
+    row counts (an entry appended and pruned in one batch is never written), so the order
+    between different rows does not matter."""
+    last: dict[tuple[str, str, str], RowChange] = {}
+    for change in changes:
+        last[(change.scope, change.kind.value, change.entry_id)] = change
+    upserts = [(*key, c.seq, c.data) for key, c in last.items() if c.action == "upsert"]
+    deletes = [key for key, c in last.items() if c.action != "upsert"]
+    if upserts:
+        db.executemany(_UPSERT_ENTRY, upserts)
+    if deletes:
+        db.executemany(_DELETE_ENTRY, deletes)
 
 
 def _remove_line(lines: list[str], line: str) -> None:

@@ -153,3 +153,32 @@ def test_kept_hash_lines_give_the_hash_of_memory_recomputed(tmp_path: Path) -> N
     store.close()
     with MemoryStore(path) as reopened:
         assert reopened.memory_hash() == final
+
+
+def test_a_row_changed_twice_in_one_batch_is_stored_as_its_last_change(tmp_path: Path) -> None:
+    """The store writes a batch's rows with one statement per action; a row removed and written
+    again, or written and pruned, in one batch ends as its last change said, on disk too."""
+    path = tmp_path / "m.sqlite"
+    store = MemoryStore(path, policy=MemoryPolicy(episodic_limit=2))
+    store.register_npc(guard_profile())
+
+    def write(op: object) -> MemoryWrite:
+        return MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=op)
+
+    belief = UpsertBelief(scope="guard", belief_id="b1", content="first", confidence=0.5)
+    assert store.apply([write(belief)]).committed
+    again = UpsertBelief(scope="guard", belief_id="b1", content="second", confidence=0.5)
+    removed = RemoveEntry(scope="guard", kind=MemoryKind.BELIEF, entry_id="b1")
+    assert store.apply([write(removed), write(again)]).committed
+    strong = [AppendEpisodic(scope="guard", text=f"big {i}", significance=1.0, at_interaction=0) for i in range(2)]
+    weak = AppendEpisodic(scope="guard", text="nothing", significance=0.0, at_interaction=0)
+    assert store.apply([write(op) for op in strong]).committed
+    assert store.apply([write(weak)]).committed  # appended, then pruned at once: never stored
+    assert [b.content for b in store.scope("guard").beliefs] == ["second"]
+    assert [e.text for e in store.scope("guard").episodic] == ["big 0", "big 1"]
+    in_ram = store.memory_hash()
+    store.close()
+    with MemoryStore(path) as reopened:
+        assert [b.content for b in reopened.scope("guard").beliefs] == ["second"]
+        assert [e.text for e in reopened.scope("guard").episodic] == ["big 0", "big 1"]
+        assert reopened.memory_hash() == in_ram
