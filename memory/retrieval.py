@@ -85,10 +85,12 @@ def _score_episodes(entries: Sequence[EpisodicEntry], query: RetrievalQuery, que
     w = query.weights
     w_recency, w_relevance, w_significance = w.recency, w.relevance, w.significance
     strengths = episodic_strengths(entries, query.now_interaction, query.decay)
+    n_words = len(query_words)
     return [
         round(
             w_recency * min(strength / max(entry.significance, 1e-9), 1.0)
-            + w_relevance * relevance(keywords(entry.text), query_words)
+            # `relevance`, inlined (a call per entry was a tenth of retrieval)
+            + w_relevance * (len(keywords(entry.text) & query_words) / n_words if n_words else 0.0)
             + w_significance * entry.significance,
             9,
         )

@@ -136,6 +136,7 @@ def to_constraint(rule: ExpectancyRule) -> Constraint:
 
 
 _CONSTRAINTS: IdentityMemo[Constraint] = IdentityMemo(maxsize=4096)
+_RULE_CONSTRAINTS: IdentityMemo[tuple[Constraint, ...]] = IdentityMemo(maxsize=256)
 
 
 def _new_constraint(rule: ExpectancyRule) -> Constraint:
@@ -265,7 +266,11 @@ def evaluate_rules(
     constraints = []
     missing: set[str] = set()
     mistyped: set[str] = set()
-    for rule in rules:
+    rules = tuple(rules)
+    # Each rule's constraint, looked up once for the whole rule list (the same rule objects,
+    # interaction after interaction).
+    made = _RULE_CONSTRAINTS.get(rules, lambda: tuple(to_constraint(rule) for rule in rules))
+    for rule, constraint in zip(rules, made, strict=True):
         holds, needs, wrong = _conditions_hold(rule, ctx, interaction_index, state, task_type)
         missing.update(needs)
         mistyped.update(wrong)
@@ -273,7 +278,7 @@ def evaluate_rules(
             continue
         if rule.behavioural and not behaviour_active(behaviour.get(rule.id) or BehaviourStats(rule_id=rule.id)):
             continue
-        constraints.append(to_constraint(rule))
+        constraints.append(constraint)
     return RuleEvaluation(
         constraints=ConstraintSet.of(constraints), missing_state=tuple(sorted(missing)), mistyped_state=tuple(sorted(mistyped))
     )

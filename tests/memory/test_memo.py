@@ -101,7 +101,11 @@ def test_pruning_drops_what_a_full_sort_would() -> None:
 
 def test_episodic_scores_equal_the_formula() -> None:
     entries = _entries(random.Random(11), 50)
-    query = RetrievalQuery(player_input="Tell me about the river landmark", now_interaction=30, max_episodic=50)
+    for line in ("Tell me about the river landmark", ""):  # no keyword: relevance is 0
+        _check_scores(entries, RetrievalQuery(player_input=line, now_interaction=30, max_episodic=50))
+
+
+def _check_scores(entries: list[EpisodicEntry], query: RetrievalQuery) -> None:
     words = keywords(query.player_input)
     w = query.weights
     for entry in entries:
