@@ -105,6 +105,8 @@ def score_belief(belief: Belief, query: RetrievalQuery, query_words: frozenset[s
 
 def retrieve_episodic(entries: Iterable[EpisodicEntry], query: RetrievalQuery) -> tuple[tuple[EpisodicEntry, float], ...]:
     """The best `max_episodic` entries with their scores, in the documented order."""
+    if not query.max_episodic:
+        return ()  # a prompt without memories (the task does not need them)
     words = keywords(query.player_input)
     excluded = set(query.exclude_tags)
     kept = [e for e in entries if excluded.isdisjoint(e.tags)]
@@ -120,6 +122,8 @@ def _episodic_order(pair: tuple[EpisodicEntry, float]) -> tuple[float, int, str,
 
 def retrieve_beliefs(beliefs: Iterable[Belief], query: RetrievalQuery) -> tuple[tuple[Belief, float], ...]:
     """Beliefs at or above the confidence threshold and not contradicted, best first."""
+    if not query.max_beliefs:
+        return ()
     words = keywords(query.player_input)
     scored = [
         (b, score_belief(b, query, words)) for b in beliefs if b.confidence >= query.belief_threshold and not b.contradicted

@@ -244,13 +244,16 @@ def build_snapshot(
         exclude_tags=(EXCHANGE_TAG,),
     )
     exchanges: tuple[EpisodicEntry, ...] = ()
-    all_exchanges = [e for e in npc_memory.episodic if EXCHANGE_TAG in e.tags]  # already by seq
+    all_exchanges: list[EpisodicEntry] = []  # by seq, as memory keeps them
+    others: list[EpisodicEntry] = []  # what retrieval may pick from (it leaves exchanges out)
+    for entry in npc_memory.episodic:
+        (all_exchanges if EXCHANGE_TAG in entry.tags else others).append(entry)
     if Section.EXCHANGES in sections and bounds.max_exchanges:
         exchanges = tuple(all_exchanges[conversation_window(len(all_exchanges), bounds.max_exchanges) :])
     # What the NPC noted or came to believe in the turns the prompt replays is in those turns'
     # replies (approved changes only): the memory sections do not list it a second time.
     noted, believed = _replayed_changes(exchanges)
-    memories = [e for e in npc_memory.episodic if not (MODEL_TAG in e.tags and e.text in noted)]
+    memories = [e for e in others if not (MODEL_TAG in e.tags and e.text in noted)] if noted else others
     episodes = retrieve_episodic(memories, query)
     beliefs = retrieve_beliefs([b for b in npc_memory.beliefs if (b.id, b.content) not in believed], query)
     return StateSnapshot(
