@@ -27,4 +27,8 @@ def episodic_strength(entry: EpisodicEntry, now_interaction: int, decay: float) 
 def episodic_strengths(entries: Sequence[EpisodicEntry], now_interaction: int, decay: float) -> list[float]:
     """`episodic_strength` of every entry, in order: the same arithmetic, without a call per
     entry (pruning ranks a whole scope on every append once memory is full)."""
-    return [e.significance * decay ** max(0, now_interaction - e.at_interaction) for e in entries]
+    # The age as `max(0, ...)` computes it, without a call per entry.
+    return [
+        e.significance * decay ** (now_interaction - e.at_interaction if e.at_interaction < now_interaction else 0)
+        for e in entries
+    ]
