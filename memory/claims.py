@@ -133,7 +133,10 @@ class _Compiled:
         self.firsts = tuple(frozenset(s) for s in self.subjects)
 
     def named_in(self, seen: frozenset[str]) -> bool:
-        return any(words <= seen for words in self.firsts)
+        for words in self.firsts:  # a loop, not any(): this runs for every claim of every text
+            if words <= seen:
+                return True
+        return False
 
 
 #: Compiled claims, keyed by the claim's strings rather than the claim: hashing a frozen model

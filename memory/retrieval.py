@@ -110,14 +110,14 @@ def retrieve_episodic(entries: Iterable[EpisodicEntry], query: RetrievalQuery) -
     words = keywords(query.player_input)
     excluded = set(query.exclude_tags)
     kept = [e for e in entries if excluded.isdisjoint(e.tags)]
-    scored = list(zip(kept, _score_episodes(kept, query, words), strict=True))
-    scored.sort(key=_episodic_order)
-    return tuple(scored[: query.max_episodic])
-
-
-def _episodic_order(pair: tuple[EpisodicEntry, float]) -> tuple[float, int, str, int]:
-    entry, score = pair
-    return (-score, -entry.at_interaction, entry.text, entry.seq)
+    # Sorted on (-score, -at_interaction, text, seq) built in place of a key function, then the
+    # position (a stable sort's tie-break, should two entries share a seq), so the entry and
+    # score that follow are never compared.
+    scores = _score_episodes(kept, query, words)
+    ranked = sorted(
+        (-score, -e.at_interaction, e.text, e.seq, i, e, score) for i, (e, score) in enumerate(zip(kept, scores, strict=True))
+    )
+    return tuple((e, score) for *_, e, score in ranked[: query.max_episodic])
 
 
 def retrieve_beliefs(beliefs: Iterable[Belief], query: RetrievalQuery) -> tuple[tuple[Belief, float], ...]:
