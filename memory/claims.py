@@ -40,6 +40,7 @@ import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
+from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.memory import CanonicalFact, Claim, StateClaim
 from loreguard.schemas.text import norm_words, stem
@@ -132,7 +133,10 @@ class _Compiled:
         self.firsts = tuple(frozenset(s) for s in self.subjects)
 
     def named_in(self, seen: frozenset[str]) -> bool:
-        return any(words <= seen for words in self.firsts)
+        for words in self.firsts:  # a loop, not any(): this runs for every claim of every text
+            if words <= seen:
+                return True
+        return False
 
 
 #: Compiled claims, keyed by the claim's strings rather than the claim: hashing a frozen model
@@ -149,6 +153,16 @@ def _compiled(claim: Claim, known: tuple[str, ...]) -> _Compiled:
             _CACHE.clear()  # designer data is small: a full cache means many profile changes
         compiled = _CACHE[key] = _Compiled(claim, known)
     return compiled
+
+
+def _fact_claims(facts: tuple[CanonicalFact, ...]) -> tuple[tuple[CanonicalFact, Claim, _Compiled], ...]:
+    """Every claim of `facts` with its compiled form, in fact order, then claim order."""
+    return tuple((fact, claim, _compiled(claim, claim.other_values)) for fact in facts for claim in fact.claims)
+
+
+#: Per tuple of fact objects: a snapshot's facts are one tuple until the designer registers
+#: again, so the gate finds its claims compiled in one lookup.
+_FACT_CLAIMS: IdentityMemo[tuple[tuple[CanonicalFact, Claim, _Compiled], ...]] = IdentityMemo(maxsize=256)
 
 
 @lru_cache(maxsize=1024)
@@ -270,23 +284,22 @@ def find_contradictions(
     `state` order."""
     clauses, seen = _clauses(text)
     found = []
-    for fact in facts:
-        for claim in fact.claims:
-            compiled = _compiled(claim, claim.other_values)
-            if not compiled.named_in(seen):
-                continue  # the text never names the subject
-            hit = _contradicted(clauses, compiled)
-            if hit is not None:
-                found.append(
-                    Contradiction(
-                        fact_id=fact.id,
-                        subject=claim.subject,
-                        attribute=claim.attribute,
-                        canonical_value=claim.value,
-                        asserted=hit[0],
-                        negated=hit[1],
-                    )
+    facts = tuple(facts)
+    for fact, claim, compiled in _FACT_CLAIMS.get(facts, lambda: _fact_claims(facts)):
+        if not compiled.named_in(seen):
+            continue  # the text never names the subject
+        hit = _contradicted(clauses, compiled)
+        if hit is not None:
+            found.append(
+                Contradiction(
+                    fact_id=fact.id,
+                    subject=claim.subject,
+                    attribute=claim.attribute,
+                    canonical_value=claim.value,
+                    asserted=hit[0],
+                    negated=hit[1],
                 )
+            )
     claims_by_key = state_claims or {}
     for key, value in state:
         state_claim = claims_by_key.get(key)

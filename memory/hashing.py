@@ -52,9 +52,25 @@ def content_hash(value: Any) -> str:
 EntryDigests = Mapping[tuple[str, str], str]
 
 
+def entry_line(kind: str, key: str, digest: str) -> str:
+    """One entry's line in its scope's hash text."""
+    return f"{kind}\t{key}\t{digest}"
+
+
+def scope_lines(digests: EntryDigests) -> list[str]:
+    """The sorted lines a scope's hash covers (`scope_hash_of`); a store keeps them sorted as
+    entries change, so a batch re-hashes a scope without formatting and sorting it again."""
+    return sorted(entry_line(kind, key, digest) for (kind, key), digest in digests.items())
+
+
 def scope_hash_of(digests: EntryDigests) -> str:
     """A scope's hash from its entries' digests."""
-    return sha256_hex("\n".join(sorted(f"{kind}\t{key}\t{digest}" for (kind, key), digest in digests.items())))
+    return sha256_hex("\n".join(scope_lines(digests)))
+
+
+def scope_hash_of_lines(lines: list[str]) -> str:
+    """`scope_hash_of`, from the scope's sorted lines (`scope_lines`)."""
+    return sha256_hex("\n".join(lines))
 
 
 def entry_digests(scope: ScopeMemory) -> dict[tuple[str, str], str]:

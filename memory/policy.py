@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import Field
 
 from loreguard.schemas.base import FrozenModel
@@ -20,3 +22,13 @@ def episodic_strength(entry: EpisodicEntry, now_interaction: int, decay: float) 
     save of a later game) count as fresh."""
     age = max(0, now_interaction - entry.at_interaction)
     return entry.significance * decay**age
+
+
+def episodic_strengths(entries: Sequence[EpisodicEntry], now_interaction: int, decay: float) -> list[float]:
+    """`episodic_strength` of every entry, in order: the same arithmetic, without a call per
+    entry (pruning ranks a whole scope on every append once memory is full)."""
+    # The age as `max(0, ...)` computes it, without a call per entry.
+    return [
+        e.significance * decay ** (now_interaction - e.at_interaction if e.at_interaction < now_interaction else 0)
+        for e in entries
+    ]

@@ -13,14 +13,16 @@ belief's sequence number, so it shifts no id of the batch's other entries.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Literal
 
 from loreguard.memory.authority import check_identity, check_write
 from loreguard.memory.claims import find_contradictions
 from loreguard.memory.hashing import canonical_json
-from loreguard.memory.policy import MemoryPolicy, episodic_strength
+from loreguard.memory.policy import MemoryPolicy, episodic_strengths
 from loreguard.schemas.memory import (
     WORLD_SCOPE,
     AddCanonicalFact,
@@ -120,9 +122,14 @@ class _Scratch:
             world_state=s.world_state
             if self._world_state is None
             else tuple(self._world_state[k] for k in sorted(self._world_state)),
-            episodic=s.episodic if self._episodic is None else tuple(sorted(self._episodic.values(), key=lambda e: e.seq)),
+            episodic=s.episodic if self._episodic is None else tuple(sorted(self._episodic.values(), key=_BY_SEQ)),
             beliefs=s.beliefs if self._beliefs is None else tuple(self._beliefs[k] for k in sorted(self._beliefs)),
         )
+
+
+_BY_SEQ = attrgetter("seq")
+#: Among entries of equal strength, the one pruned first.
+_TIE_ORDER = attrgetter("at_interaction", "text", "seq")
 
 
 def episodic_id(seq: int) -> str:
@@ -351,16 +358,25 @@ def _upsert(scope: str, kind: MemoryKind, entry_id: str, seq: int, model: object
 
 
 def _prune_episodic(work: _Scratch, now_interaction: int, policy: MemoryPolicy) -> list[RowChange]:
-    """Drop the weakest entries past the limit: lowest strength first, then the oldest."""
+    """Drop the weakest entries past the limit: lowest strength first, then the oldest (the
+    order `(strength, at_interaction, text, seq)`, a strict one since `seq` is unique)."""
     excess = len(work.episodic) - policy.episodic_limit
     if excess <= 0:
         return []
-    ranked = sorted(
-        work.episodic.values(),
-        key=lambda e: (episodic_strength(e, now_interaction, policy.episodic_decay), e.at_interaction, e.text, e.seq),
-    )
+    entries = list(work.episodic.values())
+    strengths = episodic_strengths(entries, now_interaction, policy.episodic_decay)
+    if excess == 1:
+        # The usual case (one append past the limit): the weakest, ties broken as the order says.
+        weakest = min(strengths)
+        if strengths.count(weakest) == 1:
+            doomed = [entries[strengths.index(weakest)]]
+        else:
+            doomed = [min((e for e, s in zip(entries, strengths, strict=True) if s == weakest), key=_TIE_ORDER)]
+    else:
+        ranked = heapq.nsmallest(excess, zip(strengths, entries, strict=True), key=lambda p: (p[0], *_TIE_ORDER(p[1])))
+        doomed = [entry for _, entry in ranked]
     dropped = []
-    for entry in ranked[:excess]:
+    for entry in doomed:
         del work.episodic[entry.id]
         dropped.append(RowChange("delete", work.scope.scope, MemoryKind.EPISODIC, entry.id))
     return dropped

@@ -32,15 +32,25 @@ def mutation_texts(output: ParsedOutput) -> list[str]:
     return texts
 
 
-def check_constraint(c: Constraint, output: ParsedOutput | None, raw: str, gate: GateName) -> list[GateFailure]:
+def said_texts(output: ParsedOutput | None, raw: str) -> list[str]:
+    """What a forbidden phrase is looked for in: the dialogue (the raw text when the output did
+    not parse) and the mutation texts."""
+    return [output.dialogue, *mutation_texts(output)] if output is not None else [raw]
+
+
+def check_constraint(
+    c: Constraint, output: ParsedOutput | None, raw: str, gate: GateName, *, said: list[str] | None = None
+) -> list[GateFailure]:
     """Failures of `c` on `output` (or on the raw text when the output did not parse).
 
     Forbidden phrases and patterns are looked for in the dialogue and in mutation texts, since
-    what the model writes into memory is said again later. Requirements look at the dialogue.
+    what the model writes into memory is said again later (`said_texts`, which a caller checking
+    many constraints passes as `said`). Requirements look at the dialogue.
     """
     checks = c.checks
     dialogue = output.dialogue if output is not None else raw
-    said = [dialogue] + (mutation_texts(output) if output is not None else [])
+    if said is None:
+        said = said_texts(output, raw)
     failures: list[GateFailure] = []
 
     def fail(reason: str, evidence: str | None = None) -> None:

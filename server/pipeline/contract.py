@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from loreguard.memory.memo import IdentityMemo
 from loreguard.memory.retrieval import keywords
 from loreguard.memory.text import fold, stem, word_tokens
 from loreguard.schemas.base import FrozenModel, JsonScalar
@@ -161,14 +162,10 @@ def _state_names(key: str, claim: StateClaim | None) -> frozenset[str]:
     return frozenset(names)
 
 
-def vocabulary(
-    state_keys: Iterable[str],
-    state_claims: Mapping[str, StateClaim],
-    facts: Iterable[CanonicalFact],
-    beliefs: Iterable[Belief],
-    belief_threshold: float,
-) -> Vocabulary:
-    """The vocabulary of an NPC's memory: pure, and the same whatever order anything came in."""
+_CANONICAL_WORDS: IdentityMemo[frozenset[str]] = IdentityMemo(maxsize=256)
+
+
+def _canonical_words(facts: Iterable[CanonicalFact]) -> frozenset[str]:
     canonical: set[str] = set()
     for fact in facts:
         canonical |= keywords(fact.text)
@@ -177,13 +174,28 @@ def vocabulary(
         for claim in fact.claims:
             for phrase in (claim.subject, *claim.subject_aliases):
                 canonical |= keywords(phrase)
+    return frozenset(canonical)
+
+
+def vocabulary(
+    state_keys: Iterable[str],
+    state_claims: Mapping[str, StateClaim],
+    facts: Iterable[CanonicalFact],
+    beliefs: Iterable[Belief],
+    belief_threshold: float,
+) -> Vocabulary:
+    """The vocabulary of an NPC's memory: pure, and the same whatever order anything came in."""
+    facts = tuple(facts)
+    # The facts change only when the designer registers again: their words are memoised on the
+    # very fact objects (a frozen fact's words never change).
+    canonical = _CANONICAL_WORDS.get(facts, lambda: _canonical_words(facts))
     believed: set[str] = set()
     for belief in beliefs:
         if belief.confidence >= belief_threshold and not belief.contradicted:  # as retrieval selects them
             believed |= keywords(belief.content)
     return Vocabulary(
         state=tuple((key, _state_names(key, state_claims.get(key))) for key in sorted(set(state_keys))),
-        canonical=frozenset(canonical),
+        canonical=canonical,
         beliefs=frozenset(believed),
     )
 

@@ -46,6 +46,7 @@ EMPTY_RULE = "empty_dialogue"
 #: the apostrophe is left out (contractions, possessives).
 _PAIRS = {"(": ")", "[": "]", "{": "}", "\u201c": "\u201d", "\u00ab": "\u00bb", "\u300c": "\u300d"}
 _CLOSERS = {close: open_ for open_, close in _PAIRS.items()}
+_BRACKET_CHARS = frozenset({'"', *_PAIRS, *_CLOSERS})
 #: End punctuation a complete line may stop on (closing brackets and quotes may follow it).
 _ENDINGS = frozenset(".!?\u2026\u3002\uff01\uff1f~-\u2014")
 _TRAILING = "\"')]}\u201d\u00bb\u300d\u2019 "
@@ -95,12 +96,16 @@ def _repeated_ngram(words: tuple[str, ...], size: int, max_repeats: int) -> tupl
     if len(grams) <= max_repeats:
         return None
     counts = Counter(grams)
+    if max(counts.values()) <= max_repeats:
+        return None  # the usual case, known without ranking the n-grams
     best = max(grams, key=lambda g: counts[g])  # max keeps the first of equals: text order
     return (" ".join(best), counts[best]) if counts[best] > max_repeats else None
 
 
 def _bracket_problem(text: str, partial: bool) -> str | None:
     """The first bracket or quote out of balance, described; None when all pair up."""
+    if _BRACKET_CHARS.isdisjoint(text):
+        return None  # nothing to pair up (most lines)
     stack: list[str] = []
     straight_open = False
     for ch in text:

@@ -7,9 +7,9 @@ order (severity, then type, then priority, then rule id).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
 
 from loreguard.memory.hashing import content_hash
+from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext, TaskType
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
@@ -70,10 +70,16 @@ class ConstraintSet(FrozenModel):
         return tuple(c.rule_id for c in self.constraints)
 
     def hash(self) -> str:
-        return _constraint_set_hash(self)
+        # Memoised on the constraints' identity: the same rules give the very same constraint
+        # objects interaction after interaction (`to_constraint` is memoised too), and the hash
+        # is asked for twice a turn (snapshot hash, receipt).
+        return _SET_HASHES.get(self.constraints, lambda: content_hash(self))
 
     def to_prompt_injection(self) -> str:
         """The rules as prompt lines: prohibitions, then requirements, then permissions."""
+        return _INJECTIONS.get(self.constraints, self._prompt_lines)
+
+    def _prompt_lines(self) -> str:
         lines = []
         for c in self.constraints:
             verb = {RuleType.PROHIBITION: "Never", RuleType.REQUIREMENT: "Always", RuleType.PERMISSION: "You may"}[c.type]
@@ -82,10 +88,8 @@ class ConstraintSet(FrozenModel):
         return "\n".join(lines)
 
 
-@lru_cache(maxsize=1024)
-def _constraint_set_hash(constraints: ConstraintSet) -> str:
-    # Memoised: the same rules produce equal sets interaction after interaction.
-    return content_hash(constraints)
+_SET_HASHES: IdentityMemo[str] = IdentityMemo(maxsize=1024)
+_INJECTIONS: IdentityMemo[str] = IdentityMemo(maxsize=1024)
 
 
 class RuleEvaluation(FrozenModel):
@@ -126,7 +130,16 @@ def rule_text(rule: ExpectancyRule) -> str:
 
 
 def to_constraint(rule: ExpectancyRule) -> Constraint:
-    """The constraint a rule becomes when its conditions hold."""
+    """The constraint a rule becomes when its conditions hold (one object per rule object,
+    built once: a rule is frozen, so its constraint never changes)."""
+    return _CONSTRAINTS.get((rule,), lambda: _new_constraint(rule))
+
+
+_CONSTRAINTS: IdentityMemo[Constraint] = IdentityMemo(maxsize=4096)
+_RULE_CONSTRAINTS: IdentityMemo[tuple[Constraint, ...]] = IdentityMemo(maxsize=256)
+
+
+def _new_constraint(rule: ExpectancyRule) -> Constraint:
     return Constraint(
         rule_id=rule.id,
         type=rule.type,
@@ -216,15 +229,16 @@ def _conditions_hold(
         return False, (), ()
     if cond.scenes and ctx.scene not in cond.scenes:
         return False, (), ()
-    tags = set(ctx.tags)
-    if cond.tags_any and not tags.intersection(cond.tags_any):
+    if cond.tags_any and set(ctx.tags).isdisjoint(cond.tags_any):
         return False, (), ()
-    if cond.tags_all and not tags.issuperset(cond.tags_all):
+    if cond.tags_all and not set(ctx.tags).issuperset(cond.tags_all):
         return False, (), ()
     if cond.min_interaction is not None and interaction_index < cond.min_interaction:
         return False, (), ()
     if cond.max_interaction is not None and interaction_index > cond.max_interaction:
         return False, (), ()
+    if not cond.world_state:
+        return True, (), ()
     missing = tuple(sorted(key for key in cond.world_state if key not in state))
     mistyped = tuple(
         sorted(key for key, expected in cond.world_state.items() if key in state and not same_json_type(state[key], expected))
@@ -252,7 +266,11 @@ def evaluate_rules(
     constraints = []
     missing: set[str] = set()
     mistyped: set[str] = set()
-    for rule in rules:
+    rules = tuple(rules)
+    # Each rule's constraint, looked up once for the whole rule list (the same rule objects,
+    # interaction after interaction).
+    made = _RULE_CONSTRAINTS.get(rules, lambda: tuple(to_constraint(rule) for rule in rules))
+    for rule, constraint in zip(rules, made, strict=True):
         holds, needs, wrong = _conditions_hold(rule, ctx, interaction_index, state, task_type)
         missing.update(needs)
         mistyped.update(wrong)
@@ -260,7 +278,7 @@ def evaluate_rules(
             continue
         if rule.behavioural and not behaviour_active(behaviour.get(rule.id) or BehaviourStats(rule_id=rule.id)):
             continue
-        constraints.append(to_constraint(rule))
+        constraints.append(constraint)
     return RuleEvaluation(
         constraints=ConstraintSet.of(constraints), missing_state=tuple(sorted(missing)), mistyped_state=tuple(sorted(mistyped))
     )

@@ -42,7 +42,7 @@ from loreguard.schemas.output import (
 )
 from loreguard.schemas.receipt import GateCheck, GateFailure, GateName, OutputFinding, ParsePath, RejectedMutation
 from loreguard.schemas.rules import Severity
-from loreguard.server.pipeline.checks import check_constraint, mutation_texts, secret_leaks
+from loreguard.server.pipeline.checks import check_constraint, mutation_texts, said_texts, secret_leaks
 from loreguard.server.pipeline.degenerate import find_degenerate
 from loreguard.server.pipeline.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.hygiene import Scrubbed, scrub_dialogue
@@ -111,6 +111,8 @@ class GateResult(FrozenModel):
 
 Judge = Callable[[ParsedOutput, StateSnapshot], list[GateFailure]]
 
+_PASSED = {gate: GateCheck(gate=gate, passed=True, failures=0) for gate in GateName}
+
 
 def run_gate(
     raw: str,
@@ -140,7 +142,8 @@ def validate(
 
     def record(gate: GateName, found: list[GateFailure]) -> bool:
         """Record a gate's failures; True when the run must stop (a critical failure)."""
-        checks.append(GateCheck(gate=gate, passed=not found, failures=len(found)))
+        # A passed check is one frozen value per gate, made once (most checks pass).
+        checks.append(_PASSED[gate] if not found else GateCheck(gate=gate, passed=False, failures=len(found)))
         failures.extend(found)
         return any(f.severity is Severity.CRITICAL for f in found)
 
@@ -197,9 +200,10 @@ def validate(
                 prompt_texts=(snapshot.persona,),
             )
         )
+    said = said_texts(output, raw)
     for c in snapshot.constraints.constraints:
         if c.severity is Severity.CRITICAL:
-            hard.extend(check_constraint(c, output, raw, GateName.HARD_LIMITS))
+            hard.extend(check_constraint(c, output, raw, GateName.HARD_LIMITS, said=said))
     if record(GateName.HARD_LIMITS, hard):
         return result(output)
 
@@ -217,7 +221,7 @@ def validate(
     found = []
     for c in snapshot.constraints.constraints:
         if c.severity is not Severity.CRITICAL:
-            found.extend(check_constraint(c, output, raw, GateName.CONSTRAINTS))
+            found.extend(check_constraint(c, output, raw, GateName.CONSTRAINTS, said=said))
     record(GateName.CONSTRAINTS, found)
 
     # 4. canonical: no claim of a canonical fact, nor of a world-state key the prompt carried,

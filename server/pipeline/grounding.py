@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from loreguard.memory.memo import IdentityMemo
 from loreguard.memory.text import stem, words
 from loreguard.schemas.base import JsonScalar
 from loreguard.schemas.memory import CanonicalFact
@@ -110,6 +111,17 @@ def subjects_in_context(world_state: Iterable[tuple[str, JsonScalar]], canonical
         parts = words(key).split()
         money = bool({stem(p) for p in parts} & (MONEY_WORDS | CURRENCY)) or stem(number[1]) in CURRENCY
         found.append(Subject(label=f"world_state:{key}", name=key, value=number[0], nouns=_nouns(parts), money=money))
+    facts = tuple(canonical)
+    # The canonical facts change only when the designer registers again: their subjects are
+    # memoised on the very fact objects.
+    return tuple(found) + _CANONICAL_SUBJECTS.get(facts, lambda: _canonical_subjects(facts))
+
+
+_CANONICAL_SUBJECTS: IdentityMemo[tuple[Subject, ...]] = IdentityMemo(maxsize=256)
+
+
+def _canonical_subjects(canonical: Iterable[CanonicalFact]) -> tuple[Subject, ...]:
+    found = []
     for fact in canonical:
         for claim in fact.claims:
             number = parse_number(claim.value)

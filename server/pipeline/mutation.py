@@ -74,7 +74,8 @@ def plan_writes(
     def write(op: object) -> None:
         writes.append(MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=op))
 
-    for m in sorted(approved, key=mutation_order):
+    # One mutation (the usual case) needs no ordering, and its key costs a canonical JSON.
+    for m in sorted(approved, key=mutation_order) if len(approved) > 1 else approved:
         if isinstance(m, AppendEpisodicMutation):
             write(
                 AppendEpisodic(

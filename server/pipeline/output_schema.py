@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
+from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.npc import IntentParam, IntentSpec, ParamType
 from loreguard.schemas.output import MAX_DIALOGUE_CHARS, MAX_MUTATION_TEXT, MAX_MUTATIONS, Emotion
@@ -63,7 +64,16 @@ def _intent_schema(spec: IntentSpec) -> dict[str, Any]:
 
 
 def output_schema(intents: tuple[IntentSpec, ...] | list[IntentSpec], limits: GenerationLimits) -> dict[str, Any]:
-    """The bounded schema for an NPC with these allowed intents."""
+    """The bounded schema for an NPC with these allowed intents. Built once per set of intent
+    and limit objects (they are frozen; every interaction of an NPC asks with the same ones), so
+    the dict is shared: read it, never change it."""
+    return _SCHEMAS.get((limits, *intents), lambda: _output_schema(intents, limits))
+
+
+_SCHEMAS: IdentityMemo[dict[str, Any]] = IdentityMemo(maxsize=256)
+
+
+def _output_schema(intents: tuple[IntentSpec, ...] | list[IntentSpec], limits: GenerationLimits) -> dict[str, Any]:
     ident = {"type": "string", "pattern": IDENTIFIER_PATTERN, "minLength": 1, "maxLength": limits.identifier_chars}
     text = _string(limits.mutation_text_chars)
     mutations = [

@@ -32,8 +32,9 @@ import json
 from enum import Enum
 
 from loreguard.memory.hashing import sha256_hex
+from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel
-from loreguard.schemas.memory import ExchangeTurn
+from loreguard.schemas.memory import CanonicalFact, ExchangeTurn
 from loreguard.schemas.output import MAX_DIALOGUE_CHARS, Emotion
 from loreguard.server.pipeline.snapshot import StateSnapshot, player_message
 
@@ -135,9 +136,17 @@ def _system_section(s: StateSnapshot) -> str:
 
 
 def _canonical_section(s: StateSnapshot) -> str:
-    if not s.canonical:
+    # Memoised per tuple of fact objects: the same every turn until the designer registers again.
+    return _CANONICAL_SECTIONS.get(s.canonical, lambda: _facts_text(s.canonical))
+
+
+def _facts_text(canonical: tuple[CanonicalFact, ...]) -> str:
+    if not canonical:
         return ""
-    return "### Facts (always true)\n" + "".join(f"- {fact.text}\n" for fact in s.canonical) + "\n"
+    return "### Facts (always true)\n" + "".join(f"- {fact.text}\n" for fact in canonical) + "\n"
+
+
+_CANONICAL_SECTIONS: IdentityMemo[str] = IdentityMemo(maxsize=256)
 
 
 def _world_state_section(s: StateSnapshot) -> str:
@@ -224,17 +233,20 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
     situation, correction = _situation_section(s) + player_message(s.context.player_input), _correction(s)
     fixed_len = sum(len(part) for part in fixed) + len(situation) + len(correction)
 
-    def tail_len() -> int:
-        turns = _turns(s, n_exchanges)
-        return len(_memory_section(s, n_beliefs, n_episodic)) + sum(len(t.player) + len(t.reply) for t in turns)
+    def tail() -> tuple[str, tuple[ExchangeTurn, ...], int]:
+        """The memory section and turns at the current counts, and their length."""
+        memory, turns = _memory_section(s, n_beliefs, n_episodic), _turns(s, n_exchanges)
+        return memory, turns, len(memory) + sum(len(t.player) + len(t.reply) for t in turns)
 
-    while fixed_len + tail_len() > budget_chars and (n_episodic or n_beliefs or n_exchanges):
+    memory, turns, tail_len = tail()
+    while fixed_len + tail_len > budget_chars and (n_episodic or n_beliefs or n_exchanges):
         if n_episodic:
             n_episodic -= 1
         elif n_beliefs:
             n_beliefs -= 1
         else:
             n_exchanges -= 1
+        memory, turns, tail_len = tail()
 
     cut = _BOUNDARY_INDEX[boundary]
     # Past the static prefix, facts and rules open the conversation (they change only when the
@@ -243,7 +255,7 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
     # anything that changes above the conversation makes the engine evaluate all of it again.
     world_state_index = 2
     opening = "".join(part for i, part in enumerate(fixed) if i >= cut and i != world_state_index)
-    turn_context = (fixed[world_state_index] if cut <= world_state_index else "") + _memory_section(s, n_beliefs, n_episodic)
+    turn_context = (fixed[world_state_index] if cut <= world_state_index else "") + memory
     shown_exchanges = s.exchanges[len(s.exchanges) - n_exchanges :]
     keys = (
         [f"canonical:{fact.id}" for fact in s.canonical]
@@ -255,9 +267,9 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
     return Prompt(
         static_prefix="".join(fixed[:cut]),
         dynamic_suffix=opening,
-        turns=_turns(s, n_exchanges),
+        turns=turns,
         player_turn=turn_context + situation + correction,
         manifest=manifest_line(s, n_beliefs, n_episodic, n_exchanges),
         context_keys=tuple(keys),
-        over_budget=fixed_len + tail_len() > budget_chars,
+        over_budget=fixed_len + tail_len > budget_chars,
     )

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 from loreguard.memory.hashing import content_hash
+from loreguard.memory.memo import IdentityMemo
 from loreguard.memory.retrieval import RetrievalQuery, retrieve_beliefs, retrieve_episodic
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext
@@ -159,7 +161,19 @@ class StateSnapshot(FrozenModel):
         return content_hash(inputs)
 
     def canonical_ids(self) -> frozenset[str]:
-        return frozenset(fact.id for fact in self.canonical)
+        return _CANONICAL_IDS.get(self.canonical, lambda: frozenset(fact.id for fact in self.canonical))
+
+
+#: Per tuple of fact objects (the same every interaction until the designer registers again).
+_CANONICAL_IDS: IdentityMemo[frozenset[str]] = IdentityMemo(maxsize=256)
+#: Per pair of scopes' stored-fact tuples, which a commit replaces only when it adds a fact:
+#: every snapshot until then shares one tuple of facts (and what is memoised on it).
+_FACTS: IdentityMemo[tuple[CanonicalFact, ...]] = IdentityMemo(maxsize=256)
+
+
+def _facts(world_memory: ScopeMemory, npc_memory: ScopeMemory) -> tuple[CanonicalFact, ...]:
+    """World facts first, then the NPC's, each by id (as the scopes keep them)."""
+    return tuple(c.fact for c in world_memory.canonical) + tuple(c.fact for c in npc_memory.canonical)
 
 
 def merged_state(world: ScopeMemory, npc: ScopeMemory, derived: Mapping[str, JsonScalar] | None = None) -> dict[str, JsonScalar]:
@@ -178,12 +192,24 @@ def _replayed_changes(exchanges: Iterable[EpisodicEntry]) -> tuple[set[str], set
     for exchange in exchanges:
         if exchange.turn is None:
             continue
-        for change in json.loads(exchange.turn.reply).get("mutations", []):
-            if change.get("kind") == "append_episodic":
-                noted.add(change.get("text", ""))
-            elif change.get("kind") == "transform_belief":
-                believed.add((change.get("target", ""), change.get("content", "")))
+        notes, beliefs = _reply_changes(exchange.turn.reply)
+        noted.update(notes)
+        believed.update(beliefs)
     return noted, believed
+
+
+@lru_cache(maxsize=1024)
+def _reply_changes(reply: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The notes and beliefs one reply writes. Memoised on the reply's text: the same few
+    exchanges are replayed turn after turn, and parsing them each time was most of the cost."""
+    notes: list[str] = []
+    beliefs: list[tuple[str, str]] = []
+    for change in json.loads(reply).get("mutations", []):
+        if change.get("kind") == "append_episodic":
+            notes.append(change.get("text", ""))
+        elif change.get("kind") == "transform_belief":
+            beliefs.append((change.get("target", ""), change.get("content", "")))
+    return tuple(notes), tuple(beliefs)
 
 
 def build_snapshot(
@@ -218,13 +244,16 @@ def build_snapshot(
         exclude_tags=(EXCHANGE_TAG,),
     )
     exchanges: tuple[EpisodicEntry, ...] = ()
+    all_exchanges: list[EpisodicEntry] = []  # by seq, as memory keeps them
+    others: list[EpisodicEntry] = []  # what retrieval may pick from (it leaves exchanges out)
+    for entry in npc_memory.episodic:
+        (all_exchanges if EXCHANGE_TAG in entry.tags else others).append(entry)
     if Section.EXCHANGES in sections and bounds.max_exchanges:
-        all_exchanges = [e for e in npc_memory.episodic if EXCHANGE_TAG in e.tags]  # already by seq
         exchanges = tuple(all_exchanges[conversation_window(len(all_exchanges), bounds.max_exchanges) :])
     # What the NPC noted or came to believe in the turns the prompt replays is in those turns'
     # replies (approved changes only): the memory sections do not list it a second time.
     noted, believed = _replayed_changes(exchanges)
-    memories = [e for e in npc_memory.episodic if not (MODEL_TAG in e.tags and e.text in noted)]
+    memories = [e for e in others if not (MODEL_TAG in e.tags and e.text in noted)] if noted else others
     episodes = retrieve_episodic(memories, query)
     beliefs = retrieve_beliefs([b for b in npc_memory.beliefs if (b.id, b.content) not in believed], query)
     return StateSnapshot(
@@ -239,12 +268,12 @@ def build_snapshot(
         max_attempts=max_attempts,
         context=context,
         contract=contract,
-        canonical=tuple(c.fact for c in world_memory.canonical) + tuple(c.fact for c in npc_memory.canonical),
+        canonical=_FACTS.get((world_memory.canonical, npc_memory.canonical), lambda: _facts(world_memory, npc_memory)),
         world_state=shown_state,
         derived_keys=tuple(sorted(k for k in derived if k in state)),
         state_claims=tuple((key, claims[key]) for key, _ in shown_state if key in claims),
         episodic=tuple(ScoredEpisode(entry=e, score=s) for e, s in episodes),
-        episodic_available=sum(1 for e in npc_memory.episodic if EXCHANGE_TAG not in e.tags),
+        episodic_available=len(npc_memory.episodic) - len(all_exchanges),
         beliefs=tuple(ScoredBelief(belief=b, score=s) for b, s in beliefs),
         beliefs_available=len(npc_memory.beliefs),
         exchanges=exchanges,

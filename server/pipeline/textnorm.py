@@ -42,27 +42,36 @@ def squashed(text: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _needles(phrase: str) -> tuple[str, str, bool]:
+def _needles(phrase: str) -> tuple[str, str, bool, str, str | None]:
     """The phrase's match form, that form with its spaces removed (a spaced-out phrase reads as
-    one word), and whether it is in an unspaced script."""
+    one word), whether it is in an unspaced script, and the two as whole words (space-padded;
+    the second None when it is the first)."""
     needle = match_form(phrase)
-    return needle, needle.replace(" ", ""), bool(_UNSPACED.search(needle))
+    joined = needle.replace(" ", "")
+    return needle, joined, bool(_UNSPACED.search(needle)), f" {needle} ", f" {joined} " if joined != needle else None
+
+
+@lru_cache(maxsize=16384)
+def _padded(haystack: str) -> str:
+    return f" {match_form(haystack)} "
 
 
 def contains_phrase(haystack: str, phrase: str) -> bool:
     """Whole-phrase containment on the normalised form: case, punctuation, homoglyphs, spacing
     and plurals do not hide a phrase; a longer word (`dragonfly`) does not contain it."""
-    needle, joined, unspaced = _needles(phrase)
+    needle, joined, unspaced, whole, whole_joined = _needles(phrase)
     if not needle:
         return False
-    hay = match_form(haystack)
     if unspaced:
-        return joined in hay.replace(" ", "")
-    padded = f" {hay} "
-    if f" {needle} " in padded or (joined != needle and f" {joined} " in padded):
+        return joined in match_form(haystack).replace(" ", "")
+    padded = _padded(haystack)
+    if whole in padded or (whole_joined is not None and whole_joined in padded):
         return True
     # spelled out, the phrase may stand anywhere in a run of letters ("it's a d r a g o n")
-    return len(joined) >= MIN_SPELLED_PHRASE and any(joined in run for run in spelled_out(haystack))
+    if len(joined) < MIN_SPELLED_PHRASE:
+        return False
+    runs = spelled_out(haystack)
+    return bool(runs) and any(joined in run for run in runs)
 
 
 def reveals(haystack: str, marker: str) -> bool:
@@ -82,5 +91,8 @@ def clean_dialogue(text: str) -> str:
     spaces and joiners, soft hyphens, direction marks) removed, whitespace collapsed: how dialogue
     is shown and stored. Removed, not spaced, so "dra\u200bgon" is the word it looks like."""
     text = unicodedata.normalize("NFC", text)
-    text = "".join(ch if ch.isprintable() or ch in " \n\t" else ("" if unicodedata.category(ch) == "Cf" else " ") for ch in text)
+    if not text.isprintable():  # else every character stays as it is (the usual line)
+        text = "".join(
+            ch if ch.isprintable() or ch in " \n\t" else ("" if unicodedata.category(ch) == "Cf" else " ") for ch in text
+        )
     return _SPACES.sub(" ", text).strip()

@@ -17,7 +17,7 @@ from paths import TESTS
 from stores import open_store
 
 from loreguard.memory import MemoryStore, SchemaVersionError, SlotConflictError, SlotNotFoundError, StalePlanError
-from loreguard.memory.store import MemoryStore as StoreClass
+from loreguard.memory import store as store_module
 from loreguard.schemas import (
     WORLD_SCOPE,
     AddCanonicalFact,
@@ -117,18 +117,19 @@ def test_refused_write_mid_batch_applies_nothing(store: MemoryStore) -> None:
 def test_io_failure_mid_batch_rolls_back(store: MemoryStore, store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = store.memory_hash()
     calls = {"n": 0}
-    real = StoreClass._write_change
+    real = store_module._write_changes
 
-    def failing(db, change):  # noqa: ANN001
+    def failing(db, changes):  # noqa: ANN001
+        # Some of the batch's rows are written inside the transaction, then the disk fails.
         calls["n"] += 1
-        if calls["n"] == 3:
-            raise sqlite3.OperationalError("disk I/O error (injected)")
-        real(db, change)
+        real(db, changes[:2])
+        assert db.in_transaction
+        raise sqlite3.OperationalError("disk I/O error (injected)")
 
-    monkeypatch.setattr(StoreClass, "_write_change", staticmethod(failing))
+    monkeypatch.setattr(store_module, "_write_changes", failing)
     with pytest.raises(sqlite3.OperationalError):
         store.apply(_some_writes(1) + _some_writes(2))
-    assert calls["n"] == 3
+    assert calls["n"] == 1
     assert store.memory_hash() == before
     store.close()
     with MemoryStore(store_path) as reopened:
