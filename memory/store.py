@@ -3,8 +3,8 @@
 Durability: `synchronous=FULL` by default. In WAL mode that syncs the log on every commit, so a
 batch the store reported as committed survives a killed process *and* a power cut; it costs
 one fsync per commit, which is the disk's (0.25-0.45 ms on the development VM, measured with a
-one-row commit; more when other work shares the disk). `Durability.NORMAL` (survives a killed process, may lose the last
-commits on power loss) is available for tools that write in bulk.
+one-row commit; more when other work shares the disk). `Durability.NORMAL` (survives a killed
+process, may lose the last commits on power loss) is available for tools that write in bulk.
 
 The sidecar is the only writer. The store keeps every scope's memory in RAM as immutable
 `ScopeMemory` values and swaps a scope's value only after its batch committed, so readers never
