@@ -217,6 +217,7 @@ class LlamaCppBackend(InferenceBackend):
         self._lock = threading.Lock()
         #: Reproducible engine: generations waiting for or holding `_lock`; a warm-up waits for 0.
         self._demand = 0
+        self._closed = False
         self._idle = threading.Condition()
         self._model.stop_tokens = self._stop_token_ids()
         self._fingerprint = self._make_fingerprint()
@@ -377,10 +378,15 @@ class LlamaCppBackend(InferenceBackend):
                 self._idle.notify_all()
 
     def warm(self, npc_id: str, prompt: Prompt) -> WarmResult:
+        engine = self._engine
+        if self._closed:
+            raise BackendError("the backend is closed")
         tokens = self.warm_tokens(prompt)
         try:
-            if self._engine is not None:
-                job = self._engine.warm(npc_id, array("i", tokens.prefix + tokens.suffix))
+            if not self.config.reproducible:
+                if engine is None:
+                    raise BackendError("the backend is closed")
+                job = engine.warm(npc_id, array("i", tokens.prefix + tokens.suffix))
                 outcome: Literal["warmed", "already", "no_room"] = (
                     "warmed" if job.finish == "warmed" else "already" if job.finish == "already" else "no_room"
                 )
@@ -401,6 +407,8 @@ class LlamaCppBackend(InferenceBackend):
                 while self._demand:
                     self._idle.wait()
             with self._lock:
+                if self._closed:
+                    raise BackendError("the backend is closed")
                 if self.prefix_cache.peek(npc_id, key):
                     return WarmResult(outcome="already", tokens=len(tokens.prefix), yielded=yielded)
                 self._ctx.clear()
@@ -584,6 +592,7 @@ class LlamaCppBackend(InferenceBackend):
         return self._engine
 
     def close(self) -> None:
+        self._closed = True
         if self._engine is not None:
             self._engine.close()
             self._engine = None
