@@ -133,12 +133,15 @@ class _Tally:
     fallbacks: int = 0
     #: (streamed, plain) times of turns whose attempts wrote exactly the same text (no cut).
     same_work: list[tuple[float, float]] = field(default_factory=list)
+    #: The rule (or gate) of each cut's first failure: why streams ended early.
+    cut_rules: Counter[str] = field(default_factory=Counter)
 
 
 def _turn(
     plain: Client, streamed: Client, npc_id: str, line: str, plain_first: bool, tally: _Tally
-) -> tuple[float | None, float, float]:
-    """One turn on both sidecars; (first chunk, whole streamed reply, whole plain reply) in ms."""
+) -> tuple[float | None, float, float, bool]:
+    """One turn on both sidecars; (first chunk, whole streamed reply, whole plain reply) in ms,
+    and whether the streamed reply was cut (it ends with the text released before the cut)."""
     if plain_first:
         p_ms, p_result = _plain(plain, npc_id, line)
         f_ms, s_ms, chunks, s_result = _streamed(streamed, npc_id, line)
@@ -160,13 +163,17 @@ def _turn(
         if attempt.stream is None:
             continue
         tally.cut += attempt.stream.cut is not None
+        if attempt.stream.cut is not None:
+            failures = attempt.stream.cut.failures
+            tally.cut_rules[(failures[0].rule_id or failures[0].gate.value) if failures else "other"] += 1
         if not attempt.stream.aborted:
             continue
         tally.aborted += 1
         twin = p_attempts[i] if i < len(p_attempts) else None
         if twin is not None and twin.raw_output.startswith(attempt.raw_output):
             tally.saved += max(0, twin.tokens_generated - attempt.tokens_generated)
-    return f_ms, s_ms, p_ms
+    last = s_attempts[-1].stream if s_attempts else None
+    return f_ms, s_ms, p_ms, last is not None and last.cut is not None
 
 
 def bench_streaming(
@@ -186,6 +193,9 @@ def bench_streaming(
     #: The rotation, warmed before its first turn (the headline); its first turns; its later
     #: turns (the NPC's previous turn cached); first turns of NPCs never warmed.
     warmed, warmed_first, later, cold = _Times(), _Times(), _Times(), _Times()
+    #: The warmed rotation's turns whose streamed reply was not cut (a cut reply ends at its
+    #: released text, often right after the first chunk, so its ratio says little about streaming).
+    uncut = _Times()
     tally = _Tally()
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "plain").mkdir()
@@ -198,11 +208,14 @@ def bench_streaming(
                 for round_ in range(rounds):
                     line = _LINES[round_ % len(_LINES)]
                     for n in range(npcs):
-                        times = _turn(plain, streamed, f"npc_{n}", line, (round_ * npcs + n) % 2 == 0, tally)
-                        warmed.add(*times)
-                        (later if round_ else warmed_first).add(*times)
+                        first, full, whole, was_cut = _turn(
+                            plain, streamed, f"npc_{n}", line, (round_ * npcs + n) % 2 == 0, tally
+                        )
+                        for times in (warmed, later if round_ else warmed_first) + (() if was_cut else (uncut,)):
+                            times.add(first, full, whole)
                 for n in range(npcs):
-                    cold.add(*_turn(plain, streamed, f"cold_npc_{n}", _LINES[0], n % 2 == 0, tally))
+                    first, full, whole, _ = _turn(plain, streamed, f"cold_npc_{n}", _LINES[0], n % 2 == 0, tally)
+                    cold.add(first, full, whole)
         finally:
             stream_side.stop()
             plain_side.stop()
@@ -218,6 +231,9 @@ def bench_streaming(
         "full_reply_ms_p50": _p50(warmed.full),
         "first_chunk_share_of_full": warmed.share(),
         "first_chunk_share_of_full_goal": 0.40,
+        "first_chunk_share_of_nonstreamed": round(_p50(warmed.first) / _p50(warmed.plain), 3) if warmed.plain else 0.0,
+        "uncut_turns": len(uncut.full),
+        "uncut_first_chunk_share_of_full": uncut.share(),
         "warmed_first_turn_first_chunk_ms_p50": _p50(warmed_first.first),
         "warmed_first_turn_full_reply_ms_p50": _p50(warmed_first.full),
         "warmed_first_turn_share_of_full": warmed_first.share(),
@@ -240,6 +256,7 @@ def bench_streaming(
         ),
         "released_then_rejected": tally.released_then_rejected,
         "stream_cuts": tally.cut,
+        "stream_cuts_by_rule": " ".join(f"{rule}={n}" for rule, n in sorted(tally.cut_rules.items())) or "none",
         "aborted_early_attempts": tally.aborted,
         "aborted_early_tokens_saved": tally.saved,
         "streamed_fallbacks": tally.fallbacks,
