@@ -1,5 +1,6 @@
 """Warm-ups with the real embedded model: a warmed NPC's first turn evaluates only its new
-message, on both engines; a warm-up gives way to a generation and resumes; memory is untouched."""
+message, on both engines; a warm-up gives way to a generation and resumes, takes only free room;
+memory is untouched."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pipeline_helpers import ask
 from waiting import wait_for
 
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
+from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 from loreguard.server.pipeline.prompt import NEW_MESSAGE_HEADINGS
 
 pytestmark = pytest.mark.model
@@ -85,3 +86,18 @@ def test_a_warmed_prefix_is_restored_by_the_reproducible_engine(reproducible_bac
     tokens = reproducible_backend.tokenize_prompt(request.prompt)
     assert first.tokens_cached == len(tokens.prefix) == warmed.tokens
     assert first.tokens_evaluated == len(tokens.suffix)
+
+
+def test_warm_ups_take_only_free_room_and_say_when_there_is_none(tmp_path: Path) -> None:
+    # One generation slot and room for one resident sequence besides it.
+    backend = LlamaCppBackend(LlamaCppConfig(n_threads=2, parallel=1, resident_sequences=1))
+    try:
+        pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
+        assert backend.warm("guard", pipeline.warm_prompt("guard")).outcome == "warmed"
+        refused = backend.warm("merchant", pipeline.warm_prompt("merchant"))
+        assert refused.outcome == "no_room" and refused.tokens_evaluated == 0
+        assert backend.engine is not None and backend.engine.resident_owners() == ["guard"]  # nothing was evicted
+        # An interaction may still evict (LRU) as ever: the merchant answers.
+        assert pipeline.interact(ask("Good evening.", npc="merchant")).dialogue
+    finally:
+        backend.close()
