@@ -102,6 +102,10 @@ class AsyncClient:
     async def register_npc(self, profile: NpcProfile | dict[str, Any]) -> wire.NpcRegisterReply:
         return await self.send(calls.register_npc(profile))
 
+    async def warm(self, npc_id: str) -> wire.NpcWarmReply:
+        """Warm the NPC's prompt into the model's cache before its first line (`npc.warm`)."""
+        return await self.send(calls.warm(npc_id))
+
     async def set_state(
         self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()
     ) -> wire.SetStateReply:

@@ -18,6 +18,7 @@ from loreguard.schemas.wire import (
     HelloReply,
     MemoryGetReply,
     NpcRegisterReply,
+    NpcWarmReply,
     SetStateReply,
     SlotReply,
     StatsReply,
@@ -64,6 +65,12 @@ def load_world(world: WorldDefinition | dict[str, Any]) -> Call[WorldLoadReply]:
 
 def register_npc(profile: NpcProfile | dict[str, Any]) -> Call[NpcRegisterReply]:
     return _call("npc.register", body_of(profile), NpcRegisterReply)
+
+
+def warm(npc_id: str) -> Call[NpcWarmReply]:
+    """Evaluate the NPC's prompt into the model's cache in idle time, so its first line starts
+    sooner; answered at once (`stats` counter `warm.pending` says when all are done)."""
+    return _call("npc.warm", {"npc_id": npc_id}, NpcWarmReply)
 
 
 def set_state(values: dict[str, Any], npc_id: str | None, remove: tuple[str, ...]) -> Call[SetStateReply]:

@@ -71,6 +71,10 @@ class Client:
     def register_npc(self, profile: NpcProfile | dict[str, Any]) -> wire.NpcRegisterReply:
         return self.send(calls.register_npc(profile))
 
+    def warm(self, npc_id: str) -> wire.NpcWarmReply:
+        """Warm the NPC's prompt into the model's cache before its first line (`npc.warm`)."""
+        return self.send(calls.warm(npc_id))
+
     def set_state(self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()) -> wire.SetStateReply:
         return self.send(calls.set_state(values, npc_id, remove))
 

@@ -101,6 +101,23 @@ class NpcRegisterReply(FrozenModel):
     memory_hash: str
 
 
+class NpcWarmRequest(FrozenModel):
+    """Evaluate the NPC's prompt up to its new message into the model's cache in idle time, so
+    its first line starts sooner. Changes no memory; never delays an interaction by more than a
+    chunk of prefill; never evicts another NPC's cache (docs/streaming.md). `not_found` for an
+    NPC never registered."""
+
+    npc_id: Identifier
+
+
+class NpcWarmReply(FrozenModel):
+    """Sent at once; the warm-up runs in the sidecar's idle time (docs/streaming.md)."""
+
+    npc_id: Identifier
+    #: Warm-ups queued or running, this one included (`stats` counter `warm.pending`).
+    pending: int
+
+
 class SetStateRequest(FrozenModel):
     """Game-system writes. `npc_id` null means the world scope."""
 
@@ -216,6 +233,7 @@ MESSAGES: dict[str, MessageSpec] = {
     "hello": MessageSpec(request=HelloRequest, reply=HelloReply, authority="none"),
     "world.load": MessageSpec(request=WorldDefinition, reply=WorldLoadReply, authority="designer"),
     "npc.register": MessageSpec(request=NpcProfile, reply=NpcRegisterReply, authority="designer"),
+    "npc.warm": MessageSpec(request=NpcWarmRequest, reply=NpcWarmReply, authority="none"),
     "world.set_state": MessageSpec(request=SetStateRequest, reply=SetStateReply, authority="game_system"),
     "interact": MessageSpec(request=InteractRequest, reply=InteractionResult, authority="none", chunk=InteractChunk),
     "memory.get": MessageSpec(request=MemoryGetRequest, reply=MemoryGetReply, authority="none"),

@@ -7,8 +7,14 @@ with `stream: true`. Both stores see the same interactions in the same order, so
 seeds are equal and (on the CPU's one-slot engine) so are the outputs: the times compare like
 with like, taken at the client.
 
+The rotation's NPCs are warmed first (`npc.warm`, as a game does when they enter the scene;
+the bench waits until the warm-ups are done), so even their first turns evaluate only the new
+message. Then the same number of NPCs that were never warmed (same prompt lengths, other names)
+each take a first turn: the cold case, reported beside the headline.
+
 Figures: time to the first chunk and to the whole reply (`interact.ok`) of the streamed turns,
-their ratio; the plain turns' whole-reply time, and how much slower a streamed whole reply is
+their ratio (the warmed rotation: the headline; its first turns; its later turns; the cold
+first turns); the plain turns' whole-reply time, and how much slower a streamed whole reply is
 (over all turns, and over the turns where both wrote the very same text: the cost of streaming
 itself, without the time cuts save);
 `released_then_rejected` (streamed turns whose chunks do not add up to the final dialogue: 0 by
@@ -20,11 +26,15 @@ from __future__ import annotations
 
 import statistics
 import tempfile
+import threading
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from loreguard.client import Client
 from loreguard.memory import MemoryStore
+from loreguard.schemas.npc import NpcProfile
 from loreguard.schemas.receipt import InteractionResult
 from loreguard.schemas.wire import InteractChunk
 from loreguard.server.bench_inference import _LINES, bench_profiles, bench_world
@@ -33,14 +43,45 @@ from loreguard.server.sidecar.stats import percentile
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 
+def cold_profiles(n_npcs: int, facts: int) -> list[NpcProfile]:
+    """NPCs like the rotation's, prompts of the same length, that no cache has seen: their
+    names differ, so their prompts share nothing with the rotation's past the template's start."""
+    profiles = []
+    for profile in bench_profiles(n_npcs, facts):
+        data = profile.model_dump(mode="json")
+        data["id"] = "cold_" + profile.id
+        data["name"] = "Old " + profile.name
+        profiles.append(NpcProfile.model_validate(data))
+    return profiles
+
+
 def _sidecar(data: Path, npcs: int, facts: int, config: LlamaCppConfig) -> Sidecar:
     store = MemoryStore(data / "bench.db")
     store.load_world(bench_world())
-    for profile in bench_profiles(npcs, facts):
+    for profile in bench_profiles(npcs, facts) + cold_profiles(npcs, facts):
         store.register_npc(profile)
     sidecar = Sidecar(store, LlamaCppBackend(config), SidecarConfig(port=0, request_timeout_ms=3_600_000))
     sidecar.start()
     return sidecar
+
+
+def _warm(clients: list[Client], npc_ids: list[str]) -> tuple[float, dict[str, int]]:
+    """Warm the NPCs on every sidecar, as a game does when they enter the scene, and wait until
+    the warm-ups are done (`stats` counter `warm.pending`); the time it took and the outcomes."""
+    started = time.perf_counter()
+    for client in clients:
+        for npc_id in npc_ids:
+            client.warm(npc_id)
+    pause = threading.Event()  # never set: an interruptible pause between polls
+    while any(client.stats().counters.get("warm.pending", 0) for client in clients):
+        pause.wait(0.05)
+    elapsed = (time.perf_counter() - started) * 1000
+    outcomes: Counter[str] = Counter()
+    for client in clients:
+        counters = client.stats().counters
+        for name in ("warmed", "already", "no_room", "failed", "unsupported", "yielded"):
+            outcomes[name] += counters.get(f"warm.{name}", 0)
+    return elapsed, dict(outcomes)
 
 
 def _plain(client: Client, npc_id: str, line: str) -> tuple[float, InteractionResult]:
@@ -62,6 +103,79 @@ def _streamed(client: Client, npc_id: str, line: str) -> tuple[float | None, flo
     raise RuntimeError("the stream ended without its result")
 
 
+@dataclass
+class _Times:
+    """First-chunk and whole-reply times of streamed turns, and the plain twins' whole replies."""
+
+    first: list[float] = field(default_factory=list)
+    full: list[float] = field(default_factory=list)
+    plain: list[float] = field(default_factory=list)
+
+    def add(self, first: float | None, full: float, plain: float) -> None:
+        if first is not None:
+            self.first.append(first)
+        self.full.append(full)
+        self.plain.append(plain)
+
+    def share(self) -> float:
+        return round(_p50(self.first) / _p50(self.full), 3) if self.full and self.first else 0.0
+
+
+@dataclass
+class _Tally:
+    released_then_rejected: int = 0
+    chunks: int = 0
+    aborted: int = 0
+    saved: int = 0
+    same_output: int = 0
+    turns: int = 0
+    cut: int = 0
+    fallbacks: int = 0
+    #: (streamed, plain) times of turns whose attempts wrote exactly the same text (no cut).
+    same_work: list[tuple[float, float]] = field(default_factory=list)
+    #: The rule (or gate) of each cut's first failure: why streams ended early.
+    cut_rules: Counter[str] = field(default_factory=Counter)
+
+
+def _turn(
+    plain: Client, streamed: Client, npc_id: str, line: str, plain_first: bool, tally: _Tally
+) -> tuple[float | None, float, float, bool]:
+    """One turn on both sidecars; (first chunk, whole streamed reply, whole plain reply) in ms,
+    and whether the streamed reply was cut (it ends with the text released before the cut)."""
+    if plain_first:
+        p_ms, p_result = _plain(plain, npc_id, line)
+        f_ms, s_ms, chunks, s_result = _streamed(streamed, npc_id, line)
+    else:
+        f_ms, s_ms, chunks, s_result = _streamed(streamed, npc_id, line)
+        p_ms, p_result = _plain(plain, npc_id, line)
+    tally.turns += 1
+    tally.chunks += len(chunks)
+    if "".join(c.text for c in chunks) != s_result.dialogue:
+        tally.released_then_rejected += 1
+    tally.fallbacks += s_result.fallback_used
+    s_attempts, p_attempts = s_result.receipt.attempts, p_result.receipt.attempts
+    # Equal prompts and seeds: the streamed text is the plain one, or its start when cut.
+    tally.same_output += bool(s_attempts and p_attempts and p_attempts[0].raw_output.startswith(s_attempts[0].raw_output))
+    if [a.raw_output for a in s_attempts] == [a.raw_output for a in p_attempts]:
+        # The same work, word for word: what streaming itself costs.
+        tally.same_work.append((s_ms, p_ms))
+    for i, attempt in enumerate(s_attempts):
+        if attempt.stream is None:
+            continue
+        tally.cut += attempt.stream.cut is not None
+        if attempt.stream.cut is not None:
+            failures = attempt.stream.cut.failures
+            tally.cut_rules[(failures[0].rule_id or failures[0].gate.value) if failures else "other"] += 1
+        if not attempt.stream.aborted:
+            continue
+        tally.aborted += 1
+        twin = p_attempts[i] if i < len(p_attempts) else None
+        if twin is not None and twin.raw_output.startswith(attempt.raw_output):
+            tally.saved += max(0, twin.tokens_generated - attempt.tokens_generated)
+    last = s_attempts[-1].stream if s_attempts else None
+    return f_ms, s_ms, p_ms, last is not None and last.cut is not None
+
+
 def bench_streaming(
     *,
     npcs: int = 8,
@@ -76,18 +190,13 @@ def bench_streaming(
     the two sidecars write the same text until a stream is cut (the batched engine's numerics
     depend on where tokens land in its cache, which a stopped generation changes)."""
     config = LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, reproducible=reproducible)
-    first_ms: list[float] = []
-    streamed_ms: list[float] = []
-    plain_ms: list[float] = []
-    #: The same, for turns after each NPC's first (its prompt prefix already cached).
-    warm_first: list[float] = []
-    warm_full: list[float] = []
-    warm_plain: list[float] = []
-    #: (streamed, plain) times of turns whose attempts wrote exactly the same text (no cut).
-    same_work: list[tuple[float, float]] = []
-    released_then_rejected = 0
-    chunks_total = 0
-    aborted = saved = same_output = turns = cut = fallbacks = 0
+    #: The rotation, warmed before its first turn (the headline); its first turns; its later
+    #: turns (the NPC's previous turn cached); first turns of NPCs never warmed.
+    warmed, warmed_first, later, cold = _Times(), _Times(), _Times(), _Times()
+    #: The warmed rotation's turns whose streamed reply was not cut (a cut reply ends at its
+    #: released text, often right after the first chunk, so its ratio says little about streaming).
+    uncut = _Times()
+    tally = _Tally()
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "plain").mkdir()
         (Path(tmp) / "stream").mkdir()
@@ -95,81 +204,64 @@ def bench_streaming(
         stream_side = _sidecar(Path(tmp) / "stream", npcs, facts, config)
         try:
             with Client(plain_side.address, timeout_s=3600) as plain, Client(stream_side.address, timeout_s=3600) as streamed:
+                warm_ms, warm_outcomes = _warm([plain, streamed], [f"npc_{n}" for n in range(npcs)])
                 for round_ in range(rounds):
                     line = _LINES[round_ % len(_LINES)]
                     for n in range(npcs):
-                        npc_id = f"npc_{n}"
-                        if (round_ * npcs + n) % 2 == 0:
-                            p_ms, p_result = _plain(plain, npc_id, line)
-                            f_ms, s_ms, chunks, s_result = _streamed(streamed, npc_id, line)
-                        else:
-                            f_ms, s_ms, chunks, s_result = _streamed(streamed, npc_id, line)
-                            p_ms, p_result = _plain(plain, npc_id, line)
-                        turns += 1
-                        plain_ms.append(p_ms)
-                        streamed_ms.append(s_ms)
-                        chunks_total += len(chunks)
-                        if f_ms is not None:
-                            first_ms.append(f_ms)
-                        if round_ > 0:
-                            warm_full.append(s_ms)
-                            warm_plain.append(p_ms)
-                            if f_ms is not None:
-                                warm_first.append(f_ms)
-                        if "".join(c.text for c in chunks) != s_result.dialogue:
-                            released_then_rejected += 1
-                        fallbacks += s_result.fallback_used
-                        s_attempts, p_attempts = s_result.receipt.attempts, p_result.receipt.attempts
-                        # Equal prompts and seeds: the streamed text is the plain one, or its start when cut.
-                        same_output += bool(
-                            s_attempts and p_attempts and p_attempts[0].raw_output.startswith(s_attempts[0].raw_output)
+                        first, full, whole, was_cut = _turn(
+                            plain, streamed, f"npc_{n}", line, (round_ * npcs + n) % 2 == 0, tally
                         )
-                        if [a.raw_output for a in s_attempts] == [a.raw_output for a in p_attempts]:
-                            # The same work, word for word: what streaming itself costs.
-                            same_work.append((s_ms, p_ms))
-                        for i, attempt in enumerate(s_attempts):
-                            if attempt.stream is None:
-                                continue
-                            cut += attempt.stream.cut is not None
-                            if not attempt.stream.aborted:
-                                continue
-                            aborted += 1
-                            twin = p_attempts[i] if i < len(p_attempts) else None
-                            if twin is not None and twin.raw_output.startswith(attempt.raw_output):
-                                saved += max(0, twin.tokens_generated - attempt.tokens_generated)
+                        for times in (warmed, later if round_ else warmed_first) + (() if was_cut else (uncut,)):
+                            times.add(first, full, whole)
+                for n in range(npcs):
+                    first, full, whole, _ = _turn(plain, streamed, f"cold_npc_{n}", _LINES[0], n % 2 == 0, tally)
+                    cold.add(first, full, whole)
         finally:
             stream_side.stop()
             plain_side.stop()
-    first_p50 = percentile(first_ms, 0.5) if first_ms else 0.0
-    full_p50 = percentile(streamed_ms, 0.5)
-    plain_p50 = percentile(plain_ms, 0.5)
+    every = _Times(warmed.first + cold.first, warmed.full + cold.full, warmed.plain + cold.plain)
+    full_p50, plain_p50 = _p50(every.full), _p50(every.plain)
+    same_work = tally.same_work
     return {
-        "turns": turns,
-        "chunks_per_reply": round(chunks_total / max(1, turns), 2),
-        "first_chunk_ms_p50": round(first_p50, 1),
-        "full_reply_ms_p50": round(full_p50, 1),
-        "first_chunk_share_of_full": round(first_p50 / full_p50, 3) if full_p50 else 0.0,
+        "turns": tally.turns,
+        "chunks_per_reply": round(tally.chunks / max(1, tally.turns), 2),
+        "warm_up_ms": round(warm_ms, 1),
+        **{f"warm_ups_{name}": count for name, count in sorted(warm_outcomes.items())},
+        "first_chunk_ms_p50": _p50(warmed.first),
+        "full_reply_ms_p50": _p50(warmed.full),
+        "first_chunk_share_of_full": warmed.share(),
         "first_chunk_share_of_full_goal": 0.40,
-        "nonstreamed_reply_ms_p50": round(plain_p50, 1),
+        "first_chunk_share_of_nonstreamed": round(_p50(warmed.first) / _p50(warmed.plain), 3) if warmed.plain else 0.0,
+        "uncut_turns": len(uncut.full),
+        "uncut_first_chunk_share_of_full": uncut.share(),
+        "warmed_first_turn_first_chunk_ms_p50": _p50(warmed_first.first),
+        "warmed_first_turn_full_reply_ms_p50": _p50(warmed_first.full),
+        "warmed_first_turn_share_of_full": warmed_first.share(),
+        "cold_turns": len(cold.full),
+        "cold_first_chunk_ms_p50": _p50(cold.first),
+        "cold_full_reply_ms_p50": _p50(cold.full),
+        "cold_first_chunk_share_of_full": cold.share(),
+        "warm_turns": len(later.full),
+        "warm_first_chunk_ms_p50": _p50(later.first),
+        "warm_full_reply_ms_p50": _p50(later.full),
+        "warm_first_chunk_share_of_full": later.share(),
+        "warm_nonstreamed_reply_ms_p50": _p50(later.plain),
+        "nonstreamed_reply_ms_p50": plain_p50,
         "streamed_slowdown_p50_pct": round((full_p50 / plain_p50 - 1) * 100, 1) if plain_p50 else 0.0,
-        "streamed_slowdown_total_pct": round((sum(streamed_ms) / sum(plain_ms) - 1) * 100, 1) if plain_ms else 0.0,
+        "streamed_slowdown_total_pct": (round((sum(every.full) / sum(every.plain) - 1) * 100, 1) if every.plain else 0.0),
         "streamed_slowdown_goal_pct": 5.0,
         "same_work_turns": len(same_work),
         "same_work_slowdown_total_pct": (
             round((sum(a for a, _ in same_work) / sum(b for _, b in same_work) - 1) * 100, 1) if same_work else 0.0
         ),
-        "released_then_rejected": released_then_rejected,
-        "stream_cuts": cut,
-        "aborted_early_attempts": aborted,
-        "aborted_early_tokens_saved": saved,
-        "streamed_fallbacks": fallbacks,
-        "same_first_output_rate": round(same_output / max(1, turns), 3),
-        "first_chunk_ms_mean": round(statistics.fmean(first_ms), 1) if first_ms else 0.0,
-        "warm_turns": len(warm_full),
-        "warm_first_chunk_ms_p50": _p50(warm_first),
-        "warm_full_reply_ms_p50": _p50(warm_full),
-        "warm_first_chunk_share_of_full": round(_p50(warm_first) / _p50(warm_full), 3) if warm_full else 0.0,
-        "warm_nonstreamed_reply_ms_p50": _p50(warm_plain),
+        "released_then_rejected": tally.released_then_rejected,
+        "stream_cuts": tally.cut,
+        "stream_cuts_by_rule": " ".join(f"{rule}={n}" for rule, n in sorted(tally.cut_rules.items())) or "none",
+        "aborted_early_attempts": tally.aborted,
+        "aborted_early_tokens_saved": tally.saved,
+        "streamed_fallbacks": tally.fallbacks,
+        "same_first_output_rate": round(tally.same_output / max(1, tally.turns), 3),
+        "first_chunk_ms_mean": round(statistics.fmean(warmed.first), 1) if warmed.first else 0.0,
     }
 
 

@@ -42,6 +42,10 @@ func _run() -> void:
 		npc.failed.connect(func(error: LoreguardError) -> void: failed.append(error.code))
 		add_child(npc)
 	await _until(func() -> bool: return guard.is_registered and merchant.is_registered, 10.0)
+	# `warm_up` (on by default): each NPC asked the sidecar to warm it right after registering.
+	var stats := await loreguard.stats()
+	var counters: Dictionary = stats.body.get("counters", {}) if stats.ok else {}
+	_check(int(counters.get("warm.requested", 0)) == 2, "each NPC asked to be warmed: %s" % [counters])
 
 	# Both at once: replies and chunks of two requests interleave on one connection.
 	var results := {}

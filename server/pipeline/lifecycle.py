@@ -26,7 +26,7 @@ from loreguard.memory.hashing import canonical_json, sha256_hex
 from loreguard.memory.store import MemoryStore, PlannedBatch, StoreView
 from loreguard.schemas.audit import AuditTimings
 from loreguard.schemas.base import FrozenModel
-from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.interaction import InteractionContext, TriggerReason
 from loreguard.schemas.memory import UpsertBelief
 from loreguard.schemas.output import Emotion, WorldIntent
 from loreguard.schemas.receipt import (
@@ -49,7 +49,7 @@ from loreguard.server.pipeline.judge import SemanticJudge
 from loreguard.server.pipeline.mutation import plan_writes
 from loreguard.server.pipeline.output_schema import GenerationLimits, output_schema
 from loreguard.server.pipeline.parsing import parse_output
-from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt
+from loreguard.server.pipeline.prompt import Prompt, PromptBoundary, assemble_prompt
 from loreguard.server.pipeline.retry import RetryPolicy, escalate, repair_message
 from loreguard.server.pipeline.sink import AuditSink
 from loreguard.server.pipeline.snapshot import StateSnapshot, build_snapshot, merged_state
@@ -264,6 +264,13 @@ class GovernancePipeline:
             halt.audit_record_id = self._record_halt(run, halt)
             raise
 
+    def warm_prompt(self, npc_id: str) -> Prompt:
+        """What every prompt of the NPC holds before its new message, as its next interaction
+        would assemble it (a player's line, no scene): a backend warms its cache with it
+        (`InferenceBackend.warm`). Reads memory, writes nothing; `UnknownNpcError` if no such NPC."""
+        run = self._prepare(InteractionContext(npc_id=npc_id, trigger_reason=TriggerReason.PLAYER_UTTERANCE), quiet=True)
+        return assemble_prompt(run.first_snapshot, self.config.prompt_boundary).before_new_message()
+
     def _record_halt(self, run: _Run, halt: LifecycleHalt) -> str | None:
         """The black box keeps halted interactions too: a record with the inputs, the attempts
         so far and the invariant that broke, committed with no memory change (the interaction
@@ -290,8 +297,9 @@ class GovernancePipeline:
 
     # --- phases ----------------------------------------------------------------------------
 
-    def _prepare(self, context: InteractionContext) -> _Run:
-        """intake -> contract -> expectancy -> sufficiency -> snapshot."""
+    def _prepare(self, context: InteractionContext, *, quiet: bool = False) -> _Run:
+        """intake -> contract -> expectancy -> sufficiency -> snapshot. `quiet`: for a warm-up,
+        which reports nothing of the interaction it only anticipates."""
         timer = _Timer(self.clock)
         try:
             view = self.store.view(context.npc_id)
@@ -322,7 +330,7 @@ class GovernancePipeline:
         sufficiency = check_sufficiency(
             contract, evaluation.missing_state, state, world.state_defaults if world else {}, evaluation.mistyped_state
         )
-        if sufficiency.mistyped:
+        if sufficiency.mistyped and not quiet:
             self._count("state_type_mismatch")
             _log.warning(
                 "interaction for %s: world state %s has the wrong type for a rule's condition; asking the game to clarify",

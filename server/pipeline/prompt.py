@@ -59,6 +59,9 @@ EMOTIONS = "|".join(e.value for e in Emotion)
 #: Pieces of this module's markup. Dialogue containing one is the model copying its prompt.
 DIALOGUE_PLACEHOLDER = "<your spoken words"
 SCAFFOLDING_MARKERS = ("### ", "[manifest]", DIALOGUE_PLACEHOLDER, "Situation: ", "Player: ")
+#: The headings a new message can start with (world state, memories, or the situation): what a
+#: warm-up (`InferenceBackend.warm`) may assume follows the text it caches.
+NEW_MESSAGE_HEADINGS = ("### World state\n", "### What you believe\n", "### What you remember\n", "### Now\n")
 
 
 class Prompt(FrozenModel):
@@ -86,6 +89,11 @@ class Prompt(FrozenModel):
             opening = ""
         messages.append({"role": "user", "content": opening + self.player_turn})
         return messages
+
+    def before_new_message(self) -> Prompt:
+        """The prompt less its new message: what every interaction of the NPC shares until its
+        profile, facts, rules or conversation change, and what a warm-up caches."""
+        return self.model_copy(update={"player_turn": ""})
 
     @property
     def full(self) -> str:

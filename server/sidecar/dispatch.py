@@ -44,6 +44,8 @@ from loreguard.schemas.wire import (
     MemoryGetReply,
     MemoryGetRequest,
     NpcRegisterReply,
+    NpcWarmReply,
+    NpcWarmRequest,
     SetStateReply,
     SetStateRequest,
     SlotReply,
@@ -57,6 +59,7 @@ from loreguard.server.pipeline.expectancy import RuleIdCollision, rule_id_collis
 from loreguard.server.pipeline.fallback import FallbackProblem, fallback_problems
 from loreguard.server.sidecar.codec import ProtocolError
 from loreguard.server.sidecar.stats import SidecarStats
+from loreguard.server.sidecar.warmup import Warmer
 
 
 def _refused(result: BatchResult, what: str) -> ProtocolError:
@@ -132,8 +135,10 @@ class Dispatcher:
         stats: SidecarStats,
         recorder: AuditRecorder,
         launch_token: str | None = None,
+        warmer: Warmer | None = None,
     ) -> None:
         self.store = store
+        self.warmer = warmer
         self.fingerprint = fingerprint
         self.stats = stats
         self.recorder = recorder
@@ -207,6 +212,13 @@ class Dispatcher:
             profile_hash=self.store.profile_hash(body.id),
             memory_hash=self.store.memory_hash(),
         )
+
+    def on_npc_warm(self, body: NpcWarmRequest) -> NpcWarmReply:
+        self.require_npc(body.npc_id)
+        if self.warmer is None:
+            return NpcWarmReply(npc_id=body.npc_id, pending=0)
+        self.warmer.request(body.npc_id)
+        return NpcWarmReply(npc_id=body.npc_id, pending=self.warmer.pending)
 
     def on_world_set_state(self, body: SetStateRequest) -> SetStateReply:
         scope = body.npc_id or WORLD_SCOPE
@@ -299,4 +311,6 @@ class Dispatcher:
     def on_stats(self, body: Empty) -> StatsReply:
         counters = self.stats.counters()
         counters.update({f"memory.{k}": v for k, v in sorted(self.store.counters.items())})
+        if self.warmer is not None:
+            counters["warm.pending"] = self.warmer.pending
         return StatsReply(counters=counters, latency_us=self.stats.latency_us())

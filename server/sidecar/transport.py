@@ -30,6 +30,7 @@ from loreguard.server.sidecar.codec import ProtocolError, decode_request, encode
 from loreguard.server.sidecar.dispatch import Dispatcher
 from loreguard.server.sidecar.scheduler import InteractionScheduler, InteractJob
 from loreguard.server.sidecar.stats import SidecarStats
+from loreguard.server.sidecar.warmup import Warmer
 
 _POLL_MS = 100
 
@@ -132,6 +133,7 @@ class Sidecar:
             queue_size=self.config.queue_size,
             request_timeout_ms=self.config.request_timeout_ms,
         )
+        self.warmer = Warmer(self.pipeline, self.stats)
         self.dispatcher = Dispatcher(
             store,
             fingerprint=fingerprint,
@@ -139,6 +141,7 @@ class Sidecar:
             stats=self.stats,
             recorder=self.recorder,
             launch_token=self.config.launch_token,
+            warmer=self.warmer,
         )
         self._context = zmq.Context()
         self._router = self._context.socket(zmq.ROUTER)
@@ -190,6 +193,7 @@ class Sidecar:
     def serve_forever(self) -> None:
         """Run until `request_stop`; then answer what is in flight and close everything."""
         self.worker.start()
+        self.warmer.start()
         poller = zmq.Poller()
         for sock in (self._router, self._replies, self._monitor):
             poller.register(sock, zmq.POLLIN)
@@ -279,6 +283,7 @@ class Sidecar:
         done = threading.Event()
 
         def stop_worker() -> None:
+            self.warmer.shutdown()
             self.worker.shutdown(self.config.shutdown_grace_s)
             done.set()
 

@@ -109,6 +109,7 @@ def test_every_protocol_message_has_models() -> None:
             "hello",
             "world.load",
             "npc.register",
+            "npc.warm",
             "world.set_state",
             "interact",
             "memory.get",

@@ -60,6 +60,20 @@ class Generation(FrozenModel):
 Observer = Callable[[str], bool]
 
 
+class WarmResult(FrozenModel):
+    """What a warm-up did (`InferenceBackend.warm`)."""
+
+    #: `warmed`: the tokens are in the cache now; `already`: they were; `no_room`: the cache had
+    #: no free room and a warm-up never evicts anything; `unsupported`: this backend keeps no
+    #: cache (a remote server), nothing was done.
+    outcome: Literal["warmed", "already", "no_room", "unsupported"]
+    #: Prompt tokens the warm-up covers, and those it evaluated (the rest were cached).
+    tokens: int = 0
+    tokens_evaluated: int = 0
+    #: Times an interaction arriving made the warm-up stop and resume later.
+    yielded: int = 0
+
+
 class InferenceBackend(ABC):
     """One model. `generate` may be called from several threads at once; a backend that cannot
     serve calls together serialises them and says so with `max_concurrency` 1."""
@@ -82,6 +96,14 @@ class InferenceBackend(ABC):
         generation = self.generate(request)
         observe(generation.text)
         return generation
+
+    def warm(self, npc_id: str, prompt: Prompt) -> WarmResult:
+        """Evaluate what `prompt` holds before its new message (the NPC's system message, rules
+        and earlier turns: `Prompt.before_new_message`) into the backend's cache, so the NPC's
+        next interaction evaluates only its new message. Blocks until done, giving way to every
+        generation asked meanwhile; changes nothing but the cache. A backend without a cache of
+        its own does nothing: the default."""
+        return WarmResult(outcome="unsupported")
 
     @abstractmethod
     def fingerprint(self) -> ModelFingerprint:

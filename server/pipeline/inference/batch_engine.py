@@ -13,6 +13,12 @@ so a repeat turn of an NPC evaluates only what changed since its last turn. Fini
 stay resident for that reuse until ids or KV cells run short; then they are saved to host
 memory (`SpillCache`) and copied back when a prompt matches them better than anything resident.
 
+Warm-ups (`warm`): the prompt an NPC's next turn will start with, evaluated into a resident
+sequence in idle time. A warm-up runs only while no generation is active or waiting, alone, a
+`prefill_chunk` of tokens a step; a generation that arrives meanwhile stops it after that step
+(its tokens so far stay resident) and it resumes from them once the engine is idle again. It
+never evicts anything: without a free sequence id or free KV cells it ends `no_room`.
+
 Numerics: a generation's logits depend on which cells its tokens landed in and on what else
 shared its batches, so the text can differ from a solo run with the same seed. The backend's
 `reproducible` setting bypasses this engine for tests and live replay.
@@ -46,7 +52,8 @@ class EngineTimeout(NativeError):
 class EngineJob:
     owner: str
     prompt: array
-    sampler: TokenSampler
+    #: None for a warm-up, which evaluates its prompt and samples nothing.
+    sampler: TokenSampler | None
     max_tokens: int
     #: perf_counter() when the caller asked; TTFT counts from here (queueing included).
     started: float
@@ -70,10 +77,17 @@ class EngineJob:
     ttft_ms: float = 0.0
     total_ms: float = 0.0
     finish: str = "length"
+    #: Warm-ups: prompt tokens evaluated, and times it gave way to a generation.
+    evaluated: int = 0
+    yielded: int = 0
 
     @property
     def prefilling(self) -> bool:
         return self.pos < len(self.prompt)
+
+    @property
+    def warm(self) -> bool:
+        return self.sampler is None
 
 
 @dataclass
@@ -88,6 +102,8 @@ class EngineStats:
     prompt_tokens_evaluated: int = 0
     kv_full_evictions: int = 0
     kv_full_failures: int = 0
+    #: Prompt tokens warm-ups evaluated (not in `prompt_tokens_evaluated`).
+    warm_tokens_evaluated: int = 0
 
 
 class BatchedEngine:
@@ -102,6 +118,7 @@ class BatchedEngine:
         self.stats = EngineStats()
         self._cond = threading.Condition()
         self._waiting: deque[EngineJob] = deque()
+        self._warming: deque[EngineJob] = deque()
         self._active: list[EngineJob] = []
         self._closed = False
         #: Held for each step's native calls, so `forget` can run between steps.
@@ -126,6 +143,21 @@ class BatchedEngine:
                 raise EngineClosed("the inference engine is shut down")
             self._waiting.append(job)
             self._cond.notify()
+
+    def warm(self, owner: str, prompt: array) -> EngineJob:
+        """Evaluate `prompt` into a resident sequence of `owner` in idle time and wait for it;
+        the job's `finish` says how it ended: `warmed`, `already` (resident or spilled before)
+        or `no_room`. Generations never wait for it longer than one prefill chunk."""
+        job = EngineJob(owner=owner, prompt=prompt, sampler=None, max_tokens=0, started=time.perf_counter())
+        with self._cond:
+            if self._closed:
+                raise EngineClosed("the inference engine is shut down")
+            self._warming.append(job)
+            self._cond.notify()
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        return job
 
     def forget(self, owner: str) -> int:
         """Drop the resident sequences `owner`'s turns left behind; how many."""
@@ -152,17 +184,27 @@ class BatchedEngine:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and not self._waiting and not self._active:
+                while not self._closed and not self._waiting and not self._active and not self._warming:
                     self._cond.wait()
                 if self._closed:
-                    for job in list(self._waiting) + self._active:
+                    for job in list(self._waiting) + self._active + list(self._warming):
                         self._fail(job, EngineClosed("the inference engine shut down"))
                     self._waiting.clear()
+                    self._warming.clear()
                     return
+                # A warm-up gives way to any generation waiting, and starts only when idle.
+                paused = [job for job in self._active if job.warm] if self._waiting else []
+                warming = None
+                if not self._waiting and not self._active and self._warming:
+                    warming = self._warming.popleft()
                 admitted: list[EngineJob] = []
-                while self._waiting and len(self._active) + len(admitted) < self.pool.max_active:
+                while self._waiting and len(self._active) - len(paused) + len(admitted) < self.pool.max_active:
                     admitted.append(self._waiting.popleft())
             with self._native:
+                for job in paused:
+                    self._pause(job)
+                if warming is not None:
+                    self._admit_warm(warming)
                 now = time.perf_counter()
                 for job in admitted:
                     if job.deadline is not None and now > job.deadline:
@@ -200,6 +242,49 @@ class BatchedEngine:
         job.seq, job.reused, job.pos = seq, reused, reused
         self.stats.prompt_tokens_reused += reused
         self._active.append(job)
+
+    def _admit_warm(self, job: EngineJob) -> None:
+        """Start (or resume) a warm-up from the longest resident match, without evicting."""
+        match = self.pool.longest_match(job.prompt, limit=len(job.prompt))
+        _, n_spilled = self.spill.best_match(job.prompt, limit=len(job.prompt)) if self.spill else (None, 0)
+        if max(match.n_tokens, n_spilled) >= len(job.prompt):
+            self._end_warm(job, "warmed" if job.evaluated else "already")
+            return
+        if not self.pool.has_resident_room():
+            self._end_warm(job, "no_room")
+            return
+        seq, _ = self.pool.acquire(job.owner)
+        self.ctx.seq_remove(seq.seq_id)
+        reused = 0
+        if match.seq_id is not None:
+            self.ctx.seq_copy(match.seq_id, seq.seq_id, match.n_tokens)
+            held = self.pool.get(match.seq_id)
+            if held.owner == job.owner and not held.active and len(held.tokens) == match.n_tokens:
+                # This warm-up's own earlier part (it gave way): the new sequence supersedes it.
+                self.ctx.seq_remove(match.seq_id)
+                self.pool.release(match.seq_id)
+            reused = match.n_tokens
+        seq.tokens = array("i", job.prompt[:reused])
+        job.seq, job.reused, job.pos = seq, reused, reused
+        self._active.append(job)
+
+    def _pause(self, job: EngineJob) -> None:
+        """A generation is waiting: keep the warm-up's tokens so far resident, resume it later."""
+        assert job.seq is not None
+        self.pool.finish(job.seq.seq_id)
+        self._active.remove(job)
+        job.seq = None
+        job.yielded += 1
+        with self._cond:
+            self._warming.appendleft(job)
+
+    def _end_warm(self, job: EngineJob, finish: str) -> None:
+        if job.seq is not None:
+            self.pool.finish(job.seq.seq_id)
+            self._active.remove(job)
+        job.finish = finish
+        job.total_ms = (time.perf_counter() - job.started) * 1000
+        job.done.set()
 
     def _restore(self, spilled: SpilledSequence, seq: Sequence, n_tokens: int, *, keep: int | None) -> int:
         """Copy a spilled state back into `seq`, keeping its first `n_tokens`; 0 when the cache
@@ -248,19 +333,24 @@ class BatchedEngine:
         for job in decoding:
             add(job, [job.next_token], True)  # type: ignore[list-item]
         room = self.ctx.n_batch - len(tokens)
-        if decoding:
+        if decoding or any(job.warm for job in self._active):
             room = min(room, self.prefill_chunk)
         for job in self._active:
             if room <= 0:
                 break
             if job.prefilling:
                 chunk = job.prompt[job.pos : job.pos + room].tolist()
-                add(job, chunk, job.pos + len(chunk) == len(job.prompt))
+                add(job, chunk, not job.warm and job.pos + len(chunk) == len(job.prompt))
                 room -= len(chunk)
 
         status = self.ctx.decode(tokens, positions, seq_ids, logits)
         if status == _NO_KV_SLOT:
-            self._make_room()
+            warm = [job for job, _, _ in plan if job.warm]
+            if warm:
+                # A warm-up runs alone and never evicts: it keeps what it has and ends.
+                self._end_warm(warm[0], "no_room")
+            else:
+                self._make_room()
             return
         if status != 0:
             failed = NativeError(f"llama_decode failed with status {status}")
@@ -278,13 +368,21 @@ class BatchedEngine:
             if job.prefilling:
                 job.seq.tokens.extend(job.prompt[job.pos : job.pos + n])
                 job.pos += n
-                self.stats.prompt_tokens_evaluated += n
+                if job.warm:
+                    job.evaluated += n
+                    self.stats.warm_tokens_evaluated += n
+                else:
+                    self.stats.prompt_tokens_evaluated += n
             else:
                 job.seq.tokens.append(job.next_token)
-            if row >= 0:
+            if job.warm:
+                if not job.prefilling:
+                    self._end_warm(job, "warmed")
+            elif row >= 0:
                 self._sample(job, row)
 
     def _sample(self, job: EngineJob, row: int) -> None:
+        assert job.sampler is not None
         token = job.sampler.sample(self.ctx, row)
         if job.generated == 0:
             job.ttft_ms = (time.perf_counter() - job.started) * 1000
@@ -318,7 +416,8 @@ class BatchedEngine:
         job.total_ms = (time.perf_counter() - job.started) * 1000
         self.pool.finish(job.seq.seq_id)
         self._active.remove(job)
-        job.sampler.close()
+        if job.sampler is not None:
+            job.sampler.close()
         job.done.set()
         if job.grew is not None:
             job.grew.set()
@@ -330,7 +429,8 @@ class BatchedEngine:
         if job in self._active:
             self._active.remove(job)
         job.error = error
-        job.sampler.close()
+        if job.sampler is not None:
+            job.sampler.close()
         job.done.set()
         if job.grew is not None:
             job.grew.set()

@@ -19,6 +19,11 @@ The reproducible engine takes the same path for every generation, whatever is ca
 Because step 2 always leaves the cache holding exactly the prefix, evaluated the same way, the
 same prompt and seed give the same text whether the prefix came from the cache or not, after
 any number of other NPCs' turns, and in another process.
+
+Warm-ups (`warm`) put an NPC's prompt, up to its new message, in the cache before its first
+turn: the batched engine evaluates system message, rules and earlier turns into a resident
+sequence; the reproducible engine does step 2 for the system message. Either way in idle
+time, giving way to any generation between chunks of prefill.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass
+from typing import Literal
 
 import llama_cpp
 from pydantic import Field
@@ -42,6 +48,7 @@ from loreguard.server.pipeline.inference.base import (
     GenerationRequest,
     InferenceBackend,
     Observer,
+    WarmResult,
 )
 from loreguard.server.pipeline.inference.batch_engine import BatchedEngine, EngineJob, EngineTimeout
 from loreguard.server.pipeline.inference.chat_template import ChatTemplate, TemplateError
@@ -57,9 +64,13 @@ from loreguard.server.pipeline.inference.llama_native import (
 )
 from loreguard.server.pipeline.inference.models import file_prefix_sha256, resolve_model_path
 from loreguard.server.pipeline.inference.prefix_cache import PrefixCache, PrefixState
-from loreguard.server.pipeline.inference.sequences import SequencePool
+from loreguard.server.pipeline.inference.sequences import SequencePool, common_prefix
 from loreguard.server.pipeline.inference.spill import SpillCache
-from loreguard.server.pipeline.prompt import Prompt
+from loreguard.server.pipeline.prompt import NEW_MESSAGE_HEADINGS, Prompt
+
+#: Stands for the new message when a warm-up renders the prompt before it (never in a prompt:
+#: player text is cleaned of control characters).
+_NEW_MESSAGE = "\x00new message\x00"
 
 
 def decode_prefix(out: bytes) -> str:
@@ -144,6 +155,8 @@ class BackendStats:
     prompt_tokens_reused: int = 0
     tokens_generated: int = 0
     grammar_full_filters: int = 0
+    #: Reproducible engine: prefix tokens warm-ups evaluated (the batched engine counts its own).
+    warm_tokens_evaluated: int = 0
 
 
 def _host_memory_bytes() -> int | None:
@@ -202,6 +215,10 @@ class LlamaCppBackend(InferenceBackend):
         )
         self._special_tokens = self._model.special_token_texts()
         self._lock = threading.Lock()
+        #: Reproducible engine: generations waiting for or holding `_lock`; a warm-up waits for 0.
+        self._demand = 0
+        self._closed = False
+        self._idle = threading.Condition()
         self._model.stop_tokens = self._stop_token_ids()
         self._fingerprint = self._make_fingerprint()
 
@@ -305,14 +322,32 @@ class LlamaCppBackend(InferenceBackend):
             split = self.template.render(prompt.messages())
         except TemplateError as exc:
             raise BackendError(str(exc)) from exc
-        prefix_text = split.prefix
+        return PromptTokens(
+            prefix=self._tokenize_prefix(split.prefix), suffix=self._model.tokenize(split.suffix, add_special=False)
+        )
+
+    def _tokenize_prefix(self, prefix_text: str) -> list[int]:
         bos_text = self.bos_text
         if self._model.adds_bos and bos_text and prefix_text.startswith(bos_text):
             prefix_text = prefix_text[len(bos_text) :]
-        return PromptTokens(
-            prefix=self._model.tokenize(prefix_text, add_special=True),
-            suffix=self._model.tokenize(split.suffix, add_special=False),
-        )
+        return self._model.tokenize(prefix_text, add_special=True)
+
+    def warm_tokens(self, prompt: Prompt) -> PromptTokens:
+        """The tokens every prompt of this NPC starts with until its new message: the prefix,
+        and as suffix the rendered text before the new message, less any token at its end that
+        the new message's first characters could merge into (a new message always opens with
+        one of `NEW_MESSAGE_HEADINGS`, so only tokens all of them leave alone are kept)."""
+        try:
+            split = self.template.render(prompt.model_copy(update={"player_turn": _NEW_MESSAGE}).messages())
+        except TemplateError as exc:
+            raise BackendError(str(exc)) from exc
+        at = split.suffix.rfind(_NEW_MESSAGE)
+        if at < 0:
+            raise BackendError("the chat template does not render the new message verbatim")
+        head = split.suffix[:at]
+        probes = [array("i", self._model.tokenize(head + heading, add_special=False)) for heading in NEW_MESSAGE_HEADINGS]
+        stable = min(common_prefix(probes[0], probe) for probe in probes[1:])
+        return PromptTokens(prefix=self._tokenize_prefix(split.prefix), suffix=probes[0][:stable].tolist())
 
     def generate(self, request: GenerationRequest) -> Generation:
         """Safe to call from many threads: the batched engine runs their generations together;
@@ -327,13 +362,71 @@ class LlamaCppBackend(InferenceBackend):
     def _generate(self, request: GenerationRequest, observe: Observer | None) -> Generation:
         if self._engine is not None:
             return self._generate_batched(request, observe)
-        with self._lock:
-            try:
-                return self._generate_solo(request, observe)
-            except NativeError as exc:
-                # The cache may hold a half-written sequence: start the next call from scratch.
+        with self._idle:
+            self._demand += 1
+        try:
+            with self._lock:
+                try:
+                    return self._generate_solo(request, observe)
+                except NativeError as exc:
+                    # The cache may hold a half-written sequence: start the next call from scratch.
+                    self._ctx.clear()
+                    raise BackendError(str(exc)) from exc
+        finally:
+            with self._idle:
+                self._demand -= 1
+                self._idle.notify_all()
+
+    def warm(self, npc_id: str, prompt: Prompt) -> WarmResult:
+        engine = self._engine
+        if self._closed:
+            raise BackendError("the backend is closed")
+        tokens = self.warm_tokens(prompt)
+        try:
+            if not self.config.reproducible:
+                if engine is None:
+                    raise BackendError("the backend is closed")
+                job = engine.warm(npc_id, array("i", tokens.prefix + tokens.suffix))
+                outcome: Literal["warmed", "already", "no_room"] = (
+                    "warmed" if job.finish == "warmed" else "already" if job.finish == "already" else "no_room"
+                )
+                return WarmResult(outcome=outcome, tokens=len(job.prompt), tokens_evaluated=job.evaluated, yielded=job.yielded)
+            return self._warm_solo(npc_id, tokens)
+        except NativeError as exc:
+            raise BackendError(str(exc)) from exc
+
+    def _warm_solo(self, npc_id: str, tokens: PromptTokens) -> WarmResult:
+        """Step 2 of the reproducible path for the NPC's prefix, between generations: evaluated
+        from an empty cache in the same `n_batch` chunks as a generation would, so the saved
+        state is the one its first turn would have saved. A generation asking meanwhile takes
+        the context after the current chunk; the warm-up then starts again once it is idle."""
+        key = tokens.prefix_key
+        yielded = 0
+        while True:
+            with self._idle:
+                while self._demand:
+                    self._idle.wait()
+            with self._lock:
+                if self._closed:
+                    raise BackendError("the backend is closed")
+                if self.prefix_cache.peek(npc_id, key):
+                    return WarmResult(outcome="already", tokens=len(tokens.prefix), yielded=yielded)
                 self._ctx.clear()
-                raise BackendError(str(exc)) from exc
+                if not self._ctx.evaluate(tokens.prefix, proceed=lambda: self._demand == 0):
+                    self._ctx.clear()
+                    yielded += 1
+                    continue
+                state = self._ctx.save_sequence()
+                if not self.prefix_cache.has_room(npc_id, len(state)):
+                    return WarmResult(
+                        outcome="no_room", tokens=len(tokens.prefix), tokens_evaluated=len(tokens.prefix), yielded=yielded
+                    )
+                self.prefix_cache.put(npc_id, PrefixState(key=key, n_tokens=len(tokens.prefix), state=state))
+                with self._stats_lock:
+                    self.stats.warm_tokens_evaluated += len(tokens.prefix)
+                return WarmResult(
+                    outcome="warmed", tokens=len(tokens.prefix), tokens_evaluated=len(tokens.prefix), yielded=yielded
+                )
 
     def _prepare(self, request: GenerationRequest) -> tuple[PromptTokens, CompiledGrammar | None, int]:
         """Prompt tokens, output grammar and token cap; a typed error when they cannot fit."""
@@ -499,6 +592,7 @@ class LlamaCppBackend(InferenceBackend):
         return self._engine
 
     def close(self) -> None:
+        self._closed = True
         if self._engine is not None:
             self._engine.close()
             self._engine = None

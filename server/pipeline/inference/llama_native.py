@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+from collections.abc import Callable
 
 # The OpenMP runtime reads this once, when llama.cpp first starts its thread pool. A sidecar next
 # to a running game must sleep between tasks rather than spin on the cores the game needs.
@@ -192,16 +193,20 @@ class NativeContext:
         llama_cpp.llama_memory_clear(self._memory, True)
         self.n_past = 0
 
-    def evaluate(self, tokens: list[int]) -> None:
+    def evaluate(self, tokens: list[int], *, proceed: Callable[[], bool] | None = None) -> bool:
         """Append `tokens` to the cache in fixed `n_batch` chunks; logits only for the last.
 
         The chunking depends only on where the tokens start, so the same tokens after the same
-        cached prefix are always evaluated by the same sequence of kernel calls.
+        cached prefix are always evaluated by the same sequence of kernel calls. `proceed` is
+        asked before every chunk but the first; False stops there (a warm-up giving way to an
+        interaction) and the call returns False, the cache holding the chunks done so far.
         """
         if self.n_past + len(tokens) > self.n_ctx:
             raise NativeError(f"{self.n_past + len(tokens)} tokens do not fit the context of {self.n_ctx}")
         batch = self._batch
         for start in range(0, len(tokens), self.n_batch):
+            if start and proceed is not None and not proceed():
+                return False
             chunk = tokens[start : start + self.n_batch]
             last_chunk = start + self.n_batch >= len(tokens)
             batch.n_tokens = len(chunk)
@@ -215,6 +220,7 @@ class NativeContext:
             if status != 0:
                 raise NativeError(f"llama_decode failed with status {status}")
             self.n_past += len(chunk)
+        return True
 
     def save_sequence(self, seq_id: int = 0) -> bytes:
         """The KV state of one sequence's tokens, without logits (a fraction of a full state)."""

@@ -47,6 +47,17 @@ class PrefixCache:
         self.stats.hits += 1
         return entry
 
+    def peek(self, npc_id: str, key: str) -> bool:
+        """The NPC's prefix `key` is cached (no statistics, no recency change)."""
+        entry = self._entries.get(npc_id)
+        return entry is not None and entry.key == key
+
+    def has_room(self, npc_id: str, n_bytes: int) -> bool:
+        """The NPC's state of `n_bytes` fits without dropping another NPC's (a warm-up's test)."""
+        entry = self._entries.get(npc_id)
+        held = len(entry.state) if entry is not None else 0
+        return self.stats.bytes - held + n_bytes <= self.budget_bytes
+
     def put(self, npc_id: str, entry: PrefixState) -> None:
         if npc_id in self._entries:
             self._drop(npc_id)

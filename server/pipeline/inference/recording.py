@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from loreguard.schemas.receipt import ModelFingerprint
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, InferenceBackend, Observer
+from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, InferenceBackend, Observer, WarmResult
+from loreguard.server.pipeline.prompt import Prompt
 
 
 class RecordingBackend(InferenceBackend):
@@ -27,6 +28,9 @@ class RecordingBackend(InferenceBackend):
         generation = self.inner.generate_streaming(request, observe)
         self.calls.append((request, generation))
         return generation
+
+    def warm(self, npc_id: str, prompt: Prompt) -> WarmResult:
+        return self.inner.warm(npc_id, prompt)
 
     def fingerprint(self) -> ModelFingerprint:
         return self.inner.fingerprint()

@@ -101,6 +101,11 @@ class SequencePool:
         self._sequences[seq.seq_id] = seq
         return seq, evicted
 
+    def has_resident_room(self) -> bool:
+        """Another sequence can be kept resident without evicting one or taking an id the
+        generation slots need (what a warm-up may use)."""
+        return len(self._free) > self.max_active - self.n_active
+
     def touch(self, seq_id: int) -> None:
         self._sequences[seq_id].last_used = self._tick()
 

@@ -11,9 +11,9 @@ from pipeline_helpers import ask, make_pipeline
 from pydantic import ValidationError
 
 from loreguard.schemas import AppendEpisodic, Authority, MemoryWrite, UpsertBelief
-from loreguard.server.pipeline import PipelineConfig
+from loreguard.server.pipeline import PipelineConfig, UnknownNpcError
 from loreguard.server.pipeline.expectancy import ConstraintSet
-from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt
+from loreguard.server.pipeline.prompt import NEW_MESSAGE_HEADINGS, PromptBoundary, assemble_prompt
 
 
 def _pipeline_with_memory(tmp_path: Path, **profile_overrides: object):  # noqa: ANN202
@@ -81,6 +81,37 @@ def test_boundaries_split_the_same_bytes(tmp_path: Path, boundary: PromptBoundar
         PromptBoundary.AFTER_CONSTRAINTS: "### What you believe",
     }
     assert markers[boundary] not in prompt.static_prefix
+
+
+@pytest.mark.parametrize("boundary", list(PromptBoundary))
+@pytest.mark.parametrize("memories", [True, False])
+def test_a_new_message_opens_with_a_known_heading(tmp_path: Path, boundary: PromptBoundary, memories: bool) -> None:
+    """What a warm-up relies on: the text it caches is followed by one of these headings."""
+    if memories:
+        pipeline, backend = _pipeline_with_memory(tmp_path)
+    else:
+        pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Aye.")] * 2)
+    pipeline.config = PipelineConfig(prompt_boundary=boundary)
+    pipeline.interact(ask("Who is the king?"))
+    pipeline.interact(ask("And the queen?"))
+    for request in backend.requests:
+        assert request.prompt.player_turn.startswith(NEW_MESSAGE_HEADINGS)
+
+
+def test_the_warm_prompt_is_the_next_prompt_less_its_new_message_and_writes_nothing(tmp_path: Path) -> None:
+    pipeline, backend = _pipeline_with_memory(tmp_path)
+    pipeline.interact(ask("Who is the king?"))
+    before = pipeline.store.memory_hash()
+    warm = pipeline.warm_prompt("guard")
+    assert pipeline.store.memory_hash() == before and pipeline.store.interactions("guard") == 1
+    pipeline.interact(ask("And the queen?"))
+    nxt = backend.requests[-1].prompt
+    assert warm.player_turn == "" and nxt.player_turn
+    assert (warm.static_prefix, warm.dynamic_suffix, warm.turns) == (nxt.static_prefix, nxt.dynamic_suffix, nxt.turns)
+    assert nxt.messages()[:-1] == warm.messages()[:-1]
+    assert nxt.messages()[-1]["content"].startswith(warm.messages()[-1]["content"])
+    with pytest.raises(UnknownNpcError):
+        pipeline.warm_prompt("nobody")
 
 
 def test_snapshot_is_immutable_and_for_retry(tmp_path: Path) -> None:

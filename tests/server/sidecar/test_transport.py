@@ -101,6 +101,30 @@ def test_typed_errors_change_nothing(tmp_path: Path) -> None:
         assert sidecar.store.memory_hash() == before
 
 
+def test_npc_warm_is_answered_at_once_and_changes_no_memory(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before = sidecar.store.memory_hash()
+        assert client.warm("guard").npc_id == "guard"
+        # The scripted model keeps no cache: the warm-up runs (the prompt is built) and says so.
+        wait_for(lambda: counter(client, "warm.unsupported") == 1, "the warm-up to run")
+        assert counter(client, "warm.pending") == 0 and counter(client, "warm.requested") == 1
+        assert sidecar.store.memory_hash() == before and client.memory("guard").interactions == 0
+        assert client.audit_tail().records == ()
+
+
+def test_npc_warm_refuses_bad_input_with_typed_errors(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        before = sidecar.store.memory_hash()
+        with pytest.raises(NotFound) as missing:
+            client.warm("nobody")
+        assert missing.value.details == {"npc_id": "nobody"}
+        for body in ({"npc_id": 7}, {}, {"npc_id": "guard", "extra": True}, {"npc_id": "no spaces allowed"}):
+            with pytest.raises(Invalid):
+                client.request("npc.warm", body)
+        assert counter(client, "warm.requested") == 0 and counter(client, "warm.pending") == 0
+        assert sidecar.store.memory_hash() == before
+
+
 def _raw(address: str) -> zmq.Socket:
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)

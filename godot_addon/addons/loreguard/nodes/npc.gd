@@ -46,6 +46,9 @@ signal dialogue_chunk(text: String)
 @export var speak_chunks: bool = false
 ## The OS voice id for `speak_chunks`; empty: the first voice for the game's language.
 @export var tts_voice: String = ""
+## After registering, ask the sidecar to warm this NPC (`npc.warm`): its prompt is evaluated in
+## idle time, so its first line starts about as soon as later ones. Off: nothing is sent.
+@export var warm_up: bool = true
 
 ## The last result, for debugging and UI; `last_result.line` is the last line on success.
 var last_result: LoreguardResult
@@ -78,6 +81,8 @@ func register() -> LoreguardResult:
 	is_registered = result.ok
 	if result.ok:
 		registered.emit()
+		if warm_up:
+			loreguard.warm(profile.id)  # answered at once; a refusal changes nothing
 	else:
 		failed.emit(result.error)
 	return result

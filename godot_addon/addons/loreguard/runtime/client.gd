@@ -231,6 +231,12 @@ func register_npc(profile: LoreguardNpcProfile, rules: Array[LoreguardRuleSet] =
 	return await _session_request("npc.register", "npc:" + profile.id, profile.to_dict(rules))
 
 
+## Warms the NPC: the sidecar evaluates its prompt (persona, facts, rules) into the model's cache
+## in idle time, so its first line starts sooner. Answered at once; changes no memory.
+func warm(npc_id: String) -> LoreguardResult:
+	return await request("npc.warm", {"npc_id": npc_id})
+
+
 ## One interaction: the body is an InteractionContext (npc_id, trigger_reason, player_input, …).
 ## A successful result carries the reply as a typed `result.line`. With `on_chunk`, the reply
 ## streams: `on_chunk(body)` gets each `interact.chunk` body ({"seq", "text", "attempt"}) as the

@@ -84,3 +84,13 @@ def test_a_template_that_rewrites_the_system_message_is_refused() -> None:
     template = ChatTemplate("{% for m in messages %}{{ m['content'] | upper }}{% endfor %}")
     with pytest.raises(TemplateError):
         template.render(_chat("static", "dynamic"))
+
+
+def test_a_warm_up_asks_for_room_without_evicting() -> None:
+    cache = PrefixCache(budget_bytes=25)
+    cache.put("a", _state("a", 10))
+    assert cache.peek("a", "a") and not cache.peek("a", "other") and not cache.peek("b", "b")
+    assert cache.stats.hits == cache.stats.misses == 0  # peeking is not a lookup
+    assert cache.has_room("b", 15) and not cache.has_room("b", 16)
+    assert cache.has_room("a", 25)  # replacing its own entry frees its bytes
+    assert cache.cached_npcs() == ["a"]

@@ -115,3 +115,19 @@ def test_the_spill_tier_keeps_one_state_per_owner_under_its_budget() -> None:
     assert spill.forget("c") and not spill.forget("c") and spill.stats.bytes == 0
     spill.put(SpilledSequence("d", _tokens(1), b"x" * 30))  # larger than the budget: not kept
     assert spill.owners() == []
+
+
+def test_resident_room_leaves_the_slots_their_ids() -> None:
+    """A warm-up may keep another sequence only while every slot could still start a generation
+    without evicting one."""
+    pool = SequencePool(n_sequences=4, max_active=2)
+    kept = []
+    while pool.has_resident_room():
+        seq, evicted = pool.acquire(f"npc{len(kept)}")
+        assert evicted is None
+        pool.finish(seq.seq_id)
+        kept.append(seq.seq_id)
+    assert len(kept) == 2  # 4 ids less the 2 the slots need
+    busy, _ = pool.acquire("talking")
+    assert not pool.has_resident_room()  # one slot busy, one id free: the other slot's
+    pool.release(busy.seq_id)

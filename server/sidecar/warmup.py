@@ -1,0 +1,94 @@
+"""`npc.warm`: NPCs' prompts evaluated into the model's cache before their first line.
+
+The socket thread only queues the NPC (the reply goes out at once); one thread here builds the
+NPC's prompt up to its new message and hands it to the backend, which evaluates it in idle time
+and gives way to every interaction (`InferenceBackend.warm`). A warm-up reads memory and writes
+nothing: no memory hash, audit record or interaction count changes. `stats` reports each
+outcome (`warm.warmed`, `warm.already`, `warm.no_room`, `warm.failed`) and `warm.pending`, the
+warm-ups queued or running, which a game (or a benchmark) waits on to reach 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+
+from loreguard.server.pipeline import GovernancePipeline, PipelineError
+from loreguard.server.pipeline.inference.base import BackendError
+from loreguard.server.sidecar.stats import SidecarStats
+
+_log = logging.getLogger("loreguard.sidecar")
+
+
+class Warmer:
+    def __init__(self, pipeline: GovernancePipeline, stats: SidecarStats) -> None:
+        self._pipeline = pipeline
+        self._stats = stats
+        self._cond = threading.Condition()
+        #: NPC ids in the order asked, each at most once.
+        self._queue: deque[str] = deque()
+        self._running: str | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="loreguard-warm", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def request(self, npc_id: str) -> None:
+        """Queue a warm-up of the NPC (once, however often it is asked before it runs)."""
+        self._stats.count("warm.requested")
+        with self._cond:
+            if self._closed or npc_id in self._queue:
+                return
+            self._queue.append(npc_id)
+            self._cond.notify()
+
+    @property
+    def pending(self) -> int:
+        """Warm-ups queued or running."""
+        with self._cond:
+            return len(self._queue) + (self._running is not None)
+
+    def shutdown(self) -> None:
+        """Drop the queued warm-ups; the one running ends when the engine closes."""
+        with self._cond:
+            self._closed = True
+            self._queue.clear()
+            self._cond.notify_all()
+
+    def _take(self) -> str | None:
+        with self._cond:
+            while not self._closed and not self._queue:
+                self._cond.wait()
+            if self._closed:
+                return None
+            self._running = self._queue.popleft()
+            return self._running
+
+    def _run(self) -> None:
+        while (npc_id := self._take()) is not None:
+            try:
+                self._warm(npc_id)
+            finally:
+                with self._cond:
+                    self._running = None
+
+    def _warm(self, npc_id: str) -> None:
+        try:
+            prompt = self._pipeline.warm_prompt(npc_id)
+            result = self._pipeline.backend.warm(npc_id, prompt)
+        except (PipelineError, BackendError) as exc:
+            # An NPC gone since it was queued, a prompt over the context, an engine shut down:
+            # nothing was changed, and its first turn simply evaluates everything.
+            self._stats.count("warm.failed")
+            _log.info("warm-up of %s skipped: %s", npc_id, exc)
+            return
+        except Exception:  # a bug: keep warming the others, and say so
+            self._stats.count("warm.failed")
+            self._stats.count("internal_errors")
+            _log.exception("warm-up of %s failed", npc_id)
+            return
+        self._stats.count(f"warm.{result.outcome}")
+        self._stats.count("warm.tokens_evaluated", result.tokens_evaluated)
+        self._stats.count("warm.yielded", result.yielded)
