@@ -129,6 +129,12 @@ func _run() -> void:
 		fresh.ok and fresh.body.get("interactions") == 1,
 		"the new sidecar has only the new interaction: %s" % fresh.body.get("interactions")
 	)
+	var restarted_stats := await loreguard.stats()
+	var counters: Dictionary = restarted_stats.body.get("counters", {}) if restarted_stats.ok else {}
+	_check(
+		int(counters.get("warm.requested", 0)) == 2,
+		"both NPCs were warmed again on the new sidecar, after re-registering: %s" % [counters]
+	)
 	_check(signals["failed"].is_empty(), "no NPC failed: %s" % [signals["failed"]])
 
 

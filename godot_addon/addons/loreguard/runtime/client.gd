@@ -68,6 +68,8 @@ var _next_id: int = 1
 var _waiting: Array[_Pending] = []
 var _in_flight: Dictionary = {}
 var _session: Array[_SessionEntry] = []
+## NPC ids the game asked to warm (a set): warmed again once the session is replayed.
+var _warmed: Dictionary = {}
 ## Auto-launch: only a sidecar this game launched (or one explicitly reused) may be used.
 var _managed: bool = false
 ## The connection may carry requests (always, for an explicitly configured sidecar).
@@ -232,8 +234,10 @@ func register_npc(profile: LoreguardNpcProfile, rules: Array[LoreguardRuleSet] =
 
 
 ## Warms the NPC: the sidecar evaluates its prompt (persona, facts, rules) into the model's cache
-## in idle time, so its first line starts sooner. Answered at once; changes no memory.
+## in idle time, so its first line starts sooner. Answered at once; changes no memory. Sent again
+## after every reconnect, after the NPC's registration (a restarted sidecar's cache is empty).
 func warm(npc_id: String) -> LoreguardResult:
+	_warmed[npc_id] = true
 	return await request("npc.warm", {"npc_id": npc_id})
 
 
@@ -592,6 +596,14 @@ func _replay_session() -> void:
 			var key := entry.key
 			pending.done.connect(func() -> void: _warn_replay(key, pending.result), CONNECT_ONE_SHOT)
 		_submit(pending)
+	# After the registrations, which the sidecar handles in arrival order.
+	var warm_ids: Array = _warmed.keys()
+	warm_ids.sort()
+	for npc_id: String in warm_ids:
+		var warm_pending := _make_pending("npc.warm", {"npc_id": npc_id}, -1)
+		var warm_key := "npc.warm " + npc_id
+		warm_pending.done.connect(func() -> void: _warn_replay(warm_key, warm_pending.result), CONNECT_ONE_SHOT)
+		_submit(warm_pending)
 
 
 func _warn_replay(key: String, result: LoreguardResult) -> void:
