@@ -7,6 +7,8 @@ import hashlib
 import io
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -142,6 +144,22 @@ def _partials(home: Path) -> list[Path]:
     return sorted(home.rglob("*.incomplete"))
 
 
+@contextmanager
+def _pull_stalled_half_way(hub: FakeHub, home: Path, model_bytes: bytes) -> Iterator[None]:
+    """A `models pull` subprocess whose transfer the hub stalls half way, with part of it on
+    disk; killed on exit."""
+    hub.stall_after = len(model_bytes) // 2
+    process = _pull_process("models", "pull", REFERENCE)
+    try:
+        assert hub.stalled.wait(60), "the pull never started its transfer"
+        # httpx hands huggingface_hub 10 MiB chunks; wait until one is on disk.
+        wait_for(lambda: any(p.stat().st_size > 0 for p in _partials(home)), "a partial file on disk")
+        yield
+    finally:
+        process.kill()
+        process.communicate(timeout=60)
+
+
 def test_a_pull_killed_mid_transfer_leaves_nothing_loadable_and_the_next_pull_cleans_up(
     hub: FakeHub, tmp_path: Path, model_bytes: bytes
 ) -> None:
@@ -149,15 +167,8 @@ def test_a_pull_killed_mid_transfer_leaves_nothing_loadable_and_the_next_pull_cl
     in another process, so a pull killed half way starts the file again (docs/models.md). What
     Loreguard guarantees: nothing under the final name, and the abandoned partial is removed."""
     home = tmp_path / "hf"
-    hub.stall_after = len(model_bytes) // 2
-    process = _pull_process("models", "pull", REFERENCE)
-    try:
-        assert hub.stalled.wait(60), "the pull never started its transfer"
-        # httpx hands huggingface_hub 10 MiB chunks; wait until one is on disk.
-        wait_for(lambda: any(p.stat().st_size > 0 for p in _partials(home)), "a partial file on disk")
-    finally:
-        process.kill()
-        process.communicate(timeout=60)
+    with _pull_stalled_half_way(hub, home, model_bytes):
+        pass  # killed here
     assert not _snapshot(home).exists()
     assert installed_files() == []  # nothing a `--model` could load
     (partial,) = _partials(home)
@@ -177,14 +188,7 @@ def test_a_partial_another_process_is_writing_is_left_alone(hub: FakeHub, tmp_pa
     """The clean-up takes huggingface_hub's own lock on the blob first: a download in flight
     elsewhere (here: a pull stalled mid-transfer) keeps its file."""
     home = tmp_path / "hf"
-    hub.stall_after = len(model_bytes) // 2
-    process = _pull_process("models", "pull", REFERENCE)
-    try:
-        assert hub.stalled.wait(60), "the pull never started its transfer"
-        wait_for(lambda: any(p.stat().st_size > 0 for p in _partials(home)), "a partial file on disk")
+    with _pull_stalled_half_way(hub, home, model_bytes):
         (partial,) = _partials(home)
         remove_abandoned_partials(HubFile(REPO, FILE))
         assert partial.exists()
-    finally:
-        process.kill()
-        process.communicate(timeout=60)

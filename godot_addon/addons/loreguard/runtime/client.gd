@@ -41,6 +41,12 @@ const LAUNCH_PROBE_MS := 1500
 const VET_TIMEOUT_MS := 5000
 ## ZMTP heartbeat: a silent sidecar is given up on within about twice this after a PING.
 const HEARTBEAT_MS := 1000
+## The states a launched sidecar's download and loading lines may move the status between.
+const _LAUNCHING: Array[LoreguardSidecarStatus.State] = [
+	LoreguardSidecarStatus.State.STARTING,
+	LoreguardSidecarStatus.State.DOWNLOADING_MODEL,
+	LoreguardSidecarStatus.State.LOADING_MODEL,
+]
 
 ## Connect on `_ready` from the project settings. Turn off to call `start()` yourself.
 @export var autostart: bool = true
@@ -526,12 +532,7 @@ func _give_up(why: String) -> void:
 
 
 func _on_downloading(file: String, done_mib: float, total_mib: float) -> void:
-	var launching := [
-		LoreguardSidecarStatus.State.STARTING,
-		LoreguardSidecarStatus.State.LOADING_MODEL,
-		LoreguardSidecarStatus.State.DOWNLOADING_MODEL
-	]
-	if status.state not in launching:
+	if status.state not in _LAUNCHING:
 		return
 	var downloading := LoreguardSidecarStatus.new(
 		LoreguardSidecarStatus.State.DOWNLOADING_MODEL, "downloading " + file
@@ -543,12 +544,7 @@ func _on_downloading(file: String, done_mib: float, total_mib: float) -> void:
 
 
 func _on_loading(_sidecar_seconds: float, what: String) -> void:
-	var loadable := [
-		LoreguardSidecarStatus.State.LOADING_MODEL,
-		LoreguardSidecarStatus.State.STARTING,
-		LoreguardSidecarStatus.State.DOWNLOADING_MODEL
-	]
-	if status.state not in loadable:
+	if status.state not in _LAUNCHING:
 		return
 	if status.state == LoreguardSidecarStatus.State.DOWNLOADING_MODEL:
 		_launched_at_ms = Time.get_ticks_msec()  # the loading seconds count from the download's end
