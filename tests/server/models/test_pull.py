@@ -168,11 +168,11 @@ def test_a_pull_killed_mid_transfer_leaves_nothing_loadable_and_the_next_pull_cl
     Loreguard guarantees: nothing under the final name, and the abandoned partial is removed."""
     home = tmp_path / "hf"
     with _pull_stalled_half_way(hub, home, model_bytes):
-        pass  # killed here
+        (partial,) = _partials(home)
+    # killed
     assert not _snapshot(home).exists()
     assert installed_files() == []  # nothing a `--model` could load
-    (partial,) = _partials(home)
-    assert 0 < partial.stat().st_size < len(model_bytes)
+    assert _partials(home) == [partial] and 0 < partial.stat().st_size < len(model_bytes)
     hub.release.set()
 
     path = pull(HubFile(REPO, FILE), progress=io.StringIO())
