@@ -14,7 +14,7 @@ func _ready() -> void:
 	_loreguard.status_changed.connect(_print_status)
 	var ended := [LoreguardSidecarStatus.State.READY, LoreguardSidecarStatus.State.FAILED]
 	while _loreguard.status.state not in ended:
-		await get_tree().process_frame
+		await _loreguard.status_changed
 	print("download: ended %s: %s" % [_loreguard.status.state_name(), _loreguard.status.reason])
 	print("download: problem: ", _loreguard.problem)
 	get_tree().quit(0)
