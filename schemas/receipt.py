@@ -141,6 +141,12 @@ class AttemptStream(FrozenModel):
     cut: StreamCut | None = None
     #: The generation was stopped before the model finished (a failed sentence, or the client left).
     aborted: bool = False
+    #: Characters of released dialogue the attempt continued: its output was given to start
+    #: with them (a retry after a cut keeps the words the player saw). 0: it started afresh.
+    continued_chars: int = Field(default=0, ge=0)
+    #: The sentence the attempt was told not to begin with (after the words it continued): the
+    #: one that cut the previous attempt. "": none.
+    avoided_start: str = ""
 
 
 class AttemptRecord(FrozenModel):

@@ -25,6 +25,7 @@ plain run's same attempt, where it wrote the same text).
 from __future__ import annotations
 
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -130,6 +131,10 @@ class _Tally:
     same_output: int = 0
     turns: int = 0
     cut: int = 0
+    #: Attempts that went on from words an earlier attempt released, and those whose whole
+    #: output was the reply.
+    continued: int = 0
+    continued_accepted: int = 0
     fallbacks: int = 0
     #: (streamed, plain) times of turns whose attempts wrote exactly the same text (no cut).
     same_work: list[tuple[float, float]] = field(default_factory=list)
@@ -163,6 +168,9 @@ def _turn(
         if attempt.stream is None:
             continue
         tally.cut += attempt.stream.cut is not None
+        if attempt.stream.continued_chars:
+            tally.continued += 1
+            tally.continued_accepted += attempt.stream.cut is None and not attempt.failures
         if attempt.stream.cut is not None:
             failures = attempt.stream.cut.failures
             tally.cut_rules[(failures[0].rule_id or failures[0].gate.value) if failures else "other"] += 1
@@ -173,6 +181,12 @@ def _turn(
         if twin is not None and twin.raw_output.startswith(attempt.raw_output):
             tally.saved += max(0, twin.tokens_generated - attempt.tokens_generated)
     last = s_attempts[-1].stream if s_attempts else None
+    print(
+        f"[{tally.turns}] {npc_id}: {line!r} -> streamed {s_result.dialogue!r} in chunks of attempts "
+        f"{[c.attempt for c in chunks]} | plain {p_result.dialogue!r}",
+        file=sys.stderr,
+        flush=True,
+    )
     return f_ms, s_ms, p_ms, last is not None and last.cut is not None
 
 
@@ -257,6 +271,8 @@ def bench_streaming(
         "released_then_rejected": tally.released_then_rejected,
         "stream_cuts": tally.cut,
         "stream_cuts_by_rule": " ".join(f"{rule}={n}" for rule, n in sorted(tally.cut_rules.items())) or "none",
+        "stream_continuations": tally.continued,
+        "stream_continuations_accepted": tally.continued_accepted,
         "aborted_early_attempts": tally.aborted,
         "aborted_early_tokens_saved": tally.saved,
         "streamed_fallbacks": tally.fallbacks,

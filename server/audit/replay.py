@@ -122,6 +122,12 @@ class RecordedOutputs(InferenceBackend):
         self._record = record
         self._next = 0
 
+    @property
+    def continues_output(self) -> bool:
+        # As the recorded backend did: a streamed retry went on from released words only where
+        # it could (the recorded outputs hold the words they were given to start with).
+        return any(a.stream is not None and a.stream.continued_chars for a in self._record.receipt.attempts)
+
     def generate(self, request: GenerationRequest) -> Generation:
         attempts = self._record.receipt.attempts
         if self._next >= len(attempts):

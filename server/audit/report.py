@@ -23,18 +23,28 @@ def record_line(record: AuditRecord) -> str:
 
 def stream_lines(record: AuditRecord) -> list[str]:
     """For a streamed interaction: each attempt's chunks (where they lie in the dialogue, when
-    they went out) and where the stream was cut, and why."""
+    they went out), where the stream was cut and why, and whether the next attempt went on from
+    the words released."""
     lines = []
-    for a in record.receipt.attempts:
+    attempts = record.receipt.attempts
+    for i, a in enumerate(attempts):
         if a.stream is None:
             continue
         chunks = ", ".join(f"#{r.seq} [{r.start}:{r.end}] at {r.released_ms:.0f} ms" for r in a.stream.releases)
+        continuing = f" (continuing the {a.stream.continued_chars} characters released)" if a.stream.continued_chars else ""
         lines.append(
-            f"stream attempt {a.attempt}: {chunks or 'nothing released'}{' (generation stopped early)' if a.stream.aborted else ''}"
+            f"stream attempt {a.attempt}{continuing}: {chunks or 'nothing released'}"
+            f"{' (generation stopped early)' if a.stream.aborted else ''}"
         )
         if a.stream.cut is not None:
             cut = a.stream.cut
-            kept = f"reply cut back to the {cut.released_chars} characters released" if cut.released_chars else "nothing released"
+            after = attempts[i + 1].stream if i + 1 < len(attempts) else None
+            if not cut.released_chars:
+                kept = "nothing released"
+            elif after is not None and after.continued_chars:
+                kept = f"the next attempt continued the {cut.released_chars} characters released"
+            else:
+                kept = f"reply cut back to the {cut.released_chars} characters released"
             lines.append(f"  cut at dialogue character {cut.at_char}: {cut.reason} ({kept})")
     return lines
 

@@ -53,7 +53,7 @@ from loreguard.server.pipeline.prompt import Prompt, PromptBoundary, assemble_pr
 from loreguard.server.pipeline.retry import RetryPolicy, escalate, repair_message
 from loreguard.server.pipeline.sink import AuditSink
 from loreguard.server.pipeline.snapshot import StateSnapshot, build_snapshot, merged_state
-from loreguard.server.pipeline.streaming import IncrementalGate, StreamingConfig, StreamSession
+from loreguard.server.pipeline.streaming import IncrementalGate, StreamingConfig, StreamSession, continuation_prefix
 
 _log = logging.getLogger("loreguard.pipeline")
 
@@ -386,7 +386,15 @@ class GovernancePipeline:
         policy = self.config.retry
         judge = self.judge.judge if self.config.gate.semantic_judge else None
         schema = output_schema(snapshot.allowed_intents, self.config.generation)
+        #: Streamed: the accepted cut output of the words released so far (the answer should no
+        #: later attempt add to them), and those words, which a continuing attempt starts with.
+        released: GateResult | None = None
+        continued = ""
+        #: Streamed: the sentence that cut the last attempt, which the next may not begin with.
+        avoid = ""
         while True:
+            if released is not None and (self._over_time_budget(run, snapshot.attempt) or self._past_deadline(run)):
+                return released, released.failures, ""  # words are out: they are the reply
             if self._over_time_budget(run, snapshot.attempt):
                 return None, (), "time_budget"
             self._check_deadline(run, f"inference.{snapshot.attempt}")
@@ -400,6 +408,8 @@ class GovernancePipeline:
                 seed=snapshot.seed + snapshot.attempt - 1,
                 max_tokens=self.config.max_tokens,
                 output_schema=schema,
+                output_prefix=continuation_prefix(continued) if continued or avoid else "",
+                avoid_start=avoid,
             )
             watcher = None
             if run.stream is not None:
@@ -411,6 +421,9 @@ class GovernancePipeline:
                     streaming=self.config.streaming,
                     hold_all=judge is not None,
                     special_tokens=self._special_tokens(),
+                    continued=len(continued),
+                    avoided=avoid,
+                    safe=released,
                 )
             try:
                 if watcher is None:
@@ -476,6 +489,19 @@ class GovernancePipeline:
                 self._count(f"gate_failed.{failure.gate.value}", 1)
             run.timer.lap(f"gate.{snapshot.attempt}")
 
+            if watcher is not None and watcher.cut is not None and gate is watcher.safe:
+                # Cut after words were released: go on from them, or end the reply there.
+                if not self._continue_after_cut(snapshot, record_gate, watcher):
+                    return gate, gate.failures, ""
+                released, continued = watcher.safe, run.stream.released if run.stream is not None else ""
+                avoid = watcher.failed_sentence
+                self._count("retries", 1)
+                self._count("stream_continued", 1)
+                snapshot = snapshot.for_retry(
+                    escalate(snapshot.constraints, record_gate.failures, policy.escalation),
+                    repair_message(record_gate.failures),
+                )
+                continue
             if gate.accepted:
                 return gate, gate.failures, ""  # soft rules bend on the last attempt, with a warning
             if gate.critical:
@@ -483,9 +509,31 @@ class GovernancePipeline:
             if not snapshot.can_retry:
                 return None, (), "attempts_exhausted"
             self._count("retries", 1)
+            # A streamed first sentence that failed: the retry may not begin with it again.
+            avoid = watcher.failed_sentence if watcher is not None and self._steers_retries() else ""
             snapshot = snapshot.for_retry(
                 escalate(snapshot.constraints, gate.failures, policy.escalation), repair_message(gate.failures)
             )
+
+    def _continue_after_cut(self, snapshot: StateSnapshot, judged: GateResult, watcher: IncrementalGate) -> bool:
+        """Whether a streamed attempt cut after releasing words is followed by an attempt that
+        continues them (`StreamingConfig.continue_after_cut`): only for a failure a repair can
+        name, with attempts left, and a backend that can continue an output."""
+        return (
+            self._steers_retries()
+            and snapshot.can_retry
+            and not watcher.backend_error
+            and bool(judged.failures)
+            and not judged.critical
+        )
+
+    def _steers_retries(self) -> bool:
+        """Whether a streamed retry may be given its output's start: the released words to go on
+        from, and the rejected sentence not to begin with again."""
+        return self.config.streaming.continue_after_cut and self.backend.continues_output
+
+    def _past_deadline(self, run: _Run) -> bool:
+        return run.deadline_ns is not None and self.clock() > run.deadline_ns
 
     def _over_time_budget(self, run: _Run, attempt: int) -> bool:
         """Whether the retry budget's wall-clock time is spent before `attempt` starts. The one

@@ -51,6 +51,11 @@ class StreamingConfig(FrozenModel):
     #: A chunk is at least this many characters: shorter sentences wait for the next one (the
     #: designer's choice between first words sooner and fewer, longer chunks).
     min_chunk_chars: int = Field(default=1, ge=1, le=2000)
+    #: After a cut that followed released words, retry with an attempt that continues them
+    #: (when attempts are left and the backend can continue an output), and let no retry after a
+    #: cut begin with the sentence that was rejected. False ends the reply at the released
+    #: words, as a backend that cannot continue always does.
+    continue_after_cut: bool = True
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,12 @@ def prefix_snapshot(snapshot: StateSnapshot) -> StateSnapshot:
     return snapshot.model_copy(update={"constraints": constraints})
 
 
+def continuation_prefix(released: str) -> str:
+    """The start of a bounded JSON output whose dialogue begins with `released` and goes on
+    (`GenerationRequest.output_prefix`): the layout the model writes, the string left open."""
+    return '{"dialogue": ' + json.dumps(released, ensure_ascii=False)[:-1]
+
+
 def cut_output(dialogue: str) -> str:
     """The model output a reply cut after `dialogue` stands for."""
     return json.dumps({"dialogue": dialogue, "emotion": "neutral", "mutations": []}, ensure_ascii=False)
@@ -169,6 +180,9 @@ class IncrementalGate:
     hold_all: bool = False
     #: The model's special tokens, for the hard limits (as the whole-output gate gets them).
     special_tokens: tuple[str, ...] = ()
+    #: Characters of released dialogue this attempt's output was given to start with (it
+    #: continues an attempt cut after them); they were judged when they were released.
+    continued: int = 0
     #: Text of the dialogue up to the last sentence end checked.
     _checked_to: int = 0
     _prefix: StateSnapshot | None = None
@@ -181,6 +195,15 @@ class IncrementalGate:
     _seen_chars: int = 0
     #: The output as last observed.
     last_raw: str = ""
+    #: The backend failed mid-generation (`backend_failed`).
+    backend_error: bool = False
+    #: The sentence the prefix check failed (from the last one checked to its end).
+    failed_sentence: str = ""
+    #: The start this attempt's output was told not to begin with after `continued`.
+    avoided: str = ""
+
+    def __post_init__(self) -> None:
+        self._checked_to = self.continued
 
     @property
     def stopped(self) -> bool:
@@ -203,6 +226,7 @@ class IncrementalGate:
             if end <= self._checked_to:
                 continue
             if not self._check(text[:end]):
+                self.failed_sentence = text[self._checked_to : end]
                 self.cut = StreamCut(
                     at_char=end,
                     released_chars=len(self.session.released),
@@ -237,6 +261,7 @@ class IncrementalGate:
 
     def backend_failed(self, reason: str) -> None:
         """The backend failed mid-generation: the attempt ends at what was released."""
+        self.backend_error = True
         self.cut = StreamCut(at_char=self._seen_chars, released_chars=len(self.session.released), reason=f"backend: {reason}")
 
     def finish(self, gate: GateResult | None) -> GateResult | None:
@@ -263,7 +288,13 @@ class IncrementalGate:
         return gate
 
     def record(self, aborted: bool) -> AttemptStream:
-        return AttemptStream(releases=tuple(self.releases), cut=self.cut, aborted=aborted)
+        return AttemptStream(
+            releases=tuple(self.releases),
+            cut=self.cut,
+            aborted=aborted,
+            continued_chars=self.continued,
+            avoided_start=self.avoided,
+        )
 
 
 def failures_of(result: GateResult | None) -> tuple[GateFailure, ...]:

@@ -67,9 +67,7 @@ def test_allowed_download_shows_progress_then_loads_and_is_ready(hub: FakeHub, t
     assert len(blobs) == 1 and not blobs[0].endswith(".incomplete"), blobs
 
 
-def test_without_the_setting_a_missing_model_fails_with_what_to_do_and_downloads_nothing(
-    hub: FakeHub, tmp_path: Path
-) -> None:
+def test_without_the_setting_a_missing_model_fails_with_what_to_do_and_downloads_nothing(hub: FakeHub, tmp_path: Path) -> None:
     output, statuses = _run_demo(hub, tmp_path, allow_download=False)
     want = (
         f"the dialogue model {REFERENCE} is not installed: run `loreguard models pull {REFERENCE}`, or turn on the"

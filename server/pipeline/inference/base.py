@@ -40,6 +40,14 @@ class GenerationRequest(FrozenModel):
     purpose: Literal["dialogue", "judge"] = "dialogue"
     #: Give up after this long (from the call) with `BackendTimeout`; None waits for the end.
     timeout_ms: int | None = Field(default=None, ge=1)
+    #: Text the output must start with, written for the model: the generation continues it (a
+    #: streamed retry keeps the words the player already saw), and `Generation.text` holds it.
+    #: Only for backends whose `continues_output` is True.
+    output_prefix: str = ""
+    #: Text the generation must not start with after `output_prefix`: its first token is refused
+    #: as the first token sampled (a streamed retry does not begin again with the sentence just
+    #: rejected). Only for backends whose `continues_output` is True.
+    avoid_start: str = ""
 
 
 class Generation(FrozenModel):
@@ -84,6 +92,12 @@ class InferenceBackend(ABC):
     def max_concurrency(self) -> int:
         """Generations this backend serves at once; the sidecar runs that many interactions."""
         return 1
+
+    @property
+    def continues_output(self) -> bool:
+        """Whether this backend honours `GenerationRequest.output_prefix`. A remote chat API
+        cannot be made to continue a reply it did not write: the default is False."""
+        return False
 
     @abstractmethod
     def generate(self, request: GenerationRequest) -> Generation:

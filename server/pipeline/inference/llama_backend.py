@@ -428,8 +428,9 @@ class LlamaCppBackend(InferenceBackend):
                     outcome="warmed", tokens=len(tokens.prefix), tokens_evaluated=len(tokens.prefix), yielded=yielded
                 )
 
-    def _prepare(self, request: GenerationRequest) -> tuple[PromptTokens, CompiledGrammar | None, int]:
-        """Prompt tokens, output grammar and token cap; a typed error when they cannot fit."""
+    def _prepare(self, request: GenerationRequest) -> tuple[PromptTokens, CompiledGrammar | None, int, list[int]]:
+        """Prompt tokens, output grammar, token cap and the tokens of the output's given start
+        (`output_prefix`, evaluated after the prompt); a typed error when they cannot fit."""
         tokens = self.tokenize_prompt(request.prompt)
         grammar = None
         max_tokens = request.max_tokens
@@ -439,13 +440,29 @@ class LlamaCppBackend(InferenceBackend):
             except UnsupportedSchema as exc:
                 raise BackendError(f"output schema: {exc}") from exc
             max_tokens = grammar.max_tokens
-        needed = len(tokens.prefix) + len(tokens.suffix) + max_tokens
+        forced = self._model.tokenize(request.output_prefix, add_special=False) if request.output_prefix else []
+        if len(forced) >= max_tokens:
+            raise BackendError(f"the output's given start ({len(forced)} tokens) leaves no room under the {max_tokens}-token cap")
+        max_tokens -= len(forced)
+        needed = len(tokens.prefix) + len(tokens.suffix) + len(forced) + max_tokens
         if needed > self.max_sequence_tokens:
             raise BackendError(
                 f"prompt ({len(tokens.prefix)}+{len(tokens.suffix)} tokens) plus the longest output "
-                f"({max_tokens} tokens) needs {needed} tokens, more than n_ctx={self.max_sequence_tokens}"
+                f"({len(forced) + max_tokens} tokens) needs {needed} tokens, more than n_ctx={self.max_sequence_tokens}"
             )
-        return tokens, grammar, max_tokens
+        return tokens, grammar, max_tokens, forced
+
+    def _sampler(self, request: GenerationRequest, grammar: CompiledGrammar | None, forced: list[int]) -> TokenSampler:
+        avoid = self._model.tokenize(request.avoid_start, add_special=False)[:1] if request.avoid_start else []
+        sampler = TokenSampler(
+            self._model, self._sampling, request.seed, grammar.gbnf if grammar else None, avoid[0] if avoid else None
+        )
+        try:
+            sampler.force(forced)
+        except NativeError as exc:
+            sampler.close()
+            raise BackendError(str(exc)) from exc
+        return sampler
 
     def _count(self, evaluated: int, reused: int, generated: int, full_filters: int) -> None:
         with self._stats_lock:
@@ -458,13 +475,14 @@ class LlamaCppBackend(InferenceBackend):
     def _generate_batched(self, request: GenerationRequest, observe: Observer | None) -> Generation:
         assert self._engine is not None
         started = time.perf_counter()
-        tokens, grammar, max_tokens = self._prepare(request)
-        prompt = array("i", tokens.prefix + tokens.suffix)
-        sampler = TokenSampler(self._model, self._sampling, request.seed, grammar.gbnf if grammar else None)
+        tokens, grammar, max_tokens, forced = self._prepare(request)
+        prompt = array("i", tokens.prefix + tokens.suffix + forced)
+        sampler = self._sampler(request, grammar, forced)
         deadline = started + request.timeout_ms / 1000 if request.timeout_ms else None
         job = EngineJob(
-            owner=request.npc_id, prompt=prompt, sampler=sampler, max_tokens=max_tokens, started=started, deadline=deadline
-        )
+            owner=request.npc_id, prompt=prompt, sampler=sampler, max_tokens=max_tokens, started=started, deadline=deadline,
+            out=bytearray(request.output_prefix.encode()),
+        )  # fmt: skip
         try:
             if observe is None:
                 self._engine.run(job)
@@ -508,16 +526,16 @@ class LlamaCppBackend(InferenceBackend):
 
     def _generate_solo(self, request: GenerationRequest, observe: Observer | None = None) -> Generation:
         started = time.perf_counter()
-        tokens, grammar, max_tokens = self._prepare(request)
+        tokens, grammar, max_tokens, forced = self._prepare(request)
 
         evaluated = self._load_prefix(request.npc_id, tokens)
         cached = len(tokens.prefix) - evaluated
-        self._ctx.evaluate(tokens.suffix)
-        evaluated += len(tokens.suffix)
+        self._ctx.evaluate(tokens.suffix + forced)
+        evaluated += len(tokens.suffix) + len(forced)
 
-        sampler = TokenSampler(self._model, self._sampling, request.seed, grammar.gbnf if grammar else None)
+        sampler = self._sampler(request, grammar, forced)
         try:
-            out = bytearray()
+            out = bytearray(request.output_prefix.encode())
             generated = 0
             finish: str = "length"
             ttft_ms = 0.0
@@ -570,6 +588,10 @@ class LlamaCppBackend(InferenceBackend):
             return self._engine.forget(npc_id) > 0
         with self._lock:
             return self.prefix_cache.invalidate(npc_id)
+
+    @property
+    def continues_output(self) -> bool:
+        return True
 
     @property
     def max_concurrency(self) -> int:

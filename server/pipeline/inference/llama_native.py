@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 # The OpenMP runtime reads this once, when llama.cpp first starts its thread pool. A sidecar next
 # to a running game must sleep between tasks rather than spin on the cores the game needs.
@@ -424,7 +424,11 @@ class TokenSampler:
     then applies the free chain without accepting its pick, since the grammar may refuse it.
     """
 
-    def __init__(self, model: NativeModel, params: SamplingParams, seed: int, grammar: str | None = None) -> None:
+    def __init__(
+        self, model: NativeModel, params: SamplingParams, seed: int, grammar: str | None = None, avoid_first: int | None = None
+    ) -> None:
+        #: A token refused as the first one sampled (`GenerationRequest.avoid_start`).
+        self._avoid_first = avoid_first
         # Each chain is a llama.cpp sampler pointer; None once freed (or when unused).
         self._free: llama_cpp.llama_sampler_p | None = _chain(params, seed, None, model)
         self._penalised = params.penalised
@@ -521,8 +525,22 @@ class TokenSampler:
             llama_cpp.llama_sampler_accept(self._grammar, token)
         return token
 
+    def force(self, tokens: Iterable[int]) -> None:
+        """Tell every chain about tokens the output starts with that were written for the model,
+        not sampled (`GenerationRequest.output_prefix`), as if each had been chosen; NativeError
+        when the grammar refuses one (checked first: llama.cpp aborts on a refused accept)."""
+        for token in tokens:
+            if self._grammar is not None and not self._grammar_allows(token):
+                raise NativeError(f"the output grammar refuses the given start of the output at token {token}")
+            self._chosen(token)
+
     def sample(self, ctx: NativeContext, row: int = -1) -> int:
         """A token from the logits of batch row `row` (-1: the last row of the last decode)."""
+        if self._avoid_first is not None:
+            # Refused in the context's own logits, which every sampling tier below reads.
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx.handle, row), shape=(self._n_vocab,))
+            logits[self._avoid_first] = -np.inf
+            self._avoid_first = None
         if not self._penalised:
             token = llama_cpp.llama_sampler_sample(self._free, ctx.handle, row)
         else:

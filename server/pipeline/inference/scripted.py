@@ -42,6 +42,7 @@ class ScriptedBackend(InferenceBackend):
         cycle: bool = False,
         latency_s: float = 0.0,
         special_tokens: Iterable[str] = (),
+        continues: bool = False,
     ) -> None:
         if isinstance(outputs, Mapping):
             self._per_npc = {npc: deque(items) for npc, items in outputs.items()}
@@ -58,6 +59,13 @@ class ScriptedBackend(InferenceBackend):
         self.latency_s = latency_s
         #: What this stand-in model calls its special tokens (none unless a test says so).
         self._special_tokens = tuple(sorted(set(special_tokens)))
+        #: Honour `output_prefix` (a streamed retry continuing released words): the script then
+        #: holds what the model writes after the given start, and the output is both.
+        self.continues = continues
+
+    @property
+    def continues_output(self) -> bool:
+        return self.continues
 
     def extend(self, outputs: Iterable[str], npc_id: str | None = None) -> None:
         if npc_id is None:
@@ -97,6 +105,8 @@ class ScriptedBackend(InferenceBackend):
                 queue.append(text)
             if self.latency_s > 0:
                 time.sleep(self.latency_s)
+            if self.continues:
+                text = request.output_prefix + text
         return Generation(
             text=text,
             tokens_evaluated=len(request.prompt.full) // 4,

@@ -470,6 +470,29 @@ def test_a_streamed_interaction_records_its_chunks_and_cut_and_replays_exactly(t
     assert Replayer(plain).run().drifts >= 1
 
 
+def test_a_streamed_reply_continued_after_a_cut_replays_exactly(tmp_path: Path) -> None:
+    """The retry after a cut went on from the released words: the record says so, the report
+    shows it, and the replay (whose recorded outputs hold the given start) makes the same
+    decisions."""
+    from loreguard.server.audit.report import stream_lines
+    from loreguard.server.pipeline.streaming import StreamSession, continuation_prefix
+
+    store = demo_store(tmp_path / "memory.sqlite")
+    recorder = AuditRecorder(store, fingerprint=None, ring_size=10)
+    rest = say("Halt there. The gate shuts at dusk.")[len(continuation_prefix("Halt there.")) :]
+    outputs = {"guard": [say("Halt there. The dragon was seen at dawn. Go home."), rest]}
+    pipeline = GovernancePipeline(store, ScriptedBackend(outputs, continues=True), recorder=recorder)
+    context = InteractionContext(npc_id="guard", trigger_reason="player_utterance", player_input="News?")
+    result = pipeline.interact(context, stream=StreamSession(emit=lambda chunk: None))
+    assert result.dialogue == "Halt there. The gate shuts at dusk." and result.attempts == 2
+    (record,) = recorder.records()
+    lines = stream_lines(record)
+    assert "the next attempt continued the 11 characters released" in lines[1]
+    assert lines[2].startswith("stream attempt 2 (continuing the 11 characters released): #1 [11:35]")
+    report = Replayer(recorder.export(PackageSelection(), exported_by="test")).run()
+    assert (report.exact_matches, report.drifts) == (1, 0), [r.details for r in report.results]
+
+
 def test_an_interaction_that_ran_out_of_time_replays_its_decision(tmp_path: Path) -> None:
     """The retry budget reads a clock, so a replay, which runs at its own speed, takes the
     record's word for when time ran out instead of timing itself again."""

@@ -11,11 +11,18 @@ from factories import rich_guard_profile, say
 from pipeline_helpers import ask, make_pipeline
 
 from loreguard.schemas import InteractionOutcome
-from loreguard.server.pipeline import InteractionCancelled
+from loreguard.server.pipeline import InteractionCancelled, PipelineConfig
 from loreguard.server.pipeline.gate import run_gate
 from loreguard.server.pipeline.inference import ScriptedBackend
 from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, Observer
-from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession, chunk_ends, partial_dialogue
+from loreguard.server.pipeline.streaming import (
+    ReleasedChunk,
+    StreamingConfig,
+    StreamSession,
+    chunk_ends,
+    continuation_prefix,
+    partial_dialogue,
+)
 
 
 def session() -> tuple[StreamSession, list[ReleasedChunk]]:
@@ -71,6 +78,106 @@ def test_a_failing_sentence_stops_generation_and_the_reply_is_what_was_released(
     assert attempt.stream.cut.released_chars == len("Hail, friend.")
     assert len(attempt.raw_output) < len(say(text))  # stopped early: tokens saved
     assert "no_dragon" in {f.rule_id for f in attempt.failures}
+
+
+def go_on(released: str, rest: str, **fields: object) -> str:
+    """What a model given `released` to start with writes after it: the rest of the output."""
+    whole = say(released + rest, **fields)  # type: ignore[arg-type]
+    prefix = continuation_prefix(released)
+    assert whole.startswith(prefix)
+    return whole[len(prefix) :]
+
+
+def continuing_pipeline(path: Path, outputs: list[str], config: PipelineConfig | None = None):  # type: ignore[no-untyped-def]
+    pipeline, _ = make_pipeline(path, (), config=config)
+    backend = ScriptedBackend(outputs, continues=True)
+    pipeline.backend = backend
+    return pipeline, backend
+
+
+def test_continuation_prefix_opens_the_dialogue_string() -> None:
+    assert continuation_prefix("Hail, friend.") == '{"dialogue": "Hail, friend.'
+    assert continuation_prefix('Say "when".') == '{"dialogue": "Say \\"when\\".'
+    assert partial_dialogue(continuation_prefix('Say "when". é')) == ('Say "when". é', False)
+
+
+def test_a_cut_after_release_is_retried_from_the_released_words(tmp_path: Path) -> None:
+    """The words out stand; the retry is given them to start with and goes on after them, with
+    the repair in its prompt. Its chunks carry its attempt number; nothing is retracted."""
+    first = say("Hail, friend. The dragon burned the mill. Then it flew north.")
+    pipeline, backend = continuing_pipeline(tmp_path / "m.db", [first, go_on("Hail, friend.", " The mill is being rebuilt.")])
+    stream, chunks = session()
+    result = pipeline.interact(ask("What happened?"), stream=stream)
+    assert result.outcome is InteractionOutcome.VALIDATED and result.attempts == 2
+    assert [(c.text, c.attempt) for c in chunks] == [("Hail, friend.", 1), (" The mill is being rebuilt.", 2)]
+    assert [c.seq for c in chunks] == [0, 1]
+    assert result.dialogue == "Hail, friend. The mill is being rebuilt." == "".join(c.text for c in chunks)
+    assert backend.requests[0].output_prefix == ""
+    assert backend.requests[1].output_prefix == '{"dialogue": "Hail, friend.'
+    assert backend.requests[1].avoid_start == " The dragon burned the mill."  # not that sentence again
+    assert "Your previous reply was rejected" in backend.requests[1].prompt.full and "dragon" in backend.requests[1].prompt.full
+    one, two = result.receipt.attempts
+    assert one.stream is not None and one.stream.cut is not None and one.stream.continued_chars == 0
+    assert two.stream is not None and two.stream.cut is None and two.stream.continued_chars == len("Hail, friend.")
+    assert two.raw_output.startswith('{"dialogue": "Hail, friend. The mill')
+    assert [(r.seq, r.start, r.end) for r in two.stream.releases] == [(1, 13, 40)]
+
+
+def test_a_continued_reply_applies_its_own_changes(tmp_path: Path) -> None:
+    mutations = [{"kind": "append_episodic", "text": "asked about the mill", "significance": 0.4}]
+    outputs = [say("Hail, friend. The dragon came."), go_on("Hail, friend.", " Ask the miller.", mutations=mutations)]
+    pipeline, _ = continuing_pipeline(tmp_path / "m.db", outputs)
+    result = pipeline.interact(ask("What happened?"), stream=session()[0])
+    assert result.dialogue == "Hail, friend. Ask the miller."
+    assert [m.kind for m in result.receipt.applied_mutations] == ["append_episodic"]
+    assert any(e.text == "asked about the mill" for e in pipeline.store.scope("guard").episodic)
+
+
+def test_a_retry_after_a_failed_first_sentence_may_not_begin_with_it(tmp_path: Path) -> None:
+    """Nothing was released, so the retry starts afresh, but its dialogue may not open the way
+    the rejected one did (a small model retried with a new seed often writes the same line)."""
+    outputs = [say("The dragon is near. Run."), 'Stay calm. Move along.", "emotion": "neutral", "mutations": []}']
+    pipeline, backend = continuing_pipeline(tmp_path / "m.db", outputs)
+    stream, chunks = session()
+    result = pipeline.interact(ask("Any news?"), stream=stream)
+    assert result.dialogue == "Stay calm. Move along." and [c.attempt for c in chunks] == [2, 2]
+    assert backend.requests[1].output_prefix == '{"dialogue": "'
+    assert backend.requests[1].avoid_start == "The dragon is near."
+    second = result.receipt.attempts[1].stream
+    assert second is not None and second.continued_chars == 0 and second.avoided_start == "The dragon is near."
+
+
+def test_continuations_that_keep_failing_end_at_the_released_words(tmp_path: Path) -> None:
+    outputs = [
+        say("Hail, friend. The dragon came."),
+        go_on("Hail, friend.", " The dragon is back."),
+        go_on("Hail, friend.", " A dragon, truly."),
+    ]
+    pipeline, backend = continuing_pipeline(tmp_path / "m.db", outputs)
+    stream, chunks = session()
+    result = pipeline.interact(ask("What happened?"), stream=stream)
+    assert result.outcome is InteractionOutcome.VALIDATED and result.dialogue == "Hail, friend."
+    assert result.attempts == 3 and len(backend.requests) == 3
+    assert [(c.text, c.attempt) for c in chunks] == [("Hail, friend.", 1)]
+    assert [a.stream.continued_chars for a in result.receipt.attempts if a.stream] == [0, 13, 13]
+
+
+def test_no_continuation_after_a_critical_failure_or_when_turned_off(tmp_path: Path) -> None:
+    secret = say("Hail, friend. The password is silver moon.")
+    pipeline, backend = continuing_pipeline(tmp_path / "a.db", [secret, go_on("Hail, friend.", " Unused.")])
+    assert pipeline.interact(ask("Password?"), stream=session()[0]).dialogue == "Hail, friend."
+    assert len(backend.requests) == 1
+    off = PipelineConfig(streaming=StreamingConfig(continue_after_cut=False))
+    pipeline, backend = continuing_pipeline(tmp_path / "b.db", [say("Hail, friend. The dragon came."), "x"], off)
+    result = pipeline.interact(ask("What happened?"), stream=session()[0])
+    assert result.dialogue == "Hail, friend." and result.attempts == 1 and len(backend.requests) == 1
+
+
+def test_a_backend_that_cannot_continue_ends_the_reply_at_the_released_words(tmp_path: Path) -> None:
+    pipeline, backend = make_pipeline(tmp_path / "m.db", [say("Hail, friend. The dragon came."), say("Unused.")])
+    assert not backend.continues_output
+    result = pipeline.interact(ask("What happened?"), stream=session()[0])
+    assert result.dialogue == "Hail, friend." and result.attempts == 1
 
 
 def test_a_first_sentence_that_fails_retries_with_nothing_shown(tmp_path: Path) -> None:
@@ -161,8 +268,8 @@ def _random_output(rng: random.Random) -> str:
 class RandomPieces(ScriptedBackend):
     """Scripted outputs arriving in pieces of random length (1 to 12 characters), as tokens do."""
 
-    def __init__(self, outputs: list[str], rng: random.Random) -> None:
-        super().__init__(outputs)
+    def __init__(self, outputs: list[str], rng: random.Random, continues: bool = False) -> None:
+        super().__init__(outputs, continues=continues)
         self.rng = rng
 
     def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:
@@ -175,17 +282,22 @@ class RandomPieces(ScriptedBackend):
         return Generation(text=text)
 
 
+@pytest.mark.parametrize("continues", [False, True], ids=["ends_at_cut", "continues"])
 @pytest.mark.parametrize("seed", range(6))
-def test_property_released_text_is_always_a_prefix_of_an_accepted_dialogue(tmp_path: Path, seed: int) -> None:
+def test_property_released_text_is_always_a_prefix_of_an_accepted_dialogue(tmp_path: Path, seed: int, continues: bool) -> None:
     """Random outputs (clean, forbidden words, secrets, labels, stage directions, bad intents,
     requirements) through the streamed pipeline: whatever was released is a prefix of the
-    reply, and that reply is one the whole-output gate accepts."""
+    reply, and that reply is one the whole-output gate accepts. With a backend that continues,
+    a retry after a cut is given the released words and the script's output goes on from them."""
     rng = random.Random(seed)
-    outputs = [_random_output(rng) for _ in range(60)]
+    outputs = [_random_output(rng) for _ in range(180)]
+    if continues:
+        # A random continuation: what a model writes after the given start (often a new sentence).
+        outputs = [o[len('{"dialogue": "') :] if i % 2 else o for i, o in enumerate(outputs)]
     pipeline, _ = make_pipeline(tmp_path / "m.db", (), profile=rich_guard_profile())
-    pipeline.backend = RandomPieces(outputs, rng)
-    released_then_rejected = 0
-    for i in range(20):
+    pipeline.backend = RandomPieces(outputs, rng, continues)
+    released_then_rejected = continued = 0
+    for i in range(60):
         stream, chunks = session()
         trigger = "zone_trigger" if i % 3 == 0 else "player_utterance"
         try:
@@ -204,9 +316,14 @@ def test_property_released_text_is_always_a_prefix_of_an_accepted_dialogue(tmp_p
             if attempt.stream is not None and attempt.stream.cut is not None:
                 regated = run_gate(say(result.dialogue), _snapshot_for(pipeline, trigger))
                 assert regated.output is not None and regated.output.dialogue == released
-        # nothing released in a model attempt that the reply does not keep
-        assert all(c.attempt in (0, result.attempts) for c in chunks)
+        # chunks come from attempts in order: the released ones, then the fallback's (attempt 0)
+        model_chunks = [c.attempt for c in chunks if c.attempt]
+        assert model_chunks == sorted(model_chunks) and all(a <= result.attempts for a in model_chunks)
+        if not continues:
+            assert all(c.attempt in (0, result.attempts) for c in chunks)
+        continued += sum(bool(a.stream and a.stream.continued_chars) for a in result.receipt.attempts)
     assert released_then_rejected == 0
+    assert continued > 0 if continues else continued == 0
 
 
 def _snapshot_for(pipeline, trigger: str):  # type: ignore[no-untyped-def]

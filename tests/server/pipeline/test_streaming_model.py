@@ -12,7 +12,7 @@ from pipeline_helpers import ask
 from loreguard.schemas import InteractionOutcome
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
-from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession, partial_dialogue
+from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession, continuation_prefix, partial_dialogue
 
 pytestmark = pytest.mark.model
 
@@ -53,7 +53,41 @@ def test_a_streamed_interaction_releases_what_it_replies(llama_backend: LlamaCpp
         assert result.outcome in (InteractionOutcome.VALIDATED, InteractionOutcome.FALLBACK)
         assert "".join(c.text for c in chunks) == result.dialogue
         assert [c.seq for c in chunks] == list(range(len(chunks)))
+        model_chunks = [c.attempt for c in chunks if c.attempt]
+        assert model_chunks == sorted(model_chunks)
         for attempt in result.receipt.attempts:
             assert attempt.stream is not None
             if not attempt.stream.aborted:
                 assert partial_dialogue(attempt.raw_output) is not None  # dialogue first, as the grammar says
+            given = result.dialogue[: attempt.stream.continued_chars]
+            assert attempt.raw_output.startswith(
+                continuation_prefix(given) if attempt.stream.continued_chars else '{"dialogue": "'
+            )
+
+
+def test_a_reply_cut_after_its_first_sentence_goes_on_from_it(reproducible_backend: LlamaCppBackend, tmp_path: Path) -> None:
+    """The embedded model answers "Good day. Who are you?" by echoing it: the stream releases
+    "Good day." and is cut at the echo. The retry is given "Good day." to start with and may not
+    begin with the echoed sentence: the reply goes on in new words instead of ending there."""
+    from loreguard.memory import MemoryStore
+    from loreguard.server.bench_inference import bench_profiles, bench_world
+
+    store = MemoryStore(tmp_path / "memory.sqlite")
+    store.load_world(bench_world())
+    for profile in bench_profiles(2, 8):
+        store.register_npc(profile)
+    pipeline = GovernancePipeline(store, reproducible_backend)
+    continued = []
+    for npc in ("npc_0", "npc_1"):
+        chunks: list[ReleasedChunk] = []
+        result = pipeline.interact(ask("Good day. Who are you?", npc=npc), stream=StreamSession(emit=chunks.append))
+        assert result.outcome is InteractionOutcome.VALIDATED
+        assert "".join(c.text for c in chunks) == result.dialogue
+        for before, attempt in zip(result.receipt.attempts, result.receipt.attempts[1:], strict=False):
+            if attempt.stream is not None and attempt.stream.continued_chars:
+                assert before.stream is not None and before.stream.cut is not None
+                given = result.dialogue[: attempt.stream.continued_chars]
+                assert attempt.raw_output.startswith(continuation_prefix(given)) and attempt.stream.avoided_start
+                continued.append((given, result.dialogue))
+    assert continued, "neither reply was cut after a release: the test no longer shows a continuation"
+    assert any(len(whole) > len(given) for given, whole in continued)  # it went on past the released words

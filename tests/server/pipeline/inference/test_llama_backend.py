@@ -189,3 +189,32 @@ def test_the_model_names_its_special_tokens_and_the_receipt_its_sampler(llama_ba
     assert result.receipt.sampling == sampling and result.receipt.seed is not None
     # the grammar still holds with penalties and DRY in the chain: the JSON parses strictly
     assert result.receipt.attempts[0].parse_path is ParsePath.STRICT
+
+
+@pytest.mark.parametrize("engine", ["llama_backend", "reproducible_backend"])
+def test_an_output_given_its_start_continues_it_under_the_grammar(
+    engine: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """`output_prefix` (a streamed retry keeping the words already shown): the model goes on
+    from the given start, the output holds it and is still one the schema allows; a start the
+    grammar refuses is a typed error that leaves the backend working."""
+    llama_backend: LlamaCppBackend = request.getfixturevalue(engine)
+    asked = _request_for(llama_backend, tmp_path, "guard", "Hello there. Who are you?")
+    given = asked.model_copy(update={"output_prefix": '{"dialogue": "Well met, stranger.'})
+    seen: list[str] = []
+    generation = llama_backend.generate_streaming(given, lambda text: seen.append(text) or True)
+    assert generation.text.startswith('{"dialogue": "Well met, stranger.') and seen[0].startswith(given.output_prefix)
+    parsed = ParsedOutput.model_validate(json.loads(generation.text))
+    assert parsed.dialogue.startswith("Well met, stranger.") and generation.finish_reason == "stop"
+    assert 0 < generation.tokens_generated
+    if engine == "reproducible_backend":
+        assert llama_backend.generate(given).text == generation.text  # a function of prompt, start and seed
+    # Told not to begin the way it just did, it begins otherwise.
+    went_on = generation.text[len(given.output_prefix) :]
+    avoided = llama_backend.generate(given.model_copy(update={"avoid_start": went_on}))
+    first = llama_backend.native_model.tokenize(went_on, add_special=False)[0]
+    other = llama_backend.native_model.tokenize(avoided.text[len(given.output_prefix) :], add_special=False)
+    assert avoided.text.startswith(given.output_prefix) and other[0] != first
+    with pytest.raises(BackendError, match="grammar refuses"):
+        llama_backend.generate(asked.model_copy(update={"output_prefix": '{"emotion": "happy"'}))
+    assert json.loads(llama_backend.generate(asked).text)["dialogue"]
