@@ -210,7 +210,8 @@ class InteractChunk(FrozenModel):
     #: 0, 1, 2... in the order they were released.
     seq: int = Field(ge=0)
     text: str
-    #: The model attempt that wrote it (1, 2...); 0 for an authored fallback line.
+    #: The model attempt that wrote it (1, 2...; a retry after a cut continues the chunks before
+    #: it, so the numbers only grow); 0 for an authored fallback line.
     attempt: int = Field(ge=0)
 
 

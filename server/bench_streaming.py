@@ -10,7 +10,11 @@ with like, taken at the client.
 The rotation's NPCs are warmed first (`npc.warm`, as a game does when they enter the scene;
 the bench waits until the warm-ups are done), so even their first turns evaluate only the new
 message. Then the same number of NPCs that were never warmed (same prompt lengths, other names)
-each take a first turn: the cold case, reported beside the headline.
+each take a first turn: the cold case, reported beside the headline. Once a stream is cut the
+two sidecars part ways (the streamed retry goes on from the released words, the plain one starts
+over), so last come warmed NPCs whose parroting check is off, on which the embedded model's
+streams are not cut: both sidecars do the same work there, and the time between them is what
+streaming itself costs (`same_work_*`, over every turn whose attempts wrote the same text).
 
 Figures: time to the first chunk and to the whole reply (`interact.ok`) of the streamed turns,
 their ratio (the warmed rotation: the headline; its first turns; its later turns; the cold
@@ -56,10 +60,24 @@ def cold_profiles(n_npcs: int, facts: int) -> list[NpcProfile]:
     return profiles
 
 
+def same_work_profiles(n_npcs: int, facts: int) -> list[NpcProfile]:
+    """NPCs like the rotation's with the parroting check off, so that (with the embedded model,
+    which echoes the player) their streams are not cut: the streamed and the plain sidecar then
+    do the same work, and the time between them is what streaming itself costs."""
+    profiles = []
+    for profile in bench_profiles(n_npcs, facts):
+        data = profile.model_dump(mode="json")
+        data["id"] = "same_" + profile.id
+        data["name"] = "Young " + profile.name
+        data["output_limits"] = {**data.get("output_limits", {}), "max_copy_similarity": 1.01}
+        profiles.append(NpcProfile.model_validate(data))
+    return profiles
+
+
 def _sidecar(data: Path, npcs: int, facts: int, config: LlamaCppConfig) -> Sidecar:
     store = MemoryStore(data / "bench.db")
     store.load_world(bench_world())
-    for profile in bench_profiles(npcs, facts) + cold_profiles(npcs, facts):
+    for profile in bench_profiles(npcs, facts) + cold_profiles(npcs, facts) + same_work_profiles(npcs, facts):
         store.register_npc(profile)
     sidecar = Sidecar(store, LlamaCppBackend(config), SidecarConfig(port=0, request_timeout_ms=3_600_000))
     sidecar.start()
@@ -211,6 +229,8 @@ def bench_streaming(
     #: released text, often right after the first chunk, so its ratio says little about streaming).
     uncut = _Times()
     tally = _Tally()
+    #: The same-work NPCs' turns (parroting off), kept out of every other figure.
+    same_tally = _Tally()
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "plain").mkdir()
         (Path(tmp) / "stream").mkdir()
@@ -219,6 +239,8 @@ def bench_streaming(
         try:
             with Client(plain_side.address, timeout_s=3600) as plain, Client(stream_side.address, timeout_s=3600) as streamed:
                 warm_ms, warm_outcomes = _warm([plain, streamed], [f"npc_{n}" for n in range(npcs)])
+                # The same-work NPCs are warmed apart (not counted in the rotation's warm-up).
+                _warm([plain, streamed], [f"same_npc_{n}" for n in range(npcs)])
                 for round_ in range(rounds):
                     line = _LINES[round_ % len(_LINES)]
                     for n in range(npcs):
@@ -230,12 +252,14 @@ def bench_streaming(
                 for n in range(npcs):
                     first, full, whole, _ = _turn(plain, streamed, f"cold_npc_{n}", _LINES[0], n % 2 == 0, tally)
                     cold.add(first, full, whole)
+                for n in range(npcs):
+                    _turn(plain, streamed, f"same_npc_{n}", _LINES[0], n % 2 == 0, same_tally)
         finally:
             stream_side.stop()
             plain_side.stop()
     every = _Times(warmed.first + cold.first, warmed.full + cold.full, warmed.plain + cold.plain)
     full_p50, plain_p50 = _p50(every.full), _p50(every.plain)
-    same_work = tally.same_work
+    same_work = tally.same_work + same_tally.same_work
     return {
         "turns": tally.turns,
         "chunks_per_reply": round(tally.chunks / max(1, tally.turns), 2),
@@ -267,6 +291,9 @@ def bench_streaming(
         "same_work_turns": len(same_work),
         "same_work_slowdown_total_pct": (
             round((sum(a for a, _ in same_work) / sum(b for _, b in same_work) - 1) * 100, 1) if same_work else 0.0
+        ),
+        "same_work_slowdown_p50_pct": (
+            round((percentile([a / b for a, b in same_work], 0.5) - 1) * 100, 1) if same_work else 0.0
         ),
         "released_then_rejected": tally.released_then_rejected,
         "stream_cuts": tally.cut,

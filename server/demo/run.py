@@ -64,9 +64,17 @@ def _chat(client: Client, names: dict[str, str], npc_id: str, out: TextIO, read:
             break
         if not line:
             break
-        result = client.interact(npc_id, line, scene="eldmoor")
+        # Streamed, as a game shows it: each sentence appears once the gate has passed it.
+        print(f"{names[npc_id]}: ", end="", file=out, flush=True)
+        result = None
+        for item in client.interact_stream(npc_id, line, scene="eldmoor"):
+            if isinstance(item, InteractionResult):
+                result = item
+            else:
+                print(item.text, end="", file=out, flush=True)
+        assert result is not None  # a stream always ends with its result
         gates = ",".join(result.failed_gates) or "-"
-        print(f"{names[npc_id]}: {result.dialogue}  [attempts {result.attempts}, failed {gates}, "
+        print(f"  [attempts {result.attempts}, failed {gates}, "
               f"fallback {'y' if result.fallback_used else 'n'}]", file=out)  # fmt: skip
 
 

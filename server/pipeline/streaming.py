@@ -19,10 +19,16 @@ happens only once the cut output is itself an output the whole gate accepts. Fro
 attempt can only end in one of two ways: the whole output passes the gate and its dialogue
 starts with the released text (the rest is released as the last chunk), or anything else (a
 later sentence fails, the mutations or emotion break a rule, the whole dialogue was scrubbed
-differently) and the reply is cut back to the last release: the accepted cut output is the
-interaction's answer, with no mutations, no intents and a neutral emotion. Nothing released is
-ever taken back, so the protocol has no retract. An attempt that released nothing fails exactly
-as without streaming (retry, then fallback).
+differently) and the attempt is cut back to the last release: the accepted cut output is the
+interaction's answer (no mutations, no intents, a neutral emotion) unless a retry adds to it.
+Nothing released is ever taken back, so the protocol has no retract.
+
+A retry after a cut (`continue_after_cut`, with a backend that `continues_output`) is given
+the released words as the start of its output (`continuation_prefix`) and goes on from them,
+judged from there on as above, with the last accepted cut still standing if it is cut too. Any
+retry after a cut may not begin with the sentence that was rejected (`failed_sentence`, sent as
+`avoid_start`): a small model retried with a new seed often writes the same sentence again. An
+attempt that released nothing otherwise fails as without streaming (retry, then fallback).
 
 The semantic judge (a model call) is never asked per sentence: with it on, nothing is released
 before the whole output has passed, as without streaming.
