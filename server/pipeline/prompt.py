@@ -36,6 +36,7 @@ from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import CanonicalFact, ExchangeTurn
 from loreguard.schemas.output import MAX_DIALOGUE_CHARS, Emotion
+from loreguard.server.pipeline.expectancy import ConstraintSet
 from loreguard.server.pipeline.snapshot import StateSnapshot, player_message
 
 
@@ -164,8 +165,20 @@ def _world_state_section(s: StateSnapshot) -> str:
 
 
 def _constraints_section(s: StateSnapshot) -> str:
-    injection = s.constraints.to_prompt_injection()
+    # A retry shows the first attempt's rules here, byte for byte: a change above the
+    # conversation would make the engine evaluate all of it again (`_correction` names the rest).
+    rules = s.first_constraints if s.first_constraints is not None else s.constraints
+    injection = rules.to_prompt_injection()
     return f"### Rules\n{injection}\n\n" if injection else ""
+
+
+def _retry_rules(s: StateSnapshot) -> str:
+    """The rules a retry escalated or added, as prompt lines ("" on a first attempt)."""
+    if s.first_constraints is None:
+        return ""
+    before = set(s.first_constraints.constraints)
+    changed = tuple(c for c in s.constraints.constraints if c not in before)
+    return ConstraintSet(constraints=changed).to_prompt_injection() if changed else ""
 
 
 def _memory_section(s: StateSnapshot, n_beliefs: int, n_episodic: int) -> str:
@@ -212,7 +225,9 @@ def _situation_section(s: StateSnapshot) -> str:
 
 
 def _correction(s: StateSnapshot) -> str:
-    return f"\n\n### Correction\n{s.repair}" if s.repair else ""
+    rules = _retry_rules(s)
+    text = s.repair + (f"\nFrom now on:\n{rules}" if rules else "")
+    return f"\n\n### Correction\n{text}" if text else ""
 
 
 def _shown_turn(turn: ExchangeTurn, contradicted: frozenset[str]) -> ExchangeTurn:

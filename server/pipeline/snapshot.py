@@ -120,6 +120,10 @@ class StateSnapshot(FrozenModel):
     allowed_intents: tuple[IntentSpec, ...] = ()
     #: The repair message for this attempt: why the previous one was rejected.
     repair: str = ""
+    #: On a retry, the first attempt's rules: the prompt keeps showing them where they were (so
+    #: a retry reuses the cached conversation after them) and names what the retry escalated or
+    #: added in its correction instead. None on a first attempt.
+    first_constraints: ConstraintSet | None = None
     #: The prompt's character budget (profile bounds).
     max_chars: int = 12000
     #: What the gate does with an amount of money the context does not cover (profile setting).
@@ -133,7 +137,15 @@ class StateSnapshot(FrozenModel):
 
     def for_retry(self, escalated_constraints: ConstraintSet, repair: str = "") -> StateSnapshot:
         """The same memory, the next attempt, with escalated constraints and a repair note."""
-        return self.model_copy(update={"attempt": self.attempt + 1, "constraints": escalated_constraints, "repair": repair})
+        first = self.first_constraints if self.first_constraints is not None else self.constraints
+        return self.model_copy(
+            update={
+                "attempt": self.attempt + 1,
+                "constraints": escalated_constraints,
+                "repair": repair,
+                "first_constraints": first,
+            }
+        )
 
     def snapshot_hash(self) -> str:
         """Content hash of everything the snapshot was made from. Memory and profile enter by

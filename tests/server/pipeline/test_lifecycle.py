@@ -95,6 +95,13 @@ def test_hard_violation_exhausts_attempts_then_falls_back(tmp_path: Path) -> Non
     assert pipeline.store.memory_hash() == before
     # Escalation: the retry prompt names the violated constraint and adds a specific prohibition.
     assert "IMPORTANT" in backend.requests[1].prompt.full and "no_dragon" in backend.requests[1].prompt.full
+    # ... in its new message: everything above it is the first attempt's prompt, byte for byte,
+    # so the engine reuses the cached system message, rules and conversation.
+    first, retry = backend.requests[0].prompt, backend.requests[1].prompt
+    assert (retry.static_prefix, retry.dynamic_suffix, retry.turns) == (first.static_prefix, first.dynamic_suffix, first.turns)
+    assert retry.player_turn.startswith(first.player_turn)
+    correction = retry.player_turn[len(first.player_turn) :]
+    assert "From now on:" in correction and "IMPORTANT: Never: say" in correction and "or anything like it" in correction
 
 
 def test_canonical_override_rejected_and_counted(tmp_path: Path) -> None:
