@@ -16,7 +16,9 @@ changed since the NPC's last turn:
    previous prompt *and the model's own answer* byte for byte;
 3. the new message carries what changes from turn to turn: world state (which the task decides
    to show), beliefs and episodic memories (chosen by score, written in a fixed order), the
-   situation, and the player's line.
+   situation, and the player's line; on a retry, the correction too: why the last attempt was
+   rejected and the rules the retry escalated or added (the rules section keeps showing the
+   first attempt's, so a retry evaluates only its new message again, not the conversation).
 
 A repeat turn then evaluates only its new message. The manifest of what the prompt holds goes
 to the receipt, not the text: its counts change every turn.
