@@ -108,9 +108,15 @@ class _ReplayPipeline(GovernancePipeline):
         super().__init__(*args, **kwargs)
         reason = record.receipt.fallback_reason or ""
         self._out_of_time_at = len(record.receipt.attempts) + 1 if reason.startswith("time_budget") else None
+        self._recorded_attempts = len(record.receipt.attempts)
 
     def _over_time_budget(self, run: Any, attempt: int) -> bool:
         return self._out_of_time_at is not None and attempt >= self._out_of_time_at
+
+    def _past_deadline(self, run: Any) -> bool:
+        # Asked only once words were out and a retry could go on from them: the recorded
+        # interaction made no further attempt only because its time or deadline ran out then.
+        return len(run.attempts) >= self._recorded_attempts
 
 
 class RecordedOutputs(InferenceBackend):

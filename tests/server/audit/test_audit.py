@@ -493,6 +493,32 @@ def test_a_streamed_reply_continued_after_a_cut_replays_exactly(tmp_path: Path) 
     assert (report.exact_matches, report.drifts) == (1, 0), [r.details for r in report.results]
 
 
+def test_a_continuation_the_time_budget_stopped_replays_its_decision(tmp_path: Path) -> None:
+    """Words were out and a retry went on from them; it was cut too, and the retry budget was
+    spent by then: the reply is the words released so far, and the replay (which runs at its own
+    speed) ends there too instead of asking for an attempt the record does not have."""
+    from loreguard.server.pipeline.streaming import StreamSession, continuation_prefix
+
+    now = [0]
+
+    class Slow(ScriptedBackend):
+        def generate(self, request):  # type: ignore[no-untyped-def]
+            if request.output_prefix:
+                now[0] += 40 * 10**9  # 40 s of model time on the pipeline's clock: past the 30 s budget
+            return super().generate(request)
+
+    store = demo_store(tmp_path / "memory.sqlite")
+    recorder = AuditRecorder(store, fingerprint=None, ring_size=10)
+    went_on = say("Halt there. The gate is shut. The dragon sleeps.")[len(continuation_prefix("Halt there.")) :]
+    outputs = {"guard": [say("Halt there. The dragon was seen at dawn. Go home."), went_on, "unused"]}
+    pipeline = GovernancePipeline(store, Slow(outputs, continues=True), recorder=recorder, clock=lambda: now[0])
+    context = InteractionContext(npc_id="guard", trigger_reason="player_utterance", player_input="News?")
+    result = pipeline.interact(context, stream=StreamSession(emit=lambda chunk: None))
+    assert result.dialogue == "Halt there. The gate is shut." and result.attempts == 2 and not result.fallback_used
+    report = Replayer(recorder.export(PackageSelection(), exported_by="test")).run()
+    assert (report.exact_matches, report.drifts) == (1, 0), [r.details for r in report.results]
+
+
 def test_an_interaction_that_ran_out_of_time_replays_its_decision(tmp_path: Path) -> None:
     """The retry budget reads a clock, so a replay, which runs at its own speed, takes the
     record's word for when time ran out instead of timing itself again."""
