@@ -494,7 +494,7 @@ class GovernancePipeline:
                 if not self._continue_after_cut(snapshot, record_gate, watcher):
                     return gate, gate.failures, ""
                 released, continued = watcher.safe, run.stream.released if run.stream is not None else ""
-                avoid = watcher.failed_sentence
+                avoid = watcher.failed_sentence if watcher.failed_from == len(continued) else ""
                 self._count("retries", 1)
                 self._count("stream_continued", 1)
                 snapshot = snapshot.for_retry(
@@ -510,7 +510,7 @@ class GovernancePipeline:
                 return None, (), "attempts_exhausted"
             self._count("retries", 1)
             # A streamed first sentence that failed: the retry may not begin with it again.
-            avoid = watcher.failed_sentence if watcher is not None and self._steers_retries() else ""
+            avoid = watcher.failed_sentence if watcher is not None and watcher.failed_from == 0 and self._steers_retries() else ""
             snapshot = snapshot.for_retry(
                 escalate(snapshot.constraints, gate.failures, policy.escalation), repair_message(gate.failures)
             )

@@ -203,8 +203,10 @@ class IncrementalGate:
     last_raw: str = ""
     #: The backend failed mid-generation (`backend_failed`).
     backend_error: bool = False
-    #: The sentence the prefix check failed (from the last one checked to its end).
+    #: The sentence the prefix check failed (from the last one checked to its end), and where
+    #: in the dialogue it began.
     failed_sentence: str = ""
+    failed_from: int = 0
     #: The start this attempt's output was told not to begin with after `continued`.
     avoided: str = ""
 
@@ -232,7 +234,7 @@ class IncrementalGate:
             if end <= self._checked_to:
                 continue
             if not self._check(text[:end]):
-                self.failed_sentence = text[self._checked_to : end]
+                self.failed_sentence, self.failed_from = text[self._checked_to : end], self._checked_to
                 self.cut = StreamCut(
                     at_char=end,
                     released_chars=len(self.session.released),

@@ -147,6 +147,16 @@ def test_a_retry_after_a_failed_first_sentence_may_not_begin_with_it(tmp_path: P
     assert second is not None and second.continued_chars == 0 and second.avoided_start == "The dragon is near."
 
 
+def test_only_a_sentence_that_opened_where_the_retry_begins_is_avoided(tmp_path: Path) -> None:
+    """A held sentence (the required welcome not said yet) then a failing one: nothing was out,
+    and the failing sentence did not open the reply, so the retry is not told to avoid it."""
+    outputs = [say("Hold there. The dragon came."), say("Welcome, traveller. Hold there.")]
+    pipeline, backend = continuing_pipeline(tmp_path / "m.db", outputs)
+    result = pipeline.interact(ask("", trigger="zone_trigger"), stream=session()[0])
+    assert result.attempts == 2 and result.dialogue == "Welcome, traveller. Hold there."
+    assert (backend.requests[1].output_prefix, backend.requests[1].avoid_start) == ("", "")
+
+
 def test_continuations_that_keep_failing_end_at_the_released_words(tmp_path: Path) -> None:
     outputs = [
         say("Hail, friend. The dragon came."),
