@@ -113,10 +113,10 @@ class _ReplayPipeline(GovernancePipeline):
     def _over_time_budget(self, run: Any, attempt: int) -> bool:
         return self._out_of_time_at is not None and attempt >= self._out_of_time_at
 
-    def _past_deadline(self, run: Any) -> bool:
-        # Asked only once words were out and a retry could go on from them: the recorded
-        # interaction made no further attempt only because its time or deadline ran out then.
-        return len(run.attempts) >= self._recorded_attempts
+    def _out_of_time_after_release(self, run: Any, attempt: int) -> bool:
+        # Words were out and a retry could go on from them: the recorded interaction made no
+        # further attempt only because its time or deadline ran out then.
+        return attempt > self._recorded_attempts
 
 
 class RecordedOutputs(InferenceBackend):

@@ -393,7 +393,7 @@ class GovernancePipeline:
         #: Streamed: the sentence that cut the last attempt, which the next may not begin with.
         avoid = ""
         while True:
-            if released is not None and (self._over_time_budget(run, snapshot.attempt) or self._past_deadline(run)):
+            if released is not None and self._out_of_time_after_release(run, snapshot.attempt):
                 return released, released.failures, ""  # words are out: they are the reply
             if self._over_time_budget(run, snapshot.attempt):
                 return None, (), "time_budget"
@@ -494,26 +494,23 @@ class GovernancePipeline:
                 if not self._continue_after_cut(snapshot, record_gate, watcher):
                     return gate, gate.failures, ""
                 released, continued = watcher.safe, run.stream.released if run.stream is not None else ""
-                avoid = watcher.failed_sentence if watcher.failed_from == len(continued) else ""
-                self._count("retries", 1)
+                failures = record_gate.failures
                 self._count("stream_continued", 1)
-                snapshot = snapshot.for_retry(
-                    escalate(snapshot.constraints, record_gate.failures, policy.escalation),
-                    repair_message(record_gate.failures),
-                )
-                continue
-            if gate.accepted:
-                return gate, gate.failures, ""  # soft rules bend on the last attempt, with a warning
-            if gate.critical:
-                return None, (), "critical: " + "; ".join(f.reason for f in gate.failures if f.severity is Severity.CRITICAL)
-            if not snapshot.can_retry:
-                return None, (), "attempts_exhausted"
+            else:
+                if gate.accepted:
+                    return gate, gate.failures, ""  # soft rules bend on the last attempt, with a warning
+                if gate.critical:
+                    reasons = "; ".join(f.reason for f in gate.failures if f.severity is Severity.CRITICAL)
+                    return None, (), "critical: " + reasons
+                if not snapshot.can_retry:
+                    return None, (), "attempts_exhausted"
+                failures = gate.failures
+            # A streamed retry may not begin with the sentence that cut the last attempt, when
+            # that sentence began where the retry begins (after the words it continues, if any).
+            steer = watcher is not None and self._steers_retries() and watcher.failed_from == len(continued)
+            avoid = watcher.failed_sentence if steer and watcher is not None else ""
             self._count("retries", 1)
-            # A streamed first sentence that failed: the retry may not begin with it again.
-            avoid = watcher.failed_sentence if watcher is not None and watcher.failed_from == 0 and self._steers_retries() else ""
-            snapshot = snapshot.for_retry(
-                escalate(snapshot.constraints, gate.failures, policy.escalation), repair_message(gate.failures)
-            )
+            snapshot = snapshot.for_retry(escalate(snapshot.constraints, failures, policy.escalation), repair_message(failures))
 
     def _continue_after_cut(self, snapshot: StateSnapshot, judged: GateResult, watcher: IncrementalGate) -> bool:
         """Whether a streamed attempt cut after releasing words is followed by an attempt that
@@ -532,8 +529,12 @@ class GovernancePipeline:
         from, and the rejected sentence not to begin with again."""
         return self.config.streaming.continue_after_cut and self.backend.continues_output
 
-    def _past_deadline(self, run: _Run) -> bool:
-        return run.deadline_ns is not None and self.clock() > run.deadline_ns
+    def _out_of_time_after_release(self, run: _Run, attempt: int) -> bool:
+        """Whether a streamed reply whose words are out ends at them instead of trying `attempt`
+        from them: the retry budget or the interaction's deadline is spent. A replay takes it
+        from the record."""
+        past_deadline = run.deadline_ns is not None and self.clock() > run.deadline_ns
+        return self._over_time_budget(run, attempt) or past_deadline
 
     def _over_time_budget(self, run: _Run, attempt: int) -> bool:
         """Whether the retry budget's wall-clock time is spent before `attempt` starts. The one
