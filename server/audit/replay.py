@@ -26,9 +26,11 @@ from loreguard.schemas.memory import MemoryKind, ScopeMemory
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import AttemptRecord, ModelFingerprint
 from loreguard.server.audit.recorder import AuditRecorder
+from loreguard.server.pipeline.config import PipelineConfig
 from loreguard.server.pipeline.errors import LifecycleHalt
 from loreguard.server.pipeline.inference.base import BackendError, Generation, GenerationRequest, InferenceBackend
-from loreguard.server.pipeline.lifecycle import GovernancePipeline, PipelineConfig
+from loreguard.server.pipeline.lifecycle import GovernancePipeline
+from loreguard.server.pipeline.run import InteractionRun
 from loreguard.server.pipeline.streaming import StreamSession
 
 
@@ -100,20 +102,19 @@ class ReplayReport:
         return next((r for r in self.results if not r.exact), None)
 
 
-class _ReplayPipeline(GovernancePipeline):
-    """The pipeline as a replay runs it: the retry budget's clock is the record's. An interaction
+class RecordedTimeDecisions:
+    """The time decisions of a replay, taken from the record (`TimeDecisions`): an interaction
     that ran out of time did so after the attempts it recorded, however fast the replay runs."""
 
-    def __init__(self, *args: Any, record: AuditRecord, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, record: AuditRecord) -> None:
         reason = record.receipt.fallback_reason or ""
-        self._out_of_time_at = len(record.receipt.attempts) + 1 if reason.startswith("time_budget") else None
         self._recorded_attempts = len(record.receipt.attempts)
+        self._out_of_time_at = self._recorded_attempts + 1 if reason.startswith("time_budget") else None
 
-    def _over_time_budget(self, run: Any, attempt: int) -> bool:
+    def over_time_budget(self, run: InteractionRun, attempt: int) -> bool:
         return self._out_of_time_at is not None and attempt >= self._out_of_time_at
 
-    def _out_of_time_after_release(self, run: Any, attempt: int) -> bool:
+    def out_of_time_after_release(self, run: InteractionRun, attempt: int) -> bool:
         # Words were out and a retry could go on from them: the recorded interaction made no
         # further attempt only because its time or deadline ran out then.
         return attempt > self._recorded_attempts
@@ -130,9 +131,13 @@ class RecordedOutputs(InferenceBackend):
 
     @property
     def continues_output(self) -> bool:
-        # As the recorded backend did: a streamed retry went on from released words only where
-        # it could (the recorded outputs hold the words they were given to start with).
-        return any(a.stream is not None and a.stream.continued_chars for a in self._record.receipt.attempts)
+        # As the recorded backend did: a streamed retry went on from released words, or was kept
+        # from beginning with the rejected sentence, only where it could (the recorded outputs
+        # hold the words they were given to start with).
+        return any(
+            a.stream is not None and (a.stream.continued_chars or a.stream.avoided_start)
+            for a in self._record.receipt.attempts
+        )
 
     def generate(self, request: GenerationRequest) -> Generation:
         attempts = self._record.receipt.attempts
@@ -227,8 +232,12 @@ class Replayer:
                 raise ValueError("the package's memory image does not hash to the record's memory_hash_before")
             backend = self.live_backend or RecordedOutputs(record)
             recorder = AuditRecorder(store, fingerprint=backend.fingerprint(), ring_size=1)
-            pipeline = _ReplayPipeline(
-                store, backend, PipelineConfig.model_validate(config["pipeline"]), recorder=recorder, record=record
+            pipeline = GovernancePipeline(
+                store,
+                backend,
+                PipelineConfig.model_validate(config["pipeline"]),
+                recorder=recorder,
+                time_decisions=RecordedTimeDecisions(record),
             )
             # A streamed interaction replays streamed: where a reply was cut is a decision too.
             streamed = any(a.stream is not None for a in record.receipt.attempts)

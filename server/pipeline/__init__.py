@@ -13,6 +13,10 @@
    lifecycle     the orchestrator
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from loreguard.server.pipeline.errors import (
     DeadlineExceeded,
     InteractionCancelled,
@@ -20,7 +24,9 @@ from loreguard.server.pipeline.errors import (
     PipelineError,
     UnknownNpcError,
 )
-from loreguard.server.pipeline.lifecycle import GovernancePipeline, PipelineConfig
+
+if TYPE_CHECKING:
+    from loreguard.server.pipeline.lifecycle import GovernancePipeline, PipelineConfig
 
 __all__ = [
     "DeadlineExceeded",
@@ -31,3 +37,13 @@ __all__ = [
     "PipelineError",
     "UnknownNpcError",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The orchestrator is loaded on first use, not with the package: a model backend
+    # (`pipeline.inference`) imported on its own then loads no governance stage.
+    if name in ("GovernancePipeline", "PipelineConfig"):
+        from loreguard.server.pipeline import lifecycle
+
+        return getattr(lifecycle, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

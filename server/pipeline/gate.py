@@ -137,30 +137,101 @@ def validate(
 ) -> GateResult:
     """`hygiene` is the NPC's profile setting (`NpcProfile.output_hygiene`); `special_tokens`
     the loaded model's (`InferenceBackend.special_tokens`), never to be shown to a player."""
-    checks: list[GateCheck] = []
-    failures: list[GateFailure] = []
+    output, schema_error, scrubbed = _to_output(parse, snapshot, hygiene)
+    ledger = _Ledger(parse.path, scrubbed.findings if scrubbed is not None else ())
 
-    def record(gate: GateName, found: list[GateFailure]) -> bool:
+    # 1. hard limits
+    said = said_texts(output, raw)
+    hard = _hard_limit_failures(raw, output, scrubbed, snapshot, config, special_tokens)
+    hard.extend(_constraint_failures(snapshot, output, raw, said, critical=True))
+    if ledger.record(GateName.HARD_LIMITS, hard):
+        return ledger.result(output)
+
+    # 2. schema
+    if output is None:
+        failure = GateFailure(gate=GateName.SCHEMA, reason=schema_error, severity=Severity.HARD, rule_id=OUTPUT_SCHEMA_RULE)
+        ledger.record(GateName.SCHEMA, [failure])
+        return ledger.result(None)
+    ledger.record(GateName.SCHEMA, [])
+
+    # 3. constraints
+    ledger.record(GateName.CONSTRAINTS, _constraint_failures(snapshot, output, raw, said, critical=False))
+
+    # 4. canonical: no claim of a canonical fact, nor of a world-state key the prompt carried,
+    # contradicted; no number about a value the prompt carried stated otherwise (world state is
+    # authoritative too)
+    texts = [output.dialogue] + mutation_texts(output)
+    contradictions, ungrounded = _claim_failures(texts, snapshot)
+    ledger.record(GateName.CANONICAL, contradictions)
+    ledger.record(GateName.GROUNDING, ungrounded)
+
+    # 5. knowledge boundary: what hygiene stripped was still written by the model, so it is
+    # looked at too
+    said = texts if scrubbed is None or scrubbed.original == output.dialogue else [scrubbed.original, *texts]
+    if ledger.record(GateName.KNOWLEDGE, secret_leaks(said, snapshot.secrets)):
+        return ledger.result(output)
+
+    # 6. mutations, each on its own
+    approved, rejected, intents = partition_mutations(output, snapshot)
+    ledger.checks.append(GateCheck(gate=GateName.MUTATIONS, passed=not rejected, failures=len(rejected)))
+
+    # 7. semantic judge (optional). Not asked once a hard rule has failed this attempt: the
+    # attempt fails anyway and the repair already names a reason, so the model call is saved.
+    if config.semantic_judge and judge is not None:
+        if any(f.severity is not Severity.SOFT for f in ledger.failures):
+            skipped = GateCheck(gate=GateName.SEMANTIC, passed=True, skipped="a hard rule already failed this attempt")
+            ledger.checks.append(skipped)
+        else:
+            ledger.record(GateName.SEMANTIC, judge(output, snapshot))
+
+    # Only soft failures on the last attempt bend; anything else fails the attempt, and nothing
+    # of a failed attempt is approved (its mutations were only checked, never accepted).
+    failures = ledger.failures
+    if failures and (not all(f.severity is Severity.SOFT for f in failures) or snapshot.can_retry):
+        return ledger.result(output, rejected_mutations=rejected)
+    return ledger.result(
+        output, accepted=True, approved_mutations=approved, rejected_mutations=rejected, approved_intents=intents
+    )
+
+
+class _Ledger:
+    """The checks and failures of one `validate` run, in the order the gates ran."""
+
+    def __init__(self, parse_path: ParsePath, findings: tuple[OutputFinding, ...]) -> None:
+        self.parse_path = parse_path
+        self.findings = findings
+        self.checks: list[GateCheck] = []
+        self.failures: list[GateFailure] = []
+
+    def record(self, gate: GateName, found: list[GateFailure]) -> bool:
         """Record a gate's failures; True when the run must stop (a critical failure)."""
         # A passed check is one frozen value per gate, made once (most checks pass).
-        checks.append(_PASSED[gate] if not found else GateCheck(gate=gate, passed=False, failures=len(found)))
-        failures.extend(found)
+        self.checks.append(_PASSED[gate] if not found else GateCheck(gate=gate, passed=False, failures=len(found)))
+        self.failures.extend(found)
         return any(f.severity is Severity.CRITICAL for f in found)
 
-    def result(output: ParsedOutput | None = None, *, accepted: bool = False, **partition: tuple) -> GateResult:
+    def result(self, output: ParsedOutput | None = None, *, accepted: bool = False, **partition: tuple) -> GateResult:
         return GateResult(
-            parse_path=parse.path,
+            parse_path=self.parse_path,
             output=output,
-            checks=tuple(checks),
-            failures=tuple(failures),
-            findings=findings,
+            checks=tuple(self.checks),
+            failures=tuple(self.failures),
+            findings=self.findings,
             accepted=accepted,
             **partition,
         )
 
-    # 1. hard limits
-    output, schema_error, scrubbed = _to_output(parse, snapshot, hygiene)
-    findings = scrubbed.findings if scrubbed is not None else ()
+
+def _hard_limit_failures(
+    raw: str,
+    output: ParsedOutput | None,
+    scrubbed: Scrubbed | None,
+    snapshot: StateSnapshot,
+    config: GateConfig,
+    special_tokens: tuple[str, ...],
+) -> list[GateFailure]:
+    """The hard limits on the output itself: its size, hygiene, the prompt's markup, degenerate
+    text and parroting (the critical constraints are checked beside them)."""
     hard: list[GateFailure] = []
     if len(raw) > config.max_raw_chars:
         hard.append(
@@ -173,61 +244,51 @@ def validate(
         )
     if scrubbed is not None:
         hard.extend(scrubbed.failures)
-    if output is not None:
-        leaked = [marker for marker in SCAFFOLDING_MARKERS if marker in output.dialogue]
-        if leaked:
-            # Small models copy the prompt's own markup; the player must never hear it.
-            hard.append(
-                GateFailure(
-                    gate=GateName.HARD_LIMITS,
-                    reason=f"dialogue repeats the prompt's markup ({leaked[0].strip()!r})",
-                    severity=Severity.HARD,
-                    rule_id=PROMPT_MARKUP_RULE,
-                    evidence=leaked[0].strip(),
-                )
-            )
-        # Special tokens are looked for before hygiene stripped them as markup: a model that
-        # writes its own template is broken whatever is left.
-        limits = snapshot.output_limits
-        before = scrubbed.original if scrubbed is not None else None
-        hard.extend(find_degenerate(output.dialogue, limits, special_tokens, before_hygiene=before))
-        hard.extend(
-            find_parroting(
-                output.dialogue,
-                limits,
-                examples=snapshot.few_shot,
-                player_input=snapshot.context.player_input,
-                prompt_texts=(snapshot.persona,),
+    if output is None:
+        return hard
+    leaked = [marker for marker in SCAFFOLDING_MARKERS if marker in output.dialogue]
+    if leaked:
+        # Small models copy the prompt's own markup; the player must never hear it.
+        hard.append(
+            GateFailure(
+                gate=GateName.HARD_LIMITS,
+                reason=f"dialogue repeats the prompt's markup ({leaked[0].strip()!r})",
+                severity=Severity.HARD,
+                rule_id=PROMPT_MARKUP_RULE,
+                evidence=leaked[0].strip(),
             )
         )
-    said = said_texts(output, raw)
-    for c in snapshot.constraints.constraints:
-        if c.severity is Severity.CRITICAL:
-            hard.extend(check_constraint(c, output, raw, GateName.HARD_LIMITS, said=said))
-    if record(GateName.HARD_LIMITS, hard):
-        return result(output)
-
-    # 2. schema
-    schema_failures = []
-    if output is None:
-        schema_failures.append(
-            GateFailure(gate=GateName.SCHEMA, reason=schema_error, severity=Severity.HARD, rule_id=OUTPUT_SCHEMA_RULE)
+    # Special tokens are looked for before hygiene stripped them as markup: a model that
+    # writes its own template is broken whatever is left.
+    limits = snapshot.output_limits
+    before = scrubbed.original if scrubbed is not None else None
+    hard.extend(find_degenerate(output.dialogue, limits, special_tokens, before_hygiene=before))
+    hard.extend(
+        find_parroting(
+            output.dialogue,
+            limits,
+            examples=snapshot.few_shot,
+            player_input=snapshot.context.player_input,
+            prompt_texts=(snapshot.persona,),
         )
-    record(GateName.SCHEMA, schema_failures)
-    if output is None:
-        return result(None)
+    )
+    return hard
 
-    # 3. constraints
-    found = []
+
+def _constraint_failures(
+    snapshot: StateSnapshot, output: ParsedOutput | None, raw: str, said: list[str], *, critical: bool
+) -> list[GateFailure]:
+    """Failures of the critical constraints (a hard limit) or of the others (the constraints gate)."""
+    gate = GateName.HARD_LIMITS if critical else GateName.CONSTRAINTS
+    found: list[GateFailure] = []
     for c in snapshot.constraints.constraints:
-        if c.severity is not Severity.CRITICAL:
-            found.extend(check_constraint(c, output, raw, GateName.CONSTRAINTS, said=said))
-    record(GateName.CONSTRAINTS, found)
+        if (c.severity is Severity.CRITICAL) is critical:
+            found.extend(check_constraint(c, output, raw, gate, said=said))
+    return found
 
-    # 4. canonical: no claim of a canonical fact, nor of a world-state key the prompt carried,
-    # contradicted; no number about a value the prompt carried stated otherwise (world state is
-    # authoritative too)
-    texts = [output.dialogue] + mutation_texts(output)
+
+def _claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[GateFailure], list[GateFailure]]:
+    """Contradicted claims (canonical facts, world-state keys) and ungrounded numbers in `texts`."""
     subjects = subjects_in_context(snapshot.world_state, snapshot.canonical)
     contradictions: list[GateFailure] = []
     ungrounded: list[GateFailure] = []
@@ -241,33 +302,7 @@ def validate(
             failure = _number_failure(problem, snapshot.ungrounded_numbers)
             if failure is not None and failure.rule_id not in caught:
                 ungrounded.append(failure)
-    record(GateName.CANONICAL, contradictions)
-    record(GateName.GROUNDING, ungrounded)
-
-    # 5. knowledge boundary: what hygiene stripped was still written by the model, so it is
-    # looked at too
-    said = texts if scrubbed is None or scrubbed.original == output.dialogue else [scrubbed.original, *texts]
-    leaks = secret_leaks(said, snapshot.secrets)
-    if record(GateName.KNOWLEDGE, leaks):
-        return result(output)
-
-    # 6. mutations, each on its own
-    approved, rejected, intents = partition_mutations(output, snapshot)
-    checks.append(GateCheck(gate=GateName.MUTATIONS, passed=not rejected, failures=len(rejected)))
-
-    # 7. semantic judge (optional). Not asked once a hard rule has failed this attempt: the
-    # attempt fails anyway and the repair already names a reason, so the model call is saved.
-    if config.semantic_judge and judge is not None:
-        if any(f.severity is not Severity.SOFT for f in failures):
-            checks.append(GateCheck(gate=GateName.SEMANTIC, passed=True, skipped="a hard rule already failed this attempt"))
-        else:
-            record(GateName.SEMANTIC, judge(output, snapshot))
-
-    # Only soft failures on the last attempt bend; anything else fails the attempt, and nothing
-    # of a failed attempt is approved (its mutations were only checked, never accepted).
-    if failures and (not all(f.severity is Severity.SOFT for f in failures) or snapshot.can_retry):
-        return result(output, rejected_mutations=rejected)
-    return result(output, accepted=True, approved_mutations=approved, rejected_mutations=rejected, approved_intents=intents)
+    return contradictions, ungrounded
 
 
 def _contradiction_failure(hit: Contradiction) -> GateFailure:

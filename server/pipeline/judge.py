@@ -10,12 +10,12 @@ import json
 
 from loreguard.memory.retrieval import keywords
 from loreguard.schemas.output import ParsedOutput
+from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import RuleType, Severity
 from loreguard.schemas.text import norm_words
 from loreguard.server.pipeline.inference.base import BackendError, BackendTimeout, GenerationRequest, InferenceBackend
 from loreguard.server.pipeline.parsing import parse_output
-from loreguard.server.pipeline.prompt import Prompt
 from loreguard.server.pipeline.snapshot import StateSnapshot
 
 JUDGE_SCHEMA = {

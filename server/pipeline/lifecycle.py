@@ -16,168 +16,41 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-
-from pydantic import Field
+from dataclasses import replace
 
 from loreguard.memory.audit_log import AuditEntry
 from loreguard.memory.errors import StalePlanError, UnknownScopeError
 from loreguard.memory.hashing import canonical_json, sha256_hex
-from loreguard.memory.store import MemoryStore, PlannedBatch, StoreView
+from loreguard.memory.store import MemoryStore, PlannedBatch
 from loreguard.schemas.audit import AuditTimings
-from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.interaction import InteractionContext, TriggerReason
 from loreguard.schemas.memory import UpsertBelief
-from loreguard.schemas.output import Emotion, WorldIntent
-from loreguard.schemas.receipt import (
-    AttemptRecord,
-    GateFailure,
-    InteractionOutcome,
-    InteractionResult,
-    PhaseTiming,
-    Receipt,
-)
-from loreguard.schemas.rules import Severity
-from loreguard.server.pipeline.contract import Sufficiency, Verdict, check_sufficiency, contract_for, vocabulary
-from loreguard.server.pipeline.errors import DeadlineExceeded, InteractionCancelled, LifecycleHalt, UnknownNpcError
-from loreguard.server.pipeline.expectancy import evaluate_rules
+from loreguard.schemas.prompt import Prompt
+from loreguard.schemas.receipt import GateFailure, InteractionOutcome, InteractionResult
+from loreguard.server.pipeline.attempt import Accept, GiveUp, StreamCarry, next_step, run_attempt
+from loreguard.server.pipeline.config import PipelineConfig
+from loreguard.server.pipeline.contract import Verdict
+from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, UnknownNpcError
 from loreguard.server.pipeline.fallback import choose_fallback
-from loreguard.server.pipeline.gate import GateConfig, GateResult, validate
-from loreguard.server.pipeline.inference.base import BackendError, Generation, GenerationRequest, InferenceBackend
-from loreguard.server.pipeline.interaction import intake
+from loreguard.server.pipeline.gate import GateResult
+from loreguard.server.pipeline.inference.base import InferenceBackend
 from loreguard.server.pipeline.judge import SemanticJudge
 from loreguard.server.pipeline.mutation import plan_writes
-from loreguard.server.pipeline.output_schema import GenerationLimits, output_schema
-from loreguard.server.pipeline.parsing import parse_output
-from loreguard.server.pipeline.prompt import Prompt, PromptBoundary, assemble_prompt
-from loreguard.server.pipeline.retry import RetryPolicy, escalate, repair_message
+from loreguard.server.pipeline.output_schema import output_schema
+from loreguard.server.pipeline.preparation import prepare
+from loreguard.server.pipeline.prompt import assemble_prompt
+from loreguard.server.pipeline.retry import escalate, repair_message
+from loreguard.server.pipeline.run import ClockTimeDecisions, InteractionRun, PhaseTimer, TimeDecisions
 from loreguard.server.pipeline.sink import AuditSink
-from loreguard.server.pipeline.snapshot import StateSnapshot, build_snapshot, merged_state
-from loreguard.server.pipeline.streaming import IncrementalGate, StreamingConfig, StreamSession, continuation_prefix
+from loreguard.server.pipeline.streaming import StreamSession
+
+__all__ = ["GovernancePipeline", "PipelineConfig"]
 
 _log = logging.getLogger("loreguard.pipeline")
 
 #: Plans a commit may make before giving up: each new plan follows another batch's commit, so
 #: reaching this means the store is being written in a tight loop.
 _MAX_PLANS = 16
-
-
-class PipelineConfig(FrozenModel):
-    retry: RetryPolicy = RetryPolicy()
-    prompt_boundary: PromptBoundary = PromptBoundary.AFTER_CANONICAL
-    gate: GateConfig = GateConfig()
-    #: Bounds of what the model may write; they also bound constrained decoding.
-    generation: GenerationLimits = GenerationLimits()
-    #: Token cap for backends that cannot constrain decoding to the output schema.
-    max_tokens: int = 320
-    #: With the semantic judge on (`gate.semantic_judge`): how long its model may take before
-    #: the keyword check stands in.
-    judge_timeout_ms: int = Field(default=3000, ge=1)
-    #: How a streamed interaction cuts its reply into chunks (`interact` with `stream`).
-    streaming: StreamingConfig = StreamingConfig()
-
-
-class _Timer:
-    def __init__(self, clock: Callable[[], int]) -> None:
-        self.clock = clock
-        self.start = self.last = clock()
-        self.phases: list[PhaseTiming] = []
-
-    def lap(self, phase: str) -> None:
-        now = self.clock()
-        self.phases.append(PhaseTiming(phase=phase, duration_us=(now - self.last) // 1000))
-        self.last = now
-
-    def elapsed_ms(self) -> float:
-        return (self.clock() - self.start) / 1e6
-
-
-@dataclass
-class _Run:
-    """Per-interaction state the endings need."""
-
-    #: The context as the game sent it (the audit record keeps it for replay).
-    received: InteractionContext
-    ctx: InteractionContext
-    view: StoreView
-    interaction_index: int
-    seed: int
-    scopes: tuple[str, ...]
-    hash_before: str
-    task_type: str
-    sufficiency: Sufficiency
-    first_snapshot: StateSnapshot
-    timer: _Timer
-    attempts: list[AttemptRecord] = field(default_factory=list)
-    prompts: list[str] = field(default_factory=list)
-    ttft_ms: float = 0.0
-    manifest: str = ""
-    context_keys: tuple[str, ...] = ()
-    deadline_ns: int | None = None
-    #: The player's message as the latest attempt's prompt ended on it (with its correction, if
-    #: any): the conversation replays the accepted attempt's turn word for word on later turns,
-    #: which is what the engine has cached.
-    turn_message: str = ""
-    #: The backend's sampler settings besides the seed (repetition penalties, DRY).
-    sampling: dict[str, float | int] = field(default_factory=dict)
-    stream: StreamSession | None = None
-
-    def receipt(self, **fields: object) -> Receipt:
-        return Receipt(
-            npc_id=self.ctx.npc_id,
-            interaction_index=self.interaction_index,
-            seed=self.seed,
-            sampling=self.sampling,
-            task_type=self.task_type,
-            manifest=self.manifest,
-            context_keys=self.context_keys,
-            constraints=self.first_snapshot.constraints.ids(),
-            sufficiency=self.sufficiency.verdict.value,
-            missing=self.sufficiency.missing,
-            derived=self.sufficiency.derived,
-            mistyped=self.sufficiency.mistyped,
-            attempts=tuple(self.attempts),
-            memory_hash_before=self.hash_before,
-            snapshot_hash=self.first_snapshot.snapshot_hash(),
-            constraints_hash=self.first_snapshot.constraints.hash(),
-            timings=tuple(self.timer.phases),
-            **fields,
-        )
-
-    def result(
-        self,
-        outcome: InteractionOutcome,
-        dialogue: str,
-        *,
-        memory_hash_after: str,
-        emotion: Emotion = Emotion.NEUTRAL,
-        intents: tuple[WorldIntent, ...] = (),
-        **receipt_fields: object,
-    ) -> InteractionResult:
-        """The reply and its receipt, which share outcome, attempts and fallback flag."""
-        fallback_used = outcome is InteractionOutcome.FALLBACK
-        return InteractionResult(
-            npc_id=self.ctx.npc_id,
-            outcome=outcome,
-            dialogue=dialogue,
-            emotion=emotion,
-            intents=intents,
-            attempts=len(self.attempts),
-            fallback_used=fallback_used,
-            needs=self.sufficiency.missing if outcome is InteractionOutcome.CLARIFY else (),
-            failed_gates=self.failed_gates(),
-            receipt=self.receipt(
-                outcome=outcome, fallback_used=fallback_used, memory_hash_after=memory_hash_after, **receipt_fields
-            ),
-        )
-
-    def failed_gates(self) -> tuple[str, ...]:
-        seen: dict[str, None] = {}
-        for attempt in self.attempts:
-            for check in attempt.gates:
-                if not check.passed:
-                    seen.setdefault(check.gate.value, None)
-        return tuple(seen)
 
 
 class GovernancePipeline:
@@ -192,6 +65,7 @@ class GovernancePipeline:
         judge_backend: InferenceBackend | None = None,
         recorder: AuditSink | None = None,
         clock: Callable[[], int] = time.perf_counter_ns,
+        time_decisions: TimeDecisions | None = None,
     ) -> None:
         self.store = store
         self.backend = backend
@@ -206,6 +80,9 @@ class GovernancePipeline:
         self._config_hash = sha256_hex(self._config_json)
         self.judge = SemanticJudge(judge_backend, timeout_ms=self.config.judge_timeout_ms)
         self.clock = clock
+        #: Whether the retry budget or the deadline is spent: read from the clock, or (a
+        #: replay) from the record.
+        self.time_decisions: TimeDecisions = time_decisions or ClockTimeDecisions()
         self.counters: Counter[str] = Counter()
         self._counters_lock = threading.Lock()
         self._specials: tuple[str, ...] | None = None
@@ -244,6 +121,7 @@ class GovernancePipeline:
         """
         run = self._prepare(context)
         run.deadline_ns = deadline_ns
+        run.time_budget_ms = self.config.retry.time_budget_ms
         if stream is not None:
             stream.clock_ms = run.timer.elapsed_ms
             run.stream = stream
@@ -271,7 +149,7 @@ class GovernancePipeline:
         run = self._prepare(InteractionContext(npc_id=npc_id, trigger_reason=TriggerReason.PLAYER_UTTERANCE), quiet=True)
         return assemble_prompt(run.first_snapshot, self.config.prompt_boundary).before_new_message()
 
-    def _record_halt(self, run: _Run, halt: LifecycleHalt) -> str | None:
+    def _record_halt(self, run: InteractionRun, halt: LifecycleHalt) -> str | None:
         """The black box keeps halted interactions too: a record with the inputs, the attempts
         so far and the invariant that broke, committed with no memory change (the interaction
         does not count). Returns the record's id; None without a recorder."""
@@ -290,260 +168,88 @@ class GovernancePipeline:
         )
         return result.audit_record_id
 
-    def _check_deadline(self, run: _Run, phase: str) -> None:
+    def _check_deadline(self, run: InteractionRun, phase: str) -> None:
         if run.deadline_ns is not None and self.clock() > run.deadline_ns:
             self._count("deadline_exceeded", 1)
             raise DeadlineExceeded(phase)
 
     # --- phases ----------------------------------------------------------------------------
 
-    def _prepare(self, context: InteractionContext, *, quiet: bool = False) -> _Run:
-        """intake -> contract -> expectancy -> sufficiency -> snapshot. `quiet`: for a warm-up,
-        which reports nothing of the interaction it only anticipates."""
-        timer = _Timer(self.clock)
+    def _prepare(self, context: InteractionContext, *, quiet: bool = False) -> InteractionRun:
+        """intake -> contract -> expectancy -> sufficiency -> snapshot (`preparation`). `quiet`:
+        for a warm-up, which reports nothing of the interaction it only anticipates."""
+        timer = PhaseTimer(self.clock)
         try:
             view = self.store.view(context.npc_id)
         except UnknownScopeError:
             raise UnknownNpcError(f"no NPC {context.npc_id!r} is registered") from None
-        profile, world = view.profile, view.world
-        taken = intake(context, view.interactions)
-        ctx = taken.context
-        npc_memory, world_memory = view.npc, view.world_memory
-        timer.lap("intake")
-
-        state = merged_state(world_memory, npc_memory)
-        vocab = vocabulary(
-            state,
-            world.state_claims if world else {},
-            [c.fact for c in world_memory.canonical + npc_memory.canonical],
-            npc_memory.beliefs,
-            profile.bounds.belief_threshold,
-        )
-        contract = contract_for(ctx, vocab)
-        timer.lap("contract")
-
-        rules = (world.rules if world else ()) + profile.rules
-        behaviour = view.behaviour
-        evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour, task_type=contract.task_type)
-        timer.lap("expectancy")
-
-        sufficiency = check_sufficiency(
-            contract, evaluation.missing_state, state, world.state_defaults if world else {}, evaluation.mistyped_state
-        )
-        if sufficiency.mistyped and not quiet:
-            self._count("state_type_mismatch")
-            _log.warning(
-                "interaction for %s: world state %s has the wrong type for a rule's condition; asking the game to clarify",
-                ctx.npc_id, ", ".join(sufficiency.mistyped),
-            )  # fmt: skip
-        derived = {}
-        if sufficiency.verdict is Verdict.RETRY:
-            # Re-gather with the derived values; what is still missing after that is the game's to provide.
-            derived = dict(sufficiency.derived)
-            state = merged_state(world_memory, npc_memory, derived)
-            evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour, task_type=contract.task_type)
-            again = check_sufficiency(contract, evaluation.missing_state, state, {}, evaluation.mistyped_state)
-            if again.verdict is not Verdict.PASS:
-                sufficiency = again
-        timer.lap("sufficiency")
-
-        snapshot = build_snapshot(
-            context=ctx,
-            interaction_index=taken.interaction_index,
-            seed=taken.seed,
-            profile=profile,
-            profile_hash=view.profile_hash,
-            memory_hash=view.scopes_hash,
-            world=world,
-            npc_memory=npc_memory,
-            world_memory=world_memory,
-            contract=contract,
-            constraints=evaluation.constraints,
-            derived=derived,
+        return prepare(
+            view,
+            context,
+            timer=timer,
             max_attempts=self.config.retry.max_attempts,
             decay=self.store.policy.episodic_decay,
-        )
-        timer.lap("snapshot")
-        return _Run(
             sampling=self.backend.sampling(),
-            received=context,
-            ctx=ctx,
-            view=view,
-            interaction_index=taken.interaction_index,
-            seed=taken.seed,
-            scopes=tuple(name for name, _ in view.scope_hashes),
-            hash_before=view.memory_hash,
-            task_type=contract.task_type.value,
-            sufficiency=sufficiency,
-            first_snapshot=snapshot,
-            timer=timer,
+            on_mistyped=None if quiet else self._report_mistyped,
         )
 
-    def _attempts(self, run: _Run) -> tuple[GateResult | None, tuple[GateFailure, ...], str]:
-        """prompt -> inference -> gate, retried with escalation. Returns the accepted gate
-        result (or None), warnings accepted with it, and why a fallback is needed."""
+    def _report_mistyped(self, ctx: InteractionContext, keys: tuple[str, ...]) -> None:
+        self._count("state_type_mismatch")
+        _log.warning(
+            "interaction for %s: world state %s has the wrong type for a rule's condition; asking the game to clarify",
+            ctx.npc_id, ", ".join(keys),
+        )  # fmt: skip
+
+    def _attempts(self, run: InteractionRun) -> tuple[GateResult | None, tuple[GateFailure, ...], str]:
+        """[prompt -> inference -> gate] (`attempt`) until one is accepted or the fallback is
+        due, retried with escalation. Returns the accepted gate result (or None), warnings
+        accepted with it, and why a fallback is needed."""
         snapshot = run.first_snapshot
-        policy = self.config.retry
         judge = self.judge.judge if self.config.gate.semantic_judge else None
         schema = output_schema(snapshot.allowed_intents, self.config.generation)
-        #: Streamed: the accepted cut output of the words released so far (the answer should no
-        #: later attempt add to them), and those words, which a continuing attempt starts with.
-        released: GateResult | None = None
-        continued = ""
-        #: Streamed: the sentence that cut the last attempt, which the next may not begin with.
-        avoid = ""
+        steers = self._steers_retries()
+        carry = StreamCarry()
         while True:
-            if released is not None and self._out_of_time_after_release(run, snapshot.attempt):
+            released = carry.released
+            if released is not None and self.time_decisions.out_of_time_after_release(run, snapshot.attempt):
                 return released, released.failures, ""  # words are out: they are the reply
-            if self._over_time_budget(run, snapshot.attempt):
+            if self.time_decisions.over_time_budget(run, snapshot.attempt):
                 return None, (), "time_budget"
             self._check_deadline(run, f"inference.{snapshot.attempt}")
-            prompt = assemble_prompt(snapshot, self.config.prompt_boundary)
-            if snapshot.attempt == 1:
-                run.manifest, run.context_keys = prompt.manifest, prompt.context_keys
-            run.timer.lap(f"prompt.{snapshot.attempt}")
-            request = GenerationRequest(
-                npc_id=run.ctx.npc_id,
-                prompt=prompt,
-                seed=snapshot.seed + snapshot.attempt - 1,
-                max_tokens=self.config.max_tokens,
-                output_schema=schema,
-                output_prefix=continuation_prefix(continued) if continued or avoid else "",
-                avoid_start=avoid,
+            attempted = run_attempt(
+                run,
+                snapshot,
+                carry,
+                backend=self.backend,
+                config=self.config,
+                schema=schema,
+                judge=judge,
+                special_tokens=self._special_tokens(),
+                count=self._count,
             )
-            watcher = None
-            if run.stream is not None:
-                watcher = IncrementalGate(
-                    session=run.stream,
-                    snapshot=snapshot,
-                    config=self.config.gate,
-                    hygiene=run.view.profile.output_hygiene,
-                    streaming=self.config.streaming,
-                    hold_all=judge is not None,
-                    special_tokens=self._special_tokens(),
-                    continued=len(continued),
-                    avoided=avoid,
-                    safe=released,
-                )
-            try:
-                if watcher is None:
-                    generation = self.backend.generate(request)
-                else:
-                    generation = self.backend.generate_streaming(request, watcher.observe)
-            except BackendError as exc:
-                run.timer.lap(f"inference.{snapshot.attempt}")
-                if watcher is None or watcher.safe is None:
-                    return None, (), f"backend: {exc}"
-                # Text is out: the reply is what was released (the cut says why it stopped).
-                watcher.backend_failed(str(exc))
-                generation = Generation(text=watcher.last_raw, finish_reason="aborted")
-            run.timer.lap(f"inference.{snapshot.attempt}")
-            if run.stream is not None and run.stream.cancelled:
-                self._count("stream_cancelled", 1)
-                raise InteractionCancelled(f"inference.{snapshot.attempt}")
-            run.prompts.append(prompt.full)
-            if snapshot.attempt == 1:
-                run.ttft_ms = generation.ttft_ms
-            run.turn_message = prompt.player_turn
-
-            parse = parse_output(generation.text)
-            gate: GateResult | None
-            if watcher is not None and watcher.failed is not None:
-                gate = None  # a sentence failed: the generation was stopped there
-            else:
-                gate = validate(
-                    parse,
-                    generation.text,
-                    snapshot,
-                    self.config.gate,
-                    judge,
-                    run.view.profile.output_hygiene,
-                    self._special_tokens(),
-                )
-            if watcher is not None:
-                judged = gate if gate is not None else watcher.failed
-                gate = watcher.finish(gate) or watcher.failed
-                if watcher.cut is not None:
-                    self._count("stream_cut", 1)
-                assert gate is not None and judged is not None
-                record_gate = judged
-            else:
-                assert gate is not None
-                record_gate = gate
-            run.attempts.append(
-                AttemptRecord(
-                    attempt=snapshot.attempt,
-                    prompt_hash=prompt.prompt_hash(),
-                    raw_output=generation.text,
-                    output_hash=sha256_hex(generation.text),
-                    parse_path=parse.path,
-                    gates=record_gate.checks,
-                    failures=record_gate.failures,
-                    findings=record_gate.findings,
-                    tokens_evaluated=generation.tokens_evaluated,
-                    tokens_generated=generation.tokens_generated,
-                    stream=watcher.record(generation.finish_reason == "aborted") if watcher is not None else None,
-                )
-            )
-            for failure in record_gate.failures:
-                self._count(f"gate_failed.{failure.gate.value}", 1)
-            run.timer.lap(f"gate.{snapshot.attempt}")
-
-            if watcher is not None and watcher.cut is not None and gate is watcher.safe:
-                # Cut after words were released: go on from them, or end the reply there.
-                if not self._continue_after_cut(snapshot, record_gate, watcher):
-                    return gate, gate.failures, ""
-                released, continued = watcher.safe, run.stream.released if run.stream is not None else ""
-                failures = record_gate.failures
+            if isinstance(attempted, GiveUp):
+                return None, (), attempted.reason
+            stream_text = run.stream.released if run.stream is not None else ""
+            step = next_step(attempted, snapshot, carry, released=stream_text, steers=steers)
+            if isinstance(step, Accept):
+                return step.gate, step.gate.failures, ""
+            if isinstance(step, GiveUp):
+                return None, (), step.reason
+            if step.continues:
                 self._count("stream_continued", 1)
-            else:
-                if gate.accepted:
-                    return gate, gate.failures, ""  # soft rules bend on the last attempt, with a warning
-                if gate.critical:
-                    reasons = "; ".join(f.reason for f in gate.failures if f.severity is Severity.CRITICAL)
-                    return None, (), "critical: " + reasons
-                if not snapshot.can_retry:
-                    return None, (), "attempts_exhausted"
-                failures = gate.failures
-            # A streamed retry may not begin with the sentence that cut the last attempt, when
-            # that sentence began where the retry begins (after the words it continues, if any).
-            steer = watcher is not None and self._steers_retries() and watcher.failed_from == len(continued)
-            avoid = watcher.failed_sentence if steer and watcher is not None else ""
             self._count("retries", 1)
-            snapshot = snapshot.for_retry(escalate(snapshot.constraints, failures, policy.escalation), repair_message(failures))
-
-    def _continue_after_cut(self, snapshot: StateSnapshot, judged: GateResult, watcher: IncrementalGate) -> bool:
-        """Whether a streamed attempt cut after releasing words is followed by an attempt that
-        continues them (`StreamingConfig.continue_after_cut`): only for a failure a repair can
-        name, with attempts left, and a backend that can continue an output."""
-        return (
-            self._steers_retries()
-            and snapshot.can_retry
-            and not watcher.backend_error
-            and bool(judged.failures)
-            and not judged.critical
-        )
+            carry = step.carry
+            escalated = escalate(snapshot.constraints, step.failures, self.config.retry.escalation)
+            snapshot = snapshot.for_retry(escalated, repair_message(step.failures))
 
     def _steers_retries(self) -> bool:
         """Whether a streamed retry may be given its output's start: the released words to go on
         from, and the rejected sentence not to begin with again."""
         return self.config.streaming.continue_after_cut and self.backend.continues_output
 
-    def _out_of_time_after_release(self, run: _Run, attempt: int) -> bool:
-        """Whether a streamed reply whose words are out ends at them instead of trying `attempt`
-        from them: the retry budget or the interaction's deadline is spent. A replay takes it
-        from the record."""
-        past_deadline = run.deadline_ns is not None and self.clock() > run.deadline_ns
-        return self._over_time_budget(run, attempt) or past_deadline
-
-    def _over_time_budget(self, run: _Run, attempt: int) -> bool:
-        """Whether the retry budget's wall-clock time is spent before `attempt` starts. The one
-        decision that reads a clock: a replay takes it from the record instead."""
-        return run.timer.elapsed_ms() > self.config.retry.time_budget_ms
-
     # --- endings ---------------------------------------------------------------------------
 
-    def _apply(self, run: _Run, gate: GateResult, warnings: tuple[GateFailure, ...]) -> InteractionResult:
+    def _apply(self, run: InteractionRun, gate: GateResult, warnings: tuple[GateFailure, ...]) -> InteractionResult:
         output = gate.output
         if output is None or not gate.accepted:
             raise LifecycleHalt("mutation", "the gate result to apply was not accepted or has no output")
@@ -586,7 +292,7 @@ class GovernancePipeline:
         self._count("mutations_rejected", len(gate.rejected_mutations))
         return result
 
-    def _fallback(self, run: _Run, reason: str) -> InteractionResult:
+    def _fallback(self, run: InteractionRun, reason: str) -> InteractionResult:
         # Checked against the designer's rules active in this interaction (the first attempt's:
         # retry escalations describe the model's mistakes, not a line the designer wrote).
         snapshot = run.first_snapshot
@@ -617,7 +323,7 @@ class GovernancePipeline:
             self._count("fallback_lines_skipped", len(choice.skipped))
         return result
 
-    def _clarify(self, run: _Run) -> InteractionResult:
+    def _clarify(self, run: InteractionRun) -> InteractionResult:
         # Nothing counts and nothing changes; the record still goes in the log.
         result = self._commit(
             run,
@@ -631,7 +337,7 @@ class GovernancePipeline:
 
     def _commit(
         self,
-        run: _Run,
+        run: InteractionRun,
         phase: str,
         writes: list,
         build: Callable[[str], InteractionResult],

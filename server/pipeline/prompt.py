@@ -33,11 +33,10 @@ from __future__ import annotations
 import json
 from enum import Enum
 
-from loreguard.memory.hashing import sha256_hex
 from loreguard.memory.memo import IdentityMemo
-from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import CanonicalFact, ExchangeTurn
 from loreguard.schemas.output import MAX_DIALOGUE_CHARS, Emotion
+from loreguard.schemas.prompt import BELIEFS_HEADING, MEMORIES_HEADING, SITUATION_HEADING, WORLD_STATE_HEADING, Prompt
 from loreguard.server.pipeline.expectancy import ConstraintSet
 from loreguard.server.pipeline.snapshot import StateSnapshot, player_message
 
@@ -62,50 +61,6 @@ EMOTIONS = "|".join(e.value for e in Emotion)
 #: Pieces of this module's markup. Dialogue containing one is the model copying its prompt.
 DIALOGUE_PLACEHOLDER = "<your spoken words"
 SCAFFOLDING_MARKERS = ("### ", "[manifest]", DIALOGUE_PLACEHOLDER, "Situation: ", "Player: ")
-#: The headings a new message can start with (world state, memories, or the situation): what a
-#: warm-up (`InferenceBackend.warm`) may assume follows the text it caches.
-NEW_MESSAGE_HEADINGS = ("### World state\n", "### What you believe\n", "### What you remember\n", "### Now\n")
-
-
-class Prompt(FrozenModel):
-    #: The system message.
-    static_prefix: str
-    #: What opens the first user message: rules (and facts, with an early boundary). The whole
-    #: user message when `turns` and `player_turn` are empty, as for judge prompts.
-    dynamic_suffix: str
-    manifest: str
-    context_keys: tuple[str, ...]
-    over_budget: bool = False
-    #: Earlier turns of the conversation, oldest first.
-    turns: tuple[ExchangeTurn, ...] = ()
-    #: The new message: world state, memories, the situation, the player's line and, on a
-    #: retry, the correction.
-    player_turn: str = ""
-
-    def messages(self) -> list[dict[str, str]]:
-        """The prompt as chat messages (`role`, `content`), for chat templates and chat APIs."""
-        messages = [{"role": "system", "content": self.static_prefix}]
-        opening = self.dynamic_suffix
-        for turn in self.turns:
-            messages.append({"role": "user", "content": opening + turn.player})
-            messages.append({"role": "assistant", "content": turn.reply})
-            opening = ""
-        messages.append({"role": "user", "content": opening + self.player_turn})
-        return messages
-
-    def before_new_message(self) -> Prompt:
-        """The prompt less its new message: what every interaction of the NPC shares until its
-        profile, facts, rules or conversation change, and what a warm-up caches."""
-        return self.model_copy(update={"player_turn": ""})
-
-    @property
-    def full(self) -> str:
-        """Every message's text in order, a turn a line each: what the prompt hash covers."""
-        turns = "".join(f"{turn.player}\n{turn.reply}\n" for turn in self.turns)
-        return self.static_prefix + self.dynamic_suffix + turns + self.player_turn
-
-    def prompt_hash(self) -> str:
-        return sha256_hex(self.full)
 
 
 def _json_line(dialogue: str, emotion: Emotion) -> str:
@@ -163,7 +118,7 @@ _CANONICAL_SECTIONS: IdentityMemo[str] = IdentityMemo(maxsize=256)
 def _world_state_section(s: StateSnapshot) -> str:
     if not s.world_state:
         return ""
-    return "### World state\n" + "".join(f"- {key}: {json.dumps(value)}\n" for key, value in s.world_state) + "\n"
+    return WORLD_STATE_HEADING + "".join(f"- {key}: {json.dumps(value)}\n" for key, value in s.world_state) + "\n"
 
 
 def _constraints_section(s: StateSnapshot) -> str:
@@ -191,10 +146,10 @@ def _memory_section(s: StateSnapshot, n_beliefs: int, n_episodic: int) -> str:
     out = []
     if n_beliefs:
         beliefs = sorted((b.belief for b in s.beliefs[:n_beliefs]), key=lambda b: b.id)
-        out.append("### What you believe\n" + "".join(f"- {b.content}\n" for b in beliefs))
+        out.append(BELIEFS_HEADING + "".join(f"- {b.content}\n" for b in beliefs))
     if n_episodic:
         episodic = sorted((e.entry for e in s.episodic[:n_episodic]), key=lambda e: (e.at_interaction, e.text, e.id))
-        out.append("### What you remember\n" + "".join(f"- {e.text}\n" for e in episodic))
+        out.append(MEMORIES_HEADING + "".join(f"- {e.text}\n" for e in episodic))
     return "".join(part + "\n" for part in out)
 
 
@@ -214,7 +169,7 @@ def _situation_section(s: StateSnapshot) -> str:
         situation += f" in {ctx.scene}"
     if ctx.other_npc_id:
         situation += f" with {ctx.other_npc_id}"
-    lines = ["### Now", situation]
+    lines = [SITUATION_HEADING.rstrip("\n"), situation]
     if ctx.trigger_prompt:
         lines.append(ctx.trigger_prompt)
     if ctx.few_shot_text:

@@ -13,8 +13,8 @@ from typing import Any, Literal, Self
 from pydantic import Field
 
 from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import ModelFingerprint
-from loreguard.server.pipeline.prompt import Prompt
 
 
 class BackendError(Exception):

@@ -1,29 +1,19 @@
 """In-process llama.cpp inference with prompt-prefix reuse and bounded constrained decoding.
 
-Two engines behind one backend:
+The backend renders the prompt with the model's chat template, tokenizes it (static prefix and
+the rest apart, so the prefix is cacheable), compiles the output schema's grammar and builds the
+request's seeded sampler; one of two engines then runs the tokens (`engine.Engine`):
 
-* **batched** (the default): one context with `parallel` generation slots, continuously
-  batched (`batch_engine.py`); every prompt reuses the longest token prefix any resident
-  sequence holds, so a repeat turn evaluates only what changed. Many NPCs talk at once.
-* **reproducible**: one generation at a time, numerics independent of anything else. Used for
-  tests and live replay, where the same prompt and seed must give the same text in any process.
-
-The reproducible engine takes the same path for every generation, whatever is cached:
-
-1. render the prompt with the chat template and split it after the static prefix;
-2. put the NPC's prefix in the KV cache: restore its saved state, or evaluate it from an empty
-   cache and save the state for next time;
-3. evaluate the dynamic suffix in fixed batches;
-4. sample with the request's seed, constrained by the grammar of the output schema.
-
-Because step 2 always leaves the cache holding exactly the prefix, evaluated the same way, the
-same prompt and seed give the same text whether the prefix came from the cache or not, after
-any number of other NPCs' turns, and in another process.
+* **batched** (the default, `batch_engine` behind `batch_adapter`): one context with
+  `parallel` generation slots, continuously batched; every prompt reuses the longest token
+  prefix any resident sequence holds, so a repeat turn evaluates only what changed. Many NPCs
+  talk at once.
+* **reproducible** (`reproducible_engine`): one generation at a time, numerics independent of
+  anything else. Used for tests and live replay, where the same prompt and seed must give the
+  same text in any process.
 
 Warm-ups (`warm`) put an NPC's prompt, up to its new message, in the cache before its first
-turn: the batched engine evaluates system message, rules and earlier turns into a resident
-sequence; the reproducible engine does step 2 for the system message. Either way in idle
-time, giving way to any generation between chunks of prefill.
+turn, in idle time, giving way to any generation between chunks of prefill.
 """
 
 from __future__ import annotations
@@ -34,24 +24,25 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass
-from typing import Literal
 
 import llama_cpp
 from pydantic import Field
 
 from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.prompt import NEW_MESSAGE_HEADINGS, Prompt
 from loreguard.schemas.receipt import ModelFingerprint
 from loreguard.server.pipeline.inference.base import (
     BackendError,
-    BackendTimeout,
     Generation,
     GenerationRequest,
     InferenceBackend,
     Observer,
     WarmResult,
 )
-from loreguard.server.pipeline.inference.batch_engine import BatchedEngine, EngineJob, EngineTimeout
+from loreguard.server.pipeline.inference.batch_adapter import BatchedEngineAdapter
+from loreguard.server.pipeline.inference.batch_engine import BatchedEngine
 from loreguard.server.pipeline.inference.chat_template import ChatTemplate, TemplateError
+from loreguard.server.pipeline.inference.engine import Engine, EngineRequest, PromptTokens
 from loreguard.server.pipeline.inference.grammar import CompiledGrammar, UnsupportedSchema, compile_schema
 from loreguard.server.pipeline.inference.llama_native import (
     MAX_SEQUENCES,
@@ -63,24 +54,14 @@ from loreguard.server.pipeline.inference.llama_native import (
     supports_gpu_offload,
 )
 from loreguard.server.pipeline.inference.models import file_prefix_sha256, resolve_model_path
-from loreguard.server.pipeline.inference.prefix_cache import PrefixCache, PrefixState
+from loreguard.server.pipeline.inference.prefix_cache import PrefixCache
+from loreguard.server.pipeline.inference.reproducible_engine import ReproducibleEngine
 from loreguard.server.pipeline.inference.sequences import SequencePool, common_prefix
 from loreguard.server.pipeline.inference.spill import SpillCache
-from loreguard.server.pipeline.prompt import NEW_MESSAGE_HEADINGS, Prompt
 
 #: Stands for the new message when a warm-up renders the prompt before it (never in a prompt:
 #: player text is cleaned of control characters).
 _NEW_MESSAGE = "\x00new message\x00"
-
-
-def decode_prefix(out: bytes) -> str:
-    """Text of a growing UTF-8 output: a character whose bytes have not all arrived waits."""
-    try:
-        return out.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if exc.start >= len(out) - 3 and exc.reason == "unexpected end of data":
-            return out[: exc.start].decode("utf-8", "replace")
-        return out.decode("utf-8", "replace")
 
 
 def default_threads() -> int:
@@ -138,16 +119,6 @@ class LlamaCppConfig(FrozenModel):
     prefill_chunk: int = Field(default=128, ge=1)
 
 
-@dataclass(frozen=True)
-class PromptTokens:
-    prefix: list[int]
-    suffix: list[int]
-
-    @property
-    def prefix_key(self) -> str:
-        return hashlib.sha256(array("i", self.prefix).tobytes()).hexdigest()
-
-
 @dataclass
 class BackendStats:
     generations: int = 0
@@ -173,18 +144,12 @@ class LlamaCppBackend(InferenceBackend):
         self.config = config or LlamaCppConfig()
         self.model_path = resolve_model_path(self.config.model_path)
         self.n_threads = self.config.n_threads or default_threads()
-        self._engine: BatchedEngine | None = None
+        #: Saved prefixes of the reproducible engine (the batched engine keeps its own).
+        self.prefix_cache = PrefixCache(self.config.prefix_cache_bytes)
+        self._batched: BatchedEngine | None = None
         try:
             self._model = NativeModel(str(self.model_path), n_gpu_layers=self.config.n_gpu_layers)
-            if self.config.reproducible:
-                self._ctx = NativeContext(
-                    self._model, n_ctx=self.config.n_ctx, n_batch=self.config.n_batch, n_threads=self.n_threads
-                )
-            else:
-                self._ctx = self._batched_context()
-                pool = SequencePool(self._ctx.n_seq_max, self.parallel)
-                spill = SpillCache(self.config.prefix_cache_bytes) if self.config.prefix_cache_bytes else None
-                self._engine = BatchedEngine(self._model, self._ctx, pool, prefill_chunk=self.config.prefill_chunk, spill=spill)
+            self._engine = self._make_engine()
         except NativeError as exc:
             if getattr(self, "_model", None) is not None:
                 self._model.close()
@@ -196,7 +161,6 @@ class LlamaCppBackend(InferenceBackend):
         #: The BOS token's text, which some chat templates write themselves.
         self.bos_text = self._model.token_text(bos) if bos >= 0 else ""
         self.template = self._load_template()
-        self.prefix_cache = PrefixCache(self.config.prefix_cache_bytes)
         self.stats = BackendStats()
         self._stats_lock = threading.Lock()
         c = self.config
@@ -214,13 +178,20 @@ class LlamaCppBackend(InferenceBackend):
             dry_last_n=c.dry_last_n,
         )
         self._special_tokens = self._model.special_token_texts()
-        self._lock = threading.Lock()
-        #: Reproducible engine: generations waiting for or holding `_lock`; a warm-up waits for 0.
-        self._demand = 0
         self._closed = False
-        self._idle = threading.Condition()
         self._model.stop_tokens = self._stop_token_ids()
         self._fingerprint = self._make_fingerprint()
+
+    def _make_engine(self) -> Engine:
+        if self.config.reproducible:
+            ctx = NativeContext(self._model, n_ctx=self.config.n_ctx, n_batch=self.config.n_batch, n_threads=self.n_threads)
+            self._ctx = ctx
+            return ReproducibleEngine(self._model, ctx, self.prefix_cache)
+        ctx = self._ctx = self._batched_context()
+        pool = SequencePool(ctx.n_seq_max, self.parallel)
+        spill = SpillCache(self.config.prefix_cache_bytes) if self.config.prefix_cache_bytes else None
+        self._batched = BatchedEngine(self._model, ctx, pool, prefill_chunk=self.config.prefill_chunk, spill=spill)
+        return BatchedEngineAdapter(self._batched, self.parallel)
 
     @property
     def parallel(self) -> int:
@@ -360,73 +331,40 @@ class LlamaCppBackend(InferenceBackend):
         return self._generate(request, observe)
 
     def _generate(self, request: GenerationRequest, observe: Observer | None) -> Generation:
-        if self._engine is not None:
-            return self._generate_batched(request, observe)
-        with self._idle:
-            self._demand += 1
-        try:
-            with self._lock:
-                try:
-                    return self._generate_solo(request, observe)
-                except NativeError as exc:
-                    # The cache may hold a half-written sequence: start the next call from scratch.
-                    self._ctx.clear()
-                    raise BackendError(str(exc)) from exc
-        finally:
-            with self._idle:
-                self._demand -= 1
-                self._idle.notify_all()
-
-    def warm(self, npc_id: str, prompt: Prompt) -> WarmResult:
-        engine = self._engine
         if self._closed:
             raise BackendError("the backend is closed")
-        tokens = self.warm_tokens(prompt)
-        try:
-            if not self.config.reproducible:
-                if engine is None:
-                    raise BackendError("the backend is closed")
-                job = engine.warm(npc_id, array("i", tokens.prefix + tokens.suffix))
-                outcome: Literal["warmed", "already", "no_room"] = (
-                    "warmed" if job.finish == "warmed" else "already" if job.finish == "already" else "no_room"
-                )
-                return WarmResult(outcome=outcome, tokens=len(job.prompt), tokens_evaluated=job.evaluated, yielded=job.yielded)
-            return self._warm_solo(npc_id, tokens)
-        except NativeError as exc:
-            raise BackendError(str(exc)) from exc
+        started = time.perf_counter()
+        tokens, grammar, max_tokens, forced = self._prepare(request)
+        engine_request = EngineRequest(
+            npc_id=request.npc_id,
+            tokens=tokens,
+            forced=forced,
+            output_prefix=request.output_prefix.encode(),
+            sampler=self._sampler(request, grammar, forced),
+            max_tokens=max_tokens,
+            started=started,
+            deadline=started + request.timeout_ms / 1000 if request.timeout_ms else None,
+        )
+        out = self._engine.generate(engine_request, observe)
+        self._count(out.tokens_evaluated, out.tokens_cached, out.tokens_generated, out.full_filters)
+        return Generation(
+            text=out.text,
+            tokens_evaluated=out.tokens_evaluated,
+            tokens_cached=out.tokens_cached,
+            tokens_generated=out.tokens_generated,
+            finish_reason=out.finish_reason,
+            ttft_ms=out.ttft_ms,
+            total_ms=out.total_ms,
+        )
 
-    def _warm_solo(self, npc_id: str, tokens: PromptTokens) -> WarmResult:
-        """Step 2 of the reproducible path for the NPC's prefix, between generations: evaluated
-        from an empty cache in the same `n_batch` chunks as a generation would, so the saved
-        state is the one its first turn would have saved. A generation asking meanwhile takes
-        the context after the current chunk; the warm-up then starts again once it is idle."""
-        key = tokens.prefix_key
-        yielded = 0
-        while True:
-            with self._idle:
-                while self._demand:
-                    self._idle.wait()
-            with self._lock:
-                if self._closed:
-                    raise BackendError("the backend is closed")
-                if self.prefix_cache.peek(npc_id, key):
-                    return WarmResult(outcome="already", tokens=len(tokens.prefix), yielded=yielded)
-                self._ctx.clear()
-                if not self._ctx.evaluate(tokens.prefix, proceed=lambda: self._demand == 0):
-                    self._ctx.clear()
-                    yielded += 1
-                    continue
-                state = self._ctx.save_sequence()
-                if not self.prefix_cache.has_room(npc_id, len(state)):
-                    return WarmResult(
-                        outcome="no_room", tokens=len(tokens.prefix), tokens_evaluated=len(tokens.prefix), yielded=yielded
-                    )
-                self.prefix_cache.put(npc_id, PrefixState(key=key, n_tokens=len(tokens.prefix), state=state))
-                with self._stats_lock:
-                    self.stats.warm_tokens_evaluated += len(tokens.prefix)
-                return WarmResult(
-                    outcome="warmed", tokens=len(tokens.prefix), tokens_evaluated=len(tokens.prefix), yielded=yielded
-                )
+    def warm(self, npc_id: str, prompt: Prompt) -> WarmResult:
+        if self._closed:
+            raise BackendError("the backend is closed")
+        result = self._engine.warm(npc_id, self.warm_tokens(prompt))
+        if result.outcome == "warmed" and self.config.reproducible:
+            with self._stats_lock:  # the batched engine counts its own (`engine.stats`)
+                self.stats.warm_tokens_evaluated += result.tokens_evaluated
+        return result
 
     def _prepare(self, request: GenerationRequest) -> tuple[PromptTokens, CompiledGrammar | None, int, list[int]]:
         """Prompt tokens, output grammar, token cap and the tokens of the output's given start
@@ -472,122 +410,9 @@ class LlamaCppBackend(InferenceBackend):
             self.stats.tokens_generated += generated
             self.stats.grammar_full_filters += full_filters
 
-    def _generate_batched(self, request: GenerationRequest, observe: Observer | None) -> Generation:
-        assert self._engine is not None
-        started = time.perf_counter()
-        tokens, grammar, max_tokens, forced = self._prepare(request)
-        prompt = array("i", tokens.prefix + tokens.suffix + forced)
-        sampler = self._sampler(request, grammar, forced)
-        deadline = started + request.timeout_ms / 1000 if request.timeout_ms else None
-        job = EngineJob(
-            owner=request.npc_id, prompt=prompt, sampler=sampler, max_tokens=max_tokens, started=started, deadline=deadline,
-            out=bytearray(request.output_prefix.encode()),
-        )  # fmt: skip
-        try:
-            if observe is None:
-                self._engine.run(job)
-            else:
-                self._watch(job, observe)
-        except EngineTimeout as exc:
-            raise BackendTimeout(str(exc)) from exc
-        except NativeError as exc:
-            raise BackendError(str(exc)) from exc
-        evaluated = len(prompt) - job.reused
-        self._count(evaluated, job.reused, job.generated, sampler.full_filters)
-        return Generation(
-            text=job.out.decode("utf-8", "replace"),
-            tokens_evaluated=evaluated,
-            tokens_cached=job.reused,
-            tokens_generated=job.generated,
-            finish_reason=job.finish if job.finish in ("stop", "aborted") else "length",
-            ttft_ms=job.ttft_ms,
-            total_ms=job.total_ms,
-        )
-
-    def _watch(self, job: EngineJob, observe: Observer) -> None:
-        """Run `job` on the engine, showing `observe` its text as it grows; stop it when told."""
-        assert self._engine is not None
-        grew = job.grew = threading.Event()
-        self._engine.submit(job)
-        shown = 0
-        while True:
-            grew.wait()
-            grew.clear()
-            ended = job.done.is_set()
-            out = bytes(job.out)
-            if len(out) > shown and not job.cancel:
-                shown = len(out)
-                if not observe(decode_prefix(out)):
-                    job.cancel = True
-            if ended:
-                break
-        if job.error is not None:
-            raise job.error
-
-    def _generate_solo(self, request: GenerationRequest, observe: Observer | None = None) -> Generation:
-        started = time.perf_counter()
-        tokens, grammar, max_tokens, forced = self._prepare(request)
-
-        evaluated = self._load_prefix(request.npc_id, tokens)
-        cached = len(tokens.prefix) - evaluated
-        self._ctx.evaluate(tokens.suffix + forced)
-        evaluated += len(tokens.suffix) + len(forced)
-
-        sampler = self._sampler(request, grammar, forced)
-        try:
-            out = bytearray(request.output_prefix.encode())
-            generated = 0
-            finish: str = "length"
-            ttft_ms = 0.0
-            deadline = started + request.timeout_ms / 1000 if request.timeout_ms else None
-            while generated < max_tokens:
-                if deadline is not None and time.perf_counter() > deadline:
-                    raise BackendTimeout(f"the generation ran past its deadline after {generated} tokens")
-                token = sampler.sample(self._ctx)
-                if generated == 0:
-                    ttft_ms = (time.perf_counter() - started) * 1000
-                generated += 1
-                if self._model.is_end_of_generation(token):
-                    finish = "stop"
-                    break
-                out += self._model.piece(token)
-                if observe is not None and not observe(decode_prefix(bytes(out))):
-                    finish = "aborted"
-                    break
-                self._ctx.evaluate([token])
-            full_filters = sampler.full_filters
-        finally:
-            sampler.close()
-
-        self._count(evaluated, cached, generated, full_filters)
-        return Generation(
-            text=out.decode("utf-8", "replace"),
-            tokens_evaluated=evaluated,
-            tokens_cached=cached,
-            tokens_generated=generated,
-            finish_reason=finish,
-            ttft_ms=ttft_ms,
-            total_ms=(time.perf_counter() - started) * 1000,
-        )
-
-    def _load_prefix(self, npc_id: str, tokens: PromptTokens) -> int:
-        """Leave exactly the NPC's prefix in the KV cache; return how many tokens were evaluated."""
-        key = tokens.prefix_key
-        cached = self.prefix_cache.get(npc_id, key)
-        if cached is not None:
-            self._ctx.restore_sequence(cached.state, cached.n_tokens)
-            return 0
-        self._ctx.clear()
-        self._ctx.evaluate(tokens.prefix)
-        self.prefix_cache.put(npc_id, PrefixState(key=key, n_tokens=len(tokens.prefix), state=self._ctx.save_sequence()))
-        return len(tokens.prefix)
-
     def invalidate(self, npc_id: str) -> bool:
         """Forget what is cached of an NPC's turns (the next turn evaluates its prompt again)."""
-        if self._engine is not None:
-            return self._engine.forget(npc_id) > 0
-        with self._lock:
-            return self.prefix_cache.invalidate(npc_id)
+        return self._engine.invalidate(npc_id)
 
     @property
     def continues_output(self) -> bool:
@@ -595,14 +420,12 @@ class LlamaCppBackend(InferenceBackend):
 
     @property
     def max_concurrency(self) -> int:
-        return self.parallel if self._engine is not None else 1
+        return self._engine.max_concurrency
 
     @property
     def resident_prefixes(self) -> int:
         """NPCs whose prompts are cached: resident sequences (batched) or saved prefixes."""
-        if self._engine is not None:
-            return len(self._engine.resident_owners())
-        return self.prefix_cache.stats.entries
+        return self._engine.resident_prefixes
 
     @property
     def native_model(self) -> NativeModel:
@@ -611,13 +434,13 @@ class LlamaCppBackend(InferenceBackend):
 
     @property
     def engine(self) -> BatchedEngine | None:
-        return self._engine
+        """The batched engine, for its statistics; None with the reproducible one."""
+        return self._batched
 
     def close(self) -> None:
+        if self._closed:
+            return
         self._closed = True
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
-        with self._lock:
-            self._ctx.close()
-            self._model.close()
+        self._engine.close()
+        self._batched = None
+        self._model.close()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import ModelFingerprint
 from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, InferenceBackend, Observer, WarmResult
-from loreguard.server.pipeline.prompt import Prompt
 
 
 class RecordingBackend(InferenceBackend):

@@ -11,9 +11,10 @@ from pipeline_helpers import ask, make_pipeline
 from pydantic import ValidationError
 
 from loreguard.schemas import AppendEpisodic, Authority, MemoryWrite, UpsertBelief
+from loreguard.schemas.prompt import NEW_MESSAGE_HEADINGS
 from loreguard.server.pipeline import PipelineConfig, UnknownNpcError
 from loreguard.server.pipeline.expectancy import ConstraintSet
-from loreguard.server.pipeline.prompt import NEW_MESSAGE_HEADINGS, PromptBoundary, assemble_prompt
+from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt
 
 
 def _pipeline_with_memory(tmp_path: Path, **profile_overrides: object):  # noqa: ANN202

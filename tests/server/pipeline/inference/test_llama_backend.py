@@ -14,6 +14,7 @@ from model_helpers import Recording, demo_store
 from pipeline_helpers import ask
 
 from loreguard.schemas import AddCanonicalFact, Authority, MemoryWrite, ParsedOutput
+from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import ParsePath
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference import BackendError
@@ -21,7 +22,6 @@ from loreguard.server.pipeline.inference.grammar import compile_schema
 from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 from loreguard.server.pipeline.inference.llama_native import supports_gpu_offload
 from loreguard.server.pipeline.inference.models import ModelNotFound, embedded_model_path
-from loreguard.server.pipeline.prompt import Prompt
 
 pytestmark = pytest.mark.model
 

@@ -8,11 +8,11 @@ import pytest
 from model_helpers import Recording, demo_store
 from pipeline_helpers import ask
 
+from loreguard.schemas.prompt import Prompt
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference import BackendError
 from loreguard.server.pipeline.inference.base import GenerationRequest
 from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
-from loreguard.server.pipeline.prompt import Prompt
 
 pytestmark = pytest.mark.model
 

@@ -13,9 +13,9 @@ from model_helpers import Recording, demo_store
 from pipeline_helpers import ask
 from waiting import wait_for
 
+from loreguard.schemas.prompt import NEW_MESSAGE_HEADINGS
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
-from loreguard.server.pipeline.prompt import NEW_MESSAGE_HEADINGS
 
 pytestmark = pytest.mark.model
 

@@ -1,0 +1,222 @@
+"""One attempt: prompt -> inference -> gate, and what follows it.
+
+`run_attempt` assembles the prompt from the attempt's snapshot, asks the backend (streamed
+through the incremental gate when the interaction streams), validates the output and records
+the attempt on the run. `next_step` decides from that alone what the lifecycle does next:
+accept, give up (the fallback's reason), or retry with escalated rules and a repair message,
+carrying forward what a streamed retry needs (`StreamCarry`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from loreguard.memory.hashing import sha256_hex
+from loreguard.schemas.receipt import AttemptRecord, GateFailure
+from loreguard.schemas.rules import Severity
+from loreguard.server.pipeline.config import PipelineConfig
+from loreguard.server.pipeline.errors import InteractionCancelled
+from loreguard.server.pipeline.gate import GateResult, Judge, validate
+from loreguard.server.pipeline.inference.base import BackendError, Generation, GenerationRequest, InferenceBackend
+from loreguard.server.pipeline.parsing import parse_output
+from loreguard.server.pipeline.prompt import assemble_prompt
+from loreguard.server.pipeline.run import InteractionRun
+from loreguard.server.pipeline.snapshot import StateSnapshot
+from loreguard.server.pipeline.streaming import IncrementalGate, continuation_prefix
+
+#: Counts an event on the pipeline's counters (name, amount).
+Count = Callable[[str, int], None]
+
+
+@dataclass(frozen=True)
+class StreamCarry:
+    """What a streamed retry takes from the attempts before it (empty without streaming)."""
+
+    #: The accepted cut output of the words released so far: the answer, should no later
+    #: attempt add to them.
+    released: GateResult | None = None
+    #: Those words, which a continuing attempt starts with.
+    continued: str = ""
+    #: The sentence that cut the last attempt, which the next may not begin with.
+    avoid: str = ""
+
+
+@dataclass(frozen=True)
+class Attempted:
+    """One attempt's outcome, already recorded on the run."""
+
+    #: What decides the interaction: the whole output's gate result or, for a streamed attempt
+    #: cut after a release, the last accepted cut (`watcher.safe`).
+    gate: GateResult
+    #: What the gate found, as the attempt record keeps it.
+    judged: GateResult
+    #: The incremental gate of a streamed attempt; None otherwise.
+    watcher: IncrementalGate | None
+
+
+def run_attempt(
+    run: InteractionRun,
+    snapshot: StateSnapshot,
+    carry: StreamCarry,
+    *,
+    backend: InferenceBackend,
+    config: PipelineConfig,
+    schema: dict[str, Any],
+    judge: Judge | None,
+    special_tokens: tuple[str, ...],
+    count: Count,
+) -> Attempted | GiveUp:
+    """Attempt number `snapshot.attempt`: its prompt, generation and gate, appended to
+    `run.attempts` (and `run.prompts`); `GiveUp` when the backend failed before any word was
+    out. Raises `InteractionCancelled` when the stream's client left during the generation."""
+    n = snapshot.attempt
+    prompt = assemble_prompt(snapshot, config.prompt_boundary)
+    if n == 1:
+        run.manifest, run.context_keys = prompt.manifest, prompt.context_keys
+    run.timer.lap(f"prompt.{n}")
+    request = GenerationRequest(
+        npc_id=run.ctx.npc_id,
+        prompt=prompt,
+        seed=snapshot.seed + n - 1,
+        max_tokens=config.max_tokens,
+        output_schema=schema,
+        output_prefix=continuation_prefix(carry.continued) if carry.continued or carry.avoid else "",
+        avoid_start=carry.avoid,
+    )
+    watcher = None
+    if run.stream is not None:
+        watcher = IncrementalGate(
+            session=run.stream,
+            snapshot=snapshot,
+            config=config.gate,
+            hygiene=run.view.profile.output_hygiene,
+            streaming=config.streaming,
+            hold_all=judge is not None,
+            special_tokens=special_tokens,
+            continued=len(carry.continued),
+            avoided=carry.avoid,
+            safe=carry.released,
+        )
+    try:
+        generation = _generate(backend, request, watcher)
+    except BackendError as exc:
+        run.timer.lap(f"inference.{n}")
+        return GiveUp(f"backend: {exc}")
+    run.timer.lap(f"inference.{n}")
+    if run.stream is not None and run.stream.cancelled:
+        count("stream_cancelled", 1)
+        raise InteractionCancelled(f"inference.{n}")
+    run.prompts.append(prompt.full)
+    if n == 1:
+        run.ttft_ms = generation.ttft_ms
+    run.turn_message = prompt.player_turn
+
+    parse = parse_output(generation.text)
+    gate: GateResult | None = None
+    if watcher is None or watcher.failed is None:  # else a sentence failed: the generation stopped there
+        hygiene = run.view.profile.output_hygiene
+        gate = validate(parse, generation.text, snapshot, config.gate, judge, hygiene, special_tokens)
+    judged = gate
+    if watcher is not None:
+        judged = gate if gate is not None else watcher.failed
+        gate = watcher.finish(gate) or watcher.failed
+        if watcher.cut is not None:
+            count("stream_cut", 1)
+    if gate is None or judged is None:
+        raise AssertionError("an attempt ends with a gate result")
+    run.attempts.append(
+        AttemptRecord(
+            attempt=n,
+            prompt_hash=prompt.prompt_hash(),
+            raw_output=generation.text,
+            output_hash=sha256_hex(generation.text),
+            parse_path=parse.path,
+            gates=judged.checks,
+            failures=judged.failures,
+            findings=judged.findings,
+            tokens_evaluated=generation.tokens_evaluated,
+            tokens_generated=generation.tokens_generated,
+            stream=watcher.record(generation.finish_reason == "aborted") if watcher is not None else None,
+        )
+    )
+    for failure in judged.failures:
+        count(f"gate_failed.{failure.gate.value}", 1)
+    run.timer.lap(f"gate.{n}")
+    return Attempted(gate=gate, judged=judged, watcher=watcher)
+
+
+def _generate(backend: InferenceBackend, request: GenerationRequest, watcher: IncrementalGate | None) -> Generation:
+    """The backend's output; a backend failure after words were released ends the generation
+    where it stood (the reply is what was released, the cut says why it stopped)."""
+    try:
+        if watcher is None:
+            return backend.generate(request)
+        return backend.generate_streaming(request, watcher.observe)
+    except BackendError as exc:
+        if watcher is None or watcher.safe is None:
+            raise
+        watcher.backend_failed(str(exc))
+        return Generation(text=watcher.last_raw, finish_reason="aborted")
+
+
+@dataclass(frozen=True)
+class Accept:
+    """The interaction's answer: `gate` (with its soft failures as warnings)."""
+
+    gate: GateResult
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """No answer from the model: the fallback, for `reason`."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Another attempt, with rules escalated for `failures` and a repair naming them."""
+
+    failures: tuple[GateFailure, ...]
+    carry: StreamCarry
+    #: The retry goes on from the words a cut attempt released.
+    continues: bool = False
+
+
+Step = Accept | GiveUp | Retry
+
+
+def next_step(attempted: Attempted, snapshot: StateSnapshot, carry: StreamCarry, *, released: str, steers: bool) -> Step:
+    """What follows an attempt. `released`: the stream's words out so far; `steers`: whether a
+    streamed retry may be given its output's start (`StreamingConfig.continue_after_cut` and a
+    backend that `continues_output`)."""
+    gate, judged, watcher = attempted.gate, attempted.judged, attempted.watcher
+    continues = False
+    if watcher is not None and watcher.cut is not None and gate is watcher.safe:
+        # Cut after words were released: go on from them, or end the reply there.
+        if not _continues_after_cut(snapshot, judged, watcher, steers=steers):
+            return Accept(gate)
+        carry = StreamCarry(released=watcher.safe, continued=released, avoid=carry.avoid)
+        failures, continues = judged.failures, True
+    else:
+        if gate.accepted:
+            return Accept(gate)  # soft rules bend on the last attempt, with a warning
+        if gate.critical:
+            return GiveUp("critical: " + "; ".join(f.reason for f in gate.failures if f.severity is Severity.CRITICAL))
+        if not snapshot.can_retry:
+            return GiveUp("attempts_exhausted")
+        failures = gate.failures
+    # A streamed retry may not begin with the sentence that cut the last attempt, when that
+    # sentence began where the retry begins (after the words it continues, if any).
+    steer = watcher is not None and steers and watcher.failed_from == len(carry.continued)
+    avoid = watcher.failed_sentence if steer and watcher is not None else ""
+    return Retry(failures, StreamCarry(released=carry.released, continued=carry.continued, avoid=avoid), continues)
+
+
+def _continues_after_cut(snapshot: StateSnapshot, judged: GateResult, watcher: IncrementalGate, *, steers: bool) -> bool:
+    """Whether a streamed attempt cut after releasing words is followed by an attempt that
+    continues them: only for a failure a repair can name, with attempts left, and a backend
+    that can continue an output."""
+    return steers and snapshot.can_retry and not watcher.backend_error and bool(judged.failures) and not judged.critical

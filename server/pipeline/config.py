@@ -1,0 +1,28 @@
+"""The pipeline's settings: one frozen model, hashed into every audit record so a replay runs
+under the same ones."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from loreguard.schemas.base import FrozenModel
+from loreguard.server.pipeline.gate import GateConfig
+from loreguard.server.pipeline.output_schema import GenerationLimits
+from loreguard.server.pipeline.prompt import PromptBoundary
+from loreguard.server.pipeline.retry import RetryPolicy
+from loreguard.server.pipeline.streaming import StreamingConfig
+
+
+class PipelineConfig(FrozenModel):
+    retry: RetryPolicy = RetryPolicy()
+    prompt_boundary: PromptBoundary = PromptBoundary.AFTER_CANONICAL
+    gate: GateConfig = GateConfig()
+    #: Bounds of what the model may write; they also bound constrained decoding.
+    generation: GenerationLimits = GenerationLimits()
+    #: Token cap for backends that cannot constrain decoding to the output schema.
+    max_tokens: int = 320
+    #: With the semantic judge on (`gate.semantic_judge`): how long its model may take before
+    #: the keyword check stands in.
+    judge_timeout_ms: int = Field(default=3000, ge=1)
+    #: How a streamed interaction cuts its reply into chunks (`interact` with `stream`).
+    streaming: StreamingConfig = StreamingConfig()

@@ -1,0 +1,97 @@
+"""The batched engine (`batch_engine`) behind the backend's engine interface (`engine.Engine`):
+a generation becomes an `EngineJob` the engine thread decodes with everyone else's, and a
+streamed one is watched from the caller's thread."""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from typing import Literal
+
+from loreguard.server.pipeline.inference.base import BackendError, BackendTimeout, Observer, WarmResult
+from loreguard.server.pipeline.inference.batch_engine import BatchedEngine, EngineJob, EngineTimeout
+from loreguard.server.pipeline.inference.engine import EngineOutput, EngineRequest, PromptTokens, decode_prefix
+from loreguard.server.pipeline.inference.llama_native import NativeError
+
+
+class BatchedEngineAdapter:
+    """`Engine` over one `BatchedEngine` with `slots` generation slots."""
+
+    def __init__(self, engine: BatchedEngine, slots: int) -> None:
+        self.engine = engine
+        self._slots = slots
+
+    @property
+    def max_concurrency(self) -> int:
+        return self._slots
+
+    @property
+    def resident_prefixes(self) -> int:
+        return len(self.engine.resident_owners())
+
+    def generate(self, request: EngineRequest, observe: Observer | None) -> EngineOutput:
+        """`observe` runs on the caller's thread, never the engine's: a slow check delays only
+        this generation's stop, not the other NPCs decoding in the same batch."""
+        tokens = request.tokens
+        prompt = array("i", tokens.prefix + tokens.suffix + request.forced)
+        job = EngineJob(
+            owner=request.npc_id, prompt=prompt, sampler=request.sampler, max_tokens=request.max_tokens,
+            started=request.started, deadline=request.deadline, out=bytearray(request.output_prefix),
+        )  # fmt: skip
+        try:
+            if observe is None:
+                self.engine.run(job)
+            else:
+                self._watch(job, observe)
+        except EngineTimeout as exc:
+            raise BackendTimeout(str(exc)) from exc
+        except NativeError as exc:
+            raise BackendError(str(exc)) from exc
+        return EngineOutput(
+            text=job.out.decode("utf-8", "replace"),
+            tokens_evaluated=len(prompt) - job.reused,
+            tokens_cached=job.reused,
+            tokens_generated=job.generated,
+            finish_reason="stop" if job.finish == "stop" else "aborted" if job.finish == "aborted" else "length",
+            ttft_ms=job.ttft_ms,
+            total_ms=job.total_ms,
+            full_filters=request.sampler.full_filters,
+        )
+
+    def _watch(self, job: EngineJob, observe: Observer) -> None:
+        """Run `job` on the engine, showing `observe` its text as it grows; stop it when told."""
+        grew = job.grew = threading.Event()
+        self.engine.submit(job)
+        shown = 0
+        while True:
+            grew.wait()
+            grew.clear()
+            ended = job.done.is_set()
+            out = bytes(job.out)
+            if len(out) > shown and not job.cancel:
+                shown = len(out)
+                if not observe(decode_prefix(out)):
+                    job.cancel = True
+            if ended:
+                break
+        if job.error is not None:
+            raise job.error
+
+    def warm(self, npc_id: str, tokens: PromptTokens) -> WarmResult:
+        """The system message, rules and earlier turns evaluated into a resident sequence."""
+        try:
+            job = self.engine.warm(npc_id, array("i", tokens.prefix + tokens.suffix))
+        except NativeError as exc:
+            raise BackendError(str(exc)) from exc
+        outcome: Literal["warmed", "already", "no_room"] = (
+            "warmed" if job.finish == "warmed" else "already" if job.finish == "already" else "no_room"
+        )
+        return WarmResult(outcome=outcome, tokens=len(job.prompt), tokens_evaluated=job.evaluated, yielded=job.yielded)
+
+    def invalidate(self, npc_id: str) -> bool:
+        return self.engine.forget(npc_id) > 0
+
+    def close(self) -> None:
+        """Stop the engine thread, then free its context (the model is the backend's to free)."""
+        self.engine.close()
+        self.engine.ctx.close()

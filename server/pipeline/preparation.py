@@ -1,0 +1,101 @@
+"""Everything an interaction works out before the model is asked: intake -> contract ->
+expectancy -> sufficiency -> snapshot, into the run the attempts and endings share.
+
+Pure: it reads one consistent view of memory and returns the run; what it reports (a world
+state of the wrong type) goes to the caller's `on_mistyped`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from loreguard.memory.store import StoreView
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.server.pipeline.contract import Verdict, check_sufficiency, contract_for, vocabulary
+from loreguard.server.pipeline.expectancy import evaluate_rules
+from loreguard.server.pipeline.interaction import intake
+from loreguard.server.pipeline.run import InteractionRun, PhaseTimer
+from loreguard.server.pipeline.snapshot import build_snapshot, merged_state
+
+
+def prepare(
+    view: StoreView,
+    context: InteractionContext,
+    *,
+    timer: PhaseTimer,
+    max_attempts: int,
+    decay: float,
+    sampling: dict[str, float | int],
+    on_mistyped: Callable[[InteractionContext, tuple[str, ...]], None] | None = None,
+) -> InteractionRun:
+    """The run of `context` against `view`, each phase lapped on `timer`. `on_mistyped` hears
+    of world state whose type does not fit a rule's condition (the game is asked to clarify)."""
+    profile, world = view.profile, view.world
+    taken = intake(context, view.interactions)
+    ctx = taken.context
+    npc_memory, world_memory = view.npc, view.world_memory
+    timer.lap("intake")
+
+    state = merged_state(world_memory, npc_memory)
+    vocab = vocabulary(
+        state,
+        world.state_claims if world else {},
+        [c.fact for c in world_memory.canonical + npc_memory.canonical],
+        npc_memory.beliefs,
+        profile.bounds.belief_threshold,
+    )
+    contract = contract_for(ctx, vocab)
+    timer.lap("contract")
+
+    rules = (world.rules if world else ()) + profile.rules
+    behaviour = view.behaviour
+    evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour, task_type=contract.task_type)
+    timer.lap("expectancy")
+
+    sufficiency = check_sufficiency(
+        contract, evaluation.missing_state, state, world.state_defaults if world else {}, evaluation.mistyped_state
+    )
+    if sufficiency.mistyped and on_mistyped is not None:
+        on_mistyped(ctx, sufficiency.mistyped)
+    derived = {}
+    if sufficiency.verdict is Verdict.RETRY:
+        # Re-gather with the derived values; what is still missing after that is the game's to provide.
+        derived = dict(sufficiency.derived)
+        state = merged_state(world_memory, npc_memory, derived)
+        evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour, task_type=contract.task_type)
+        again = check_sufficiency(contract, evaluation.missing_state, state, {}, evaluation.mistyped_state)
+        if again.verdict is not Verdict.PASS:
+            sufficiency = again
+    timer.lap("sufficiency")
+
+    snapshot = build_snapshot(
+        context=ctx,
+        interaction_index=taken.interaction_index,
+        seed=taken.seed,
+        profile=profile,
+        profile_hash=view.profile_hash,
+        memory_hash=view.scopes_hash,
+        world=world,
+        npc_memory=npc_memory,
+        world_memory=world_memory,
+        contract=contract,
+        constraints=evaluation.constraints,
+        derived=derived,
+        max_attempts=max_attempts,
+        decay=decay,
+    )
+    timer.lap("snapshot")
+    return InteractionRun(
+        sampling=sampling,
+        received=context,
+        ctx=ctx,
+        view=view,
+        interaction_index=taken.interaction_index,
+        seed=taken.seed,
+        scopes=tuple(name for name, _ in view.scope_hashes),
+        hash_before=view.memory_hash,
+        task_type=contract.task_type.value,
+        sufficiency=sufficiency,
+        first_snapshot=snapshot,
+        timer=timer,
+    )

@@ -1,0 +1,157 @@
+"""One interaction in flight: what the lifecycle's phases learn and its endings need, its phase
+timer, and the two decisions that read a clock.
+
+The run is plain per-interaction state; nothing in it is shared between interactions. Its
+receipt and result are built from it, so every ending describes the same attempts, hashes and
+timings.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from loreguard.memory.store import StoreView
+from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.output import Emotion, WorldIntent
+from loreguard.schemas.receipt import AttemptRecord, InteractionOutcome, InteractionResult, PhaseTiming, Receipt
+from loreguard.server.pipeline.contract import Sufficiency
+from loreguard.server.pipeline.snapshot import StateSnapshot
+from loreguard.server.pipeline.streaming import StreamSession
+
+
+class PhaseTimer:
+    """Durations of the phases, each from the end of the one before (metadata, never hashed)."""
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self.clock = clock
+        self.start = self.last = clock()
+        self.phases: list[PhaseTiming] = []
+
+    def lap(self, phase: str) -> None:
+        now = self.clock()
+        self.phases.append(PhaseTiming(phase=phase, duration_us=(now - self.last) // 1000))
+        self.last = now
+
+    def elapsed_ms(self) -> float:
+        return (self.clock() - self.start) / 1e6
+
+
+@dataclass
+class InteractionRun:
+    """Per-interaction state the attempts and the endings need."""
+
+    #: The context as the game sent it (the audit record keeps it for replay).
+    received: InteractionContext
+    ctx: InteractionContext
+    view: StoreView
+    interaction_index: int
+    seed: int
+    scopes: tuple[str, ...]
+    hash_before: str
+    task_type: str
+    sufficiency: Sufficiency
+    first_snapshot: StateSnapshot
+    timer: PhaseTimer
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)
+    ttft_ms: float = 0.0
+    manifest: str = ""
+    context_keys: tuple[str, ...] = ()
+    #: When the interaction must be answered, on the pipeline's clock; None: no deadline.
+    deadline_ns: int | None = None
+    #: The retry budget's wall-clock time (`RetryPolicy.time_budget_ms`).
+    time_budget_ms: float = math.inf
+    #: The player's message as the latest attempt's prompt ended on it (with its correction, if
+    #: any): the conversation replays the accepted attempt's turn word for word on later turns,
+    #: which is what the engine has cached.
+    turn_message: str = ""
+    #: The backend's sampler settings besides the seed (repetition penalties, DRY).
+    sampling: dict[str, float | int] = field(default_factory=dict)
+    stream: StreamSession | None = None
+
+    def receipt(self, **fields: object) -> Receipt:
+        return Receipt(
+            npc_id=self.ctx.npc_id,
+            interaction_index=self.interaction_index,
+            seed=self.seed,
+            sampling=self.sampling,
+            task_type=self.task_type,
+            manifest=self.manifest,
+            context_keys=self.context_keys,
+            constraints=self.first_snapshot.constraints.ids(),
+            sufficiency=self.sufficiency.verdict.value,
+            missing=self.sufficiency.missing,
+            derived=self.sufficiency.derived,
+            mistyped=self.sufficiency.mistyped,
+            attempts=tuple(self.attempts),
+            memory_hash_before=self.hash_before,
+            snapshot_hash=self.first_snapshot.snapshot_hash(),
+            constraints_hash=self.first_snapshot.constraints.hash(),
+            timings=tuple(self.timer.phases),
+            **fields,
+        )
+
+    def result(
+        self,
+        outcome: InteractionOutcome,
+        dialogue: str,
+        *,
+        memory_hash_after: str,
+        emotion: Emotion = Emotion.NEUTRAL,
+        intents: tuple[WorldIntent, ...] = (),
+        **receipt_fields: object,
+    ) -> InteractionResult:
+        """The reply and its receipt, which share outcome, attempts and fallback flag."""
+        fallback_used = outcome is InteractionOutcome.FALLBACK
+        return InteractionResult(
+            npc_id=self.ctx.npc_id,
+            outcome=outcome,
+            dialogue=dialogue,
+            emotion=emotion,
+            intents=intents,
+            attempts=len(self.attempts),
+            fallback_used=fallback_used,
+            needs=self.sufficiency.missing if outcome is InteractionOutcome.CLARIFY else (),
+            failed_gates=self.failed_gates(),
+            receipt=self.receipt(
+                outcome=outcome, fallback_used=fallback_used, memory_hash_after=memory_hash_after, **receipt_fields
+            ),
+        )
+
+    def failed_gates(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for attempt in self.attempts:
+            for check in attempt.gates:
+                if not check.passed:
+                    seen.setdefault(check.gate.value, None)
+        return tuple(seen)
+
+
+class TimeDecisions(Protocol):
+    """The only decisions of an interaction that read a clock. A live pipeline reads its own
+    (`ClockTimeDecisions`); a replay takes them from the record, so a recorded interaction that
+    ran out of time does so after the same attempts however fast the replay runs."""
+
+    def over_time_budget(self, run: InteractionRun, attempt: int) -> bool:
+        """Whether the retry budget's wall-clock time is spent before `attempt` starts."""
+        ...
+
+    def out_of_time_after_release(self, run: InteractionRun, attempt: int) -> bool:
+        """Whether a streamed reply whose words are out ends at them instead of trying `attempt`
+        from them: the retry budget or the interaction's deadline is spent."""
+        ...
+
+
+class ClockTimeDecisions:
+    """Time decisions as a live interaction makes them: the run's timer against its retry
+    budget and its deadline (both on the pipeline's clock, which the timer reads)."""
+
+    def over_time_budget(self, run: InteractionRun, attempt: int) -> bool:
+        return run.timer.elapsed_ms() > run.time_budget_ms
+
+    def out_of_time_after_release(self, run: InteractionRun, attempt: int) -> bool:
+        past_deadline = run.deadline_ns is not None and run.timer.clock() > run.deadline_ns
+        return self.over_time_budget(run, attempt) or past_deadline
