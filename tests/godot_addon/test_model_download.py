@@ -1,5 +1,5 @@
 """The autoload's model download (settings.gd `allow_model_download`, supervisor.gd's progress
-lines, client.gd's `downloading_model` status) in a real headless Godot running the demo scene,
+lines, launcher.gd's `downloading_model` status) in a real headless Godot running the demo scene,
 with a real `loreguard serve` pulling the embedded GGUF from the fake Hub (tests/fake_hub.py)."""
 
 from __future__ import annotations

@@ -15,11 +15,10 @@ extends Node
 ## `no_reply` when its timeout passes first. Requests made while disconnected wait (until their
 ## timeout) and go out as soon as the connection is up.
 ##
-## With auto-launch on, the client supervises the sidecar it launched (LoreguardSupervisor): it
-## notices an exit within a fraction of a second, fails what was in flight with `sidecar_down`,
-## restarts it with backoff (then gives up: `failed`), and uses a sidecar found on the port only
-## when it is the one this game launched (or `loreguard/sidecar/reuse_running` is on).
-## `status_changed` reports each step for the game's UI.
+## With auto-launch on, LoreguardLauncher launches the sidecar and restarts it with backoff when it
+## exits (then gives up: `failed`); what was in flight then fails with `sidecar_down`. A sidecar
+## found on the port is used only when this game launched it (or `loreguard/sidecar/reuse_running`
+## is on). `status_changed` reports each step for the game's UI.
 ## Designer data (`load_world`, `register_npc`) is remembered and sent again after every
 ## reconnect, so a restarted sidecar knows the game's world and NPCs before anything else.
 
@@ -35,28 +34,29 @@ signal sidecar_problem(message: String)
 signal status_changed(status: LoreguardSidecarStatus)
 
 const PROTOCOL_VERSION := 1
-## How long `start()` waits for `hello` before it launches the sidecar (when auto-launch is on).
-const LAUNCH_PROBE_MS := 1500
-## How long the check of a sidecar found on the port (its `hello`) may take.
-const VET_TIMEOUT_MS := 5000
+## How long `start()` waits for `hello` before it launches the sidecar (LoreguardLauncher's).
+const LAUNCH_PROBE_MS := LoreguardLauncher.LAUNCH_PROBE_MS
+## How long the check of a sidecar found on the port (its `hello`) may take (LoreguardLauncher's).
+const VET_TIMEOUT_MS := LoreguardLauncher.VET_TIMEOUT_MS
 ## ZMTP heartbeat: a silent sidecar is given up on within about twice this after a PING.
 const HEARTBEAT_MS := 1000
-## The states a launched sidecar's download and loading lines may move the status between.
-const _LAUNCHING: Array[LoreguardSidecarStatus.State] = [
-	LoreguardSidecarStatus.State.STARTING,
-	LoreguardSidecarStatus.State.DOWNLOADING_MODEL,
-	LoreguardSidecarStatus.State.LOADING_MODEL,
-]
 
 ## Connect on `_ready` from the project settings. Turn off to call `start()` yourself.
 @export var autostart: bool = true
 
-## The sidecar's address, e.g. "tcp://127.0.0.1:7878".
-var address: String = ""
+## The sidecar's address, e.g. "tcp://127.0.0.1:7878" (LoreguardLauncher moves it to a free port
+## when a sidecar this game did not launch holds the configured one).
+var address: String:
+	get:
+		return _launcher.address
+	set(value):
+		_launcher.address = value
 var request_timeout_ms: int = 60000
 var dealer: LoreguardDealer = LoreguardDealer.new()
 ## Where the sidecar stands; `status_changed` reports every change.
-var status: LoreguardSidecarStatus = LoreguardSidecarStatus.new()
+var status: LoreguardSidecarStatus:
+	get:
+		return _launcher.status
 ## The sidecar process this client launched: its lifeline, exit and log.
 var supervisor: LoreguardSupervisor = LoreguardSupervisor.new()
 ## The process id of the sidecar this client launched, or -1.
@@ -76,24 +76,8 @@ var _in_flight: Dictionary = {}
 var _session: Array[_SessionEntry] = []
 ## NPC ids the game asked to warm (a set): warmed again once the session is replayed.
 var _warmed: Dictionary = {}
-## Auto-launch: only a sidecar this game launched (or one explicitly reused) may be used.
-var _managed: bool = false
-## The connection may carry requests (always, for an explicitly configured sidecar).
-var _vetted: bool = false
-var _launch_port: int = 0
-## Until when `start()` waits for an existing sidecar before launching; -1: not waiting.
-var _probe_until_ms: int = -1
-## When the next restart is due; -1: none scheduled.
-var _restart_at_ms: int = -1
-var _restarts: int = 0
-## When the sidecar now loading was launched, or finished downloading its model (the status
-## counts the seconds from it); -1: none.
-var _launched_at_ms: int = -1
-## Why the launched sidecar cannot start however often it is restarted (its model is not
-## installed and may not be downloaded), as its log said; "" otherwise.
-var _launch_problem: String = ""
-# The sidecar's line for a --model that is not installed, without --yes (server/models/resolve.py).
-var _not_installed_line := RegEx.create_from_string("^loreguard: (.+) is not installed: ")
+## Launching, restarting and the status; it shares this client's dealer and supervisor.
+var _launcher: LoreguardLauncher = LoreguardLauncher.new(dealer, supervisor)
 
 
 ## A request on its way: resolved once, by reply, error, timeout or disconnect.
@@ -125,13 +109,18 @@ class _SessionEntry:
 	var waiter: _Pending
 
 
+# Here rather than in _ready: the launcher may report before the node enters the tree.
+func _init() -> void:
+	_launcher.status_changed.connect(status_changed.emit)
+	_launcher.problem_found.connect(_report_problem)
+	_launcher.exited.connect(_fail_in_flight)
+	_launcher.gave_up.connect(_refuse_waiting)
+
+
 func _ready() -> void:
 	debug_forwarder = LoreguardDebugForwarder.attach_if_debugging(self)
 	dealer.state_changed.connect(_on_state_changed)
 	dealer.message_received.connect(_on_message)
-	supervisor.loading.connect(_on_loading)
-	supervisor.downloading.connect(_on_downloading)
-	supervisor.log_line.connect(_on_sidecar_log)
 	if autostart and not Engine.is_editor_hint():
 		start()
 
@@ -139,7 +128,7 @@ func _ready() -> void:
 func _process(_delta: float) -> void:
 	var now := Time.get_ticks_msec()
 	dealer.poll(now)
-	_supervise(now)
+	_launcher.poll(now)
 	_expire(now)
 
 
@@ -151,60 +140,23 @@ func _exit_tree() -> void:
 ## Connects to `to_address` (default: the project setting). With auto-launch on, launches the
 ## sidecar when none answers within LAUNCH_PROBE_MS, and supervises it.
 func start(to_address: String = "", auto_launch: bool = LoreguardSettings.auto_launch()) -> void:
-	address = to_address if not to_address.is_empty() else LoreguardSettings.address()
 	request_timeout_ms = LoreguardSettings.request_timeout_ms()
-	_managed = auto_launch
-	_vetted = not auto_launch
-	_restarts = 0
-	_restart_at_ms = -1
 	dealer.heartbeat_ms = HEARTBEAT_MS
-	var open_problem := dealer.open(address)
-	if not open_problem.is_empty():
-		push_error("Loreguard: " + open_problem)
-		_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, open_problem))
-		return
-	_launch_port = dealer.port
-	_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.STARTING, "connecting to " + address))
-	_probe_until_ms = Time.get_ticks_msec() + LAUNCH_PROBE_MS if auto_launch else -1
+	_launcher.start(to_address if not to_address.is_empty() else LoreguardSettings.address(), auto_launch)
 
 
 func is_connected_to_sidecar() -> bool:
-	return dealer.is_ready() and _vetted
+	return dealer.is_ready() and _launcher.vetted
 
 
 ## Launches the project's launch command (`loreguard serve …`) with this game's lifeline (see
 ## LoreguardSupervisor); it is stopped when the game exits, and exits by itself if the game dies.
 func launch_sidecar() -> bool:
-	if supervisor.pid > 0:
-		return true
-	_probe_until_ms = -1
-	var command := LoreguardSettings.launch_command()
-	if LoreguardBundle.in_use():
-		var bundle := LoreguardBundle.folder()
-		var bundle_problem := LoreguardBundle.problem(bundle)
-		if not bundle_problem.is_empty():
-			# A restart cannot fix a missing or mismatched bundle: say so once and stop.
-			_report_problem(bundle_problem)
-			_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, bundle_problem))
-			return false
-		command = LoreguardBundle.launch_command(bundle, address)
-	_launch_problem = ""
-	var launch_problem := supervisor.launch(command, _launch_port)
-	if not launch_problem.is_empty():
-		push_error("Loreguard: " + launch_problem)
-		_on_sidecar_exited(launch_problem)
-		return false
-	_launched_at_ms = Time.get_ticks_msec()
-	var loading := LoreguardSidecarStatus.new(
-		LoreguardSidecarStatus.State.LOADING_MODEL, "launched (pid %d, port %d)" % [supervisor.pid, _launch_port]
-	)
-	_set_status(loading)
-	return true
+	return _launcher.launch()
 
 
 func stop_sidecar() -> void:
-	_restart_at_ms = -1
-	supervisor.stop()
+	_launcher.stop()
 
 
 ## Sends one request and waits for its outcome. `timeout_ms` < 0 means the project setting.
@@ -355,21 +307,15 @@ func _submit(pending: _Pending) -> void:
 
 func _on_state_changed(state: LoreguardDealer.State) -> void:
 	if state == LoreguardDealer.State.READY:
-		_probe_until_ms = -1  # something answers: the check below decides whether to use it
-		if _vetted:
+		_launcher.connection_ready()
+		if _launcher.vetted:
 			_open_session()
 		else:
 			_vet()
 	elif state == LoreguardDealer.State.DISCONNECTED:
 		# The sidecar may or may not have acted on these; waiting longer cannot tell.
 		_fail_in_flight("the connection dropped before the reply: " + dealer.last_error)
-		if _managed:
-			_vetted = false  # whatever answers on the port next is checked again
-			if supervisor.pid < 0 and _probe_until_ms >= 0:
-				launch_sidecar()  # nothing listens there: no need to wait out the probe
-		if status.state == LoreguardSidecarStatus.State.READY:
-			var why := "lost the connection to %s: %s" % [address, dealer.last_error]
-			_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.RESTARTING, why))
+		_launcher.connection_lost()
 		disconnected.emit(dealer.last_error)
 
 
@@ -388,18 +334,16 @@ func _check_version(hello_reply: Dictionary) -> void:
 
 ## The connection is usable: designer data first, then what waited, then `connected`.
 func _open_session() -> void:
-	_restarts = 0
 	_replay_session()
 	var waiting := _waiting
 	_waiting = []
 	for pending in waiting:
 		_submit(pending)
-	_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.READY, "connected to " + address))
+	_launcher.session_opened()
 	connected.emit()
 
 
-## Checks with `hello` that the sidecar on the port is this game's own (its launch token), or one
-## the project says to reuse; anything else is left alone and this game's sidecar goes elsewhere.
+## Asks what answers on the port for `hello`; LoreguardLauncher decides whether it may be used.
 func _vet() -> void:
 	var pending := _make_pending("hello", {"client": "loreguard-godot"}, VET_TIMEOUT_MS)
 	if pending.result != null or not dealer.send(pending.bytes):
@@ -407,45 +351,12 @@ func _vet() -> void:
 	_in_flight[pending.id] = pending
 	await pending.done
 	var result := pending.result
-	if _vetted or not dealer.is_ready() or result.error != null and result.error.code == LoreguardError.SIDECAR_DOWN:
+	var dropped := not dealer.is_ready() or result.error != null and result.error.code == LoreguardError.SIDECAR_DOWN
+	if _launcher.vetted or dropped:
 		return  # the connection dropped meanwhile: the next one is checked again
-	if result.ok and (supervisor.owns(result.body) or supervisor.pid < 0 and LoreguardSettings.reuse_running()):
-		_vetted = true
+	if _launcher.vet(result):
 		_check_version(result.body)
 		_open_session()
-		return
-	var who := (
-		"a sidecar (%s) not started by this game" % result.body.get("server", "?")
-		if result.ok
-		else "something that does not answer hello (%s)" % result.error
-	)
-	_move_away_from(who)
-
-
-## Launches this game's own sidecar on a free port, leaving `who` on the configured one alone.
-func _move_away_from(who: String) -> void:
-	var port := LoreguardSupervisor.free_port()
-	var conflict := "%s answers on %s" % [who, address]
-	if port <= 0:
-		dealer.close()
-		_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, conflict + "; no free port"))
-		return
-	push_warning(
-		(
-			(
-				"Loreguard: %s; it may be left over from an earlier run. This game launches its own on port %d."
-				+ " To use a sidecar you started yourself, turn off loreguard/sidecar/auto_launch"
-				+ " or turn on loreguard/sidecar/reuse_running."
-			)
-			% [conflict, port]
-		)
-	)
-	supervisor.stop()
-	_launch_port = port
-	address = "tcp://%s:%d" % [dealer.host, port]
-	dealer.close()
-	dealer.open(address)
-	launch_sidecar()
 
 
 ## Fails every request on the wire with `sidecar_down`; a designer-data request goes back in the
@@ -469,116 +380,13 @@ func _is_session_waiter(pending: _Pending) -> bool:
 	return false
 
 
-func _supervise(now_ms: int) -> void:
-	if not _managed:
-		return
-	if supervisor.poll(now_ms):
-		_on_sidecar_exited("")
-	elif status.state == LoreguardSidecarStatus.State.LOADING_MODEL and _launched_at_ms >= 0:
-		# Every second of the wait is reported, also before the sidecar's first progress line
-		# (starting Python and importing llama.cpp takes seconds of its own).
-		var seconds := (now_ms - _launched_at_ms) / 1000
-		if seconds > int(status.loading_s):
-			_on_loading(float(seconds), status.loading_what)
-	if _restart_at_ms >= 0 and now_ms >= _restart_at_ms:
-		_restart_at_ms = -1
-		launch_sidecar()
-	elif _probe_until_ms >= 0 and now_ms >= _probe_until_ms and not _vetted:
-		launch_sidecar()  # nothing answered on the port in time
-
-
-## The launched sidecar exited (or could not start): fail what was in flight, restart with backoff.
-func _on_sidecar_exited(reason: String) -> void:
-	var why := reason
-	if why.is_empty():
-		why = "the sidecar exited"
-		if not supervisor.last_log_line.is_empty():
-			why += " (its last log line: %s)" % supervisor.last_log_line
-	_vetted = false
-	if not _launch_problem.is_empty():
-		# A restart would meet the same missing model: say what to do, once, and stop.
-		_report_problem(_launch_problem)
-		_fail_in_flight(_launch_problem)
-		_give_up(_launch_problem)
-		return
-	var starting := [
-		LoreguardSidecarStatus.State.STARTING,
-		LoreguardSidecarStatus.State.DOWNLOADING_MODEL,
-		LoreguardSidecarStatus.State.LOADING_MODEL
-	]
-	if status.state in starting:
-		# It never answered: most often a bad argument or a model it cannot load, which the
-		# restarts below will meet again. Say so on the status line at once.
-		var last := supervisor.last_log_line
-		_report_problem("the sidecar exited before it answered" + (" (%s)" % last if not last.is_empty() else ""))
-	_fail_in_flight(why)
-	var delays := LoreguardSupervisor.RESTART_DELAYS_MS
-	if _restarts >= delays.size():
-		_give_up(why)
-		return
-	_restart_at_ms = Time.get_ticks_msec() + int(delays[_restarts])
-	_restarts += 1
-	var restarting := LoreguardSidecarStatus.State.RESTARTING
-	_set_status(LoreguardSidecarStatus.new(restarting, why, _restarts, delays.size()))
-
-
-## FAILED: requests fail at once with `sidecar_down`, except designer data (sent on a reconnect).
-func _give_up(why: String) -> void:
-	_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, why))
+## The launcher gave up (FAILED): requests waiting for a connection fail at once with
+## `sidecar_down`, except designer data (sent on a reconnect).
+func _refuse_waiting(why: String) -> void:
 	for pending in _waiting.duplicate():
 		if not _is_session_waiter(pending):
 			_waiting.erase(pending)
 			pending.resolve(LoreguardResult.failure(LoreguardError.new(LoreguardError.SIDECAR_DOWN, why)))
-
-
-func _on_downloading(file: String, done_mib: float, total_mib: float) -> void:
-	if status.state not in _LAUNCHING:
-		return
-	var downloading := LoreguardSidecarStatus.new(
-		LoreguardSidecarStatus.State.DOWNLOADING_MODEL, "downloading " + file
-	)
-	downloading.loading_what = file
-	downloading.download_done_mib = done_mib
-	downloading.download_total_mib = total_mib
-	_set_status(downloading)
-
-
-func _on_loading(_sidecar_seconds: float, what: String) -> void:
-	if status.state not in _LAUNCHING:
-		return
-	if status.state == LoreguardSidecarStatus.State.DOWNLOADING_MODEL:
-		_launched_at_ms = Time.get_ticks_msec()  # the loading seconds count from the download's end
-	var reason := "loading " + what if not what.is_empty() else status.reason
-	var loading := LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.LOADING_MODEL, reason)
-	# Counted from the launch, so the number never jumps back when the sidecar starts counting.
-	loading.loading_s = ((Time.get_ticks_msec() - _launched_at_ms) / 1000.0 if _launched_at_ms >= 0 else 0.0)
-	loading.loading_what = what
-	var same := status.state == LoreguardSidecarStatus.State.LOADING_MODEL and status.loading_what == what
-	if same and int(loading.loading_s) == int(status.loading_s):
-		return  # ticks come four times a second; the status changes once a second
-	_set_status(loading)
-
-
-func _on_sidecar_log(line: String) -> void:
-	print(LoreguardSupervisor.LOG_PREFIX + line)
-	var missing := _not_installed_line.search(line)
-	if missing != null:
-		var model := missing.get_string(1)
-		_launch_problem = (
-			(
-				"the dialogue model %s is not installed: run `loreguard models pull %s`, or turn on the project"
-				+ " setting %s to download it when the game starts"
-			)
-			% [model, model, LoreguardSettings.ALLOW_MODEL_DOWNLOAD]
-		)
-	if line.contains("listening on"):
-		dealer.retry_now()  # bound: connect now rather than after the reconnect backoff
-
-
-func _set_status(new_status: LoreguardSidecarStatus) -> void:
-	status = new_status
-	print_verbose("Loreguard: sidecar %s" % new_status)
-	status_changed.emit(new_status)
 
 
 ## Sends the designer data again, in order, before anything that waited for the connection.
