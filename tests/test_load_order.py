@@ -38,7 +38,7 @@ ENTRY_POINTS = [
     ["loreguard.server.sidecar.transport"],
     ["loreguard.server.sidecar.serve"],
     ["loreguard.server.demo.run"],
-    ["loreguard.server.bench_sidecar"],
+    ["loreguard.server.bench.sidecar"],
     # The CLI, then any subcommand that talks to a sidecar (attach) through the client.
     ["loreguard.server.cli", "loreguard.client"],
     # A program that embeds the sidecar and also uses the Python client, server first.

@@ -135,8 +135,7 @@ class RecordedOutputs(InferenceBackend):
         # from beginning with the rejected sentence, only where it could (the recorded outputs
         # hold the words they were given to start with).
         return any(
-            a.stream is not None and (a.stream.continued_chars or a.stream.avoided_start)
-            for a in self._record.receipt.attempts
+            a.stream is not None and (a.stream.continued_chars or a.stream.avoided_start) for a in self._record.receipt.attempts
         )
 
     def generate(self, request: GenerationRequest) -> Generation:

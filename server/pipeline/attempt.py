@@ -79,26 +79,13 @@ def run_attempt(
     request = GenerationRequest(
         npc_id=run.ctx.npc_id,
         prompt=prompt,
-        seed=snapshot.seed + n - 1,
+        seed=snapshot.seed + n - 1,  # a retry samples anew
         max_tokens=config.max_tokens,
         output_schema=schema,
         output_prefix=continuation_prefix(carry.continued) if carry.continued or carry.avoid else "",
         avoid_start=carry.avoid,
     )
-    watcher = None
-    if run.stream is not None:
-        watcher = IncrementalGate(
-            session=run.stream,
-            snapshot=snapshot,
-            config=config.gate,
-            hygiene=run.view.profile.output_hygiene,
-            streaming=config.streaming,
-            hold_all=judge is not None,
-            special_tokens=special_tokens,
-            continued=len(carry.continued),
-            avoided=carry.avoid,
-            safe=carry.released,
-        )
+    watcher = _incremental_gate(run, snapshot, carry, config, judge is not None, special_tokens)
     try:
         generation = _generate(backend, request, watcher)
     except BackendError as exc:
@@ -114,18 +101,13 @@ def run_attempt(
     run.turn_message = prompt.player_turn
 
     parse = parse_output(generation.text)
-    gate: GateResult | None = None
+    whole: GateResult | None = None
     if watcher is None or watcher.failed is None:  # else a sentence failed: the generation stopped there
         hygiene = run.view.profile.output_hygiene
-        gate = validate(parse, generation.text, snapshot, config.gate, judge, hygiene, special_tokens)
-    judged = gate
-    if watcher is not None:
-        judged = gate if gate is not None else watcher.failed
-        gate = watcher.finish(gate) or watcher.failed
-        if watcher.cut is not None:
-            count("stream_cut", 1)
-    if gate is None or judged is None:
-        raise AssertionError("an attempt ends with a gate result")
+        whole = validate(parse, generation.text, snapshot, config.gate, judge, hygiene, special_tokens)
+    gate, judged = _decided(whole, watcher)
+    if watcher is not None and watcher.cut is not None:
+        count("stream_cut", 1)
     run.attempts.append(
         AttemptRecord(
             attempt=n,
@@ -145,6 +127,45 @@ def run_attempt(
         count(f"gate_failed.{failure.gate.value}", 1)
     run.timer.lap(f"gate.{n}")
     return Attempted(gate=gate, judged=judged, watcher=watcher)
+
+
+def _incremental_gate(
+    run: InteractionRun,
+    snapshot: StateSnapshot,
+    carry: StreamCarry,
+    config: PipelineConfig,
+    judged_by_model: bool,
+    special_tokens: tuple[str, ...],
+) -> IncrementalGate | None:
+    """The streamed attempt's incremental gate; None when the interaction does not stream."""
+    if run.stream is None:
+        return None
+    return IncrementalGate(
+        session=run.stream,
+        snapshot=snapshot,
+        config=config.gate,
+        hygiene=run.view.profile.output_hygiene,
+        streaming=config.streaming,
+        hold_all=judged_by_model,  # the judge sees only whole outputs: nothing is released early
+        special_tokens=special_tokens,
+        continued=len(carry.continued),
+        avoided=carry.avoid,
+        safe=carry.released,
+    )
+
+
+def _decided(whole: GateResult | None, watcher: IncrementalGate | None) -> tuple[GateResult, GateResult]:
+    """What decides the attempt, and what the gate found: the whole output's result or, streamed,
+    what the incremental gate makes of it (the last accepted cut when a sentence failed)."""
+    if watcher is None:
+        if whole is None:
+            raise AssertionError("an attempt without streaming is always validated whole")
+        return whole, whole
+    judged = whole if whole is not None else watcher.failed
+    gate = watcher.finish(whole) or watcher.failed
+    if gate is None or judged is None:
+        raise AssertionError("a streamed attempt ends with a gate result")
+    return gate, judged
 
 
 def _generate(backend: InferenceBackend, request: GenerationRequest, watcher: IncrementalGate | None) -> Generation:

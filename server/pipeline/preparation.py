@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from loreguard.memory.store import StoreView
+from loreguard.schemas.base import JsonScalar
 from loreguard.schemas.interaction import InteractionContext
-from loreguard.server.pipeline.contract import Verdict, check_sufficiency, contract_for, vocabulary
-from loreguard.server.pipeline.expectancy import evaluate_rules
+from loreguard.server.pipeline.contract import ContextContract, Sufficiency, Verdict, check_sufficiency, contract_for, vocabulary
+from loreguard.server.pipeline.expectancy import RuleEvaluation, evaluate_rules
 from loreguard.server.pipeline.interaction import intake
 from loreguard.server.pipeline.run import InteractionRun, PhaseTimer
 from loreguard.server.pipeline.snapshot import build_snapshot, merged_state
@@ -36,9 +37,8 @@ def prepare(
     npc_memory, world_memory = view.npc, view.world_memory
     timer.lap("intake")
 
-    state = merged_state(world_memory, npc_memory)
     vocab = vocabulary(
-        state,
+        merged_state(world_memory, npc_memory),
         world.state_claims if world else {},
         [c.fact for c in world_memory.canonical + npc_memory.canonical],
         npc_memory.beliefs,
@@ -47,26 +47,7 @@ def prepare(
     contract = contract_for(ctx, vocab)
     timer.lap("contract")
 
-    rules = (world.rules if world else ()) + profile.rules
-    behaviour = view.behaviour
-    evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour, task_type=contract.task_type)
-    timer.lap("expectancy")
-
-    sufficiency = check_sufficiency(
-        contract, evaluation.missing_state, state, world.state_defaults if world else {}, evaluation.mistyped_state
-    )
-    if sufficiency.mistyped and on_mistyped is not None:
-        on_mistyped(ctx, sufficiency.mistyped)
-    derived = {}
-    if sufficiency.verdict is Verdict.RETRY:
-        # Re-gather with the derived values; what is still missing after that is the game's to provide.
-        derived = dict(sufficiency.derived)
-        state = merged_state(world_memory, npc_memory, derived)
-        evaluation = evaluate_rules(rules, ctx, taken.interaction_index, state, behaviour, task_type=contract.task_type)
-        again = check_sufficiency(contract, evaluation.missing_state, state, {}, evaluation.mistyped_state)
-        if again.verdict is not Verdict.PASS:
-            sufficiency = again
-    timer.lap("sufficiency")
+    evaluation, sufficiency, derived = _rules_and_sufficiency(view, ctx, taken.interaction_index, contract, timer, on_mistyped)
 
     snapshot = build_snapshot(
         context=ctx,
@@ -99,3 +80,37 @@ def prepare(
         first_snapshot=snapshot,
         timer=timer,
     )
+
+
+def _rules_and_sufficiency(
+    view: StoreView,
+    ctx: InteractionContext,
+    index: int,
+    contract: ContextContract,
+    timer: PhaseTimer,
+    on_mistyped: Callable[[InteractionContext, tuple[str, ...]], None] | None,
+) -> tuple[RuleEvaluation, Sufficiency, dict[str, JsonScalar]]:
+    """expectancy -> sufficiency: the rules active now, whether the context suffices, and the
+    world-state values derived to complete it. A `retry` verdict re-gathers once with the
+    derived values; what is still missing after that is the game's to provide."""
+    world, npc_memory, world_memory = view.world, view.npc, view.world_memory
+    state = merged_state(world_memory, npc_memory)
+    rules = (world.rules if world else ()) + view.profile.rules
+    evaluation = evaluate_rules(rules, ctx, index, state, view.behaviour, task_type=contract.task_type)
+    timer.lap("expectancy")
+
+    sufficiency = check_sufficiency(
+        contract, evaluation.missing_state, state, world.state_defaults if world else {}, evaluation.mistyped_state
+    )
+    if sufficiency.mistyped and on_mistyped is not None:
+        on_mistyped(ctx, sufficiency.mistyped)
+    derived: dict[str, JsonScalar] = {}
+    if sufficiency.verdict is Verdict.RETRY:
+        derived = dict(sufficiency.derived)
+        state = merged_state(world_memory, npc_memory, derived)
+        evaluation = evaluate_rules(rules, ctx, index, state, view.behaviour, task_type=contract.task_type)
+        again = check_sufficiency(contract, evaluation.missing_state, state, {}, evaluation.mistyped_state)
+        if again.verdict is not Verdict.PASS:
+            sufficiency = again
+    timer.lap("sufficiency")
+    return evaluation, sufficiency, derived

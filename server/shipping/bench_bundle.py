@@ -19,7 +19,7 @@ from pathlib import Path
 from loreguard.client.errors import NoReply
 from loreguard.client.sync import Client
 from loreguard.server.shipping.build_bundle import folder_size
-from loreguard.server.shipping.frozen_main import MANIFEST
+from loreguard.server.shipping.manifest import MANIFEST
 
 #: A sidecar that is not ready after this long is reported as failed, not waited on forever.
 READY_DEADLINE_S = 300.0

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
-from loreguard.server.shipping import frozen_main
+from loreguard.server.shipping.manifest import MANIFEST
 from loreguard.server.shipping.platform_tag import arch_name, executable_name, os_name
 
 EXECUTABLE = "loreguard-sidecar"
@@ -99,7 +99,8 @@ def pyinstaller_arguments(out: Path, work: Path) -> list[str]:
         args += ["--add-data", f"{_package_folder(package) / name}{_SEP}{package.replace('.', '/')}"]
     for module in EXCLUDED:
         args += ["--exclude-module", module]
-    args.append(str(Path(frozen_main.__file__).resolve()))
+    # The frozen entry point, by path: PyInstaller starts from the file, nothing imports it.
+    args.append(str(Path(__file__).resolve().with_name("frozen_main.py")))
     return args
 
 
@@ -150,5 +151,5 @@ def build_bundle(out: Path, model: Path | None = None, *, log=sys.stderr) -> Bui
         "executable": executable_name(EXECUTABLE),
         "model": model_entry,
     }
-    (target / frozen_main.MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (target / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return BuiltBundle(target, target / executable_name(EXECUTABLE), time.monotonic() - started, folder_size(target))

@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TextIO
 
 from loreguard.memory import MemoryStore
+from loreguard.server.models.backends import load_with_progress
 from loreguard.server.pipeline import PipelineConfig
 from loreguard.server.pipeline.gate import GateConfig
 from loreguard.server.pipeline.inference.base import InferenceBackend
@@ -35,25 +34,6 @@ class JudgeSetup:
         if self.mode == "keyword":
             return "keyword check"
         return f"{self.what}, keyword check after {self.timeout_ms} ms or a failure"
-
-
-def load_with_progress(what: str, load: Callable[[], InferenceBackend], out: TextIO) -> InferenceBackend:
-    """Run `load()` while a line on `out` counts the seconds."""
-    done = threading.Event()
-    started = time.monotonic()
-
-    def tick() -> None:
-        while not done.wait(0.25):
-            print(f"\rloading {what} ... {time.monotonic() - started:4.1f} s", end="", file=out, flush=True)
-
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
-        return load()
-    finally:
-        done.set()
-        ticker.join()
-        print(f"\rloaded {what} in {time.monotonic() - started:.1f} s      ", file=out, flush=True)
 
 
 def serve(

@@ -244,8 +244,8 @@ class Sidecar:
             request_id = request.id
             if not accepting:
                 raise ProtocolError(ErrorCode.OVERLOADED, "the sidecar is shutting down", request_id=request.id)
-            if request.type == "interact":
-                self._submit(client, request.id, request.body, received)  # type: ignore[arg-type]
+            if isinstance(request.body, InteractRequest):  # the `interact` body (the codec's message table)
+                self._submit(client, request.id, request.body, received)
                 return
             reply = encode_reply(request.id, request.type, self.dispatcher.handle(request.type, request.body))
             self.stats.observe(request.type, (time.perf_counter_ns() - received) // 1000)

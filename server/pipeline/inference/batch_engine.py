@@ -32,7 +32,8 @@ from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
-from loreguard.server.pipeline.inference.llama_native import NativeContext, NativeError, NativeModel, TokenSampler
+from loreguard.server.pipeline.inference.llama_native import NativeContext, NativeError, NativeModel
+from loreguard.server.pipeline.inference.llama_sampling import TokenSampler
 from loreguard.server.pipeline.inference.sequences import Sequence, SequencePool
 from loreguard.server.pipeline.inference.spill import SpillCache, SpilledSequence
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from loreguard.server.pipeline.inference.base import Observer, WarmResult
-from loreguard.server.pipeline.inference.llama_native import TokenSampler
+from loreguard.server.pipeline.inference.llama_sampling import TokenSampler
 
 
 @dataclass(frozen=True)

@@ -49,10 +49,9 @@ from loreguard.server.pipeline.inference.llama_native import (
     NativeContext,
     NativeError,
     NativeModel,
-    SamplingParams,
-    TokenSampler,
     supports_gpu_offload,
 )
+from loreguard.server.pipeline.inference.llama_sampling import SamplingParams, TokenSampler
 from loreguard.server.pipeline.inference.models import file_prefix_sha256, resolve_model_path
 from loreguard.server.pipeline.inference.prefix_cache import PrefixCache
 from loreguard.server.pipeline.inference.reproducible_engine import ReproducibleEngine

@@ -70,7 +70,7 @@ def test_a_reply_cut_after_its_first_sentence_goes_on_from_it(reproducible_backe
     "Good day." and is cut at the echo. The retry is given "Good day." to start with and may not
     begin with the echoed sentence: the reply goes on in new words instead of ending there."""
     from loreguard.memory import MemoryStore
-    from loreguard.server.bench_inference import bench_profiles, bench_world
+    from loreguard.server.bench.inference import bench_profiles, bench_world
 
     store = MemoryStore(tmp_path / "memory.sqlite")
     store.load_world(bench_world())

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from loreguard.server.shipping.build_bundle import EXCLUDED
-from loreguard.server.shipping.frozen_main import main, with_bundled_model
+from loreguard.server.shipping.frozen_main import main
+from loreguard.server.shipping.manifest import with_bundled_model
 
 
 def _bundle(folder: Path, model: str | None) -> Path:

@@ -9,7 +9,7 @@ import pytest
 from stores import open_store
 
 from loreguard.memory import MemoryStore
-from loreguard.server.bench_sidecar import _REPLY, load_npcs, run_load
+from loreguard.server.bench.sidecar import _REPLY, load_npcs, run_load
 from loreguard.server.cli import main
 from loreguard.server.demo import demo_world
 from loreguard.server.pipeline.inference import ScriptedBackend

@@ -13,7 +13,7 @@ from stores import open_store
 
 from loreguard.client import AsyncClient
 from loreguard.schemas import InteractionOutcome, ParsedOutput
-from loreguard.server.bench_sidecar import load_npcs
+from loreguard.server.bench.sidecar import load_npcs
 from loreguard.server.demo import demo_world
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference import BackendError

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from loreguard.client import AsyncClient, Client
 from loreguard.memory import MemoryStore
-from loreguard.server.bench_inference import _LINES, bench_profiles, bench_world
+from loreguard.server.bench.inference import _LINES, bench_profiles, bench_world
 from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
 from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 from loreguard.server.pipeline.inference.llama_native import NativeContext

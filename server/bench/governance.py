@@ -1,8 +1,5 @@
-"""`loreguard bench ...`: benchmarks that print `name: value` lines.
-
-Figures are medians and percentiles of one run; compare ratios within a run, not absolute
-times across machines.
-"""
+"""`loreguard bench governance` and `bench audit`: full interactions with the scripted model,
+and the same with and without the audit recorder."""
 
 from __future__ import annotations
 

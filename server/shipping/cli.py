@@ -1,6 +1,5 @@
-"""The shipping subcommands, added to `loreguard`'s parser by server/cli.py:
-`loreguard bundle` (freeze the sidecar), `loreguard bench bundle` (size and cold start) and
-`loreguard addon-zip` (the addon in the Asset Library layout)."""
+"""The shipping subcommands: `loreguard bundle` (freeze the sidecar), `loreguard addon-zip` (the
+addon in the Asset Library layout) and the suite `loreguard bench bundle` (size and cold start)."""
 
 from __future__ import annotations
 
@@ -58,8 +57,8 @@ def _addon_zip(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_bundle_commands(commands: Any) -> None:
-    """`commands`: the top-level subparsers action."""
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add `bundle` and `addon-zip` to `loreguard`'s subcommands."""
     bundle = commands.add_parser("bundle", help="freeze a standalone sidecar folder for this platform (PyInstaller)")
     bundle.add_argument(
         "--out", default="dist/loreguard-sidecar", help="the bundle folder (replaced; default dist/loreguard-sidecar)"

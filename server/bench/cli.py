@@ -1,0 +1,150 @@
+"""`loreguard bench SUITE`: each suite's options, and the `name: value` lines it prints."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+
+#: A suite runs from the parsed options and returns its figures.
+Suite = Callable[[argparse.Namespace], Mapping[str, object]]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add `bench` and its suites to `loreguard`'s subcommands."""
+    from loreguard.server.shipping.cli import add_bundle_bench
+
+    bench = commands.add_parser("bench", help="benchmarks; print `name: value` lines")
+    suites = bench.add_subparsers(dest="suite", required=True, metavar="SUITE")
+    _interactions(_suite(suites, "governance", _governance, "full interactions with the scripted model"))
+    _interactions(_suite(suites, "audit", _audit, "the same with and without the audit recorder"))
+    roundtrip = _suite(suites, "roundtrip", _roundtrip, "hello round trips through the sidecar vs a raw pyzmq echo")
+    roundtrip.add_argument("--round-trips", type=int, default=5000, help="hello round trips to time")
+    load = _suite(suites, "load", _load, "asyncio clients through the sidecar (scripted model)")
+    load.add_argument("--clients", type=int, default=32, help="concurrent clients (one NPC each)")
+    load.add_argument("--per-client", type=int, default=50, help="interactions per client")
+
+    inference = _suite(suites, "inference", _inference, "the embedded model, NPCs with long prefixes, interleaved")
+    inference.add_argument("--npcs", type=int, default=8, help="NPCs in the rotation")
+    inference.add_argument("--rounds", type=int, default=3, help="turns per NPC")
+    _reproducible(inference)
+    concurrency = _suite(
+        suites, "concurrency", _concurrency, "N NPCs at once through the sidecar vs serial and llama.cpp's batched ceiling"
+    )
+    concurrency.add_argument("--npcs", default="1,8,32", help="comma-separated N: NPCs asking at once")
+    concurrency.add_argument("--serial", type=int, default=8, help="NPCs in the one-at-a-time baseline")
+    concurrency.add_argument("--facts", type=int, default=8, help="canonical facts per NPC (prefix length)")
+    concurrency.add_argument("--kv-budget-mib", type=int, help="KV cache memory (default: the engine's)")
+    quality = _suite(
+        suites, "quality", _quality, "the embedded model's answers to fixed player lines: pass, fallback, degenerate, parroted"
+    )
+    quality.add_argument("--lines", type=int, default=54, help="player lines of the fixed set to run (at most 54)")
+    quality.add_argument("--run", choices=("both", "before", "after"), default="both", help="which setting to run")
+    streaming = _suite(suites, "streaming", _streaming, "streamed vs whole replies on the same interactions (embedded model)")
+    streaming.add_argument("--npcs", type=int, default=8, help="NPCs in the rotation")
+    streaming.add_argument("--rounds", type=int, default=2, help="turns per NPC")
+    streaming.add_argument("--facts", type=int, default=8, help="canonical facts per NPC (prefix length)")
+    _reproducible(streaming)
+    for parser in (inference, concurrency, quality, streaming):
+        _model_options(parser)
+    add_bundle_bench(suites, print_figures)
+
+
+def print_figures(args: argparse.Namespace) -> int:
+    """The handler of every suite: run it, print its figures as `name: value` lines."""
+    figures: Mapping[str, object] = args.run_suite(args)
+    for name, value in figures.items():
+        print(f"{name}: {value}")
+    return 0
+
+
+def _suite(suites: argparse._SubParsersAction, name: str, run: Suite, about: str) -> argparse.ArgumentParser:
+    suite = suites.add_parser(name, help=about)
+    suite.set_defaults(handler=print_figures, run_suite=run)
+    return suite
+
+
+def _interactions(suite: argparse.ArgumentParser) -> None:
+    suite.add_argument("--interactions", type=int, default=400, help="interactions to time")
+
+
+def _reproducible(suite: argparse.ArgumentParser) -> None:
+    suite.add_argument("--reproducible", action="store_true", help="the one-at-a-time engine instead of the batched one")
+
+
+def _model_options(suite: argparse.ArgumentParser) -> None:
+    suite.add_argument("--model", help="a GGUF file, catalogue name or hf:REPO/FILE (default: the embedded model)")
+    suite.add_argument("--yes", action="store_true", help="download a --model that is not installed without asking")
+    suite.add_argument("--threads", type=int, help="CPU threads (default: cores - 1)")
+    suite.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all)")
+
+
+def _model_path(args: argparse.Namespace) -> str | None:
+    """The benchmarked model as a file path: `--model` may name a catalogue model or hf:REPO/FILE."""
+    if args.model is None:
+        return None
+    from loreguard.server.models.resolve import choose_model
+
+    return str(choose_model(args.model, assume_yes=args.yes).path)
+
+
+def _governance(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.governance import bench_governance
+
+    return bench_governance(interactions=args.interactions)
+
+
+def _audit(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.governance import bench_audit
+
+    return bench_audit(interactions=args.interactions)
+
+
+def _roundtrip(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.sidecar import bench_roundtrip
+
+    return bench_roundtrip(round_trips=args.round_trips)
+
+
+def _load(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.sidecar import bench_load
+
+    return bench_load(clients=args.clients, per_client=args.per_client)
+
+
+def _inference(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.inference import bench_inference
+
+    return bench_inference(
+        npcs=args.npcs, rounds=args.rounds, model=_model_path(args), threads=args.threads, gpu_layers=args.gpu_layers,
+        reproducible=args.reproducible,
+    )  # fmt: skip
+
+
+def _quality(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.quality import bench_quality
+
+    runs = ("before", "after") if args.run == "both" else (args.run,)
+    return bench_quality(lines=args.lines, runs=runs, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers)
+
+
+def _streaming(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.streaming import bench_streaming
+
+    return bench_streaming(
+        npcs=args.npcs, rounds=args.rounds, facts=args.facts, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers,
+        reproducible=args.reproducible,
+    )  # fmt: skip
+
+
+def _concurrency(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.concurrency import bench_concurrency
+
+    return bench_concurrency(
+        npcs=tuple(int(n) for n in args.npcs.split(",")),
+        serial=args.serial,
+        facts=args.facts,
+        model=_model_path(args),
+        threads=args.threads,
+        gpu_layers=args.gpu_layers,
+        kv_budget_mib=args.kv_budget_mib,
+    )

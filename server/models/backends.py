@@ -1,0 +1,110 @@
+"""The model backend a command asked for, as a description and a loader: one factory for the
+dialogue model of `serve`, `demo` and `replay --live`, and for the judge's own model.
+
+Nothing is loaded here: `model_backend` resolves (and, with consent, downloads) a model and
+returns what to load, so a command can report a bad `--model` in one line before it starts
+anything. `load_with_progress` then loads it while a line counts the seconds.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TextIO
+
+from loreguard.server.pipeline.inference.base import InferenceBackend
+
+#: A description of the backend ("llama-3.2-3b", "remote model at …") and a function loading it.
+BackendLoader = tuple[str, Callable[[], InferenceBackend]]
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """Which backend to load, with what settings (the command line's `--backend`, `--model`...)."""
+
+    kind: Literal["llama", "openai", "scripted"] = "llama"
+    #: llama: a GGUF path, a catalogue name or hf:REPO/FILE; None: the embedded model.
+    model: str | None = None
+    #: llama: download a model that is not installed without asking.
+    assume_yes: bool = False
+    memory_budget_mib: int | None = None
+    gpu_layers: int = 0
+    reproducible: bool = False
+    parallel: int | None = None
+    kv_budget_mib: int | None = None
+    #: llama: the sidecar was launched by a game, which tails its log and cannot answer a
+    #: question: download progress a line per percent, and no prompt (only --yes downloads).
+    for_game: bool = False
+    #: openai: the server's URL, and how long one request may take (None: the backend's default).
+    base_url: str = "http://127.0.0.1:8080"
+    timeout_s: float | None = None
+    #: scripted: a JSON file with a list of model outputs, played in a loop, each taking this long.
+    script: str | None = None
+    script_latency_ms: int = 0
+
+
+def model_backend(choice: BackendChoice) -> BackendLoader:
+    """What `choice` loads, and a function that loads it. Raises `ModelError` (a bad or missing
+    model) and `SystemExit` (a scripted backend without a script) before anything loads."""
+    if choice.kind == "scripted":
+        from loreguard.server.pipeline.inference import ScriptedBackend
+
+        if not choice.script:
+            raise SystemExit("--backend scripted needs --script FILE (a JSON list of model outputs)")
+        outputs = json.loads(Path(choice.script).read_text())
+        latency_s = choice.script_latency_ms / 1000
+        return f"scripted outputs from {choice.script}", lambda: ScriptedBackend(outputs, cycle=True, latency_s=latency_s)
+    if choice.kind == "openai":
+        from loreguard.server.pipeline.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
+
+        timeout = {} if choice.timeout_s is None else {"timeout_s": choice.timeout_s}
+        config = OpenAICompatibleConfig(base_url=choice.base_url, **timeout)
+        return f"remote model at {choice.base_url}", lambda: OpenAICompatibleBackend(config)
+    from loreguard.server.models.resolve import choose_model, warn_guesses
+    from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+
+    # A path, a catalogue name or hf:REPO/FILE; checked (and pulled, with consent) before loading.
+    resolved = choose_model(
+        choice.model,
+        assume_yes=choice.assume_yes,
+        memory_budget_mib=choice.memory_budget_mib,
+        kv_budget_mib=choice.kv_budget_mib,
+        progress_step_pct=1 if choice.for_game else 10,
+        stdin=io.StringIO() if choice.for_game else None,
+    )
+    warn_guesses(resolved, sys.stderr)
+    config = LlamaCppConfig(
+        model_path=str(resolved.path),
+        n_gpu_layers=choice.gpu_layers,
+        reproducible=choice.reproducible,
+        parallel=choice.parallel,
+        kv_budget_mib=choice.kv_budget_mib,
+        **resolved.settings,  # the catalogue's per-model settings
+    )
+    what = resolved.entry.name if resolved.entry else resolved.path.name
+    return what, lambda: LlamaCppBackend(config)
+
+
+def load_with_progress(what: str, load: Callable[[], InferenceBackend], out: TextIO) -> InferenceBackend:
+    """Run `load()` while a line on `out` counts the seconds."""
+    done = threading.Event()
+    started = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(0.25):
+            print(f"\rloading {what} ... {time.monotonic() - started:4.1f} s", end="", file=out, flush=True)
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        return load()
+    finally:
+        done.set()
+        ticker.join()
+        print(f"\rloaded {what} in {time.monotonic() - started:.1f} s      ", file=out, flush=True)

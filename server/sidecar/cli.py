@@ -1,0 +1,132 @@
+"""`loreguard serve`: the sidecar, protocol v1 on a ZeroMQ ROUTER socket."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from loreguard.server.models.cli import add_model_options, backend_choice
+
+if TYPE_CHECKING:
+    from loreguard.server.sidecar.serve import JudgeSetup
+
+_T = TypeVar("_T")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add `serve` to `loreguard`'s subcommands."""
+    serve = commands.add_parser("serve", help="run the sidecar: protocol v1 on a ZeroMQ ROUTER socket")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    serve.add_argument("--port", type=int, default=7878)
+    serve.add_argument("--data", default="loreguard-data", help="folder for memory (SQLite) and audit records")
+    serve.add_argument(
+        "--backend", choices=["llama", "openai", "scripted"], default="llama",
+        help="in-process llama.cpp (default), an OpenAI-compatible HTTP server, or recorded outputs replayed in a loop",
+    )  # fmt: skip
+    serve.add_argument("--script", help="scripted backend: a JSON file with a list of model outputs")
+    serve.add_argument(
+        "--script-latency-ms", type=int, default=0, help="scripted backend: each line takes this long, like a model's"
+    )
+    serve.add_argument("--base-url", default="http://127.0.0.1:8080", help="openai backend: the server's URL")
+    add_model_options(serve, engine=True)
+    serve.add_argument("--queue-size", type=int, default=64, help="queued interactions before `overloaded`")
+    serve.add_argument("--max-message-bytes", type=int, default=1 << 20)
+    serve.add_argument("--timeout-ms", type=int, default=60_000, help="deadline of one interaction")
+    serve.add_argument(
+        "--judge", choices=["off", "keyword", "model"], default="off",
+        help="the semantic judge gate: off, its keyword check only, or a model first (keyword check as the fallback)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--judge-model", help="--judge model: a GGUF, catalogue name or hf:REPO/FILE for the judge (default: the dialogue model)"
+    )
+    serve.add_argument("--judge-url", help="--judge model: an OpenAI-compatible server for the judge instead")
+    serve.add_argument("--judge-timeout-ms", type=int, default=3000, help="how long the judge model may take (default 3000)")
+    serve.add_argument("--parent-pid", type=int, help="exit when this process (the game that launched the sidecar) dies")
+    serve.add_argument("--launch-token", help="echoed in `hello`, so the launcher knows this sidecar is the one it started")
+    serve.add_argument("--log-file", help="append all output here instead of the terminal (a launching game tails it)")
+    serve.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from loreguard.server.models.backends import model_backend
+    from loreguard.server.sidecar.serve import serve
+    from loreguard.server.sidecar.transport import SidecarConfig
+
+    if args.log_file:  # first, so a bad argument's message reaches the launching game too
+        _redirect_output(Path(args.log_file))
+    what, load = _with_lifeline(args.parent_pid, lambda: model_backend(backend_choice(args)))
+    config = SidecarConfig(
+        host=args.host,
+        port=args.port,
+        max_message_bytes=args.max_message_bytes,
+        queue_size=args.queue_size,
+        request_timeout_ms=args.timeout_ms,
+        launch_token=args.launch_token,
+    )
+    return serve(load, what, Path(args.data), config, judge=_judge_setup(args), parent_pid=args.parent_pid)
+
+
+def _with_lifeline(parent_pid: int | None, step: Callable[[], _T]) -> _T:
+    """Run `step` (which may download a model for minutes) and exit at once if the launching game
+    dies meanwhile: `serve` watches the game itself only from when it starts loading."""
+    if parent_pid is None:
+        return step()
+    import os
+
+    from loreguard.server.sidecar.lifeline import ParentWatch, is_alive
+
+    if not is_alive(parent_pid):
+        print(f"the launching process {parent_pid} is not running; not starting", file=sys.stderr, flush=True)
+        raise SystemExit(1)
+    watch = ParentWatch(parent_pid, lambda: os._exit(0)).start()
+    try:
+        return step()
+    finally:
+        watch.stop()
+
+
+def _redirect_output(path: Path) -> None:
+    """Send stdout and stderr, native libraries' included (llama.cpp logs on fd 2), to `path`:
+    a launching game tails it (progress, log lines) since it cannot read a child's pipes."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _judge_setup(args: argparse.Namespace) -> JudgeSetup:
+    from loreguard.server.models.backends import BackendChoice, model_backend
+    from loreguard.server.sidecar.serve import JudgeSetup
+
+    if args.judge != "model" or not (args.judge_model or args.judge_url):
+        if args.judge_model or args.judge_url:
+            raise SystemExit("--judge-model and --judge-url need --judge model")
+        if args.judge == "model" and args.backend == "scripted":
+            raise SystemExit(
+                "--judge model with --backend scripted would feed the judge the script: add --judge-model or --judge-url"
+            )
+        return JudgeSetup(mode=args.judge, timeout_ms=args.judge_timeout_ms)
+    if args.judge_model and args.judge_url:
+        raise SystemExit("--judge-model and --judge-url: pick one")
+    if args.judge_url:
+        choice = BackendChoice(kind="openai", base_url=args.judge_url, timeout_s=args.judge_timeout_ms / 1000)
+        what, load = model_backend(choice)
+        return JudgeSetup(mode="model", timeout_ms=args.judge_timeout_ms, factory=load, what=f"remote judge at {args.judge_url}")
+    choice = BackendChoice(
+        model=args.judge_model,
+        assume_yes=args.yes,
+        memory_budget_mib=args.memory_budget_mib,
+        gpu_layers=args.gpu_layers,
+        parallel=2,
+        for_game=bool(args.log_file),
+    )
+    what, load = model_backend(choice)
+    return JudgeSetup(mode="model", timeout_ms=args.judge_timeout_ms, factory=load, what=what)
