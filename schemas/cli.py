@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `schemas` to `loreguard`'s subcommands."""
     schemas = commands.add_parser("schemas", help="JSON Schema of the wire protocol")
     schemas_commands = schemas.add_subparsers(dest="schemas_command", required=True)

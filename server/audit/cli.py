@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from loreguard.schemas.audit import PackageSelection
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `audit`, `replay` and `attach` to `loreguard`'s subcommands."""
     audit = commands.add_parser("audit", help="the audit log: list records, export debug packages")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 Suite = Callable[[argparse.Namespace], Mapping[str, object]]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `bench` and its suites to `loreguard`'s subcommands."""
     from loreguard.server.shipping.cli import add_bundle_bench
 
@@ -57,7 +57,9 @@ def print_figures(args: argparse.Namespace) -> int:
     return 0
 
 
-def _suite(suites: argparse._SubParsersAction, name: str, run: Suite, about: str) -> argparse.ArgumentParser:
+def _suite(
+    suites: argparse._SubParsersAction[argparse.ArgumentParser], name: str, run: Suite, about: str
+) -> argparse.ArgumentParser:
     suite = suites.add_parser(name, help=about)
     suite.set_defaults(handler=print_figures, run_suite=run)
     return suite

@@ -9,7 +9,7 @@ from pathlib import Path
 from loreguard.server.models.cli import add_model_options, backend_choice
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `demo` to `loreguard`'s subcommands."""
     demo = commands.add_parser("demo", help="run the demo conversation through the governance pipeline")
     demo.add_argument("--data", help="keep memory in this folder (default: a temporary one)")

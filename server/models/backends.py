@@ -64,8 +64,8 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
         from loreguard.server.pipeline.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
 
         timeout = {} if choice.timeout_s is None else {"timeout_s": choice.timeout_s}
-        config = OpenAICompatibleConfig(base_url=choice.base_url, **timeout)
-        return f"remote model at {choice.base_url}", lambda: OpenAICompatibleBackend(config)
+        remote = OpenAICompatibleConfig(base_url=choice.base_url, **timeout)
+        return f"remote model at {choice.base_url}", lambda: OpenAICompatibleBackend(remote)
     from loreguard.server.models.resolve import choose_model, warn_guesses
     from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 
@@ -79,7 +79,7 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
         stdin=io.StringIO() if choice.for_game else None,
     )
     warn_guesses(resolved, sys.stderr)
-    config = LlamaCppConfig(
+    local = LlamaCppConfig(
         model_path=str(resolved.path),
         n_gpu_layers=choice.gpu_layers,
         reproducible=choice.reproducible,
@@ -88,7 +88,7 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
         **resolved.settings,  # the catalogue's per-model settings
     )
     what = resolved.entry.name if resolved.entry else resolved.path.name
-    return what, lambda: LlamaCppBackend(config)
+    return what, lambda: LlamaCppBackend(local)
 
 
 def load_with_progress(what: str, load: Callable[[], InferenceBackend], out: TextIO) -> InferenceBackend:

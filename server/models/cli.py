@@ -7,7 +7,7 @@ import argparse
 from loreguard.server.models.backends import BackendChoice
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `models` to `loreguard`'s subcommands."""
     models = commands.add_parser("models", help="the curated model catalogue; downloads from the Hugging Face Hub")
     models_commands = models.add_subparsers(dest="models_command", required=True)

@@ -57,7 +57,7 @@ def _addon_zip(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `bundle` and `addon-zip` to `loreguard`'s subcommands."""
     bundle = commands.add_parser("bundle", help="freeze a standalone sidecar folder for this platform (PyInstaller)")
     bundle.add_argument(

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `serve` to `loreguard`'s subcommands."""
     serve = commands.add_parser("serve", help="run the sidecar: protocol v1 on a ZeroMQ ROUTER socket")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
