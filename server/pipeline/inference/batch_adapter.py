@@ -31,12 +31,14 @@ class BatchedEngineAdapter:
 
     def generate(self, request: EngineRequest, observe: Observer | None) -> EngineOutput:
         """`observe` runs on the caller's thread, never the engine's: a slow check delays only
-        this generation's stop, not the other NPCs decoding in the same batch."""
+        this generation's stop, not the other NPCs decoding in the same batch. The timeout and
+        TTFT count from when the caller asked: waiting for a slot is part of them."""
         tokens = request.tokens
         prompt = array("i", tokens.prefix + tokens.suffix + request.forced)
         job = EngineJob(
             owner=request.npc_id, prompt=prompt, sampler=request.sampler, max_tokens=request.max_tokens,
-            started=request.started, deadline=request.deadline, out=bytearray(request.output_prefix),
+            started=request.started, deadline=_deadline(request.started, request.timeout_s),
+            out=bytearray(request.output_prefix),
         )  # fmt: skip
         try:
             if observe is None:
@@ -95,3 +97,7 @@ class BatchedEngineAdapter:
         """Stop the engine thread, then free its context (the model is the backend's to free)."""
         self.engine.close()
         self.engine.ctx.close()
+
+
+def _deadline(started: float, timeout_s: float | None) -> float | None:
+    return started + timeout_s if timeout_s is not None else None

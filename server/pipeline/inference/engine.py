@@ -44,10 +44,11 @@ class EngineRequest:
     sampler: TokenSampler
     #: Tokens the engine may sample (the cap less the given start).
     max_tokens: int
-    #: perf_counter() when the caller asked; TTFT counts from here (queueing included).
+    #: perf_counter() when the caller asked.
     started: float
-    #: perf_counter() past which the generation is stopped with `BackendTimeout`; None: no limit.
-    deadline: float | None
+    #: How long the generation may take (`GenerationRequest.timeout_ms`); None: no limit. Each
+    #: engine says from when it counts, and TTFT counts from the same moment.
+    timeout_s: float | None
 
 
 @dataclass(frozen=True)

@@ -333,16 +333,20 @@ class LlamaCppBackend(InferenceBackend):
         if self._closed:
             raise BackendError("the backend is closed")
         started = time.perf_counter()
-        tokens, grammar, max_tokens, forced = self._prepare(request)
+        try:
+            tokens, grammar, max_tokens, forced = self._prepare(request)
+            sampler = self._sampler(request, grammar, forced)
+        except NativeError as exc:  # a tokenizer or grammar the native side refused
+            raise BackendError(str(exc)) from exc
         engine_request = EngineRequest(
             npc_id=request.npc_id,
             tokens=tokens,
             forced=forced,
             output_prefix=request.output_prefix.encode(),
-            sampler=self._sampler(request, grammar, forced),
+            sampler=sampler,
             max_tokens=max_tokens,
             started=started,
-            deadline=started + request.timeout_ms / 1000 if request.timeout_ms else None,
+            timeout_s=request.timeout_ms / 1000 if request.timeout_ms else None,
         )
         out = self._engine.generate(engine_request, observe)
         self._count(out.tokens_evaluated, out.tokens_cached, out.tokens_generated, out.full_filters)
@@ -411,6 +415,8 @@ class LlamaCppBackend(InferenceBackend):
 
     def invalidate(self, npc_id: str) -> bool:
         """Forget what is cached of an NPC's turns (the next turn evaluates its prompt again)."""
+        if self._closed:
+            return False  # nothing is cached any more
         return self._engine.invalidate(npc_id)
 
     @property

@@ -66,6 +66,10 @@ class ReproducibleEngine:
                 self._idle.notify_all()
 
     def _generate(self, request: EngineRequest, observe: Observer | None) -> EngineOutput:
+        """Holding the context: the timeout and TTFT count from here, not from the wait for
+        another NPC's generation to finish."""
+        started = time.perf_counter()
+        deadline = started + request.timeout_s if request.timeout_s is not None else None
         tokens, sampler = request.tokens, request.sampler
         evaluated = self._load_prefix(request.npc_id, tokens)
         cached = len(tokens.prefix) - evaluated
@@ -77,11 +81,11 @@ class ReproducibleEngine:
         finish: str = "length"
         ttft_ms = 0.0
         while generated < request.max_tokens:
-            if request.deadline is not None and time.perf_counter() > request.deadline:
+            if deadline is not None and time.perf_counter() > deadline:
                 raise BackendTimeout(f"the generation ran past its deadline after {generated} tokens")
             token = sampler.sample(self._ctx)
             if generated == 0:
-                ttft_ms = (time.perf_counter() - request.started) * 1000
+                ttft_ms = (time.perf_counter() - started) * 1000
             generated += 1
             if self._model.is_end_of_generation(token):
                 finish = "stop"
@@ -98,7 +102,7 @@ class ReproducibleEngine:
             tokens_generated=generated,
             finish_reason="stop" if finish == "stop" else "aborted" if finish == "aborted" else "length",
             ttft_ms=ttft_ms,
-            total_ms=(time.perf_counter() - request.started) * 1000,
+            total_ms=(time.perf_counter() - started) * 1000,
             full_filters=sampler.full_filters,
         )
 

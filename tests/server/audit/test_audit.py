@@ -493,6 +493,26 @@ def test_a_streamed_reply_continued_after_a_cut_replays_exactly(tmp_path: Path) 
     assert (report.exact_matches, report.drifts) == (1, 0), [r.details for r in report.results]
 
 
+def test_a_retry_that_avoided_the_rejected_opening_replays_exactly(tmp_path: Path) -> None:
+    """The first sentence failed before anything was out; the retry started afresh but was kept
+    from opening with it (`avoided_start`, nothing continued). The recorded backend could steer
+    its retries, so the replay steers them too and makes the same request."""
+    from loreguard.server.pipeline.streaming import StreamSession
+
+    store = demo_store(tmp_path / "memory.sqlite")
+    recorder = AuditRecorder(store, fingerprint=None, ring_size=10)
+    retry = 'Stay calm. Move along.", "emotion": "neutral", "mutations": []}'
+    outputs = {"guard": [say("The dragon was seen at dawn. Run."), retry]}
+    pipeline = GovernancePipeline(store, ScriptedBackend(outputs, continues=True), recorder=recorder)
+    context = InteractionContext(npc_id="guard", trigger_reason="player_utterance", player_input="News?")
+    result = pipeline.interact(context, stream=StreamSession(emit=lambda chunk: None))
+    assert result.dialogue == "Stay calm. Move along." and result.attempts == 2
+    second = result.receipt.attempts[1].stream
+    assert second is not None and second.continued_chars == 0 and second.avoided_start == "The dragon was seen at dawn."
+    report = Replayer(recorder.export(PackageSelection(), exported_by="test")).run()
+    assert (report.exact_matches, report.drifts) == (1, 0), [r.details for r in report.results]
+
+
 def test_a_continuation_the_time_budget_stopped_replays_its_decision(tmp_path: Path) -> None:
     """Words were out and a retry went on from them; it was cut too, and the retry budget was
     spent by then: the reply is the words released so far, and the replay (which runs at its own

@@ -154,6 +154,28 @@ def test_a_prompt_beyond_the_context_is_a_typed_error_and_changes_nothing(
     assert llama_backend.generate(asked).finish_reason == "stop"
 
 
+@pytest.mark.parametrize("engine", ["llama_backend", "reproducible_backend"])
+def test_a_sampler_the_native_side_refuses_is_a_backend_error(
+    engine: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whichever engine runs it, a native failure while the request is prepared (tokens, grammar,
+    sampler) reaches the pipeline as a `BackendError` (a fallback), and the backend serves on."""
+    from loreguard.server.pipeline.inference import llama_backend as module
+    from loreguard.server.pipeline.inference.llama_native import NativeError
+
+    llama_backend: LlamaCppBackend = request.getfixturevalue(engine)
+    asked = _request_for(llama_backend, tmp_path, "guard", "Hello.")
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise NativeError("the grammar did not parse")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "TokenSampler", refused)
+        with pytest.raises(BackendError, match="grammar did not parse"):
+            llama_backend.generate(asked)
+    assert llama_backend.generate(asked).finish_reason == "stop"
+
+
 def test_fingerprint_identifies_the_file_and_reports_offload(llama_backend: LlamaCppBackend) -> None:
     fingerprint = llama_backend.fingerprint()
     path = embedded_model_path()
