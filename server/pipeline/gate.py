@@ -246,7 +246,10 @@ def _hard_limit_failures(
         hard.extend(scrubbed.failures)
     if output is None:
         return hard
-    leaked = [marker for marker in SCAFFOLDING_MARKERS if marker in output.dialogue]
+    # Looked for in what the model wrote, before hygiene stripped anything: "[manifest] task=…"
+    # with its bracket stripped as markup would otherwise reach the player as "task=…".
+    written = scrubbed.original if scrubbed is not None else output.dialogue
+    leaked = [marker for marker in SCAFFOLDING_MARKERS if marker in written]
     if leaked:
         # Small models copy the prompt's own markup; the player must never hear it.
         hard.append(

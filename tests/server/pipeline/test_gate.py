@@ -150,6 +150,15 @@ def test_a_gate_result_cannot_approve_what_it_did_not_accept() -> None:
         GateResult.model_validate({**dict(failed), "accepted": True})
 
 
+def test_the_prompts_markup_is_caught_before_hygiene_strips_its_bracket() -> None:
+    """Stripping "[manifest]" as bracket markup must not leave "task=small_talk ..." for the
+    player to hear: the prompt's own markup is looked for in what the model wrote."""
+    result = run_gate(say("[manifest] task=small_talk canonical=0 attempt=1/3"), _snapshot())
+    assert not result.accepted
+    assert [f.rule_id for f in result.failures if f.rule_id == "prompt_markup"] == ["prompt_markup"]
+    assert run_gate(say("[sighs] The gate closes at dusk."), _snapshot()).accepted  # other brackets: stripped, fine
+
+
 def test_every_failure_names_the_rule_that_failed() -> None:
     flag = rich_guard_profile(ungrounded_numbers="flag")
     outputs = [
