@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loreguard.server.models.backends import load_with_progress, model_backend
 from loreguard.server.models.cli import add_model_options, backend_choice
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     replay.add_argument("--profile", action="append", default=[], help="replace an NPC profile with this JSON file")
     replay.add_argument("--world", help="replace the world definition with this JSON file")
     add_model_options(replay)
-    replay.set_defaults(handler=_replay, backend="llama")
+    replay.set_defaults(handler=_replay)
 
     attach = commands.add_parser("attach", help="follow a running sidecar's interactions live")
     attach.add_argument("--address", default="tcp://127.0.0.1:7878")
@@ -75,7 +76,6 @@ def _audit_list(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from loreguard.server.audit.commands import replay_package
-    from loreguard.server.models.backends import load_with_progress, model_backend
 
     backend = None
     if args.live:

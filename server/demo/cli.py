@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from loreguard.server.models.backends import load_with_progress, model_backend
 from loreguard.server.models.cli import add_model_options, backend_choice
 
 
@@ -21,7 +22,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _demo(args: argparse.Namespace) -> int:
     from loreguard.server.demo.run import run_demo
-    from loreguard.server.models.backends import load_with_progress, model_backend
 
     backend = None
     if not args.scripted:

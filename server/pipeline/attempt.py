@@ -10,7 +10,7 @@ carrying forward what a streamed retry needs (`StreamCarry`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from loreguard.memory.hashing import sha256_hex
@@ -233,7 +233,7 @@ def next_step(attempted: Attempted, snapshot: StateSnapshot, carry: StreamCarry,
     # sentence began where the retry begins (after the words it continues, if any).
     steer = watcher is not None and steers and watcher.failed_from == len(carry.continued)
     avoid = watcher.failed_sentence if steer and watcher is not None else ""
-    return Retry(failures, StreamCarry(released=carry.released, continued=carry.continued, avoid=avoid), continues)
+    return Retry(failures, replace(carry, avoid=avoid), continues)
 
 
 def _continues_after_cut(snapshot: StateSnapshot, judged: GateResult, watcher: IncrementalGate, *, steers: bool) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from loreguard.server.models.backends import BackendChoice, model_backend
 from loreguard.server.models.cli import add_model_options, backend_choice
 
 if TYPE_CHECKING:
@@ -51,7 +52,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from loreguard.server.models.backends import model_backend
     from loreguard.server.sidecar.serve import serve
     from loreguard.server.sidecar.transport import SidecarConfig
 
@@ -103,7 +103,6 @@ def _redirect_output(path: Path) -> None:
 
 
 def _judge_setup(args: argparse.Namespace) -> JudgeSetup:
-    from loreguard.server.models.backends import BackendChoice, model_backend
     from loreguard.server.sidecar.serve import JudgeSetup
 
     if args.judge != "model" or not (args.judge_model or args.judge_url):

@@ -10,7 +10,7 @@ from typing import Literal
 
 from loreguard.server.pipeline.inference.base import BackendError, BackendTimeout, Observer, WarmResult
 from loreguard.server.pipeline.inference.batch_engine import BatchedEngine, EngineJob, EngineTimeout
-from loreguard.server.pipeline.inference.engine import EngineOutput, EngineRequest, PromptTokens, decode_prefix
+from loreguard.server.pipeline.inference.engine import EngineOutput, EngineRequest, PromptTokens, decode_prefix, finish_reason
 from loreguard.server.pipeline.inference.llama_native import NativeError
 
 
@@ -37,7 +37,7 @@ class BatchedEngineAdapter:
         prompt = array("i", tokens.prefix + tokens.suffix + request.forced)
         job = EngineJob(
             owner=request.npc_id, prompt=prompt, sampler=request.sampler, max_tokens=request.max_tokens,
-            started=request.started, deadline=_deadline(request.started, request.timeout_s),
+            started=request.started, deadline=request.deadline(request.started),
             out=bytearray(request.output_prefix),
         )  # fmt: skip
         try:
@@ -54,7 +54,7 @@ class BatchedEngineAdapter:
             tokens_evaluated=len(prompt) - job.reused,
             tokens_cached=job.reused,
             tokens_generated=job.generated,
-            finish_reason="stop" if job.finish == "stop" else "aborted" if job.finish == "aborted" else "length",
+            finish_reason=finish_reason(job.finish),
             ttft_ms=job.ttft_ms,
             total_ms=job.total_ms,
             full_filters=request.sampler.full_filters,
@@ -97,7 +97,3 @@ class BatchedEngineAdapter:
         """Stop the engine thread, then free its context (the model is the backend's to free)."""
         self.engine.close()
         self.engine.ctx.close()
-
-
-def _deadline(started: float, timeout_s: float | None) -> float | None:
-    return started + timeout_s if timeout_s is not None else None

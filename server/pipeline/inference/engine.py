@@ -50,6 +50,10 @@ class EngineRequest:
     #: engine says from when it counts, and TTFT counts from the same moment.
     timeout_s: float | None
 
+    def deadline(self, counted_from: float) -> float | None:
+        """perf_counter() past which the generation is stopped; None: no limit."""
+        return counted_from + self.timeout_s if self.timeout_s is not None else None
+
 
 @dataclass(frozen=True)
 class EngineOutput:
@@ -57,11 +61,20 @@ class EngineOutput:
     tokens_evaluated: int
     tokens_cached: int
     tokens_generated: int
-    finish_reason: Literal["stop", "length", "aborted"]
+    finish_reason: FinishReason
     ttft_ms: float
     total_ms: float
     #: Times the grammar sampler filtered the whole vocabulary (the backend's stats).
     full_filters: int
+
+
+FinishReason = Literal["stop", "length", "aborted"]
+
+
+def finish_reason(finish: str) -> FinishReason:
+    """An engine's own ending as a `Generation.finish_reason`: anything but a stop or an abort
+    ran out of tokens."""
+    return "stop" if finish == "stop" else "aborted" if finish == "aborted" else "length"
 
 
 class Engine(Protocol):

@@ -145,16 +145,15 @@ class LlamaCppBackend(InferenceBackend):
         self.n_threads = self.config.n_threads or default_threads()
         #: Saved prefixes of the reproducible engine (the batched engine keeps its own).
         self.prefix_cache = PrefixCache(self.config.prefix_cache_bytes)
-        self._batched: BatchedEngine | None = None
         try:
             self._model = NativeModel(str(self.model_path), n_gpu_layers=self.config.n_gpu_layers)
-            self._engine = self._make_engine()
+            self._engine, ctx = self._make_engine()
         except NativeError as exc:
             if getattr(self, "_model", None) is not None:
                 self._model.close()
             raise BackendError(str(exc)) from exc
         #: The longest prompt plus output one generation may take.
-        self.max_sequence_tokens = min(self.config.n_ctx, self._ctx.n_ctx)
+        self.max_sequence_tokens = min(self.config.n_ctx, ctx.n_ctx)
         self.metadata = self._model.metadata()
         bos = self._model.bos_token
         #: The BOS token's text, which some chat templates write themselves.
@@ -181,16 +180,16 @@ class LlamaCppBackend(InferenceBackend):
         self._model.stop_tokens = self._stop_token_ids()
         self._fingerprint = self._make_fingerprint()
 
-    def _make_engine(self) -> Engine:
+    def _make_engine(self) -> tuple[Engine, NativeContext]:
+        """The configured engine and the context it runs on."""
         if self.config.reproducible:
             ctx = NativeContext(self._model, n_ctx=self.config.n_ctx, n_batch=self.config.n_batch, n_threads=self.n_threads)
-            self._ctx = ctx
-            return ReproducibleEngine(self._model, ctx, self.prefix_cache)
-        ctx = self._ctx = self._batched_context()
+            return ReproducibleEngine(self._model, ctx, self.prefix_cache), ctx
+        ctx = self._batched_context()
         pool = SequencePool(ctx.n_seq_max, self.parallel)
         spill = SpillCache(self.config.prefix_cache_bytes) if self.config.prefix_cache_bytes else None
-        self._batched = BatchedEngine(self._model, ctx, pool, prefill_chunk=self.config.prefill_chunk, spill=spill)
-        return BatchedEngineAdapter(self._batched, self.parallel)
+        batched = BatchedEngine(self._model, ctx, pool, prefill_chunk=self.config.prefill_chunk, spill=spill)
+        return BatchedEngineAdapter(batched, self.parallel), ctx
 
     @property
     def parallel(self) -> int:
@@ -439,13 +438,14 @@ class LlamaCppBackend(InferenceBackend):
 
     @property
     def engine(self) -> BatchedEngine | None:
-        """The batched engine, for its statistics; None with the reproducible one."""
-        return self._batched
+        """The batched engine, for its statistics; None with the reproducible one or once closed."""
+        if self._closed or not isinstance(self._engine, BatchedEngineAdapter):
+            return None
+        return self._engine.engine
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._engine.close()
-        self._batched = None
         self._model.close()

@@ -22,7 +22,7 @@ import threading
 import time
 
 from loreguard.server.pipeline.inference.base import BackendError, BackendTimeout, Observer, WarmResult
-from loreguard.server.pipeline.inference.engine import EngineOutput, EngineRequest, PromptTokens, decode_prefix
+from loreguard.server.pipeline.inference.engine import EngineOutput, EngineRequest, PromptTokens, decode_prefix, finish_reason
 from loreguard.server.pipeline.inference.llama_native import NativeContext, NativeError, NativeModel
 from loreguard.server.pipeline.inference.prefix_cache import PrefixCache, PrefixState
 
@@ -69,7 +69,7 @@ class ReproducibleEngine:
         """Holding the context: the timeout and TTFT count from here, not from the wait for
         another NPC's generation to finish."""
         started = time.perf_counter()
-        deadline = started + request.timeout_s if request.timeout_s is not None else None
+        deadline = request.deadline(started)
         tokens, sampler = request.tokens, request.sampler
         evaluated = self._load_prefix(request.npc_id, tokens)
         cached = len(tokens.prefix) - evaluated
@@ -100,7 +100,7 @@ class ReproducibleEngine:
             tokens_evaluated=evaluated,
             tokens_cached=cached,
             tokens_generated=generated,
-            finish_reason="stop" if finish == "stop" else "aborted" if finish == "aborted" else "length",
+            finish_reason=finish_reason(finish),
             ttft_ms=ttft_ms,
             total_ms=(time.perf_counter() - started) * 1000,
             full_filters=sampler.full_filters,
