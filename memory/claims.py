@@ -1,45 +1,54 @@
 """Canonical-contradiction detection with structured claims.
 
 A canonical fact may declare claims `subject.attribute = value` (king.name = Arthur). A clause
-that mentions the subject, then an attribute cue ("is named", "is called"), then a value
-asserts that value. It contradicts the fact when the value is not the canonical one (or an
-alias), or when the canonical value is negated ("is not named Arthur"). A negated *other* value
-("is not named Edward") is consistent. This beats plain substring negation, which flags
-"not Edward" and misses "Edward".
+that names the subject and then says a value for the attribute asserts it; it contradicts the
+fact when the value is not the canonical one (or an alias), or when the canonical value is
+negated. A negated *other* value ("the king was never Edward") is consistent. This beats plain
+substring negation, which flags "not Edward" and misses "Edward".
+
+The forms a clause asserts a value in, each checked per claim:
+
+1. a cue: the subject, then within `WINDOW_WORDS` words a cue ("is named", "closes at"), then
+   the value ("the king is called Edward"; "the gate doesn't close at dusk" negates it);
+2. no cue, where the attribute's other values are known (a state claim's `values`, a canonical
+   claim's `other_values`): the subject, then within `CUELESS_WINDOW` words one of them ("the
+   north gate stays open all night");
+3. a negated cue verb with no value: "the gate never closes", "it doesn't shut" deny that it
+   closes at dusk at all (unless the canonical value follows: "doesn't close until dusk");
+4. for a name (a claim whose attribute is `name`): a copula and another name or person ("the
+   king is Bob", "the king of Eldmoor is the captain's wife", "the king is my brother"); the
+   subject used as a title ("King Edward", "the river Thames"); a name, then a copula and the
+   subject ("Edward is the king") or one of the claim's `role_cues` ("Edward rules").
+
+What makes a clause no assertion (questions, conditions, reported rumour), what denies it ("it is
+not true that ...") and how a pronoun finds its subject ("Who is the king?" -> "His name is Bob")
+is decided in `loreguard.memory.clauses`.
 
 It lives in memory because memory needs it too: a belief that contradicts a canonical claim is
 marked `contradicted` when it is written or when the fact arrives (`transitions`), with the
 same matcher the validation gate uses on dialogue.
 
 World state can be contradicted too: a world-state key with a `StateClaim` (world definition,
-`state_claims`) is checked the same way, its value the key's at interaction time ("the gate is
-open" while `gate.north = "closed"`). A state claim that lists the values its key takes reads
-only those words as a value, anywhere in the first `VALUE_WINDOW` words after the cue ("is now
-open"), so "the gate is that way" asserts nothing.
-
-Claims without cues: where the other values an attribute takes are known (a state claim's
-`values`, a canonical claim's `other_values`), a clause that names the subject and then, within
-`CUELESS_WINDOW` words, one of those values asserts it with no cue at all ("the north gate stays
-open all night" against `gate.north = closed`). A negation before the value ("never stays
-open"), a question, a condition ("if the gate were open") or the holding value named first
-("closed, and won't open") make it no assertion.
+`state_claims`) is checked the same way (forms 1 and 2), its value the key's at interaction time
+("the gate is open" while `gate.north = "closed"`). A state claim that lists the values its key
+takes reads only those words as a value, anywhere in the first `VALUE_WINDOW` words after the cue
+("is now open"), so "the gate is that way" asserts nothing.
 
 Text is compared in the one normaliser's form (`loreguard.schemas.text.norm_words`: homoglyphs,
 zero-width characters, spacing); subjects also match in the plural ("gates").
 
-Limits, honestly: "Edward rules as king" (no cue, and a name has no list of other values),
-pronouns ("he is named Edward"), values split across clauses, and paraphrases are not caught;
-a cue followed by a non-value ("is named after his father") is flagged. Designers choose cues
-and other values per claim to fit their facts; the semantic judge gate covers paraphrase when
-enabled.
+Limits, honestly: values split across clauses, paraphrases ("the gate is shut at sundown" for
+dusk) and a name said with no capital ("the king is bob") are not caught; a cue followed by a
+non-value ("is named after his father") is flagged. Designers choose cues, other values and role
+cues per claim to fit their facts; the semantic judge covers paraphrase when enabled.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
+from loreguard.memory.clauses import Clause, denied, names, not_vouched, resolve_pronouns, split_clauses
 from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.memory import CanonicalFact, Claim, StateClaim
@@ -53,9 +62,7 @@ DEFAULT_CUES: dict[str, tuple[str, ...]] = {
 }
 NEGATIONS = ("not", "never", "no longer", "isn t", "wasn t")
 #: Words that negate a cue when they stand between the subject and the cue ("is not named").
-_NEGATING_WORDS = frozenset({"not", "never", "isn", "wasn", "aren", "no"})
-#: A clause and what ends it (a question asserts nothing without a cue).
-_CLAUSE = re.compile(r"([^.!?;\n]+)([.!?;\n]*)")
+_NEGATING_WORDS = frozenset({"not", "never", "isn", "wasn", "aren", "no", "doesn", "don", "didn", "won", "cannot"})
 #: How far after the subject a known other value may stand to be asserted without a cue.
 CUELESS_WINDOW = 5
 #: Words that make a clause no assertion of a cue-less value: negation, condition, wish, doubt.
@@ -67,6 +74,30 @@ _ARTICLES = frozenset({"a", "an", "the"})
 WINDOW_WORDS = 6
 #: How far after a cue a state claim's listed value may stand ("is now open", "is still shut").
 VALUE_WINDOW = 3
+#: The attribute whose claims are names, checked in the name forms too (form 4).
+NAME_ATTRIBUTE = "name"
+#: Words that join a subject to what it is ("the king is", "the king's", "the king will be").
+_COPULAS = frozenset({"is", "was", "s", "be", "remains"})
+#: Words that may stand between a copula and the value without changing it.
+_FILLERS = frozenset({"now", "still", "really", "truly", "actually", "indeed", "currently", "surely", "will"})
+#: Determiners of a person a name claim may be given ("my brother", "the captain's wife").
+_DETERMINERS = frozenset({"the", "my", "your", "his", "her", "our", "their"})
+#: People a name may be said to be instead: kin and household ("the captain's wife").
+PERSON_NOUNS = frozenset(
+    "wife husband son daughter brother sister mother father uncle aunt cousin nephew niece widow "
+    "friend servant mistress lover child heir bastard".split()
+)
+#: Capitalised words that are no name: pronouns, articles, words that open a sentence.
+_NOT_NAMES = frozenset(
+    "i he she it they we you who what which where when why how nobody noone none everyone someone "
+    "anyone everybody somebody anybody this that these those there here the a an one no yes aye "
+    "nay well oh ah and but so our my your his her its their sir madam".split()
+)
+#: Titles a name run may open with that make it another person than the subject ("Queen Edwina").
+_TITLES = frozenset(
+    "queen king prince princess lord lady duke duchess baron baroness sir dame captain count "
+    "countess earl master mistress father mother brother sister".split()
+)
 
 
 class Contradiction(FrozenModel):
@@ -95,7 +126,7 @@ def claim_cues(claim: Claim) -> tuple[str, ...]:
     return DEFAULT_CUES.get(attr, (f"{attr} is", f"{attr} was"))
 
 
-def _find(tokens: list[str], phrase: list[str], start: int, limit: int) -> int | None:
+def _find(tokens: tuple[str, ...], phrase: tuple[str, ...], start: int, limit: int) -> int | None:
     """Index of the first occurrence of `phrase` beginning in tokens[start:limit]."""
     n = len(phrase)
     for i in range(start, min(limit, len(tokens) - n + 1)):
@@ -104,39 +135,69 @@ def _find(tokens: list[str], phrase: list[str], start: int, limit: int) -> int |
     return None
 
 
-def _strip_negation(rest: list[str]) -> tuple[bool, list[str]]:
+def _strip_negation(rest: tuple[str, ...]) -> tuple[bool, tuple[str, ...]]:
     for neg in NEGATIONS:
-        parts = neg.split()
+        parts = tuple(neg.split())
         if rest[: len(parts)] == parts:
             return True, rest[len(parts) :]
     return False, rest
 
 
-def _words(text: str) -> list[str]:
-    return list(norm_words(text))
+def _verb_forms(cue: tuple[str, ...]) -> frozenset[str]:
+    """The forms of a cue's verb ("closes at" -> close, closes, closed, closing), or none when the
+    cue opens with a copula or a naming word ("is named")."""
+    if not cue or cue[0] in _COPULAS or cue[0] in {"are", "were", "has", "have", "name", "named", "called", "belongs"}:
+        return frozenset()
+    word = cue[0]
+    bases = {word}
+    if word.endswith("es"):
+        bases.update({word[:-1], word[:-2]})
+    elif word.endswith("s"):
+        bases.add(word[:-1])
+    forms: set[str] = set()
+    for base in bases:
+        forms.update({base, base + "s", base + "es", base + "d", base + "ed", base + "ing"})
+        if base.endswith("e"):
+            forms.add(base[:-1] + "ing")
+    return frozenset(forms)
 
 
 class _Compiled:
-    """A claim's phrases as word lists, made once per claim: subjects (singular), values, cues
-    (longest first), the known other values (longest first) and, per subject, its set of words
-    (a text that holds every word of none of them cannot be about the claim)."""
+    """A claim's phrases as word tuples, made once per claim: subjects (singular), values, cues
+    (longest first), the known other values (longest first), the cue verbs' forms, role cues and,
+    per subject and role cue, its set of words (a text that holds every word of none of them
+    cannot be about the claim)."""
 
-    __slots__ = ("cues", "firsts", "others", "subjects", "values")  # firsts: each subject's word set
+    __slots__ = ("cues", "firsts", "is_name", "others", "roles", "subjects", "values", "verbs")
 
     def __init__(self, claim: Claim, known: tuple[str, ...]) -> None:
-        self.subjects = tuple(s for s in ([stem(w) for w in _words(x)] for x in (claim.subject, *claim.subject_aliases)) if s)
+        self.subjects = tuple(
+            s for s in (tuple(stem(w) for w in _words(x)) for x in (claim.subject, *claim.subject_aliases)) if s
+        )
         self.values = tuple(_words(v) for v in (claim.value, *claim.value_aliases))
         self.cues = tuple(sorted((_words(c) for c in claim_cues(claim)), key=len, reverse=True))
         own = self.values
         others = (p for p in (_words(x) for x in known) if p and p not in own)
         self.others = tuple(sorted(others, key=lambda p: (-len(p), p)))
-        self.firsts = tuple(frozenset(s) for s in self.subjects)
+        self.verbs = frozenset().union(*(_verb_forms(c) for c in self.cues)) if self.cues else frozenset()
+        self.is_name = claim.attribute.strip().lower() == NAME_ATTRIBUTE
+        self.roles = tuple(sorted((_words(r) for r in claim.role_cues), key=len, reverse=True))
+        # a role cue makes a text about the claim without the subject: "Edward rules"
+        roles = (tuple(stem(w) for w in r) for r in self.roles)
+        self.firsts = tuple(frozenset(s) for s in (*self.subjects, *roles))
 
     def named_in(self, seen: frozenset[str]) -> bool:
         for words in self.firsts:  # a loop, not any(): this runs for every claim of every text
             if words <= seen:
                 return True
         return False
+
+    def is_value(self, words: tuple[str, ...]) -> bool:
+        return any(v and words[: len(v)] == v for v in self.values)
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return norm_words(text)
 
 
 #: Compiled claims, keyed by the claim's strings rather than the claim: hashing a frozen model
@@ -146,7 +207,10 @@ _CACHE_MAX = 4096
 
 
 def _compiled(claim: Claim, known: tuple[str, ...]) -> _Compiled:
-    key = (claim.subject, claim.subject_aliases, claim.value, claim.value_aliases, claim.attribute, claim.cues, known)
+    key = (
+        claim.subject, claim.subject_aliases, claim.value, claim.value_aliases, claim.attribute, claim.cues,
+        claim.role_cues, known,
+    )  # fmt: skip
     compiled = _CACHE.get(key)
     if compiled is None:
         if len(_CACHE) >= _CACHE_MAX:
@@ -166,11 +230,11 @@ _FACT_CLAIMS: IdentityMemo[tuple[tuple[CanonicalFact, Claim, _Compiled], ...]] =
 
 
 @lru_cache(maxsize=1024)
-def _phrases(phrases: tuple[str, ...]) -> tuple[list[str], ...]:
+def _phrases(phrases: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     return tuple(p for p in (_words(x) for x in phrases) if p)
 
 
-def _known_value_at(rest: list[str], known: tuple[list[str], ...]) -> int | None:
+def _known_value_at(rest: tuple[str, ...], known: tuple[tuple[str, ...], ...]) -> int | None:
     """Where the first known value stands in the first `VALUE_WINDOW` words of `rest`, or None."""
     for start in range(min(VALUE_WINDOW, len(rest))):
         if any(rest[start : start + len(value)] == value for value in known):
@@ -178,23 +242,58 @@ def _known_value_at(rest: list[str], known: tuple[list[str], ...]) -> int | None
     return None
 
 
-def _subject_ends(stems: list[str], subjects: tuple[list[str], ...]) -> list[int]:
-    """Where each mention of a subject ends in the clause, in order."""
-    ends = []
+def _subject_spans(stems: tuple[str, ...], subjects: tuple[tuple[str, ...], ...]) -> list[tuple[int, int]]:
+    """Where each mention of a subject starts and ends in the clause, in order."""
+    spans = set()
     for subject in subjects:
-        for i in range(len(stems) - len(subject) + 1):
-            if stems[i : i + len(subject)] == subject:
-                ends.append(i + len(subject))
-    return sorted(set(ends))
+        n = len(subject)
+        for i in range(len(stems) - n + 1):
+            if stems[i : i + n] == subject:
+                spans.add((i, i + n))
+    return sorted(spans)
 
 
-def _check_cueless(tokens: list[str], stems: list[str], compiled: _Compiled, question: bool) -> str | None:
-    """The other value a clause asserts of the claim's subject without a cue, or None."""
-    others, values = compiled.others, compiled.values
-    if question or not others:
+def _by_cue(clause: Clause, compiled: _Compiled, known: tuple[tuple[str, ...], ...] = ()) -> tuple[str, bool] | None:
+    """Form 1: (asserted value, negated) when the clause contradicts the claim through a cue.
+    With `known` values, only one of them after the cue is an assertion."""
+    tokens = clause.tokens
+    values, cues = compiled.values, compiled.cues
+    for start, end in _subject_spans(clause.stems, compiled.subjects):
+        for cue in cues:
+            at = _find(tokens, cue, end, end + WINDOW_WORDS)
+            if at is None:
+                continue
+            if not_vouched(clause, start):
+                return None
+            negated_before = bool(_NEGATING_WORDS.intersection(tokens[end:at]))
+            negated_after, rest = _strip_negation(tokens[at + len(cue) :])
+            negated = (negated_before != negated_after) != denied(clause, start)
+            while rest and rest[0] in _ARTICLES:
+                rest = rest[1:]
+            if known:
+                first = _known_value_at(rest, known)
+                if first is None:
+                    break
+                # "is now not open": a negation among the words skipped still negates
+                negated ^= bool(_NEGATING_WORDS.intersection(rest[:first]))
+                rest = rest[first:]
+            if not rest:
+                break
+            matches_canonical = any(rest[: len(v)] == v for v in values if v)
+            if matches_canonical == negated:
+                named = next((v for v in sorted(known, key=len, reverse=True) if rest[: len(v)] == v), rest[:3])
+                return " ".join(named), negated
+            break  # the first cue after this subject decides
+    return None
+
+
+def _without_cue(clause: Clause, compiled: _Compiled) -> str | None:
+    """Form 2: the other value a clause asserts of the claim's subject without a cue, or None."""
+    others, values, tokens = compiled.others, compiled.values, clause.tokens
+    if not others:
         return None
-    for end in _subject_ends(stems, compiled.subjects):
-        if _NOT_ASSERTING.intersection(tokens[max(0, end - 4) : end]):
+    for start, end in _subject_spans(clause.stems, compiled.subjects):
+        if _NOT_ASSERTING.intersection(tokens[max(0, end - 4) : end]) or not_vouched(clause, start) or denied(clause, start):
             continue
         for at in range(end, min(len(tokens), end + CUELESS_WINDOW)):
             if any(v and tokens[at : at + len(v)] == v for v in values):
@@ -208,68 +307,160 @@ def _check_cueless(tokens: list[str], stems: list[str], compiled: _Compiled, que
     return None
 
 
-def _check_clause(
-    tokens: list[str], stems: list[str], compiled: _Compiled, known: tuple[list[str], ...] = ()
-) -> tuple[str, bool] | None:
-    """(asserted value, negated) when the clause contradicts the claim through a cue, else None.
-    With `known` values, only one of them after the cue is an assertion."""
-    subjects, values, cues = compiled.subjects, compiled.values, compiled.cues
-    for subject in subjects:
-        for i in range(len(tokens) - len(subject) + 1):
-            if stems[i : i + len(subject)] != subject:
+#: Words after a negated verb that make it a matter of degree, not a denial ("doesn't cost much").
+_DEGREE = frozenset("much more less enough too so that as many any anything extra".split())
+
+
+def _by_negated_verb(clause: Clause, compiled: _Compiled) -> str | None:
+    """Form 3: "the gate never closes" (a cue's verb, negated, with no value of the claim after
+    it) denies the fact; the words of the denial, or None."""
+    if not compiled.verbs:
+        return None
+    tokens = clause.tokens
+    for start, end in _subject_spans(clause.stems, compiled.subjects):
+        for at in range(end, min(len(tokens), end + WINDOW_WORDS)):
+            if tokens[at] not in compiled.verbs:
                 continue
-            after_subject = i + len(subject)
-            for cue in cues:
-                at = _find(tokens, cue, after_subject, after_subject + WINDOW_WORDS)
-                if at is None:
-                    continue
-                negated_before = bool(_NEGATING_WORDS.intersection(tokens[after_subject:at]))
-                negated_after, rest = _strip_negation(tokens[at + len(cue) :])
-                negated = negated_before != negated_after
-                while rest and rest[0] in _ARTICLES:
-                    rest = rest[1:]
-                if known:
-                    start = _known_value_at(rest, known)
-                    if start is None:
-                        break
-                    # "is now not open": a negation among the words skipped still negates
-                    negated ^= bool(_NEGATING_WORDS.intersection(rest[:start]))
-                    rest = rest[start:]
-                if not rest:
-                    break
-                matches_canonical = any(rest[: len(v)] == v for v in values if v)
-                if matches_canonical == negated:
-                    named = next((v for v in sorted(known, key=len, reverse=True) if rest[: len(v)] == v), rest[:3])
-                    return " ".join(named), negated
-                break  # the first cue after this subject decides
+            negations = [i for i in range(end, at) if tokens[i] in _NEGATING_WORDS]
+            after = tokens[at + 1 :]
+            if (
+                not negations
+                or not_vouched(clause, start)
+                or denied(clause, start)
+                or (after and after[0] in _DEGREE)
+                or any(compiled.is_value(after[i:]) for i in range(len(after)))
+            ):
+                break
+            return " ".join(tokens[negations[0] : at + 1]).replace(" t ", "'t ")
     return None
 
 
-@lru_cache(maxsize=1024)
-def _clauses(text: str) -> tuple[tuple[tuple[list[str], list[str], bool], ...], frozenset[str]]:
-    """Each clause's words, their singulars, and whether it is a question; and every singular."""
-    out = []
-    seen: set[str] = set()
-    for match in _CLAUSE.finditer(text):
-        tokens = _words(match.group(1))
-        if tokens:
-            stems = [stem(t) for t in tokens]
-            seen.update(stems)
-            out.append((tokens, stems, "?" in match.group(2)))
-    return tuple(out), frozenset(seen)
+def _name_run(clause: Clause, at: int) -> int:
+    """Where a run of capitalised words (a name, at most three) starting at `at` ends; `at` when
+    none starts there."""
+    end = at
+    while end < len(clause.tokens) and end - at < 3 and clause.capital[end] and clause.tokens[end] not in _NOT_NAMES:
+        end += 1
+    return end
+
+
+def _person(tokens: tuple[str, ...], at: int) -> int:
+    """Where a person a name may be said to be ends, starting at `at` ("the captain's wife",
+    "Edward's son", "my brother"); `at` when none does."""
+    for i in range(at, min(len(tokens) - 1, at + 4)):
+        if tokens[i] == "s" and i > at and tokens[i + 1] in PERSON_NOUNS:
+            return i + 2
+    if at + 1 < len(tokens) and tokens[at] in _DETERMINERS - {"the"} and tokens[at + 1] in PERSON_NOUNS:
+        return at + 2
+    return at
+
+
+def _verdict(compiled: _Compiled, value: tuple[str, ...], negated: bool) -> tuple[str, bool] | None:
+    """A name said of the subject: a contradiction when it is another one (and not denied), or
+    the canonical one denied."""
+    if compiled.is_value(value):
+        return (" ".join(value), True) if negated else None
+    return None if negated else (" ".join(value).replace(" s ", "'s "), False)
+
+
+def _after_copula(tokens: tuple[str, ...], at: int) -> tuple[int, bool] | None:
+    """Where the value starts after "is", "is not", "will now be" at `at`, and whether it is
+    negated; None when no copula stands there."""
+    negated, seen_copula = False, False
+    while at < len(tokens):
+        word = tokens[at]
+        if word in _COPULAS:
+            seen_copula = True
+        elif word in _NEGATING_WORDS or word == "t":
+            negated = True
+        elif word not in _FILLERS:
+            break
+        at += 1
+    return (at, negated) if seen_copula else None
+
+
+def _by_name(clause: Clause, compiled: _Compiled) -> tuple[str, bool] | None:
+    """Form 4, for a name: another name or a person given to the subject (see the module's
+    docstring), as (asserted, negated)."""
+    if not compiled.is_name:
+        return None
+    tokens, capital = clause.tokens, clause.capital
+    for start, end in _subject_spans(clause.stems, compiled.subjects):
+        if not_vouched(clause, start):
+            return None
+        flip = denied(clause, start)
+        # the subject as a title: "King Edward", "the river Thames"
+        run = _name_run(clause, end) if end < len(tokens) and capital[end] else end
+        if run > end and (run >= len(tokens) or tokens[run] != "s"):
+            # "there's no King Edward": a negation just before the title denies the name
+            negated = bool(_NEGATING_WORDS.intersection(tokens[max(0, start - 3) : start]))
+            return _verdict(compiled, tokens[end:run], negated != flip)
+        # "the king (of Eldmoor) is ...": another name, or a person
+        at = end + 2 if tokens[end : end + 1] == ("of",) else end
+        at += 1 if at < len(tokens) and capital[at] and at > end else 0
+        copula = _after_copula(tokens, at)
+        if copula is None:
+            continue
+        at, negated = copula
+        negated ^= flip
+        if compiled.is_value(tokens[at:]):
+            return _verdict(compiled, next(v for v in compiled.values if tokens[at : at + len(v)] == v), negated)
+        run = _name_run(clause, at)
+        if run > at and tokens[run : run + 1] != ("s",):
+            return _verdict(compiled, tokens[at:run], negated)
+        person = _person(tokens, at)
+        if person > at and not compiled.is_value(tokens[at:]):
+            return _verdict(compiled, tokens[at:person], negated)
+    return _name_first(clause, compiled)
+
+
+def _name_first(clause: Clause, compiled: _Compiled) -> tuple[str, bool] | None:
+    """Form 4, name first: "Edward is the king", "Edward rules" (a role cue)."""
+    tokens, capital = clause.tokens, clause.capital
+    for i in range(len(tokens)):
+        if not capital[i] or (i and capital[i - 1]) or tokens[i] in _TITLES or tokens[i] in _NOT_NAMES:
+            continue
+        run = _name_run(clause, i)
+        if run == i or not_vouched(clause, i):
+            continue
+        name = tokens[i:run]
+        role = next((r for r in compiled.roles if tokens[run : run + len(r)] == r), None)
+        if role is not None:
+            return _verdict(compiled, name, denied(clause, i))
+        copula = _after_copula(tokens, run)
+        if copula is None:
+            continue
+        at, negated = copula
+        while at < len(tokens) and tokens[at] in _DETERMINERS:
+            at += 1
+        stems = clause.stems
+        for subject in compiled.subjects:
+            after = at + len(subject)
+            if stems[at:after] == subject and tokens[after : after + 1] != ("s",):
+                return _verdict(compiled, name, negated != denied(clause, i))
+    return None
 
 
 def _contradicted(
-    clauses: tuple[tuple[list[str], list[str], bool], ...], compiled: _Compiled, known: tuple[list[str], ...] = ()
+    clauses: tuple[Clause, ...], compiled: _Compiled, known: tuple[tuple[str, ...], ...] = (), *, state: bool = False
 ) -> tuple[str, bool] | None:
-    """The first clause's contradiction of a claim, with a cue or without: (asserted, negated)."""
-    for tokens, stems, question in clauses:
-        hit = _check_clause(tokens, stems, compiled, known)
+    """The first clause's contradiction of a claim, in any form: (asserted, negated). A state
+    claim is read in forms 1 and 2 only."""
+    for clause in clauses:
+        hit = _by_cue(clause, compiled, known)
         if hit is not None:
             return hit
-        other = _check_cueless(tokens, stems, compiled, question)
+        other = _without_cue(clause, compiled)
         if other is not None:
             return other, False
+        if state:
+            continue
+        denial = _by_negated_verb(clause, compiled)
+        if denial is not None:
+            return denial, False
+        name = _by_name(clause, compiled)
+        if name is not None:
+            return name
     return None
 
 
@@ -278,17 +469,19 @@ def find_contradictions(
     facts: Iterable[CanonicalFact],
     state: Iterable[tuple[str, JsonScalar]] = (),
     state_claims: Mapping[str, StateClaim] | None = None,
+    *,
+    context: str = "",
 ) -> list[Contradiction]:
     """Every claim of `facts` that `text` contradicts, in fact order, then clause order; then
     every claim of a `state` key (by `state_claims`, with the key's value) it contradicts, in
-    `state` order."""
-    clauses, seen = _clauses(text)
+    `state` order. `context`: what the text answers (the player's line), where a pronoun of the
+    text's first clause may find its subject."""
+    clauses, seen = split_clauses(text)
+    context_clauses, context_seen = split_clauses(context) if context else ((), frozenset())
     found = []
     facts = tuple(facts)
     for fact, claim, compiled in _FACT_CLAIMS.get(facts, lambda: _fact_claims(facts)):
-        if not compiled.named_in(seen):
-            continue  # the text never names the subject
-        hit = _contradicted(clauses, compiled)
+        hit = _claim_hit(clauses, seen, context_clauses, context_seen, compiled)
         if hit is not None:
             found.append(
                 Contradiction(
@@ -308,9 +501,7 @@ def find_contradictions(
             continue
         known_values = state_claim.known_values(value)
         compiled = _compiled(bound, known_values)
-        if not compiled.named_in(seen):
-            continue
-        hit = _contradicted(clauses, compiled, _phrases(known_values))
+        hit = _claim_hit(clauses, seen, context_clauses, context_seen, compiled, _phrases(known_values))
         if hit is not None:
             found.append(
                 Contradiction(
@@ -324,3 +515,24 @@ def find_contradictions(
                 )
             )
     return found
+
+
+def _claim_hit(
+    clauses: tuple[Clause, ...],
+    seen: frozenset[str],
+    context_clauses: tuple[Clause, ...],
+    context_seen: frozenset[str],
+    compiled: _Compiled,
+    known: tuple[tuple[str, ...], ...] | None = None,
+) -> tuple[str, bool] | None:
+    """A claim's contradiction in the text's clauses, pronouns resolved, or None."""
+    if not compiled.named_in(seen) and not (context_seen and compiled.named_in(context_seen)):
+        return None  # neither the text nor what it answers names the subject
+    resolved = resolve_pronouns(clauses, compiled.subjects, _named(context_clauses, compiled))
+    if known is None:
+        return _contradicted(resolved, compiled)
+    return _contradicted(resolved, compiled, known, state=True)
+
+
+def _named(context_clauses: tuple[Clause, ...], compiled: _Compiled) -> bool:
+    return any(names(c.stems, compiled.subjects) for c in context_clauses)

@@ -77,6 +77,9 @@ class Claim(FrozenModel):
     #: time): a clause naming the subject and one of these contradicts the fact even without a
     #: cue ("the gate stays open all night").
     other_values: tuple[ClaimPhrase, ...] = ()
+    #: For a name: phrases that, after another name, say it holds the subject's place ("rules",
+    #: "sits on the throne"): with these, "Edward rules" contradicts king.name = Arthur.
+    role_cues: tuple[ClaimPhrase, ...] = ()
 
 
 def value_text(value: JsonScalar) -> str:

@@ -297,7 +297,9 @@ def _claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[Gat
     ungrounded: list[GateFailure] = []
     state_claims = dict(snapshot.state_claims)
     for text in texts:
-        hits = find_contradictions(text, snapshot.canonical, snapshot.world_state, state_claims)
+        hits = find_contradictions(
+            text, snapshot.canonical, snapshot.world_state, state_claims, context=snapshot.context.player_input
+        )
         contradictions.extend(_contradiction_failure(hit) for hit in hits)
         # A claim the checker above already caught is not reported twice.
         caught = {hit.label for hit in hits}

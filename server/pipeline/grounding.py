@@ -17,6 +17,7 @@ A number in dialogue is read with the word after it (`numbers.read_numbers`) and
 * nothing in particular, when the clause ends or a small word follows ("it costs 500.",
   "500 for the sword"): the nearest subject named within the window with no person named in
   between ("I held a sword when I was ten" is about the speaker).
+A number in a question is asked, not stated, and never checked ("Ten silver? No, dear, 5.").
 Times ("at 6", "6 o'clock"), durations and counts of other things ("20 years"), and ordinals
 ("the first time") are never about a subject. A bare "one" is a pronoun more often than a
 number ("the one you want"), so it only counts with a currency or a noun after it.
@@ -187,6 +188,8 @@ def find_number_problems(text: str, subjects: tuple[Subject, ...]) -> list[Numbe
     in text order."""
     problems = []
     for clause in read_numbers(text):
+        if clause.question:
+            continue  # "Ten silver for a lantern? No, it's 5." asks, it does not state
         for number in clause.numbers:
             kind, subject = _about(number, clause, subjects)
             stated = f"{number.text} {number.head}" if kind == "money" else number.text

@@ -69,6 +69,8 @@ class Number:
 class Clause:
     words: tuple[str, ...]
     numbers: tuple[Number, ...]
+    #: The clause ends with a question mark: what it says is asked, not stated.
+    question: bool = False
 
 
 def _tokens(clause: str) -> list[str]:
@@ -164,7 +166,14 @@ def _read_at(words: tuple[str, ...], i: int) -> tuple[float, int] | None:
 def read_numbers(text: str) -> tuple[Clause, ...]:
     """Every clause of `text`, as words, with the numbers it states."""
     clauses = []
-    for part in _CLAUSE.split(fold(text)):
+    folded = fold(text)
+    parts: list[tuple[str, bool]] = []
+    at = 0
+    for delimiter in _CLAUSE.finditer(folded):
+        parts.append((folded[at : delimiter.start()], "?" in delimiter.group(0)))
+        at = delimiter.end()
+    parts.append((folded[at:], False))
+    for part, question in parts:
         words = tuple(_tokens(part))
         if not words:
             continue
@@ -187,7 +196,7 @@ def read_numbers(text: str) -> tuple[Clause, ...]:
                 )
             )
             i = end
-        clauses.append(Clause(words=words, numbers=tuple(numbers)))
+        clauses.append(Clause(words=words, numbers=tuple(numbers), question=question))
     return tuple(clauses)
 
 

@@ -168,3 +168,85 @@ def test_a_claim_phrase_that_normalises_to_nothing_is_refused(field: str) -> Non
     with pytest.raises(ValueError, match="no letter or digit") as refused:
         Claim.model_validate(data)
     assert refused.value.errors()[0]["loc"][0] == field  # type: ignore[attr-defined]
+
+
+KING_ROLES = CanonicalFact(
+    id="king",
+    text="The king of Eldmoor is named Arthur.",
+    claims=(
+        Claim(
+            subject="king",
+            attribute="name",
+            value="Arthur",
+            subject_aliases=("his majesty",),
+            role_cues=("rules", "reigns", "sits on the throne"),
+        ),
+    ),
+)
+RIVER = CanonicalFact(id="river", text="The river Ald.", claims=(Claim(subject="river", attribute="name", value="Ald"),))
+EVERYDAY = [KING_ROLES, RIVER, HOURS]
+
+
+@pytest.mark.parametrize(
+    ("text", "asserted"),
+    [
+        # a negation anywhere in the clause of the canonical value
+        ("The gate never closes. The captain forbids it.", "never closes"),
+        ("The gate doesn't close, traveller.", "doesn't close"),
+        ("It is not true that the king is named Arthur.", "arthur"),
+        ("Arthur is not the king.", "arthur"),
+        ("The king is not Arthur, whatever you heard.", "arthur"),
+        # a copular or naming assertion of another value
+        ("The king of Eldmoor is the captain's wife who only has a few children.", "the captain's wife"),
+        ("The king is Bob.", "bob"),
+        ("The king is my brother.", "my brother"),
+        ("Edward rules.", "edward"),
+        ("Edward sits on the throne now.", "edward"),
+        ("Edward is the king of Eldmoor.", "edward"),
+        ("King Edward keeps the peace.", "edward"),
+        ("The river Thames runs through town.", "thames"),
+    ],
+)
+def test_everyday_forms_of_a_contradiction_are_caught(text: str, asserted: str) -> None:
+    (hit,) = find_contradictions(text, EVERYDAY)
+    assert hit.asserted == asserted
+
+
+@pytest.mark.parametrize(
+    ("context", "text"),
+    [
+        ("Who is the king?", "His name is Bob."),
+        ("Who is the king?", "He is Edward, and he is kind."),
+        ("Does the gate ever close?", "It never closes."),
+        ("", "The king? He's called Edward."),
+        ("", "The gate? It never closes, not for anyone."),
+    ],
+)
+def test_a_pronoun_finds_its_subject_in_the_reply_or_the_players_line(context: str, text: str) -> None:
+    assert find_contradictions(text, EVERYDAY, context=context)
+
+
+@pytest.mark.parametrize(
+    ("context", "text"),
+    [
+        ("", "The king was never Edward. The king is Arthur, the brave one."),  # a wrong value denied
+        ("", "Edward is not the king."),
+        ("", "Edward? There's no King Edward here."),
+        ("", "Is the king named Edward?"),  # a question
+        ("", "If the king were Edward, we'd all be poorer."),  # a condition
+        ("", "They say the king is Edward. Gossip."),  # a rumour the NPC does not vouch for
+        ("", "I heard the gate never closes in the south."),
+        ("", "It's not true that the gate never closes."),  # a denied denial
+        ("", "The gate doesn't close until dusk."),  # the value follows the negated verb
+        ("", "King Arthur rules us all."),
+        ("", "The river Ald runs through town."),
+        ("", "The king is a kind man, and old."),  # a description, not a name
+        ("", "Brom is the king's man."),  # the king's, not the king
+        ("", "Queen Edwina rules the south."),  # another title: another person
+        ("", "The captain? He is Marcus."),  # the antecedent is the captain, not the king
+        ("Who is the captain?", "He is Marcus."),
+        ("What does the king like?", "He likes bread."),
+    ],
+)
+def test_what_is_not_a_contradiction(context: str, text: str) -> None:
+    assert not find_contradictions(text, EVERYDAY, context=context)

@@ -47,7 +47,7 @@ def _run(store: MemoryStore, npc: str, outputs: list[str], player: str = PLAYER)
 
 
 def test_the_corpora_are_big_enough() -> None:
-    assert len(_benign()) >= 100 and len(_adversarial()) >= 60
+    assert len(_benign()) >= 300 and len(_adversarial()) >= 60
 
 
 @pytest.mark.parametrize(("npc", "line"), _benign(), ids=lambda x: str(x)[:40])

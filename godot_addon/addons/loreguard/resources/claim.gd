@@ -20,6 +20,9 @@ extends Resource
 ## Other values the attribute could take ("dawn", "all night"): a line naming the subject and one
 ## of these contradicts the fact even without a cue ("the gate stays open all night").
 @export var other_values: PackedStringArray
+## For a name: phrases that, after another name, say it holds the subject's place ("rules",
+## "sits on the throne"): with these, "Edward rules" contradicts king.name = Arthur.
+@export var role_cues: PackedStringArray
 
 
 func to_dict() -> Dictionary:
@@ -31,6 +34,7 @@ func to_dict() -> Dictionary:
 		"value_aliases": Array(value_aliases),
 		"cues": Array(cues),
 		"other_values": Array(other_values),
+		"role_cues": Array(role_cues),
 	}
 
 
@@ -43,4 +47,5 @@ static func from_dict(data: Dictionary) -> LoreguardClaim:
 	out.value_aliases = LoreguardDict.strings(data, "value_aliases")
 	out.cues = LoreguardDict.strings(data, "cues")
 	out.other_values = LoreguardDict.strings(data, "other_values")
+	out.role_cues = LoreguardDict.strings(data, "role_cues")
 	return out
