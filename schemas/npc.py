@@ -135,8 +135,9 @@ class OutputHygiene(str, Enum):
 
 class OutputLimits(FrozenModel):
     """Hard limits on what a reply may look like beyond the rules: degenerate text (loops,
-    brackets or quotes left open, a word cut off, the model's special tokens, nothing to say)
-    and parroting (a prompt's example or text copied back). Each one the gate finds fails the
+    brackets or quotes left open, a word cut off, the model's special tokens, nothing to say),
+    parroting (a prompt's example or text copied back) and self-repeats (a recent reply said
+    again to another question). Each one the gate finds fails the
     attempt hard, with a reason that names it, so it is retried with a repair and then falls
     back. The defaults suit short spoken lines (see `server/pipeline/degenerate.py`)."""
 
@@ -163,6 +164,15 @@ class OutputLimits(FrozenModel):
     max_copy_similarity: float = Field(default=0.8, ge=0.0, le=1.01)
     #: Replies shorter than this many words are never parroting ("Aye, traveller.").
     min_copy_words: int = Field(default=4, ge=1, le=200)
+    #: A reply, or one of its sentences, at least this similar to one of the NPC's recent replies
+    #: (or one of their sentences) to a different player line repeats itself (`repeats_itself`).
+    #: 1.0: only an exact repeat.
+    max_self_similarity: float = Field(default=0.8, gt=0.0, le=1.0)
+    #: Sentences (and replies) shorter than this many words may be said again: greetings, "Move
+    #: along, traveller.".
+    min_repeat_words: int = Field(default=5, ge=1, le=200)
+    #: How many of the NPC's last replies a new one is compared with. 0: not checked.
+    repeat_window: int = Field(default=8, ge=0, le=64)
 
 
 class NpcProfile(FrozenModel):

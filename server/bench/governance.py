@@ -103,8 +103,18 @@ def _seed_memory(store: MemoryStore, npc_id: str) -> None:
         raise RuntimeError("could not seed benchmark memory")
 
 
+#: One kind of answer per player line of the bench (`inputs` in `bench_governance`), so that no
+#: reply repeats an earlier answer to another question (the gate's `repeats_itself` limit).
+_ANSWERS = (
+    "Landmark {n} stands by the river, traveller.",
+    "Mason{n} built it, long ago.",
+    "Rain again, but the market is busy.",
+    "Carts came in from the south at dawn.",
+)
+
+
 def _output(i: int, valid: bool) -> str:
-    dialogue = f"Landmark {i % 20} stands by the river, traveller." if valid else f"Let me tell you about taboo{i % 6}."
+    dialogue = _ANSWERS[i % 4].format(n=i % 20) if valid else f"Let me tell you about taboo{i % 6}."
     mutations = [{"kind": "append_episodic", "text": f"Spoke about landmark {i % 20}.", "significance": 0.4}] if valid else []
     return json.dumps({"dialogue": dialogue, "emotion": "neutral", "mutations": mutations})
 

@@ -4,11 +4,11 @@ gate's, and the fallback check's (so a fallback line and a reply are judged alik
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 from loreguard.schemas.npc import Secret
-from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput
+from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput, ProposedMutation
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Constraint, Severity
 from loreguard.server.pipeline.textnorm import contains_phrase, reveals
@@ -19,10 +19,13 @@ def _regex(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
 
 
-def mutation_texts(output: ParsedOutput) -> list[str]:
-    """Free text the model put into proposed mutations (memory it wants to write)."""
+def mutation_texts(output: ParsedOutput, skip: Callable[[ProposedMutation], bool] | None = None) -> list[str]:
+    """Free text the model put into proposed mutations (memory it wants to write), but for the
+    mutations `skip` says to leave out."""
     texts = []
     for m in output.mutations:
+        if skip is not None and skip(m):
+            continue
         if m.kind == "append_episodic":
             texts.append(m.text)
         elif m.kind == "transform_belief":

@@ -1,9 +1,12 @@
 """Stage 9 (last resort): author-controlled fallback lines, held to the rules they stand in for.
 
 Order: the NPC's lines for this trigger, the world's lines for this trigger, the NPC's generic
-lines, the world's generic lines, then the world's emergency line. The choice within a list is
-by interaction index, never random, so a replay picks the same line. A fallback never changes
-memory.
+lines, the world's generic lines, then the world's emergency line. Within a list the lines
+rotate by the NPC's fallback count (its interactions that ended without a conversation exchange
+in memory: `interaction_index - exchanges_held`), so two fallbacks in a row, or with replies
+between them, say the next line rather than the last one again; never random, and read from
+memory, so a replay picks the same line. A list of one line says it every time: that is the
+designer's choice. A fallback never changes memory.
 
 A fallback is spoken with no model, so each line is judged by the gate's own checks
 (`checks.check_constraint`, `checks.secret_leaks`) as a reply with that dialogue, neutral emotion
@@ -69,12 +72,13 @@ def choose_fallback(
     profile: NpcProfile,
     world: WorldDefinition | None,
     trigger: TriggerReason,
-    interaction_index: int,
+    position: int,
     constraints: Sequence[Constraint] = (),
     secrets: Sequence[Secret] = (),
 ) -> FallbackChoice:
     """The first line in fallback order that breaks none of `constraints` (the interaction's
-    active designer rules) and reveals none of `secrets`."""
+    active designer rules) and reveals none of `secrets`; `position` is the NPC's fallback count,
+    where each list's rotation starts."""
     candidates: list[tuple[str, str, tuple[str, ...]]] = [("npc_trigger", *_lines("npc", profile.fallbacks, trigger))]
     if world is not None:
         candidates.append(("world_trigger", *_lines("world", world.fallbacks, trigger)))
@@ -85,7 +89,7 @@ def choose_fallback(
     skipped: list[SkippedFallback] = []
     for source, path, lines in candidates:
         for k in range(len(lines)):
-            i = (interaction_index + k) % len(lines)
+            i = (position + k) % len(lines)
             failures = line_failures(lines[i], constraints, secrets)
             if not failures:
                 return FallbackChoice(text=lines[i], source=source, skipped=tuple(skipped))

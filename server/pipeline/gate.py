@@ -4,8 +4,9 @@
    meta-text, fragments: see `hygiene`; what is rejected fails hard, what is stripped is gone
    before any other gate looks), degenerate output (loops, open brackets, a cut-off word, the
    model's special tokens, no words: see `degenerate`), parroting (a copied example, the
-   player's line or the persona: see `parroting`), and every critical constraint; a critical
-   failure stops at once;
+   player's line or the persona: see `parroting`), self-repeats (a recent reply said again to
+   another question: see `self_repeats`), and every critical constraint; a critical failure
+   stops at once;
 2. schema: the parsed JSON must be a valid `ParsedOutput`;
 3. constraints: the remaining (soft and hard) constraints;
 4. canonical: no claim of a canonical fact may be contradicted, nor the claim of a world-state
@@ -50,6 +51,7 @@ from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parroting import find_parroting
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
+from loreguard.server.pipeline.self_repeats import find_self_repeats
 from loreguard.server.pipeline.snapshot import StateSnapshot
 
 #: Rule ids of the gate's built-in checks, so that every failure a receipt lists names the rule
@@ -160,14 +162,18 @@ def validate(
     # 4. canonical: no claim of a canonical fact, nor of a world-state key the prompt carried,
     # contradicted; no number about a value the prompt carried stated otherwise (world state is
     # authoritative too)
-    texts = [output.dialogue] + mutation_texts(output)
+    # A mutation aimed at a canonical fact's key is refused as an override (step 6) and never
+    # written, so its text contradicts nothing: the override is counted, the reply may stand.
+    canonical = snapshot.canonical_ids()
+    texts = [output.dialogue] + mutation_texts(output, skip=lambda m: stored_key(m) in canonical)
     contradictions, ungrounded = _claim_failures(texts, snapshot)
     ledger.record(GateName.CANONICAL, contradictions)
     ledger.record(GateName.GROUNDING, ungrounded)
 
     # 5. knowledge boundary: what hygiene stripped was still written by the model, so it is
     # looked at too
-    said = texts if scrubbed is None or scrubbed.original == output.dialogue else [scrubbed.original, *texts]
+    said = [output.dialogue, *mutation_texts(output)]
+    said = said if scrubbed is None or scrubbed.original == output.dialogue else [scrubbed.original, *said]
     if ledger.record(GateName.KNOWLEDGE, secret_leaks(said, snapshot.secrets)):
         return ledger.result(output)
 
@@ -231,7 +237,7 @@ def _hard_limit_failures(
     special_tokens: tuple[str, ...],
 ) -> list[GateFailure]:
     """The hard limits on the output itself: its size, hygiene, the prompt's markup, degenerate
-    text and parroting (the critical constraints are checked beside them)."""
+    text, parroting and self-repeats (the critical constraints are checked beside them)."""
     hard: list[GateFailure] = []
     if len(raw) > config.max_raw_chars:
         hard.append(
@@ -275,6 +281,7 @@ def _hard_limit_failures(
             prompt_texts=(snapshot.persona,),
         )
     )
+    hard.extend(find_self_repeats(output.dialogue, snapshot.context.player_input, snapshot.recent_replies, limits))
     return hard
 
 

@@ -300,7 +300,8 @@ class GovernancePipeline:
             run.view.profile,
             run.view.world,
             run.ctx.trigger_reason,
-            run.interaction_index,
+            # the NPC's fallbacks so far: each interaction that wrote no exchange to memory
+            max(0, run.interaction_index - snapshot.exchanges_held),
             snapshot.constraints.constraints,
             snapshot.secrets,
         )

@@ -71,6 +71,39 @@ def turn_reply(dialogue: str, emotion: Emotion, mutations: Iterable[ProposedMuta
     return json.dumps(value, ensure_ascii=False)
 
 
+class RecentReply(FrozenModel):
+    """One of the NPC's recent replies, with the player's line it answered: what the gate
+    compares a new reply with, so an NPC does not say the same thing to every question."""
+
+    player: str
+    dialogue: str
+
+
+def recent_replies(exchanges: Iterable[EpisodicEntry], npc_name: str, window: int) -> tuple[RecentReply, ...]:
+    """The last `window` of `exchanges` (memory's order, oldest first) as replies, newest first.
+    The dialogue is the reply's as spoken (the turn's JSON); the player's line is read back from
+    the exchange's text (`exchange_text`), "" when it cannot be."""
+    out: list[RecentReply] = []
+    for entry in reversed(list(exchanges)[-window:] if window else []):
+        if entry.turn is None:
+            continue
+        dialogue = _reply_dialogue(entry.turn.reply)
+        ending = f'" / {npc_name}: "{dialogue}"'
+        head = 'Player: "'
+        player = entry.text[len(head) : -len(ending)] if entry.text.startswith(head) and entry.text.endswith(ending) else ""
+        out.append(RecentReply(player=player, dialogue=dialogue))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1024)
+def _reply_dialogue(reply: str) -> str:
+    try:
+        dialogue = json.loads(reply).get("dialogue", "")
+    except (ValueError, AttributeError):
+        return ""
+    return dialogue if isinstance(dialogue, str) else ""
+
+
 class ScoredEpisode(FrozenModel):
     entry: EpisodicEntry
     score: float
@@ -110,6 +143,13 @@ class StateSnapshot(FrozenModel):
     beliefs: tuple[ScoredBelief, ...] = ()
     beliefs_available: int = 0
     exchanges: tuple[EpisodicEntry, ...] = ()
+    #: The NPC's last replies (`output_limits.repeat_window`, newest first), shown in the prompt
+    #: or not: the gate's `repeats_itself` limit compares a new reply with them. Derived from
+    #: memory, which `memory_hash` covers.
+    recent_replies: tuple[RecentReply, ...] = ()
+    #: How many conversation exchanges memory holds for the NPC: with the interaction index, how
+    #: many of its interactions ended without one (fallbacks), which rotates the fallback lines.
+    exchanges_held: int = 0
     #: Beliefs a canonical fact contradicts, by id: past replies shown in the prompt leave out
     #: the changes that wrote them, as the belief section does.
     contradicted_beliefs: tuple[str, ...] = ()
@@ -289,6 +329,8 @@ def build_snapshot(
         beliefs=tuple(ScoredBelief(belief=b, score=s) for b, s in beliefs),
         beliefs_available=len(npc_memory.beliefs),
         exchanges=exchanges,
+        recent_replies=recent_replies(all_exchanges, profile.name, profile.output_limits.repeat_window),
+        exchanges_held=len(all_exchanges),
         contradicted_beliefs=tuple(b.id for b in npc_memory.beliefs if b.contradicted),
         constraints=constraints,
         few_shot=profile.few_shot[: bounds.max_few_shot],

@@ -27,11 +27,13 @@ OUTPUTS = [
     say("Fine weather for it.", mutations=[{"kind": "transform_relationship", "target": "player", "delta": 0.5}]),
 ]
 INPUTS = ["Who goes there?", "Tell me about the dragon", "Lovely rain today"]
+#: What the scripted model says after OUTPUTS: new lines, so none repeats an earlier reply.
+SPARE = [say("Rain again. Mind the mud by the wall."), say("Off you go, and keep to the road.")]
 
 
 def _run_scenario(path: Path, profile: NpcProfile | None = None, world: WorldDefinition | None = None) -> list[str]:
     """Prompt bytes of every request, then the final memory hash."""
-    pipeline, backend = make_pipeline(path, OUTPUTS + OUTPUTS, profile=profile, world=world)
+    pipeline, backend = make_pipeline(path, OUTPUTS + SPARE, profile=profile, world=world)
     for text in INPUTS:
         pipeline.interact(ask(text, tags=["market", "day"]))
     return [r.prompt.full for r in backend.requests] + [pipeline.store.memory_hash()]

@@ -111,7 +111,12 @@ def test_canonical_override_rejected_and_counted(tmp_path: Path) -> None:
             say(
                 "Long live King Arthur.",
                 mutations=[
-                    {"kind": "transform_belief", "target": "king_name", "content": "The king is Edward.", "confidence": 1.0},
+                    {
+                        "kind": "transform_belief",
+                        "target": "king_name",
+                        "content": "The king keeps a fine horse.",
+                        "confidence": 1.0,
+                    },
                     {"kind": "transform_belief", "target": "gate_hours", "content": "The gate never closes.", "confidence": 1.0},
                 ],
             )

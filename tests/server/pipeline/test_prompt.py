@@ -174,7 +174,7 @@ def test_a_repeat_turn_replays_the_turn_as_it_was_sent_and_written(tmp_path: Pat
     canon = {
         "kind": "transform_belief",
         "target": "king_name",
-        "content": "The king is Edward.",
+        "content": "The king keeps a fine horse.",
         "confidence": 0.9,
         "sentiment": 0.0,
     }
@@ -186,7 +186,7 @@ def test_a_repeat_turn_replays_the_turn_as_it_was_sent_and_written(tmp_path: Pat
     chat = last.messages()
     assert chat[1]["content"] == first_prompt.messages()[1]["content"]
     assert chat[2] == {"role": "assistant", "content": first}
-    assert '"The king is Edward."' not in chat[4]["content"] and json.loads(chat[4]["content"])["mutations"] == [note]
+    assert '"The king keeps a fine horse."' not in chat[4]["content"] and json.loads(chat[4]["content"])["mutations"] == [note]
     assert "The player asked about the gate." not in chat[-1]["content"]
 
 

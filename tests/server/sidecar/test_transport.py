@@ -332,7 +332,7 @@ def test_registration_refuses_checks_that_could_never_fire_as_meant(tmp_path: Pa
         assert sidecar.store.memory_hash() == before and sidecar.store.profile("merchant") == demo_npcs()[1]
 
 
-def test_registration_refuses_a_claim_with_no_value(tmp_path: Path) -> None:
+def test_registration_refuses_a_claim_phrase_with_no_word_or_a_repetition_threshold_outside_0_1(tmp_path: Path) -> None:
     with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
         before = sidecar.store.memory_hash()
         merchant = demo_npcs()[1].model_dump(mode="json")
@@ -347,6 +347,16 @@ def test_registration_refuses_a_claim_with_no_value(tmp_path: Path) -> None:
         with pytest.raises(Invalid) as other:
             client.register_npc({**merchant, "canonical_facts": [spaced]})
         assert other.value.details["errors"][0]["path"] == "canonical_facts.0.claims.0.other_values.0"
+        for field in ("value_aliases", "role_cues"):
+            empty = {**fact, "claims": [{**fact["claims"][0], field: ["\u200b!"]}]}
+            with pytest.raises(Invalid) as alias:
+                client.register_npc({**merchant, "canonical_facts": [empty]})
+            assert alias.value.details["errors"][0]["path"] == f"canonical_facts.0.claims.0.{field}.0"
+        for threshold in (0, 1.5):
+            limits = {**merchant.get("output_limits", {}), "max_self_similarity": threshold}
+            with pytest.raises(Invalid) as repeat:
+                client.register_npc({**merchant, "output_limits": limits})
+            assert repeat.value.details["errors"][0]["path"] == "output_limits.max_self_similarity"
         assert sidecar.store.memory_hash() == before and sidecar.store.profile("merchant") == demo_npcs()[1]
 
 

@@ -71,6 +71,13 @@ extends Resource
 @export_range(0.0, 1.01) var max_copy_similarity: float = 0.8
 ## Lines shorter than this many words are never parroting ("Aye, traveller.").
 @export_range(1, 200) var min_copy_words: int = 4
+## A line (or one of its sentences) this similar (0..1] to one of the NPC's recent lines, said to
+## another question, repeats itself and is retried.
+@export_range(0.01, 1.0) var max_self_similarity: float = 0.8
+## Sentences shorter than this many words may be said again ("Move along, traveller.").
+@export_range(1, 200) var min_repeat_words: int = 5
+## How many of the NPC's last lines a new one is compared with (0: off).
+@export_range(0, 64) var repeat_window: int = 8
 
 
 ## The `npc.register` body: this profile plus every rule of `rule_sets`.
@@ -108,6 +115,9 @@ func to_dict(rule_sets: Array[LoreguardRuleSet] = []) -> Dictionary:
 			"special_tokens": Array(special_tokens),
 			"max_copy_similarity": max_copy_similarity,
 			"min_copy_words": min_copy_words,
+			"max_self_similarity": max_self_similarity,
+			"min_repeat_words": min_repeat_words,
+			"repeat_window": repeat_window,
 		},
 	}
 
@@ -150,4 +160,7 @@ static func from_dict(data: Dictionary) -> LoreguardNpcProfile:
 	out.special_tokens = LoreguardDict.strings(limits, "special_tokens")
 	out.max_copy_similarity = float(limits.get("max_copy_similarity", out.max_copy_similarity))
 	out.min_copy_words = int(limits.get("min_copy_words", out.min_copy_words))
+	out.max_self_similarity = float(limits.get("max_self_similarity", out.max_self_similarity))
+	out.min_repeat_words = int(limits.get("min_repeat_words", out.min_repeat_words))
+	out.repeat_window = int(limits.get("repeat_window", out.repeat_window))
 	return out

@@ -1,0 +1,142 @@
+"""An NPC does not say the same thing to every question (issue 31): the `repeats_itself` hard
+limit, its thresholds per NPC, streamed sentences, replay, and fallbacks that rotate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from factories import say
+from pipeline_helpers import ask
+from pydantic import ValidationError
+from stores import demo_store
+
+from loreguard.schemas import InteractionContext, InteractionOutcome, NpcProfile
+from loreguard.schemas.audit import PackageSelection
+from loreguard.schemas.npc import OutputLimits
+from loreguard.server.audit.recorder import AuditRecorder
+from loreguard.server.audit.replay import Replayer
+from loreguard.server.demo import demo_npcs
+from loreguard.server.pipeline import GovernancePipeline
+from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.pipeline.self_repeats import REPEATS_ITSELF_RULE, find_self_repeats
+from loreguard.server.pipeline.snapshot import RecentReply
+from loreguard.server.pipeline.streaming import StreamSession
+
+THRONE = "The king's throne is located on the wall of Eldmoor."
+#: The real model's line (embedded SmolLM2, bench quality): said to 17 questions in a row.
+LOOPED = f"{THRONE} Your horse is on a nearby street, so you'll find a carriage waiting for you."
+LIMITS = OutputLimits()
+
+
+def recent(*pairs: tuple[str, str]) -> tuple[RecentReply, ...]:
+    return tuple(RecentReply(player=p, dialogue=d) for p, d in pairs)
+
+
+@pytest.mark.parametrize(
+    ("reply", "earlier", "repeats"),
+    [
+        (LOOPED, LOOPED, True),  # word for word
+        (f"{THRONE} Come back at dawn.", LOOPED, True),  # one sentence of it again
+        ("The kings throne is located on the wall of Eldmoor!", LOOPED, True),  # near enough
+        ("Move along, traveller.", "Move along, traveller.", False),  # short and formulaic
+        ("Hmph. Move along.", "Hmph. Move along.", False),
+        ("The gate closes at dusk, and the captain keeps the key.", LOOPED, False),  # new words
+        ("The river Ald floods every spring, traveller.", "The river Ald runs past the east wall.", False),
+    ],
+)
+def test_a_reply_too_close_to_a_recent_one_repeats_itself(reply: str, earlier: str, repeats: bool) -> None:
+    failures = find_self_repeats(reply, "Where is the inn?", recent(("Who are you?", earlier)), LIMITS)
+    assert bool(failures) is repeats
+    if repeats:
+        (failure,) = failures
+        assert failure.rule_id == REPEATS_ITSELF_RULE and failure.severity.value == "hard"
+        assert failure.evidence in earlier  # the repair names the earlier line
+
+
+def test_the_same_question_may_get_the_same_answer() -> None:
+    assert not find_self_repeats(LOOPED, "Who are you?", recent(("who are you", LOOPED)), LIMITS)
+
+
+def test_thresholds_are_per_npc() -> None:
+    near = "The throne of the king is found on the wall of Eldmoor."  # 70% alike
+    assert not find_self_repeats(near, "Hi", recent(("Yo", THRONE)), LIMITS)
+    assert find_self_repeats(near, "Hi", recent(("Yo", THRONE)), OutputLimits(max_self_similarity=0.6))
+    assert not find_self_repeats(LOOPED, "Hi", recent(("Yo", LOOPED)), OutputLimits(repeat_window=0))
+    assert not find_self_repeats(THRONE, "Hi", recent(("Yo", THRONE)), OutputLimits(min_repeat_words=12))
+    # only the last `repeat_window` replies are compared
+    window = recent(("a", "Fine rain today."), ("b", "The wall is tall."), ("c", LOOPED))
+    assert not find_self_repeats(LOOPED, "d", window, OutputLimits(repeat_window=2))
+    assert find_self_repeats(LOOPED, "d", window, OutputLimits(repeat_window=3))
+
+
+@pytest.mark.parametrize("value", [0.0, -0.1, 1.01])
+def test_a_repetition_threshold_outside_zero_to_one_is_refused(value: float) -> None:
+    with pytest.raises(ValidationError) as refused:
+        OutputLimits(max_self_similarity=value)
+    assert refused.value.errors()[0]["loc"] == ("max_self_similarity",)
+
+
+def _pipeline(path: Path, outputs: list[str], recorder: bool = False) -> GovernancePipeline:
+    store = demo_store(path)
+    audit = AuditRecorder(store, fingerprint=None) if recorder else None
+    return GovernancePipeline(store, ScriptedBackend({"guard": outputs}), recorder=audit)
+
+
+def _guard(line: str) -> InteractionContext:
+    return ask(line, npc="guard", scene="eldmoor")
+
+
+def test_a_repeat_is_retried_with_a_repair_that_names_the_earlier_line(tmp_path: Path) -> None:
+    fresh = "The inn is by the river, traveller. Ask for the Drowned Rat."
+    pipeline = _pipeline(tmp_path / "m.sqlite", [say(LOOPED), say(LOOPED), say(fresh)])
+    first = pipeline.interact(_guard("Who are you?"))
+    assert first.outcome is InteractionOutcome.VALIDATED and first.dialogue == LOOPED
+    second = pipeline.interact(_guard("Where can I find an inn?"))
+    attempts = second.receipt.attempts
+    assert [f.rule_id for f in attempts[0].failures] == [REPEATS_ITSELF_RULE]
+    assert second.outcome is InteractionOutcome.VALIDATED and second.dialogue == fresh
+    retry_prompt = pipeline.backend.requests[2].prompt.full  # type: ignore[attr-defined]
+    assert THRONE[:40] in retry_prompt.split("Your previous reply was rejected")[-1]
+
+
+def test_a_streamed_sentence_that_repeats_is_never_released(tmp_path: Path) -> None:
+    pipeline = _pipeline(tmp_path / "m.sqlite", [say(LOOPED), say(f"Hail, traveller. {THRONE}")])
+    pipeline.interact(_guard("Who are you?"))
+    chunks: list = []
+    result = pipeline.interact(_guard("Where can I find an inn?"), stream=StreamSession(emit=chunks.append))
+    assert [c.text for c in chunks] == ["Hail, traveller."]
+    assert result.dialogue == "Hail, traveller."
+    cut = result.receipt.attempts[0].stream.cut  # type: ignore[union-attr]
+    assert cut is not None and [f.rule_id for f in cut.failures] == [REPEATS_ITSELF_RULE]
+
+
+def test_a_session_with_a_repeat_replays_exactly(tmp_path: Path) -> None:
+    fresh = "The inn is by the river, traveller. Ask for the Drowned Rat."
+    pipeline = _pipeline(tmp_path / "m.sqlite", [say(LOOPED), say(LOOPED), say(fresh)], recorder=True)
+    for line in ("Who are you?", "Where can I find an inn?"):
+        pipeline.interact(_guard(line))
+    assert pipeline.recorder is not None
+    report = Replayer(pipeline.recorder.export(PackageSelection(), exported_by="test")).run()
+    assert (report.exact_matches, report.drifts) == (2, 0)
+
+
+def test_fallbacks_rotate_instead_of_repeating_the_last_line(tmp_path: Path) -> None:
+    guard = next(p for p in demo_npcs() if p.id == "guard")
+    lines = guard.fallbacks.by_trigger[next(iter(guard.fallbacks.by_trigger))]
+    broken = say("The dragon is back in the hills.")
+    # fallback, fallback, a reply, fallback: each fallback says the next line, never the last again
+    pipeline = _pipeline(tmp_path / "m.sqlite", [broken] * 6 + [say("Rain again. Mind the mud.")] + [broken] * 3)
+    heard = []
+    for line in ("Any news?", "What's in the hills?", "Nice weather.", "Seen anything odd?"):
+        result = pipeline.interact(_guard(line))
+        heard.append((result.outcome, result.dialogue))
+    fallbacks = [d for o, d in heard if o is InteractionOutcome.FALLBACK]
+    assert heard[2][0] is InteractionOutcome.VALIDATED and len(fallbacks) == 3
+    assert fallbacks == [lines[0], lines[1], lines[0]]
+    assert all(a != b for a, b in zip(fallbacks, fallbacks[1:], strict=False))
+
+
+def test_the_demo_profiles_keep_the_defaults() -> None:
+    for profile in demo_npcs():
+        assert isinstance(profile, NpcProfile) and profile.output_limits.repeat_window == 8
