@@ -202,6 +202,8 @@ class Receipt(FrozenModel):
     derived: dict[str, JsonScalar] = Field(default_factory=dict)
     #: World-state keys whose value had the wrong type for a rule comparing them.
     mistyped: tuple[str, ...] = ()
+    #: With outcome `clarify`: the rules (by id) that could not be evaluated for want of those keys.
+    unevaluable_rules: tuple[str, ...] = ()
     attempts: tuple[AttemptRecord, ...]
     outcome: InteractionOutcome
     fallback_used: bool

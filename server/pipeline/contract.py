@@ -268,6 +268,8 @@ class Sufficiency(FrozenModel):
     derived: dict[str, JsonScalar] = {}
     #: Keys the game set with a value of the wrong type for a rule that compares them.
     mistyped: tuple[str, ...] = ()
+    #: The rules (by id) whose conditions those keys left unevaluated.
+    rules: tuple[str, ...] = ()
 
 
 def check_sufficiency(

@@ -76,7 +76,8 @@ class ConstraintSet(FrozenModel):
         return _SET_HASHES.get(self.constraints, lambda: content_hash(self))
 
     def to_prompt_injection(self) -> str:
-        """The rules as prompt lines: prohibitions, then requirements, then permissions."""
+        """The rules as prompt lines, in the set's order (`constraint_order`): by severity,
+        critical first, then by type (prohibitions, requirements, permissions), priority and id."""
         return _INJECTIONS.get(self.constraints, self._prompt_lines)
 
     def _prompt_lines(self) -> str:
@@ -99,6 +100,8 @@ class RuleEvaluation(FrozenModel):
     #: World-state keys whose value is not of the type a rule's condition compares it with
     #: (`"yes"` where a rule expects `true`): insufficient context, never read as false.
     mistyped_state: tuple[str, ...] = ()
+    #: The rules those keys left unevaluated, by id: the receipt names them on a `clarify`.
+    unevaluable_rules: tuple[str, ...] = ()
 
 
 def same_json_type(value: JsonScalar, expected: JsonScalar) -> bool:
@@ -266,6 +269,7 @@ def evaluate_rules(
     constraints = []
     missing: set[str] = set()
     mistyped: set[str] = set()
+    unevaluable: set[str] = set()
     rules = tuple(rules)
     # Each rule's constraint, looked up once for the whole rule list (the same rule objects,
     # interaction after interaction).
@@ -274,11 +278,16 @@ def evaluate_rules(
         holds, needs, wrong = _conditions_hold(rule, ctx, interaction_index, state, task_type)
         missing.update(needs)
         mistyped.update(wrong)
+        if needs or wrong:
+            unevaluable.add(rule.id)
         if not holds:
             continue
         if rule.behavioural and not behaviour_active(behaviour.get(rule.id) or BehaviourStats(rule_id=rule.id)):
             continue
         constraints.append(constraint)
     return RuleEvaluation(
-        constraints=ConstraintSet.of(constraints), missing_state=tuple(sorted(missing)), mistyped_state=tuple(sorted(mistyped))
+        constraints=ConstraintSet.of(constraints),
+        missing_state=tuple(sorted(missing)),
+        mistyped_state=tuple(sorted(mistyped)),
+        unevaluable_rules=tuple(sorted(unevaluable)),
     )

@@ -3,7 +3,8 @@
 1. hard limits: output size, output hygiene (markup, speaker labels, stage directions,
    meta-text, fragments: see `hygiene`; what is rejected fails hard, what is stripped is gone
    before any other gate looks), degenerate output (loops, open brackets, a cut-off word, the
-   model's special tokens, no words: see `degenerate`), parroting (a copied example, the
+   model's special tokens, no words: see `degenerate`), the prompt's instructions read out
+   (see `readout`), parroting (a copied example, the
    player's line or the persona: see `parroting`), self-repeats (a recent reply said again to
    another question: see `self_repeats`), and every critical constraint; a critical failure
    stops at once;
@@ -51,6 +52,7 @@ from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parroting import find_parroting
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
+from loreguard.server.pipeline.readout import find_instructions_read_out
 from loreguard.server.pipeline.self_repeats import find_self_repeats
 from loreguard.server.pipeline.snapshot import StateSnapshot
 
@@ -267,6 +269,7 @@ def _hard_limit_failures(
                 evidence=leaked[0].strip(),
             )
         )
+    hard.extend(find_instructions_read_out(written, snapshot))
     # Special tokens are looked for before hygiene stripped them as markup: a model that
     # writes its own template is broken whatever is left.
     limits = snapshot.output_limits

@@ -1,7 +1,8 @@
 """Output hygiene: only the NPC's own words reach the player. Pure and deterministic.
 
 Models write more than the line the NPC says: bracket markup (`[MEMORY: ...]`, `<|im_end|>`), a
-speaker label copied from the prompt (`Brom:`), stage directions (`*smiles*`, `(laughs)`),
+speaker label copied from the prompt (`Brom:`) or another character's (`Guard: Halt!` said by
+Marcus), stage directions (`*smiles*`, `(laughs)`),
 meta-text (`As an AI...`, `Note: ...`) and, when generation is cut short, a trailing fragment
 (`..., and the`). `scrub_dialogue` finds each one and, by the NPC's `OutputHygiene`, strips it
 or rejects it; every case is an `OutputFinding` for the attempt's record, and every rejection is
@@ -10,7 +11,9 @@ also a hard failure of the gate's hard limits, so the attempt is retried.
 - Meta-text is always rejected: stripping it would leave words the model said out of character.
 - A stage direction that clearly names a feeling (`laughs` -> amused, `sighs` -> sad) gives the
   reply its emotion when the model left that neutral; any other is dropped.
-- A trailing fragment is cut back to the last full sentence; with none, it is rejected.
+- A trailing fragment (ending on a word no sentence ends on: "the", "with", "to") is cut back to
+  the last full sentence; with none, it is rejected. A reply that opens in lower case with a word
+  that continues a sentence ("so that you can proceed.") is the tail of one, and is rejected.
 - A reply with nothing left once stripped fails the attempt (`empty_after_hygiene`).
 
 It starts from `textnorm.clean_dialogue` and finishes with it, and changes nothing it did not
@@ -56,7 +59,16 @@ GESTURES: dict[str, Emotion | None] = {
 }  # fmt: skip
 
 #: Words a complete English sentence does not end on: a reply ending on one was cut short.
-DANGLING_WORDS = frozenset("a an the and or but nor because although unless whereas than of my your our their its whose".split())
+DANGLING_WORDS = frozenset(
+    "a an the and or but nor because although unless whereas than of my your our their its whose "
+    "with to for from into onto at by as is are was were be been being will would shall should could must very".split()
+)
+#: Words a reply cannot open with in lower case: it is the tail of a sentence ("so that you can
+#: proceed."), the model having started in the middle.
+CONTINUING_WORDS = frozenset(
+    "so and but or nor because that which who whom whose to with for from of than then while whereas unless "
+    "although though if when where as by into onto".split()
+)
 
 _SQUARE = re.compile(r"\[[^\[\]\n]{0,200}\]|\[[^\[\]\n]{0,200}$")
 _ANGLE = re.compile(r"<\|?/?[A-Za-z_][^<>\n]{0,80}>")
@@ -73,11 +85,24 @@ _META = (
         r"ai (?:language )?model|ai assistant|chatbot|virtual assistant)",
         re.IGNORECASE,
     ),
-    re.compile(r"(?:^|[.!?]\s+|\(\s*)(?:note|ooc|disclaimer|translation|explanation|narrator)\s*:", re.IGNORECASE),
+    re.compile(
+        r"(?:^|[.!?]\s+|\(\s*)(?:note|ooc|disclaimer|translation|explanation|narrator|remember|reminder|hint|tip|"
+        r"(?:example|sample|final|your|my|npc|character'?s?)?\s*(?:answer|reply|response|output|dialogue|line))\s*:",
+        re.IGNORECASE,
+    ),
     re.compile(r"\bout of character\b", re.IGNORECASE),
 )
 #: Labels a model puts before a line besides the NPC's own name and id.
 _GENERIC_LABELS = ("npc", "assistant", "character", "dialogue", "response")
+#: Any capitalised name or role of one or two words, then a colon, at the start: a speaker label.
+_OTHER_LABEL = re.compile(
+    r"^\s*(?:\*\*|__)?([A-Z][\w'\-]{0,30}(?: [A-Z][\w'\-]{0,30})?)(?:\s*\([^()]{0,40}\))?(?:\*\*|__)?\s*:(?:\*\*|__)?\s+(?=\S)"
+)
+#: Words before a colon that open a spoken line rather than name a speaker ("Listen: ...").
+_NOT_LABELS = frozenset(
+    "listen look well aye yes no nay now careful mark hear behold warning attention fine so right alright okay ok "
+    "hmm hm oh ah see stop halt wait here there first second third last remember note".split()
+)
 _QUOTES = {'"': '"', "\u201c": "\u201d", "\u00ab": "\u00bb", "'": "'"}
 _TERMINAL = re.compile(r"[.!?\u2026\u3002\uff01\uff1f][\"'\u201d\u00bb)\]]*")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.!?;:\u2026])")
@@ -196,12 +221,20 @@ class _Scrubber:
         if match is None:
             return
         self.found(FindingKind.SPEAKER_LABEL, match.group(0).strip())
-        if self.strict:
+        if not self.strict:
+            self.text = _unquoted(self.text[match.end() :].strip())
+
+    def other_label(self) -> None:
+        """Another character's speaker label before the line ("Guard: Halt!" said by Marcus):
+        the words after it may be the NPC's, the label is not."""
+        if any(f.kind is FindingKind.SPEAKER_LABEL for f in self.findings):
             return
-        rest = self.text[match.end() :].strip()
-        if len(rest) >= 2 and _QUOTES.get(rest[0]) == rest[-1] and rest[0] not in rest[1:-1]:
-            rest = rest[1:-1]
-        self.text = rest
+        match = _OTHER_LABEL.match(self.text)
+        if match is None or match.group(1).lower() in _NOT_LABELS:
+            return
+        self.found(FindingKind.SPEAKER_LABEL, match.group(0).strip())
+        if not self.strict:
+            self.text = _unquoted(self.text[match.end() :].strip())
 
     def meta(self) -> None:
         if any(f.kind is FindingKind.META_TEXT for f in self.findings):
@@ -220,6 +253,11 @@ class _Scrubber:
 
     def fragment(self) -> None:
         text = self.text
+        first = _words(text[:40])[:1]
+        if text[:1].islower() and first and first[0] in CONTINUING_WORDS:
+            # the tail of a sentence whose start the model never wrote: nothing to cut back to
+            self.found(FindingKind.SENTENCE_FRAGMENT, text[:80], reject=True)
+            return
         ends = [m.end() for m in _TERMINAL.finditer(text)]
         if not text or (ends and ends[-1] == len(text)):
             return
@@ -233,6 +271,13 @@ class _Scrubber:
         self.found(FindingKind.SENTENCE_FRAGMENT, tail)
         if not self.strict:
             self.text = text[: ends[-1]]
+
+
+def _unquoted(text: str) -> str:
+    """`text` without the quotes around all of it, if it has them."""
+    if len(text) >= 2 and _QUOTES.get(text[0]) == text[-1] and text[0] not in text[1:-1]:
+        return text[1:-1]
+    return text
 
 
 @lru_cache(maxsize=256)
@@ -271,6 +316,7 @@ def scrub_dialogue(
     scrubber.directions()
     scrubber.tidy()
     scrubber.label(names)  # a label after a direction: `*nods* Brom: ...`
+    scrubber.other_label()  # another character's, only when the NPC's own was not there
     scrubber.meta()
     scrubber.tidy()
     scrubber.fragment()

@@ -112,5 +112,7 @@ def _rules_and_sufficiency(
         again = check_sufficiency(contract, evaluation.missing_state, state, {}, evaluation.mistyped_state)
         if again.verdict is not Verdict.PASS:
             sufficiency = again
+    if sufficiency.verdict is Verdict.CLARIFY:
+        sufficiency = sufficiency.model_copy(update={"rules": evaluation.unevaluable_rules})
     timer.lap("sufficiency")
     return evaluation, sufficiency, derived

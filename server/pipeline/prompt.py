@@ -61,6 +61,12 @@ EMOTIONS = "|".join(e.value for e in Emotion)
 #: Pieces of this module's markup. Dialogue containing one is the model copying its prompt.
 DIALOGUE_PLACEHOLDER = "<your spoken words"
 SCAFFOLDING_MARKERS = ("### ", "[manifest]", DIALOGUE_PLACEHOLDER, "Situation: ", "Player: ")
+#: The instructions the prompt gives in its own words (besides the designer's rules): a reply
+#: that reads them out is no line of the NPC's (see `readout`).
+FORMAT_INSTRUCTION = "Reply with exactly one JSON object and nothing else:"
+CHANGE_INSTRUCTION = "A change is one of:"
+SECRET_INSTRUCTION = "Never reveal anything about: "
+RETRY_RULES_INSTRUCTION = "From now on:"
 
 
 def _json_line(dialogue: str, emotion: Emotion) -> str:
@@ -74,10 +80,10 @@ def _system_section(s: StateSnapshot) -> str:
     lines += [
         "",
         "### Output format",
-        "Reply with exactly one JSON object and nothing else:",
+        FORMAT_INSTRUCTION,
         f'{{"dialogue": "{DIALOGUE_PLACEHOLDER}, at most {MAX_DIALOGUE_CHARS} characters>", '
         f'"emotion": "<{EMOTIONS}>", "mutations": [<at most 4 changes>]}}',
-        "A change is one of:",
+        CHANGE_INSTRUCTION,
         '{"kind": "append_episodic", "text": "<what happened>", "significance": <0..1>}',
         '{"kind": "transform_belief", "target": "<belief id>", "content": "<belief>", "confidence": <0..1>, '
         '"sentiment": <-1..1>}',
@@ -93,7 +99,7 @@ def _system_section(s: StateSnapshot) -> str:
             lines.append(f"- {spec.type}({params})" + (f": {spec.description}" if spec.description else ""))
     topics = [secret.topic for secret in s.secrets if secret.topic]
     if topics:
-        lines += ["", "Never reveal anything about: " + "; ".join(topics) + "."]
+        lines += ["", SECRET_INSTRUCTION + "; ".join(topics) + "."]
     if s.few_shot:
         lines += ["", "### Examples"]
         for example in s.few_shot:
@@ -183,7 +189,7 @@ def _situation_section(s: StateSnapshot) -> str:
 
 def _correction(s: StateSnapshot) -> str:
     rules = _retry_rules(s)
-    text = s.repair + (f"\nFrom now on:\n{rules}" if rules else "")
+    text = s.repair + (f"\n{RETRY_RULES_INSTRUCTION}\n{rules}" if rules else "")
     return f"\n\n### Correction\n{text}" if text else ""
 
 

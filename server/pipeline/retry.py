@@ -46,6 +46,8 @@ _REPEATABLE_EVIDENCE = {GateName.CONSTRAINTS, GateName.HARD_LIMITS, GateName.CAN
 #: Characters an Identifier may not hold; a failure's rule id is free text (`world_state:KEY`).
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_.:\-]")
 _RETRY_DIGEST_CHARS = 12
+#: What every retry rule's id starts with (`retry_rule_id`).
+RETRY_RULE_PREFIX = "retry."
 _IDENTIFIER_MAX = 64
 
 
@@ -57,7 +59,7 @@ def retry_rule_id(failure: GateFailure) -> str:
     is said once."""
     digest = content_hash([failure.gate.value, failure.rule_id or "", failure.evidence or ""])[:_RETRY_DIGEST_CHARS]
     name = _NOT_IDENTIFIER.sub("_", failure.rule_id or failure.gate.value)
-    head = f"retry.{name}"[: _IDENTIFIER_MAX - _RETRY_DIGEST_CHARS - 1]
+    head = f"{RETRY_RULE_PREFIX}{name}"[: _IDENTIFIER_MAX - _RETRY_DIGEST_CHARS - 1]
     return f"{head}.{digest}"
 
 
@@ -93,11 +95,17 @@ def escalate(constraints: ConstraintSet, failures: Iterable[GateFailure], mode: 
     return ConstraintSet.of(items)
 
 
+#: The repair message's first and last lines (the gate knows them: a reply that reads them out
+#: is the model saying its instructions, see `readout`).
+REPAIR_OPENING = "Your previous reply was rejected:"
+REPAIR_CLOSING = "Write a new reply that follows every rule, as one JSON object."
+
+
 def repair_message(failures: Iterable[GateFailure]) -> str:
     """One line per failure, naming the violated constraint: the model's repair instructions."""
-    lines = ["Your previous reply was rejected:"]
+    lines = [REPAIR_OPENING]
     for f in failures:
         name = f" ({f.rule_id})" if f.rule_id and f.gate is not GateName.KNOWLEDGE else ""
         lines.append(f"- {f.gate.value}{name}: {f.reason}")
-    lines.append("Write a new reply that follows every rule, as one JSON object.")
+    lines.append(REPAIR_CLOSING)
     return "\n".join(lines)

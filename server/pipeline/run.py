@@ -86,6 +86,7 @@ class InteractionRun:
             missing=self.sufficiency.missing,
             derived=self.sufficiency.derived,
             mistyped=self.sufficiency.mistyped,
+            unevaluable_rules=self.sufficiency.rules,
             attempts=tuple(self.attempts),
             memory_hash_before=self.hash_before,
             snapshot_hash=self.first_snapshot.snapshot_hash(),

@@ -169,3 +169,51 @@ def test_a_mapped_emotion_goes_through_the_emotion_checks(tmp_path: Path) -> Non
     result = pipeline.interact(ask("Can I pass?"))
     assert (result.dialogue, result.emotion.value) == ("Fine.", "neutral")
     assert [f.rule_id for f in result.receipt.attempts[0].failures] == ["never_sad"]
+
+
+@pytest.mark.parametrize(
+    ("text", "clean"),
+    [
+        ("Guard: Halt! Who goes there?", "Halt! Who goes there?"),
+        ('Captain Harl: "No entry tonight."', "No entry tonight."),
+        ("Old Tom: Fresh fish, two a copper!", "Fresh fish, two a copper!"),
+    ],
+)
+def test_another_characters_speaker_label_is_stripped_or_rejected(text: str, clean: str) -> None:
+    """Issue 31: "Guard: Halt!" said by Marcus is heard without the label under `clean`, and
+    retried under `strict`."""
+    stripped = scrub_dialogue(text, npc_name="Marcus", npc_id="marcus")
+    assert stripped.text == clean and not stripped.failures
+    assert [f.kind for f in stripped.findings] == [FindingKind.SPEAKER_LABEL]
+    strict = scrub_dialogue(text, npc_name="Marcus", npc_id="marcus", policy=OutputHygiene.STRICT)
+    assert [f.rule_id for f in strict.failures] == ["speaker_label"]
+
+
+@pytest.mark.parametrize("text", ["Listen: the gate is shut.", "Well: that's that.", "Two things: bread and rope."])
+def test_a_colon_that_names_no_speaker_stays(text: str) -> None:
+    assert scrub_dialogue(text, npc_name="Marcus", npc_id="marcus").findings == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("The earth shook with", None),  # the Godot demo's first line: nothing whole to keep
+        ("Hail, traveller. The earth shook with", "Hail, traveller."),
+        ("Come back at dawn. I was about to", "Come back at dawn."),
+        ("so that you can proceed.", None),  # a tail whose sentence was never written
+        ("and then the gate shut.", None),
+    ],
+)
+def test_a_reply_cut_on_a_word_no_sentence_ends_or_starts_with_is_trimmed_or_rejected(text: str, kept: str | None) -> None:
+    scrubbed = scrub_dialogue(text, npc_name="Brom", npc_id="guard")
+    if kept is None:
+        assert [f.rule_id for f in scrubbed.failures] == ["sentence_fragment"]
+    else:
+        assert scrubbed.text == kept and not scrubbed.failures
+
+
+@pytest.mark.parametrize(
+    "text", ["Example answer: The gate is closed.", "Remember: You should always be polite.", "Hail. Response: no."]
+)
+def test_meta_labels_are_rejected(text: str) -> None:
+    assert [f.rule_id for f in scrub_dialogue(text, npc_name="Brom", npc_id="guard").failures] == ["meta_text"]

@@ -237,6 +237,8 @@ def test_rule_conditioned_on_world_state(tmp_path: Path) -> None:
 def test_clarify_names_missing_state_and_never_calls_the_model(tmp_path: Path) -> None:
     from factories import rich_guard_profile, rich_world
 
+    from loreguard.server.audit.recorder import AuditRecorder
+
     profile = rich_guard_profile(
         rules=[
             {
@@ -248,10 +250,15 @@ def test_clarify_names_missing_state_and_never_calls_the_model(tmp_path: Path) -
         ]
     )
     pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("unused")], profile=profile, world=rich_world())
+    recorder = AuditRecorder(pipeline.store, fingerprint=None)
+    pipeline.recorder = recorder
     before = pipeline.store.memory_hash()
     result = pipeline.interact(ask("Open up"))
     assert result.outcome is InteractionOutcome.CLARIFY
     assert result.needs == ("world_state:curfew",)
+    # the rule that could not be evaluated is named, in the receipt and in the audit record
+    assert result.receipt.unevaluable_rules == ("curfew_rule",)
+    assert recorder.records()[-1].receipt.unevaluable_rules == ("curfew_rule",)
     assert backend.requests == []
     assert pipeline.store.memory_hash() == before and pipeline.store.interactions("guard") == 0
     quest = pipeline.interact(ask("", trigger="quest_trigger"))

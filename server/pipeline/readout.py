@@ -1,0 +1,136 @@
+"""Instructions read out: a reply that says the prompt's own instructions as dialogue. Pure.
+
+A small model told "Reply with exactly one JSON object" or "Your previous reply was rejected"
+sometimes says so to the player, in its own words: "Good day. Your answer is still in the same
+format.", "...no extra spaces in your dialogue.", "The new response was rejected. The original
+conversation is now available in text format." No list of phrases catches the next wording, so
+the check measures how much of a sentence is talk about the text itself:
+
+- the *instruction words* are the content words of the prompt's own instructions (the output
+  format, the correction, their headings: `prompt`'s and `retry`'s constants) but for the ones
+  everyday speech uses as much (`EVERYDAY_WORDS`: every, new, rule...), and the few words any
+  model uses for its output (`TEXT_WORDS`: format, reply, response, JSON...);
+- words the NPC's world also uses are not instruction words for this reply: the persona, the
+  lore, the facts, the examples, the designer's rules and the player's line. A guard whose
+  rules speak of "answers" may say "answer";
+- a sentence with at least `MIN_INSTRUCTION_WORDS` different instruction words, one of them a
+  word a character hardly ever says (`RARE_IN_SPEECH`: format, JSON, dialogue, rejected...), is
+  the model reading its instructions out, and fails the gate's hard limits
+  (`prompt_instructions`); so does one that copies `COPIED_RUN_WORDS` words in a row from the
+  instructions. "That's my answer, and this conversation is over." is an NPC talking.
+
+It is retried, never stripped: what is left of such a reply was written out of character too.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from loreguard.memory.retrieval import keywords
+from loreguard.schemas.receipt import GateFailure, GateName
+from loreguard.schemas.rules import Severity
+from loreguard.schemas.text import norm_words
+from loreguard.server.pipeline.parroting import copied_share
+from loreguard.server.pipeline.prompt import (
+    CHANGE_INSTRUCTION,
+    FORMAT_INSTRUCTION,
+    RETRY_RULES_INSTRUCTION,
+    SECRET_INSTRUCTION,
+)
+from loreguard.server.pipeline.retry import REPAIR_CLOSING, REPAIR_OPENING, RETRY_RULE_PREFIX
+from loreguard.server.pipeline.snapshot import StateSnapshot
+
+PROMPT_INSTRUCTIONS_RULE = "prompt_instructions"
+#: The prompt's instructions in its own words, and the output format's field names.
+INSTRUCTIONS = " ".join(
+    (
+        FORMAT_INSTRUCTION,
+        CHANGE_INSTRUCTION,
+        SECRET_INSTRUCTION,
+        RETRY_RULES_INSTRUCTION,
+        REPAIR_OPENING,
+        REPAIR_CLOSING,
+        "Output format. Examples. Rules. Correction. Facts always true. Situation.",
+        "dialogue emotion mutations spoken words characters changes significance confidence sentiment",
+    )
+)
+#: Words models use for their own output whatever the prompt said.
+TEXT_WORDS = frozenset(
+    keywords(
+        "format formatted formatting json object reply replies response responses respond answer answers output "
+        "prompt instruction instructions rejected correction corrected spaces sentence sentences text assistant "
+        "model user message messages quotes punctuation markdown schema field fields token tokens conversation "
+        "paragraph example examples dialogue"
+    )
+)
+#: Words of the instructions that everyday speech uses as much: not evidence on their own. ("rule"
+#: is one: a guard speaks of the captain's rules all day.)
+EVERYDAY_WORDS = keywords(
+    "every one exactly nothing else new previous write follows never reveal anything change changes now true "
+    "always facts situation rule rules words spoken characters most kind"
+)
+#: Instruction words a character hardly ever says: a sentence must hold one of them.
+RARE_IN_SPEECH = frozenset(
+    keywords(
+        "json format formatted formatting markdown schema prompt instruction instructions punctuation token tokens "
+        "mutation mutations significance sentiment dialogue output rejected correction corrected assistant model "
+        "object field fields"
+    )
+)
+MIN_INSTRUCTION_WORDS = 2
+COPIED_RUN_WORDS = 4
+_SENTENCE_ENDS = ".!?\n"
+
+
+@lru_cache(maxsize=1)
+def _instruction_words() -> frozenset[str]:
+    return (keywords(INSTRUCTIONS) - EVERYDAY_WORDS) | TEXT_WORDS
+
+
+@lru_cache(maxsize=256)
+def _world_words(
+    persona: str, lore: str, facts: tuple[str, ...], lines: tuple[str, ...], rules: tuple[str, ...]
+) -> frozenset[str]:
+    """The content words the NPC's world uses (memoised: the same strings every turn)."""
+    return keywords(" ".join((persona, lore, *facts, *lines, *rules)))
+
+
+def _sentences(text: str) -> list[str]:
+    out, start = [], 0
+    for i, ch in enumerate(text):
+        if ch in _SENTENCE_ENDS:
+            out.append(text[start : i + 1].strip())
+            start = i + 1
+    out.append(text[start:].strip())
+    return [s for s in out if s]
+
+
+def find_instructions_read_out(dialogue: str, snapshot: StateSnapshot) -> list[GateFailure]:
+    """One failure for the first sentence of `dialogue` that reads the prompt's instructions
+    out (see the module's docstring); none otherwise."""
+    world = _world_words(
+        snapshot.persona,
+        snapshot.world_lore,
+        tuple(f.text for f in snapshot.canonical),
+        tuple(line for e in snapshot.few_shot for line in (e.player, e.npc)),
+        # the designer's rules, not a retry's ("say '...' or anything like it" quotes the reply)
+        tuple(c.text for c in snapshot.constraints.constraints if not c.rule_id.startswith(RETRY_RULE_PREFIX)),
+    ) | keywords(snapshot.context.player_input)
+    meta = _instruction_words() - world
+    instructions = norm_words(INSTRUCTIONS)
+    for sentence in _sentences(dialogue):
+        said = keywords(sentence) & meta
+        # a run copied from the instructions holds one of their words: only then is it looked for
+        copied = bool(said) and copied_share(norm_words(sentence), instructions, run=COPIED_RUN_WORDS) > 0
+        if (len(said) >= MIN_INSTRUCTION_WORDS and said & RARE_IN_SPEECH) or copied:
+            why = f"the words {', '.join(sorted(said))}" if not copied else "words copied from them"
+            return [
+                GateFailure(
+                    gate=GateName.HARD_LIMITS,
+                    reason=f"dialogue reads the prompt's instructions out ({why}): {sentence[:80]!r}; speak as the character",
+                    severity=Severity.HARD,
+                    rule_id=PROMPT_INSTRUCTIONS_RULE,
+                    evidence=sentence[:80],
+                )
+            ]
+    return []
