@@ -89,6 +89,8 @@ class AuditRecord(FrozenModel):
         data["receipt"].pop("timings", None)
         for attempt in data["receipt"]["attempts"]:
             attempt.pop("tokens_evaluated", None)  # depends on the prefix cache's state: metadata
+            for cost in ("tokens_evaluated", "tokens_cached", "total_ms"):
+                (attempt.get("judge") or {}).pop(cost, None)  # the judge's cost: metadata too
             for release in (attempt.get("stream") or {}).get("releases", ()):
                 release.pop("released_ms", None)  # a time: metadata
         return data

@@ -7,6 +7,7 @@ metadata and never enter a hash.
 from __future__ import annotations
 
 from enum import Enum
+from typing import Literal
 
 from pydantic import Field
 
@@ -49,6 +50,9 @@ class GateCheck(FrozenModel):
     #: Why the gate did not run for this attempt (e.g. the semantic judge after a hard rule
     #: already failed: the repair names that rule); None when it ran.
     skipped: str | None = None
+    #: How the gate decided, where that is worth saying: the semantic judge's model gave no
+    #: verdict (a timeout, an answer out of grammar) and the deterministic checks decided.
+    note: str | None = None
 
 
 class RejectedMutation(FrozenModel):
@@ -149,6 +153,26 @@ class AttemptStream(FrozenModel):
     avoided_start: str = ""
 
 
+class JudgeRecord(FrozenModel):
+    """What the semantic judge's model answered for one attempt (`server/pipeline/judge.py`):
+    its verdict, or why there is none, and what it cost."""
+
+    #: `verdict`: an answer in the verdict's grammar. `timeout`, `unparsable` (out of grammar) or
+    #: `unavailable` (the backend failed): no verdict, and the deterministic checks decided.
+    outcome: Literal["verdict", "timeout", "unparsable", "unavailable"]
+    #: The model's answer as written ("" without one).
+    raw: str = ""
+    #: The ids the verdict names as broken (`canonical:ID`, `secret:ID`, a rule's id).
+    broken: tuple[str, ...] = ()
+    #: Prompt tokens the judge evaluated: in the NPC's own sequence, only the judge's question.
+    tokens_evaluated: int = 0
+    #: Prompt tokens it found in the cache: the NPC's prompt and the reply.
+    tokens_cached: int = 0
+    tokens_generated: int = 0
+    #: Metadata, never compared by a replay.
+    total_ms: float = 0.0
+
+
 class AttemptRecord(FrozenModel):
     attempt: int
     prompt_hash: str
@@ -164,6 +188,8 @@ class AttemptRecord(FrozenModel):
     tokens_generated: int = 0
     #: Set when the interaction was streamed: chunk boundaries, release times, the cut.
     stream: AttemptStream | None = None
+    #: Set when the semantic judge's model was asked about this attempt.
+    judge: JudgeRecord | None = None
 
 
 class InteractionOutcome(str, Enum):

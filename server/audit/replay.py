@@ -28,7 +28,14 @@ from loreguard.schemas.receipt import AttemptRecord, ModelFingerprint
 from loreguard.server.audit.recorder import AuditRecorder
 from loreguard.server.pipeline.config import PipelineConfig
 from loreguard.server.pipeline.errors import LifecycleHalt
-from loreguard.server.pipeline.inference.base import BackendError, Generation, GenerationRequest, InferenceBackend
+from loreguard.server.pipeline.inference.base import (
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    Generation,
+    GenerationRequest,
+    InferenceBackend,
+)
 from loreguard.server.pipeline.lifecycle import GovernancePipeline
 from loreguard.server.pipeline.run import InteractionRun
 from loreguard.server.pipeline.streaming import StreamSession
@@ -140,6 +147,8 @@ class RecordedOutputs(InferenceBackend):
 
     def generate(self, request: GenerationRequest) -> Generation:
         attempts = self._record.receipt.attempts
+        if request.purpose == "judge":
+            return self._judged(attempts[self._next - 1] if self._next else None)
         if self._next >= len(attempts):
             raise BackendError(f"the record has no model output for attempt {self._next + 1} (it made {len(attempts)})")
         attempt = attempts[self._next]
@@ -150,6 +159,16 @@ class RecordedOutputs(InferenceBackend):
             tokens_generated=attempt.tokens_generated,
             finish_reason="aborted" if aborted else "stop",
         )
+
+    @staticmethod
+    def _judged(attempt: AttemptRecord | None) -> Generation:
+        """The judge's answer about `attempt` as recorded, or the failure it met."""
+        judge = attempt.judge if attempt is not None else None
+        if judge is None or judge.outcome == "unavailable":
+            raise BackendUnavailable("the record has no judge's answer for this attempt")
+        if judge.outcome == "timeout":
+            raise BackendTimeout("the judge's model timed out when this was recorded")
+        return Generation(text=judge.raw, tokens_generated=judge.tokens_generated)
 
     def sampling(self) -> dict[str, float | int]:
         # The recorded model's sampler settings (numbers, as a backend reports them): the replay
@@ -237,6 +256,8 @@ class Replayer:
                 PipelineConfig.model_validate(config["pipeline"]),
                 recorder=recorder,
                 time_decisions=RecordedTimeDecisions(record),
+                # the judge's model answers from the record too, where it was asked
+                judge_backend=backend if any(a.judge is not None for a in record.receipt.attempts) else None,
             )
             # A streamed interaction replays streamed: where a reply was cut is a decision too.
             streamed = any(a.stream is not None for a in record.receipt.attempts)
@@ -273,7 +294,7 @@ def _groups(record: AuditRecord, *, live: bool) -> dict[DriftKind, object]:
         DriftKind.OUTPUT: [(a.raw_output, a.output_hash, a.tokens_generated) for a in r.attempts],
         DriftKind.VALIDATION: (
             r.outcome,
-            [(a.attempt, a.parse_path, a.gates, a.failures, _stream_decisions(a)) for a in r.attempts],
+            [(a.attempt, a.parse_path, a.gates, a.failures, _stream_decisions(a), _judge_decision(a)) for a in r.attempts],
             record.dialogue,
             record.emotion,
             record.intents,
@@ -292,6 +313,12 @@ def _groups(record: AuditRecord, *, live: bool) -> dict[DriftKind, object]:
         # how many attempts were made is validation drift, not output drift.
         del groups[DriftKind.OUTPUT]
     return groups
+
+
+def _judge_decision(attempt: AttemptRecord) -> object:
+    """What the judge's model answered about an attempt, without its cost."""
+    judge = attempt.judge
+    return None if judge is None else (judge.outcome, judge.raw, judge.broken)
 
 
 def _stream_decisions(attempt: AttemptRecord) -> object:

@@ -18,8 +18,9 @@ from loreguard.schemas.receipt import AttemptRecord, GateFailure
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.config import PipelineConfig
 from loreguard.server.pipeline.errors import InteractionCancelled
-from loreguard.server.pipeline.gate import GateResult, Judge, validate
+from loreguard.server.pipeline.gate import GateResult, validate
 from loreguard.server.pipeline.inference.base import BackendError, Generation, GenerationRequest, InferenceBackend
+from loreguard.server.pipeline.judge import SemanticJudge
 from loreguard.server.pipeline.parsing import parse_output
 from loreguard.server.pipeline.prompt import assemble_prompt
 from loreguard.server.pipeline.run import InteractionRun
@@ -64,7 +65,7 @@ def run_attempt(
     backend: InferenceBackend,
     config: PipelineConfig,
     schema: dict[str, Any],
-    judge: Judge | None,
+    judge: SemanticJudge | None,
     special_tokens: tuple[str, ...],
     count: Count,
 ) -> Attempted | GiveUp:
@@ -104,7 +105,8 @@ def run_attempt(
     whole: GateResult | None = None
     if watcher is None or watcher.failed is None:  # else a sentence failed: the generation stopped there
         hygiene = run.view.profile.output_hygiene
-        whole = validate(parse, generation.text, snapshot, config.gate, judge, hygiene, special_tokens)
+        asked = judge.for_reply(prompt, generation.text) if judge is not None else None
+        whole = validate(parse, generation.text, snapshot, config.gate, asked, hygiene, special_tokens)
     gate, judged = _decided(whole, watcher)
     if watcher is not None and watcher.cut is not None:
         count("stream_cut", 1)
@@ -121,6 +123,7 @@ def run_attempt(
             tokens_evaluated=generation.tokens_evaluated,
             tokens_generated=generation.tokens_generated,
             stream=watcher.record(generation.finish_reason == "aborted") if watcher is not None else None,
+            judge=judged.judge,
         )
     )
     for failure in judged.failures:

@@ -19,7 +19,8 @@
 6. mutations: each proposed mutation is approved or rejected on its own: nothing may write
    the key of a canonical fact (the key it will be stored under, `mutation.stored_key`), values
    stay in range, only the NPC's allowed intents with valid parameters;
-7. semantic (optional): a model or keyword judge.
+7. semantic (optional): the NPC's own model asked about its reply, or the keyword check
+   (see `judge`).
 
 Failures accumulate with gate, reason and severity; a critical one stops the run. The gate is a
 pure function of (model text, snapshot, config).
@@ -42,7 +43,15 @@ from loreguard.schemas.output import (
     TransformBeliefMutation,
     WorldIntent,
 )
-from loreguard.schemas.receipt import GateCheck, GateFailure, GateName, OutputFinding, ParsePath, RejectedMutation
+from loreguard.schemas.receipt import (
+    GateCheck,
+    GateFailure,
+    GateName,
+    JudgeRecord,
+    OutputFinding,
+    ParsePath,
+    RejectedMutation,
+)
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.checks import check_constraint, mutation_texts, said_texts, secret_leaks
 from loreguard.server.pipeline.degenerate import find_degenerate
@@ -84,6 +93,8 @@ class GateResult(FrozenModel):
     approved_mutations: tuple[ProposedMutation, ...] = ()
     rejected_mutations: tuple[RejectedMutation, ...] = ()
     approved_intents: tuple[WorldIntent, ...] = ()
+    #: What the semantic judge's model answered about this output; None when none was asked.
+    judge: JudgeRecord | None = None
 
     @model_validator(mode="after")
     def _nothing_approved_unless_accepted(self) -> GateResult:
@@ -113,7 +124,17 @@ class GateResult(FrozenModel):
         return tuple(check.gate.value for check in self.checks if not check.passed)
 
 
-Judge = Callable[[ParsedOutput, StateSnapshot], list[GateFailure]]
+class JudgeVerdict(FrozenModel):
+    """What the semantic judge found (`judge.SemanticJudge`)."""
+
+    failures: tuple[GateFailure, ...] = ()
+    #: Set when the judge's model gave no verdict and the deterministic checks decided: why.
+    note: str | None = None
+    #: What the judge's model answered, and its cost; None when no model was asked.
+    record: JudgeRecord | None = None
+
+
+Judge = Callable[[ParsedOutput, StateSnapshot], JudgeVerdict]
 
 _PASSED = {gate: GateCheck(gate=gate, passed=True, failures=0) for gate in GateName}
 
@@ -190,7 +211,9 @@ def validate(
             skipped = GateCheck(gate=GateName.SEMANTIC, passed=True, skipped="a hard rule already failed this attempt")
             ledger.checks.append(skipped)
         else:
-            ledger.record(GateName.SEMANTIC, judge(output, snapshot))
+            verdict = judge(output, snapshot)
+            ledger.record(GateName.SEMANTIC, list(verdict.failures), note=verdict.note)
+            ledger.judge = verdict.record
 
     # Only soft failures on the last attempt bend; anything else fails the attempt, and nothing
     # of a failed attempt is approved (its mutations were only checked, never accepted).
@@ -210,11 +233,15 @@ class _Ledger:
         self.findings = findings
         self.checks: list[GateCheck] = []
         self.failures: list[GateFailure] = []
+        self.judge: JudgeRecord | None = None
 
-    def record(self, gate: GateName, found: list[GateFailure]) -> bool:
+    def record(self, gate: GateName, found: list[GateFailure], note: str | None = None) -> bool:
         """Record a gate's failures; True when the run must stop (a critical failure)."""
         # A passed check is one frozen value per gate, made once (most checks pass).
-        self.checks.append(_PASSED[gate] if not found else GateCheck(gate=gate, passed=False, failures=len(found)))
+        if note is not None:
+            self.checks.append(GateCheck(gate=gate, passed=not found, failures=len(found), note=note))
+        else:
+            self.checks.append(_PASSED[gate] if not found else GateCheck(gate=gate, passed=False, failures=len(found)))
         self.failures.extend(found)
         return any(f.severity is Severity.CRITICAL for f in found)
 
@@ -226,6 +253,7 @@ class _Ledger:
             failures=tuple(self.failures),
             findings=self.findings,
             accepted=accepted,
+            judge=self.judge,
             **partition,
         )
 

@@ -205,7 +205,7 @@ class GovernancePipeline:
         due, retried with escalation. Returns the accepted gate result (or None), warnings
         accepted with it, and why a fallback is needed."""
         snapshot = run.first_snapshot
-        judge = self.judge.judge if self.config.gate.semantic_judge else None
+        judge = self.judge if self.config.gate.semantic_judge else None
         schema = output_schema(snapshot.allowed_intents, self.config.generation)
         steers = self._steers_retries()
         carry = StreamCarry()

@@ -185,12 +185,12 @@ def test_judge_model_verdict(tmp_path: Path) -> None:
         profile=profile,
         config=PipelineConfig(gate=GateConfig(semantic_judge=True)),
     )
-    judge = ScriptedBackend(judge_outputs=['{"violated": ["no_war", "unknown_rule"]}', '{"violated": []}'])
+    judge = ScriptedBackend(judge_outputs=['{"broken": ["no_war"]}', '{"broken": []}'])
     pipeline.judge.backend = judge
     pipeline.backend.extend([say("Peace and bread.")])
     result = pipeline.interact(ask("Tell me of battles"))
     assert result.attempts == 2
-    assert result.receipt.attempts[0].failures[0].reason == "judge: breaks no_war"
+    assert result.receipt.attempts[0].failures[0].reason == "judge: breaks no_war (must never discuss the war)"
     assert [r.purpose for r in judge.requests] == ["judge", "judge"]
 
 
@@ -207,7 +207,7 @@ def test_the_judge_is_not_asked_once_a_hard_rule_failed_the_attempt(tmp_path: Pa
         profile=profile,
         config=PipelineConfig(gate=GateConfig(semantic_judge=True)),
     )
-    judge = ScriptedBackend(judge_outputs=['{"violated": []}'])
+    judge = ScriptedBackend(judge_outputs=['{"broken": []}'])
     pipeline.judge.backend = judge
     result = pipeline.interact(ask("Tell me of battles"))
     first, second = result.receipt.attempts
