@@ -21,7 +21,7 @@ func _test_relative_path_is_beside_the_executable() -> void:
 
 
 func _test_launch_command() -> void:
-	ProjectSettings.set_setting(LoreguardSettings.JUDGE, "off")
+	ProjectSettings.set_setting(LoreguardSettings.JUDGE, "auto")
 	var command := LoreguardBundle.launch_command("/opt/game/loreguard-sidecar", "tcp://127.0.0.1:7901")
 	var exe := "/opt/game/loreguard-sidecar/loreguard-sidecar" + (".exe" if OS.get_name() == "Windows" else "")
 	var data := ProjectSettings.globalize_path(LoreguardBundle.DATA_DIR)

@@ -39,6 +39,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     quality.add_argument("--lines", type=int, default=54, help="player lines of the fixed set to run (at most 54)")
     quality.add_argument("--run", choices=("both", "before", "after"), default="both", help="which setting to run")
+    quality.add_argument(
+        "--judge", action="store_true", help="the after run with the semantic judge in each NPC's own sequence, and its cost"
+    )
     streaming = _suite(suites, "streaming", _streaming, "streamed vs whole replies on the same interactions (embedded model)")
     streaming.add_argument("--npcs", type=int, default=8, help="NPCs in the rotation")
     streaming.add_argument("--rounds", type=int, default=2, help="turns per NPC")
@@ -126,7 +129,9 @@ def _quality(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench.quality import bench_quality
 
     runs = ("before", "after") if args.run == "both" else (args.run,)
-    return bench_quality(lines=args.lines, runs=runs, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers)
+    return bench_quality(
+        lines=args.lines, runs=runs, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers, judge=args.judge
+    )
 
 
 def _streaming(args: argparse.Namespace) -> Mapping[str, object]:

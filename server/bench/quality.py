@@ -12,12 +12,20 @@ Per run it prints, as `name: value` lines prefixed with the run's name:
 `first_attempt_pass_rate` (the first attempt passed every gate), `fallback_rate` (the player
 heard a fallback), `degenerate_rate` (interactions whose first attempt the degenerate-output
 limits flagged), `degenerate_shown` (spoken lines those limits flag: must be 0), `parroted`
-(attempts failed for parroting) and `demo_parroted` (of the demo's six lines, first attempts
-failed for parroting).
+(attempts failed for parroting), `demo_parroted` (of the demo's six lines, first attempts
+failed for parroting), and what the player heard: `distinct_reply_rate` (distinct replies the
+model wrote that were heard, over lines: an NPC saying one line to 17 questions scores low),
+`self_repeats_shown` (heard replies that repeat one the NPC said to another question, by the
+gate's own `repeats_itself` measure) and `fallback_lines_repeated` (fallbacks that said the
+NPC's previous fallback line again). With `--judge`, the `after` run asks the semantic judge in
+each NPC's own sequence and adds its cost per reply: `judge_tokens_evaluated_p50`,
+`judge_tokens_cached_p50`, `judge_ms_p50` (and how often it was asked and found a break).
+Every line heard is printed to stderr: read them.
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import tempfile
 import time
@@ -26,13 +34,19 @@ from pathlib import Path
 
 from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionContext, InteractionOutcome, NpcProfile
+from loreguard.schemas.npc import OutputLimits
+from loreguard.schemas.receipt import JudgeRecord
+from loreguard.schemas.text import norm_words
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.demo.session import TURNS
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 from loreguard.server.pipeline.degenerate import find_degenerate
+from loreguard.server.pipeline.gate import GateConfig
 from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 from loreguard.server.pipeline.parroting import PARROTING_RULE
 from loreguard.server.pipeline.retry import RetryPolicy
+from loreguard.server.pipeline.self_repeats import find_self_repeats
+from loreguard.server.pipeline.snapshot import RecentReply
 
 _DEGENERATE_RULES = frozenset(
     {
@@ -135,13 +149,24 @@ def _store(path: Path, npcs: Iterable[NpcProfile]) -> MemoryStore:
 
 
 def _run(
-    name: str, backend: LlamaCppBackend, npcs: tuple[NpcProfile, ...], lines: tuple[tuple[str, str], ...], folder: Path
+    name: str,
+    backend: LlamaCppBackend,
+    npcs: tuple[NpcProfile, ...],
+    lines: tuple[tuple[str, str], ...],
+    folder: Path,
+    *,
+    judge: bool = False,
 ) -> dict[str, object]:
     # Generous time budget: the bench measures what the model writes, not this machine's speed.
-    config = PipelineConfig(retry=RetryPolicy(time_budget_ms=600_000))
-    pipeline = GovernancePipeline(_store(folder / f"{name}.sqlite", npcs), backend, config)
+    config = PipelineConfig(
+        retry=RetryPolicy(time_budget_ms=600_000), gate=GateConfig(semantic_judge=judge), judge_timeout_ms=600_000
+    )
+    store = _store(folder / f"{name}.sqlite", npcs)
+    pipeline = GovernancePipeline(store, backend, config, judge_backend=backend if judge else None)
     profiles = {p.id: p for p in npcs}
     first_pass = fallbacks = degenerate_first = shown = parroted = demo_parroted = 0
+    heard = _Heard()
+    judged: list[JudgeRecord] = []
     started = time.perf_counter()
     for i, (npc_id, line) in enumerate(lines):
         ctx = InteractionContext(npc_id=npc_id, trigger_reason="player_utterance", player_input=line, scene="eldmoor")
@@ -153,6 +178,8 @@ def _run(
         degenerate_first += bool(first_rules & _DEGENERATE_RULES)
         shown += bool(find_degenerate(result.dialogue, profiles[npc_id].output_limits, backend.special_tokens()))
         parroted += sum(any(f.rule_id == PARROTING_RULE for f in a.failures) for a in attempts)
+        judged += [a.judge for a in attempts if a.judge is not None]
+        heard.add(npc_id, line, result.dialogue, fallback=result.outcome is InteractionOutcome.FALLBACK)
         if i < len(TURNS):
             demo_parroted += PARROTING_RULE in first_rules
         print(
@@ -162,14 +189,65 @@ def _run(
             flush=True,
         )
     n = len(lines)
-    return {
+    figures: dict[str, object] = {
         f"{name}_first_attempt_pass_rate": round(first_pass / n, 3),
         f"{name}_fallback_rate": round(fallbacks / n, 3),
         f"{name}_degenerate_rate": round(degenerate_first / n, 3),
         f"{name}_degenerate_shown": shown,
         f"{name}_parroted": parroted,
         f"{name}_demo_parroted": demo_parroted,
+        f"{name}_distinct_reply_rate": round(heard.distinct_replies() / n, 3),
+        f"{name}_self_repeats_shown": heard.self_repeats,
+        f"{name}_fallback_lines_repeated": heard.fallbacks_repeated,
         f"{name}_seconds": round(time.perf_counter() - started, 1),
+    }
+    if judge:
+        figures.update(_judge_cost(name, judged))
+    store.close()
+    return figures
+
+
+class _Heard:
+    """What the player heard, per NPC: the figures that say whether an NPC repeats itself."""
+
+    def __init__(self) -> None:
+        self.replies: dict[str, list[RecentReply]] = {}
+        self.last_fallback: dict[str, str] = {}
+        self.self_repeats = 0
+        self.fallbacks_repeated = 0
+
+    def add(self, npc_id: str, player: str, dialogue: str, *, fallback: bool) -> None:
+        if fallback:
+            self.fallbacks_repeated += self.last_fallback.get(npc_id) == dialogue
+            self.last_fallback[npc_id] = dialogue
+            return
+        earlier = self.replies.setdefault(npc_id, [])
+        # the gate's own measure, with the default limits, against every reply heard before
+        repeats = find_self_repeats(dialogue, player, tuple(reversed(earlier)), OutputLimits(repeat_window=64))
+        self.self_repeats += bool(repeats)
+        earlier.append(RecentReply(player=player, dialogue=dialogue))
+
+    def distinct_replies(self) -> int:
+        """Distinct replies the model wrote that were heard (fallbacks are not counted)."""
+        return len({(npc, " ".join(norm_words(r.dialogue))) for npc, replies in self.replies.items() for r in replies})
+
+
+def _judge_cost(name: str, judged: list[JudgeRecord]) -> dict[str, object]:
+    """The semantic judge's cost per reply it was asked about: medians of the tokens it
+    evaluated (in the NPC's sequence, its question), found cached (the prompt and the reply) and
+    of its time."""
+    verdicts = [j for j in judged if j.outcome == "verdict"]
+
+    def median(values: list[float]) -> float:
+        return round(statistics.median(values), 1) if values else 0.0
+
+    return {
+        f"{name}_judge_asked": len(judged),
+        f"{name}_judge_verdicts": len(verdicts),
+        f"{name}_judge_broken": sum(bool(j.broken) for j in verdicts),
+        f"{name}_judge_tokens_evaluated_p50": median([j.tokens_evaluated for j in judged]),
+        f"{name}_judge_tokens_cached_p50": median([j.tokens_cached for j in judged]),
+        f"{name}_judge_ms_p50": median([j.total_ms for j in judged]),
     }
 
 
@@ -180,9 +258,11 @@ def bench_quality(
     model: str | None = None,
     threads: int | None = None,
     gpu_layers: int = 0,
+    judge: bool = False,
 ) -> dict[str, object]:
     """The named runs (see the module's docstring; both by default, one after the other) on the
-    first `lines` of `QUALITY_LINES`."""
+    first `lines` of `QUALITY_LINES`; `judge`: the `after` run with the semantic judge asked in
+    each NPC's own sequence."""
     chosen = QUALITY_LINES[: max(1, lines)]
     settings: tuple[tuple[str, dict[str, object], Callable[[], tuple[NpcProfile, ...]]], ...] = (
         ("before", {"repeat_last_n": 0, "dry_multiplier": 0.0}, _before_npcs),
@@ -195,5 +275,5 @@ def bench_quality(
                 continue
             config = LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, reproducible=True, **sampling)
             with LlamaCppBackend(config) as backend:
-                figures.update(_run(name, backend, npcs(), chosen, Path(tmp)))
+                figures.update(_run(name, backend, npcs(), chosen, Path(tmp), judge=judge and name == "after"))
     return figures

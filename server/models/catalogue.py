@@ -56,6 +56,9 @@ class CatalogueEntry(FrozenModel):
     #: Tokens one generation may use (prompt plus output): the backend's n_ctx.
     context: int = Field(ge=256)
     kv_bytes_per_token: int = Field(gt=0)
+    #: Asks about its own replies by default (`serve --judge auto`): the bar is 1.5B parameters
+    #: (see the catalogue's `_about`).
+    judge_capable: bool = False
 
     @property
     def download_mib(self) -> int:

@@ -37,8 +37,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.add_argument("--max-message-bytes", type=int, default=1 << 20)
     serve.add_argument("--timeout-ms", type=int, default=60_000, help="deadline of one interaction")
     serve.add_argument(
-        "--judge", choices=["off", "keyword", "model"], default="off",
-        help="the semantic judge gate: off, its keyword check only, or a model first (keyword check as the fallback)",
+        "--judge", choices=["auto", "off", "keyword", "model"], default="auto",
+        help="the semantic judge gate: the NPC's own model asked about each reply (model), its keyword check only, "
+        "off, or auto (the default): model for a catalogue model marked judge-capable (1.5B and up), else off",
     )  # fmt: skip
     serve.add_argument(
         "--judge-model", help="--judge model: a GGUF, catalogue name or hf:REPO/FILE for the judge (default: the dialogue model)"
@@ -66,7 +67,7 @@ def _serve(args: argparse.Namespace) -> int:
         request_timeout_ms=args.timeout_ms,
         launch_token=args.launch_token,
     )
-    return serve(load, what, Path(args.data), config, judge=_judge_setup(args), parent_pid=args.parent_pid)
+    return serve(load, what, Path(args.data), config, judge=_judge_setup(args, what), parent_pid=args.parent_pid)
 
 
 def _with_lifeline(parent_pid: int | None, step: Callable[[], _T]) -> _T:
@@ -102,9 +103,16 @@ def _redirect_output(path: Path) -> None:
     os.close(fd)
 
 
-def _judge_setup(args: argparse.Namespace) -> JudgeSetup:
+def _judge_setup(args: argparse.Namespace, what: str) -> JudgeSetup:
+    from loreguard.server.models.catalogue import load_catalogue
     from loreguard.server.sidecar.serve import JudgeSetup
 
+    if args.judge == "auto":
+        if args.judge_model or args.judge_url:
+            raise SystemExit("--judge-model and --judge-url need --judge model")
+        entry = load_catalogue().get(what) if args.backend == "llama" else None
+        capable = entry is not None and entry.judge_capable
+        return JudgeSetup(mode="model" if capable else "off", timeout_ms=args.judge_timeout_ms, what=f"{what} (judge-capable)")
     if args.judge != "model" or not (args.judge_model or args.judge_url):
         if args.judge_model or args.judge_url:
             raise SystemExit("--judge-model and --judge-url need --judge model")

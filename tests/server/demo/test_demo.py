@@ -77,3 +77,18 @@ def test_the_demo_guard_cannot_say_the_shut_north_gate_is_open(tmp_path: Path) -
     result = pipeline.interact(ask("Is the north gate open?"))
     assert result.attempts == 2 and result.dialogue == "The gate is shut for the night, traveller."
     assert result.receipt.attempts[0].failures[0].rule_id == "world_state:gate.north"
+
+
+@pytest.mark.model
+def test_bench_quality_reports_what_the_player_heard_and_the_judges_cost(capsys) -> None:  # noqa: ANN001
+    from loreguard.server.cli import main
+
+    assert main(["bench", "quality", "--lines", "4", "--run", "after", "--judge", "--threads", "2"]) == 0
+    out = capsys.readouterr()
+    figures = dict(line.split(": ", 1) for line in out.out.splitlines() if ": " in line)
+    assert 0.0 <= float(figures["after_distinct_reply_rate"]) <= 1.0
+    assert figures["after_self_repeats_shown"] == "0"  # the gate's repeats_itself: none is heard
+    assert int(figures["after_fallback_lines_repeated"]) >= 0
+    assert int(figures["after_judge_asked"]) >= int(figures["after_judge_verdicts"]) >= 0
+    assert float(figures["after_judge_ms_p50"]) >= 0.0
+    assert out.err.count("[after ") == 4  # every line heard is printed

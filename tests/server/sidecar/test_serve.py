@@ -113,7 +113,7 @@ def test_acknowledged_interactions_survive_sigkill(tmp_path: Path) -> None:
         process.communicate(timeout=60)
 
 
-@pytest.mark.parametrize("judge", ["off", "keyword"])
+@pytest.mark.parametrize("judge", ["auto", "off", "keyword"])
 def test_serve_switches_the_semantic_judge_on(tmp_path: Path, judge: str) -> None:
     port = free_port()
     script = tmp_path / "script.json"
@@ -130,6 +130,21 @@ def test_serve_switches_the_semantic_judge_on(tmp_path: Path, judge: str) -> Non
     gates = {check.gate.value for attempt in result.receipt.attempts for check in attempt.gates}
     assert ("semantic" in gates) is (judge == "keyword")
     assert ("semantic judge: keyword check" in output) is (judge == "keyword")
+
+
+def test_auto_asks_the_judge_for_a_judge_capable_catalogue_model_only() -> None:
+    import argparse
+
+    from loreguard.server.models.catalogue import load_catalogue
+    from loreguard.server.sidecar.cli import _judge_setup
+
+    args = argparse.Namespace(judge="auto", judge_model=None, judge_url=None, judge_timeout_ms=3000, backend="llama")
+    assert _judge_setup(args, "qwen2.5-1.5b").mode == "model"
+    assert _judge_setup(args, "qwen2.5-0.5b").mode == "off"
+    assert _judge_setup(args, "SmolLM2-135M-Instruct-Q8_0.gguf").mode == "off"  # the embedded model
+    assert _judge_setup(argparse.Namespace(**{**vars(args), "backend": "openai"}), "qwen2.5-1.5b").mode == "off"
+    # the bar: 1.5B parameters and up
+    assert all(m.judge_capable == (float(m.params.rstrip("B")) >= 1.5) for m in load_catalogue().models)
 
 
 def test_a_judge_model_needs_a_model_to_ask(tmp_path: Path) -> None:

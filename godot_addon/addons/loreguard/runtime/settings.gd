@@ -14,8 +14,10 @@ const LAUNCH_COMMAND := "loreguard/sidecar/launch_command"
 ## earlier run, so the game launches its own on a free port instead.
 const REUSE_RUNNING := "loreguard/sidecar/reuse_running"
 const REQUEST_TIMEOUT_MS := "loreguard/sidecar/request_timeout_ms"
-## The semantic judge gate of a sidecar the addon launches: off, keyword (its deterministic check)
-## or model (the dialogue model asked first, the keyword check when it fails or is late).
+## The semantic judge gate of a sidecar the addon launches: auto (the default: on for a catalogue
+## model marked judge-capable, 1.5B and up; off for the embedded one), off, keyword (its
+## deterministic check) or model (the NPC's own model asked about each reply; the deterministic
+## checks decide when it fails or is late).
 const JUDGE := "loreguard/sidecar/judge"
 const JUDGE_TIMEOUT_MS := "loreguard/sidecar/judge_timeout_ms"
 ## The dialogue model of a sidecar the addon launches, passed as `--model`: a catalogue name
@@ -35,7 +37,7 @@ const DEFAULTS := {
 	REUSE_RUNNING: false,
 	# Generous: a CPU-only model's first answer can take tens of seconds.
 	REQUEST_TIMEOUT_MS: 60000,
-	JUDGE: "off",
+	JUDGE: "auto",
 	JUDGE_TIMEOUT_MS: 3000,
 	MODEL: "",
 	ALLOW_MODEL_DOWNLOAD: false,
@@ -47,7 +49,7 @@ const HINTS := {
 	LAUNCH_COMMAND: [TYPE_STRING, PROPERTY_HINT_NONE, ""],
 	REUSE_RUNNING: [TYPE_BOOL, PROPERTY_HINT_NONE, ""],
 	REQUEST_TIMEOUT_MS: [TYPE_INT, PROPERTY_HINT_RANGE, "100,600000,100,suffix:ms"],
-	JUDGE: [TYPE_STRING, PROPERTY_HINT_ENUM, "off,keyword,model"],
+	JUDGE: [TYPE_STRING, PROPERTY_HINT_ENUM, "auto,off,keyword,model"],
 	JUDGE_TIMEOUT_MS: [TYPE_INT, PROPERTY_HINT_RANGE, "100,60000,100,suffix:ms"],
 	MODEL: [TYPE_STRING, PROPERTY_HINT_NONE, ""],
 	ALLOW_MODEL_DOWNLOAD: [TYPE_BOOL, PROPERTY_HINT_NONE, ""],
@@ -66,7 +68,8 @@ static func auto_launch() -> bool:
 
 ## The launch command split into program and arguments (on spaces; no shell quoting). Parts
 ## that start with res:// become file system paths, so a project can name a script beside it.
-## With the judge setting on, `--judge MODE --judge-timeout-ms N` follow; with a model set,
+## With a judge setting other than auto, `--judge MODE` follows (and `--judge-timeout-ms N` when the
+## judge is on); with a model set,
 ## `--model M`, and `--yes` when the model may be downloaded.
 static func launch_command() -> PackedStringArray:
 	var command: String = _value(LAUNCH_COMMAND)
@@ -75,15 +78,25 @@ static func launch_command() -> PackedStringArray:
 	var out := PackedStringArray()
 	for part in command.split(" ", false):
 		out.append(ProjectSettings.globalize_path(part) if part.begins_with("res://") else part)
-	var judge: String = _value(JUDGE)
-	if judge != "off" and not out.is_empty():
-		out.append_array(["--judge", judge, "--judge-timeout-ms", str(_value(JUDGE_TIMEOUT_MS))])
+	if not out.is_empty():
+		out.append_array(judge_arguments())
 	var chosen := model()
 	if chosen != "" and not out.is_empty():
 		out.append_array(["--model", chosen])
 		if allow_model_download():
 			out.append("--yes")
 	return out
+
+
+## `--judge MODE`, and `--judge-timeout-ms N` with the judge on; nothing for auto (the sidecar's
+## own default).
+static func judge_arguments() -> PackedStringArray:
+	var judge := str(_value(JUDGE))
+	if judge == "auto":
+		return PackedStringArray()
+	if judge == "off":
+		return PackedStringArray(["--judge", "off"])
+	return PackedStringArray(["--judge", judge, "--judge-timeout-ms", str(_value(JUDGE_TIMEOUT_MS))])
 
 
 static func model() -> String:

@@ -52,10 +52,7 @@ static func launch_command(at: String, address: String) -> PackedStringArray:
 	var data := ProjectSettings.globalize_path(DATA_DIR)
 	var out := PackedStringArray([executable, "serve", "--port", port, "--data", data])
 	out.append_array(str(ProjectSettings.get_setting(BUNDLE_ARGUMENTS, "")).split(" ", false))
-	var judge := str(ProjectSettings.get_setting(LoreguardSettings.JUDGE, "off"))
-	if judge != "off":
-		var judge_timeout := str(ProjectSettings.get_setting(LoreguardSettings.JUDGE_TIMEOUT_MS, 3000))
-		out.append_array(["--judge", judge, "--judge-timeout-ms", judge_timeout])
+	out.append_array(LoreguardSettings.judge_arguments())
 	return out
 
 
