@@ -21,12 +21,17 @@ from loreguard.server.pipeline.inference.base import Generation, GenerationReque
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig  # noqa: E402
 
 GUARD = "The gate closes at dusk. Travellers sleep at the inn. Mind the wolves, friend."
+#: What the guard says next, in turn: a new line each time, as a model would (the gate fails an
+#: NPC that gives one line to different questions: `repeats_itself`).
+GUARD_AGAIN = "Again? Dusk, I said. The bell rings when it shuts."
+GUARD_STORY = "Once a goat got stuck in this gate. We freed it at dawn, and it bit the captain."
 MERCHANT = "Lanterns are five silver. Oil is extra!"
 
 
 class PausingBackend(ScriptedBackend):
     def __init__(self) -> None:
-        super().__init__({"guard": [say(GUARD)], "merchant": [say(MERCHANT, "happy")]}, cycle=True)
+        guard = [say(GUARD), say(GUARD_AGAIN), say(GUARD_STORY)]
+        super().__init__({"guard": guard, "merchant": [say(MERCHANT, "happy")]}, cycle=True)
         self.never = threading.Event()
 
     def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:

@@ -310,6 +310,7 @@ def _hard_limit_failures(
             examples=snapshot.few_shot,
             player_input=snapshot.context.player_input,
             prompt_texts=(snapshot.persona,),
+            earlier_inputs=tuple(r.player for r in snapshot.recent_replies),
         )
     )
     hard.extend(find_self_repeats(output.dialogue, snapshot.context.player_input, snapshot.recent_replies, limits))

@@ -9,8 +9,10 @@ one normaliser's words (`loreguard.schemas.text.norm_words`):
   normalised characters, so "traveler" for "traveller" or "opens" for "open" still count as a
   copy), or it holds that share of the line's words in copied runs of at least `_LINE_RUN_WORDS`
   words (an example with something added around it);
-- the player's own line: the same, but compared word by word, not character by character, so
-  that answering "Is the gate open?" with "The gate is open." is no echo;
+- the player's own line, or one of the player's lines the NPC answered lately (the real model
+  answered "Can I pay you to let me in?" with the player's question before it, "What's that noise
+  in the hills?"): the same, but compared word by word, not character by character, so that
+  answering "Is the gate open?" with "The gate is open." is no echo;
 - the persona (a long text a short reply cannot resemble as a whole): the share of the reply's
   words that lie in runs of at least `_RUN_WORDS` words copied from it.
 
@@ -87,9 +89,11 @@ def find_parroting(
     examples: tuple[FewShotExample, ...] = (),
     player_input: str = "",
     prompt_texts: tuple[str, ...] = (),
+    earlier_inputs: tuple[str, ...] = (),
 ) -> list[GateFailure]:
-    """One failure when `dialogue` copies an example, the player's line or a prompt text (the
-    gate passes the persona); none otherwise. The first source copied, in that order, is named."""
+    """One failure when `dialogue` copies an example, the player's line, one of the player's
+    earlier lines (`earlier_inputs`, newest first) or a prompt text (the gate passes the
+    persona); none otherwise. The first source copied, in that order, is named."""
     if limits.max_copy_similarity > 1.0:
         return []
     reply = norm_words(dialogue)
@@ -101,10 +105,12 @@ def find_parroting(
             score = _line_copy(reply, norm_words(line), limits.min_copy_words, threshold)
             if score >= threshold:
                 return [_failure(f"few-shot example {i}'s {side}", score, line)]
-    if player_input:
-        score = _line_copy(reply, norm_words(player_input), limits.min_copy_words, threshold, by_words=True)
+    for source, line in (("the player's own line", player_input), *(("the player's earlier line", e) for e in earlier_inputs)):
+        if not line:
+            continue
+        score = _line_copy(reply, norm_words(line), limits.min_copy_words, threshold, by_words=True)
         if score >= threshold:
-            return [_failure("the player's own line", score, player_input)]
+            return [_failure(source, score, line)]
     for text in prompt_texts:
         share = copied_share(reply, norm_words(text), floor=threshold)
         if share >= threshold:
