@@ -99,7 +99,8 @@ func _run() -> void:
 		_check(broken.error.code == LoreguardError.SIDECAR_DOWN, "with sidecar_down: %s" % broken.error)
 		_check("connection dropped" in broken.error.message, "saying why: %s" % broken.error.message)
 	_check(
-		heard["guard"] == ["Once a goat got stuck in this gate."], "only the released sentence arrived: %s" % [heard["guard"]]
+		heard["guard"] == ["Once a goat got stuck in this gate."],
+		"only the released sentence arrived: %s" % [heard["guard"]]
 	)
 	_check(replied["guard"].is_empty(), "no replied for a cut stream")
 	_check(LoreguardError.SIDECAR_DOWN in failed, "the NPC emitted failed: %s" % [failed])
