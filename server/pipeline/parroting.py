@@ -25,7 +25,9 @@ is written is right.
 
 from __future__ import annotations
 
+from collections import Counter
 from difflib import SequenceMatcher
+from functools import lru_cache
 
 from loreguard.schemas.npc import FewShotExample, OutputLimits
 from loreguard.schemas.receipt import GateFailure, GateName
@@ -67,14 +69,28 @@ def copied_share(of: tuple[str, ...], other: tuple[str, ...], run: int = _RUN_WO
     return sum(b.size for b in blocks if b.size >= run) / len(of)
 
 
+@lru_cache(maxsize=4096)
+def _counts(words: tuple[str, ...]) -> Counter[str]:
+    """Memoised: the same replies and player lines are compared turn after turn."""
+    return Counter(words)
+
+
+def _shared_words(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """How many words `a` and `b` share, counted with repeats: no alignment of the two can
+    match more, so 2 * this / (len(a) + len(b)) bounds difflib's ratio of the word sequences."""
+    ca, cb = _counts(a), _counts(b)
+    return sum(min(n, cb[w]) for w, n in ca.items() if w in cb)
+
+
 def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int, floor: float, *, by_words: bool = False) -> float:
     """How much `reply` copies `line`: whole-reply similarity (of characters, or of words), or
     (for a line of at least `min_words` words) the share of the line copied into the reply in runs."""
     if by_words:
-        matcher = SequenceMatcher(None, reply, line, autojunk=False)
-        score = matcher.real_quick_ratio()
-        score = score if score < floor else matcher.quick_ratio()
-        score = score if score < floor else matcher.ratio()
+        # lengths, then the words both hold (as multisets), bound the ratio: most lines stop there
+        total = max(1, len(reply) + len(line))
+        score = 2 * min(len(reply), len(line)) / total
+        score = score if score < floor else 2 * _shared_words(reply, line) / total
+        score = score if score < floor else SequenceMatcher(None, reply, line, autojunk=False).ratio()
     else:
         score = similarity(reply, line, floor)
     if score < floor and len(line) >= min_words:

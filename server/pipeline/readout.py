@@ -88,11 +88,12 @@ def _instruction_words() -> frozenset[str]:
 
 
 @lru_cache(maxsize=256)
-def _world_words(
+def _instruction_words_here(
     persona: str, lore: str, facts: tuple[str, ...], lines: tuple[str, ...], rules: tuple[str, ...]
 ) -> frozenset[str]:
-    """The content words the NPC's world uses (memoised: the same strings every turn)."""
-    return keywords(" ".join((persona, lore, *facts, *lines, *rules)))
+    """The instruction words less the content words the NPC's world uses (memoised: the same
+    strings every turn)."""
+    return _instruction_words() - keywords(" ".join((persona, lore, *facts, *lines, *rules)))
 
 
 def _sentences(text: str) -> list[str]:
@@ -108,18 +109,18 @@ def _sentences(text: str) -> list[str]:
 def find_instructions_read_out(dialogue: str, snapshot: StateSnapshot) -> list[GateFailure]:
     """One failure for the first sentence of `dialogue` that reads the prompt's instructions
     out (see the module's docstring); none otherwise."""
-    world = _world_words(
+    meta = _instruction_words_here(
         snapshot.persona,
         snapshot.world_lore,
         tuple(f.text for f in snapshot.canonical),
         tuple(line for e in snapshot.few_shot for line in (e.player, e.npc)),
         # the designer's rules, not a retry's ("say '...' or anything like it" quotes the reply)
         tuple(c.text for c in snapshot.constraints.constraints if not c.rule_id.startswith(RETRY_RULE_PREFIX)),
-    ) | keywords(snapshot.context.player_input)
-    meta = _instruction_words() - world
+    )
+    asked = keywords(snapshot.context.player_input)
     instructions = norm_words(INSTRUCTIONS)
     for sentence in _sentences(dialogue):
-        said = keywords(sentence) & meta
+        said = (keywords(sentence) & meta) - asked
         # a run copied from the instructions holds one of their words: only then is it looked for
         copied = bool(said) and copied_share(norm_words(sentence), instructions, run=COPIED_RUN_WORDS) > 0
         if (len(said) >= MIN_INSTRUCTION_WORDS and said & RARE_IN_SPEECH) or copied:

@@ -83,19 +83,20 @@ def recent_replies(exchanges: Iterable[EpisodicEntry], npc_name: str, window: in
     """The last `window` of `exchanges` (memory's order, oldest first) as replies, newest first.
     The dialogue is the reply's as spoken (the turn's JSON); the player's line is read back from
     the exchange's text (`exchange_text`), "" when it cannot be."""
-    out: list[RecentReply] = []
-    for entry in reversed(list(exchanges)[-window:] if window else []):
-        if entry.turn is None:
-            continue
-        dialogue = _reply_dialogue(entry.turn.reply)
-        ending = f'" / {npc_name}: "{dialogue}"'
-        head = 'Player: "'
-        player = entry.text[len(head) : -len(ending)] if entry.text.startswith(head) and entry.text.endswith(ending) else ""
-        out.append(RecentReply(player=player, dialogue=dialogue))
-    return tuple(out)
+    recent = list(exchanges)[-window:] if window else []
+    return tuple(_recent_reply(e.text, e.turn.reply, npc_name) for e in reversed(recent) if e.turn is not None)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=4096)
+def _recent_reply(text: str, reply: str, npc_name: str) -> RecentReply:
+    """Memoised: the same few exchanges are read back turn after turn."""
+    dialogue = _reply_dialogue(reply)
+    ending = f'" / {npc_name}: "{dialogue}"'
+    head = 'Player: "'
+    player = text[len(head) : -len(ending)] if text.startswith(head) and text.endswith(ending) else ""
+    return RecentReply(player=player, dialogue=dialogue)
+
+
 def _reply_dialogue(reply: str) -> str:
     try:
         dialogue = json.loads(reply).get("dialogue", "")
