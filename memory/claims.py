@@ -18,7 +18,8 @@ The forms a clause asserts a value in, each checked per claim:
 4. for a name (a claim whose attribute is `name`): a copula and another name or person ("the
    king is Bob", "the king of Eldmoor is the captain's wife", "the king is my brother"); the
    subject used as a title ("King Edward", "the river Thames"); a name, then a copula and the
-   subject ("Edward is the king") or one of the claim's `role_cues` ("Edward rules").
+   subject ("Edward is the king") or one of the claim's `role_cues` ("Edward rules")
+   (`loreguard.memory.claim_names`).
 
 What makes a clause no assertion (questions, conditions, reported rumour), what denies it ("it is
 not true that ...") and how a pronoun finds its subject ("Who is the king?" -> "His name is Bob")
@@ -48,7 +49,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
-from loreguard.memory.clauses import Clause, denied, names, not_vouched, resolve_pronouns, split_clauses
+from loreguard.memory.claim_names import COPULAS, NAME_ATTRIBUTE, contradicted_name
+from loreguard.memory.clauses import (
+    NEGATING_WORDS,
+    Clause,
+    denied,
+    names,
+    not_vouched,
+    resolve_pronouns,
+    split_clauses,
+    subject_spans,
+)
 from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.memory import CanonicalFact, Claim, StateClaim
@@ -61,8 +72,6 @@ DEFAULT_CUES: dict[str, tuple[str, ...]] = {
     "owner": ("is owned by", "belongs to", "was owned by"),
 }
 NEGATIONS = ("not", "never", "no longer", "isn t", "wasn t")
-#: Words that negate a cue when they stand between the subject and the cue ("is not named").
-_NEGATING_WORDS = frozenset({"not", "never", "isn", "wasn", "aren", "no", "doesn", "don", "didn", "won", "cannot"})
 #: How far after the subject a known other value may stand to be asserted without a cue.
 CUELESS_WINDOW = 5
 #: Words that make a clause no assertion of a cue-less value: negation, condition, wish, doubt.
@@ -74,30 +83,6 @@ _ARTICLES = frozenset({"a", "an", "the"})
 WINDOW_WORDS = 6
 #: How far after a cue a state claim's listed value may stand ("is now open", "is still shut").
 VALUE_WINDOW = 3
-#: The attribute whose claims are names, checked in the name forms too (form 4).
-NAME_ATTRIBUTE = "name"
-#: Words that join a subject to what it is ("the king is", "the king's", "the king will be").
-_COPULAS = frozenset({"is", "was", "s", "be", "remains"})
-#: Words that may stand between a copula and the value without changing it.
-_FILLERS = frozenset({"now", "still", "really", "truly", "actually", "indeed", "currently", "surely", "will"})
-#: Determiners of a person a name claim may be given ("my brother", "the captain's wife").
-_DETERMINERS = frozenset({"the", "my", "your", "his", "her", "our", "their"})
-#: People a name may be said to be instead: kin and household ("the captain's wife").
-PERSON_NOUNS = frozenset(
-    "wife husband son daughter brother sister mother father uncle aunt cousin nephew niece widow "
-    "friend servant mistress lover child heir bastard".split()
-)
-#: Capitalised words that are no name: pronouns, articles, words that open a sentence.
-_NOT_NAMES = frozenset(
-    "i he she it they we you who what which where when why how nobody noone none everyone someone "
-    "anyone everybody somebody anybody this that these those there here the a an one no yes aye "
-    "nay well oh ah and but so our my your his her its their sir madam".split()
-)
-#: Titles a name run may open with that make it another person than the subject ("Queen Edwina").
-_TITLES = frozenset(
-    "queen king prince princess lord lady duke duchess baron baroness sir dame captain count "
-    "countess earl master mistress father mother brother sister".split()
-)
 
 
 class Contradiction(FrozenModel):
@@ -146,7 +131,7 @@ def _strip_negation(rest: tuple[str, ...]) -> tuple[bool, tuple[str, ...]]:
 def _verb_forms(cue: tuple[str, ...]) -> frozenset[str]:
     """The forms of a cue's verb ("closes at" -> close, closes, closed, closing), or none when the
     cue opens with a copula or a naming word ("is named")."""
-    if not cue or cue[0] in _COPULAS or cue[0] in {"are", "were", "has", "have", "name", "named", "called", "belongs"}:
+    if not cue or cue[0] in COPULAS or cue[0] in {"are", "were", "has", "have", "name", "named", "called", "belongs"}:
         return frozenset()
     word = cue[0]
     bases = {word}
@@ -242,30 +227,19 @@ def _known_value_at(rest: tuple[str, ...], known: tuple[tuple[str, ...], ...]) -
     return None
 
 
-def _subject_spans(stems: tuple[str, ...], subjects: tuple[tuple[str, ...], ...]) -> list[tuple[int, int]]:
-    """Where each mention of a subject starts and ends in the clause, in order."""
-    spans = set()
-    for subject in subjects:
-        n = len(subject)
-        for i in range(len(stems) - n + 1):
-            if stems[i : i + n] == subject:
-                spans.add((i, i + n))
-    return sorted(spans)
-
-
 def _by_cue(clause: Clause, compiled: _Compiled, known: tuple[tuple[str, ...], ...] = ()) -> tuple[str, bool] | None:
     """Form 1: (asserted value, negated) when the clause contradicts the claim through a cue.
     With `known` values, only one of them after the cue is an assertion."""
     tokens = clause.tokens
     values, cues = compiled.values, compiled.cues
-    for start, end in _subject_spans(clause.stems, compiled.subjects):
+    for start, end in subject_spans(clause.stems, compiled.subjects):
         for cue in cues:
             at = _find(tokens, cue, end, end + WINDOW_WORDS)
             if at is None:
                 continue
             if not_vouched(clause, start):
                 return None
-            negated_before = bool(_NEGATING_WORDS.intersection(tokens[end:at]))
+            negated_before = bool(NEGATING_WORDS.intersection(tokens[end:at]))
             negated_after, rest = _strip_negation(tokens[at + len(cue) :])
             negated = (negated_before != negated_after) != denied(clause, start)
             while rest and rest[0] in _ARTICLES:
@@ -275,7 +249,7 @@ def _by_cue(clause: Clause, compiled: _Compiled, known: tuple[tuple[str, ...], .
                 if first is None:
                     break
                 # "is now not open": a negation among the words skipped still negates
-                negated ^= bool(_NEGATING_WORDS.intersection(rest[:first]))
+                negated ^= bool(NEGATING_WORDS.intersection(rest[:first]))
                 rest = rest[first:]
             if not rest:
                 break
@@ -292,7 +266,7 @@ def _without_cue(clause: Clause, compiled: _Compiled) -> str | None:
     others, values, tokens = compiled.others, compiled.values, clause.tokens
     if not others:
         return None
-    for start, end in _subject_spans(clause.stems, compiled.subjects):
+    for start, end in subject_spans(clause.stems, compiled.subjects):
         if _NOT_ASSERTING.intersection(tokens[max(0, end - 4) : end]) or not_vouched(clause, start) or denied(clause, start):
             continue
         for at in range(end, min(len(tokens), end + CUELESS_WINDOW)):
@@ -317,11 +291,11 @@ def _by_negated_verb(clause: Clause, compiled: _Compiled) -> str | None:
     if not compiled.verbs:
         return None
     tokens = clause.tokens
-    for start, end in _subject_spans(clause.stems, compiled.subjects):
+    for start, end in subject_spans(clause.stems, compiled.subjects):
         for at in range(end, min(len(tokens), end + WINDOW_WORDS)):
             if tokens[at] not in compiled.verbs:
                 continue
-            negations = [i for i in range(end, at) if tokens[i] in _NEGATING_WORDS]
+            negations = [i for i in range(end, at) if tokens[i] in NEGATING_WORDS]
             after = tokens[at + 1 :]
             if (
                 not negations
@@ -332,112 +306,6 @@ def _by_negated_verb(clause: Clause, compiled: _Compiled) -> str | None:
             ):
                 break
             return " ".join(tokens[negations[0] : at + 1]).replace(" t ", "'t ")
-    return None
-
-
-def _name_run(clause: Clause, at: int) -> int:
-    """Where a run of capitalised words (a name, at most three) starting at `at` ends; `at` when
-    none starts there."""
-    end = at
-    while end < len(clause.tokens) and end - at < 3 and clause.capital[end] and clause.tokens[end] not in _NOT_NAMES:
-        end += 1
-    return end
-
-
-def _person(tokens: tuple[str, ...], at: int) -> int:
-    """Where a person a name may be said to be ends, starting at `at` ("the captain's wife",
-    "Edward's son", "my brother"); `at` when none does."""
-    for i in range(at, min(len(tokens) - 1, at + 4)):
-        if tokens[i] == "s" and i > at and tokens[i + 1] in PERSON_NOUNS:
-            return i + 2
-    if at + 1 < len(tokens) and tokens[at] in _DETERMINERS - {"the"} and tokens[at + 1] in PERSON_NOUNS:
-        return at + 2
-    return at
-
-
-def _verdict(compiled: _Compiled, value: tuple[str, ...], negated: bool) -> tuple[str, bool] | None:
-    """A name said of the subject: a contradiction when it is another one (and not denied), or
-    the canonical one denied."""
-    if compiled.is_value(value):
-        return (" ".join(value), True) if negated else None
-    return None if negated else (" ".join(value).replace(" s ", "'s "), False)
-
-
-def _after_copula(tokens: tuple[str, ...], at: int) -> tuple[int, bool] | None:
-    """Where the value starts after "is", "is not", "will now be" at `at`, and whether it is
-    negated; None when no copula stands there."""
-    negated, seen_copula = False, False
-    while at < len(tokens):
-        word = tokens[at]
-        if word in _COPULAS:
-            seen_copula = True
-        elif word in _NEGATING_WORDS or word == "t":
-            negated = True
-        elif word not in _FILLERS:
-            break
-        at += 1
-    return (at, negated) if seen_copula else None
-
-
-def _by_name(clause: Clause, compiled: _Compiled) -> tuple[str, bool] | None:
-    """Form 4, for a name: another name or a person given to the subject (see the module's
-    docstring), as (asserted, negated)."""
-    if not compiled.is_name:
-        return None
-    tokens, capital = clause.tokens, clause.capital
-    for start, end in _subject_spans(clause.stems, compiled.subjects):
-        if not_vouched(clause, start):
-            return None
-        flip = denied(clause, start)
-        # the subject as a title: "King Edward", "the river Thames"
-        run = _name_run(clause, end) if end < len(tokens) and capital[end] else end
-        if run > end and (run >= len(tokens) or tokens[run] != "s"):
-            # "there's no King Edward": a negation just before the title denies the name
-            negated = bool(_NEGATING_WORDS.intersection(tokens[max(0, start - 3) : start]))
-            return _verdict(compiled, tokens[end:run], negated != flip)
-        # "the king (of Eldmoor) is ...": another name, or a person
-        at = end + 2 if tokens[end : end + 1] == ("of",) else end
-        at += 1 if at < len(tokens) and capital[at] and at > end else 0
-        copula = _after_copula(tokens, at)
-        if copula is None:
-            continue
-        at, negated = copula
-        negated ^= flip
-        if compiled.is_value(tokens[at:]):
-            return _verdict(compiled, next(v for v in compiled.values if tokens[at : at + len(v)] == v), negated)
-        run = _name_run(clause, at)
-        if run > at and tokens[run : run + 1] != ("s",):
-            return _verdict(compiled, tokens[at:run], negated)
-        person = _person(tokens, at)
-        if person > at and not compiled.is_value(tokens[at:]):
-            return _verdict(compiled, tokens[at:person], negated)
-    return _name_first(clause, compiled)
-
-
-def _name_first(clause: Clause, compiled: _Compiled) -> tuple[str, bool] | None:
-    """Form 4, name first: "Edward is the king", "Edward rules" (a role cue)."""
-    tokens, capital = clause.tokens, clause.capital
-    for i in range(len(tokens)):
-        if not capital[i] or (i and capital[i - 1]) or tokens[i] in _TITLES or tokens[i] in _NOT_NAMES:
-            continue
-        run = _name_run(clause, i)
-        if run == i or not_vouched(clause, i):
-            continue
-        name = tokens[i:run]
-        role = next((r for r in compiled.roles if tokens[run : run + len(r)] == r), None)
-        if role is not None:
-            return _verdict(compiled, name, denied(clause, i))
-        copula = _after_copula(tokens, run)
-        if copula is None:
-            continue
-        at, negated = copula
-        while at < len(tokens) and tokens[at] in _DETERMINERS:
-            at += 1
-        stems = clause.stems
-        for subject in compiled.subjects:
-            after = at + len(subject)
-            if stems[at:after] == subject and tokens[after : after + 1] != ("s",):
-                return _verdict(compiled, name, negated != denied(clause, i))
     return None
 
 
@@ -458,7 +326,7 @@ def _contradicted(
         denial = _by_negated_verb(clause, compiled)
         if denial is not None:
             return denial, False
-        name = _by_name(clause, compiled)
+        name = contradicted_name(clause, compiled) if compiled.is_name else None
         if name is not None:
             return name
     return None

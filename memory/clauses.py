@@ -55,6 +55,8 @@ DENYING_FRAMES: tuple[tuple[str, ...], ...] = tuple(
 )  # fmt: skip
 #: Words a pronoun-led clause may open with before its pronoun.
 _OPENERS = frozenset("yes no aye nay well oh ah and but so sure indeed now why of course".split())
+#: Words that negate what follows them in a clause ("is not named", "doesn't close").
+NEGATING_WORDS = frozenset({"not", "never", "isn", "wasn", "aren", "no", "doesn", "don", "didn", "won", "cannot"})
 #: Pronouns that stand for a subject named just before, and possessives ("his name is ...").
 PRONOUNS = frozenset("he she it they his her its their".split())
 
@@ -164,3 +166,14 @@ def resolve_pronouns(
             here_names = True
         before_names = here_names
     return tuple(out) if changed else clauses
+
+
+def subject_spans(stems: tuple[str, ...], subjects: tuple[tuple[str, ...], ...]) -> list[tuple[int, int]]:
+    """Where each mention of a subject starts and ends in the clause, in order."""
+    spans = set()
+    for subject in subjects:
+        n = len(subject)
+        for i in range(len(stems) - n + 1):
+            if stems[i : i + n] == subject:
+                spans.add((i, i + n))
+    return sorted(spans)

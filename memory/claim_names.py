@@ -1,0 +1,162 @@
+"""Form 4 of the claim checker: a name said of a claim's subject (`loreguard.memory.claims`).
+
+For a claim whose attribute is `name` (king.name = Arthur), a clause gives the subject another
+name or makes it another person in the ways a model writes it:
+
+- a copula and another name or a person: "the king is Bob", "the king of Eldmoor is the
+  captain's wife", "the king is my brother" (kin and household: `PERSON_NOUNS`);
+- the subject as a title before another name: "King Edward", "the river Thames";
+- another name first, then a copula and the subject ("Edward is the king"), or one of the
+  claim's `role_cues` ("Edward rules").
+
+A name is a run of capitalised words (`Clause.capital`) that are no pronoun, article or title of
+someone else ("Queen Edwina rules the south" is about a queen). "The king is a kind man" gives no
+name; "Brom is the king's man" is about the king's man. A negation denies the name ("the king was
+never Edward" is consistent, "Arthur is not the king" contradicts). Pure and deterministic.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from loreguard.memory.clauses import NEGATING_WORDS, Clause, denied, not_vouched, subject_spans
+
+
+class NameClaim(Protocol):
+    """What form 4 reads of a compiled claim."""
+
+    subjects: tuple[tuple[str, ...], ...]
+    values: tuple[tuple[str, ...], ...]
+    roles: tuple[tuple[str, ...], ...]
+
+    def is_value(self, words: tuple[str, ...]) -> bool: ...
+
+
+#: The attribute whose claims are names, checked in the name forms too (form 4).
+NAME_ATTRIBUTE = "name"
+#: Words that join a subject to what it is ("the king is", "the king's", "the king will be").
+COPULAS = frozenset({"is", "was", "s", "be", "remains"})
+#: Words that may stand between a copula and the value without changing it.
+FILLERS = frozenset({"now", "still", "really", "truly", "actually", "indeed", "currently", "surely", "will"})
+#: Determiners of a person a name claim may be given ("my brother", "the captain's wife").
+DETERMINERS = frozenset({"the", "my", "your", "his", "her", "our", "their"})
+#: People a name may be said to be instead: kin and household ("the captain's wife").
+PERSON_NOUNS = frozenset(
+    "wife husband son daughter brother sister mother father uncle aunt cousin nephew niece widow "
+    "friend servant mistress lover child heir bastard".split()
+)
+#: Capitalised words that are no name: pronouns, articles, words that open a sentence.
+NOT_NAMES = frozenset(
+    "i he she it they we you who what which where when why how nobody noone none everyone someone "
+    "anyone everybody somebody anybody this that these those there here the a an one no yes aye "
+    "nay well oh ah and but so our my your his her its their sir madam".split()
+)
+#: Titles a name run may open with that make it another person than the subject ("Queen Edwina").
+TITLES = frozenset(
+    "queen king prince princess lord lady duke duchess baron baroness sir dame captain count "
+    "countess earl master mistress father mother brother sister".split()
+)
+
+
+def _name_run(clause: Clause, at: int) -> int:
+    """Where a run of capitalised words (a name, at most three) starting at `at` ends; `at` when
+    none starts there."""
+    end = at
+    while end < len(clause.tokens) and end - at < 3 and clause.capital[end] and clause.tokens[end] not in NOT_NAMES:
+        end += 1
+    return end
+
+
+def _person(tokens: tuple[str, ...], at: int) -> int:
+    """Where a person a name may be said to be ends, starting at `at` ("the captain's wife",
+    "Edward's son", "my brother"); `at` when none does."""
+    for i in range(at, min(len(tokens) - 1, at + 4)):
+        if tokens[i] == "s" and i > at and tokens[i + 1] in PERSON_NOUNS:
+            return i + 2
+    if at + 1 < len(tokens) and tokens[at] in DETERMINERS - {"the"} and tokens[at + 1] in PERSON_NOUNS:
+        return at + 2
+    return at
+
+
+def _verdict(compiled: NameClaim, value: tuple[str, ...], negated: bool) -> tuple[str, bool] | None:
+    """A name said of the subject: a contradiction when it is another one (and not denied), or
+    the canonical one denied."""
+    if compiled.is_value(value):
+        return (" ".join(value), True) if negated else None
+    return None if negated else (" ".join(value).replace(" s ", "'s "), False)
+
+
+def _after_copula(tokens: tuple[str, ...], at: int) -> tuple[int, bool] | None:
+    """Where the value starts after "is", "is not", "will now be" at `at`, and whether it is
+    negated; None when no copula stands there."""
+    negated, seen_copula = False, False
+    while at < len(tokens):
+        word = tokens[at]
+        if word in COPULAS:
+            seen_copula = True
+        elif word in NEGATING_WORDS or word == "t":
+            negated = True
+        elif word not in FILLERS:
+            break
+        at += 1
+    return (at, negated) if seen_copula else None
+
+
+def contradicted_name(clause: Clause, compiled: NameClaim) -> tuple[str, bool] | None:
+    """Another name or a person given to the subject of a name claim (see the module's
+    docstring), as (asserted, negated); None when the clause gives none."""
+    tokens, capital = clause.tokens, clause.capital
+    for start, end in subject_spans(clause.stems, compiled.subjects):
+        if not_vouched(clause, start):
+            return None
+        flip = denied(clause, start)
+        # the subject as a title: "King Edward", "the river Thames"
+        run = _name_run(clause, end) if end < len(tokens) and capital[end] else end
+        if run > end and (run >= len(tokens) or tokens[run] != "s"):
+            # "there's no King Edward": a negation just before the title denies the name
+            negated = bool(NEGATING_WORDS.intersection(tokens[max(0, start - 3) : start]))
+            return _verdict(compiled, tokens[end:run], negated != flip)
+        # "the king (of Eldmoor) is ...": another name, or a person
+        at = end + 2 if tokens[end : end + 1] == ("of",) else end
+        at += 1 if at < len(tokens) and capital[at] and at > end else 0
+        copula = _after_copula(tokens, at)
+        if copula is None:
+            continue
+        at, negated = copula
+        negated ^= flip
+        if compiled.is_value(tokens[at:]):
+            return _verdict(compiled, next(v for v in compiled.values if tokens[at : at + len(v)] == v), negated)
+        run = _name_run(clause, at)
+        if run > at and tokens[run : run + 1] != ("s",):
+            return _verdict(compiled, tokens[at:run], negated)
+        person = _person(tokens, at)
+        if person > at and not compiled.is_value(tokens[at:]):
+            return _verdict(compiled, tokens[at:person], negated)
+    return _name_first(clause, compiled)
+
+
+def _name_first(clause: Clause, compiled: NameClaim) -> tuple[str, bool] | None:
+    """Form 4, name first: "Edward is the king", "Edward rules" (a role cue)."""
+    tokens, capital = clause.tokens, clause.capital
+    for i in range(len(tokens)):
+        if not capital[i] or (i and capital[i - 1]) or tokens[i] in TITLES or tokens[i] in NOT_NAMES:
+            continue
+        run = _name_run(clause, i)
+        if run == i or not_vouched(clause, i):
+            continue
+        name = tokens[i:run]
+        role = next((r for r in compiled.roles if tokens[run : run + len(r)] == r), None)
+        if role is not None:
+            return _verdict(compiled, name, denied(clause, i))
+        copula = _after_copula(tokens, run)
+        if copula is None:
+            continue
+        at, negated = copula
+        while at < len(tokens) and tokens[at] in DETERMINERS:
+            at += 1
+        stems = clause.stems
+        for subject in compiled.subjects:
+            after = at + len(subject)
+            if stems[at:after] == subject and tokens[after : after + 1] != ("s",):
+                return _verdict(compiled, name, negated != denied(clause, i))
+    return None
