@@ -21,11 +21,13 @@ from loreguard.server.pipeline.errors import InteractionCancelled
 from loreguard.server.pipeline.gate import GateResult, validate
 from loreguard.server.pipeline.inference.base import BackendError, Generation, GenerationRequest, InferenceBackend
 from loreguard.server.pipeline.judge import SemanticJudge
+from loreguard.server.pipeline.parroting import PARROTING_RULE
 from loreguard.server.pipeline.parsing import parse_output
 from loreguard.server.pipeline.prompt import assemble_prompt
 from loreguard.server.pipeline.run import InteractionRun
+from loreguard.server.pipeline.self_repeats import REPEATS_ITSELF_RULE
 from loreguard.server.pipeline.snapshot import StateSnapshot
-from loreguard.server.pipeline.streaming import IncrementalGate, continuation_prefix
+from loreguard.server.pipeline.streaming import IncrementalGate, chunk_ends, continuation_prefix
 
 #: Counts an event on the pipeline's counters (name, amount).
 Count = Callable[[str, int], None]
@@ -236,7 +238,24 @@ def next_step(attempted: Attempted, snapshot: StateSnapshot, carry: StreamCarry,
     # sentence began where the retry begins (after the words it continues, if any).
     steer = watcher is not None and steers and watcher.failed_from == len(carry.continued)
     avoid = watcher.failed_sentence if steer and watcher is not None else ""
+    if not avoid and steers and not continues:
+        # Nor may a retry begin as a reply rejected for copying (itself, the player, an example):
+        # a small model told so in words writes the same line again; refused its first token, not.
+        avoid = _copied_opening(gate)
     return Retry(failures, replace(carry, avoid=avoid), continues)
+
+
+#: Failures of a reply that copied something: its retry may not begin the same way.
+_COPYING_RULES = frozenset({REPEATS_ITSELF_RULE, PARROTING_RULE})
+
+
+def _copied_opening(gate: GateResult) -> str:
+    """The first sentence of a reply rejected for copying, or "" for any other rejection."""
+    if gate.output is None or not any(f.rule_id in _COPYING_RULES for f in gate.failures):
+        return ""
+    dialogue = gate.output.dialogue
+    ends = chunk_ends(dialogue, closed=True)
+    return dialogue[: ends[0]] if ends else dialogue
 
 
 def _continues_after_cut(snapshot: StateSnapshot, judged: GateResult, watcher: IncrementalGate, *, steers: bool) -> bool:

@@ -21,7 +21,7 @@ from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference import ScriptedBackend
 from loreguard.server.pipeline.self_repeats import REPEATS_ITSELF_RULE, find_self_repeats
 from loreguard.server.pipeline.snapshot import RecentReply
-from loreguard.server.pipeline.streaming import StreamSession
+from loreguard.server.pipeline.streaming import StreamSession, continuation_prefix
 
 THRONE = "The king's throne is located on the wall of Eldmoor."
 #: The real model's line (embedded SmolLM2, bench quality): said to 17 questions in a row.
@@ -140,3 +140,20 @@ def test_fallbacks_rotate_instead_of_repeating_the_last_line(tmp_path: Path) -> 
 def test_the_demo_profiles_keep_the_defaults() -> None:
     for profile in demo_npcs():
         assert isinstance(profile, NpcProfile) and profile.output_limits.repeat_window == 8
+
+
+def test_a_retry_after_a_repeat_may_not_begin_as_the_rejected_reply(tmp_path: Path) -> None:
+    """A small model told in words not to repeat a line writes it again; a backend that can be
+    steered refuses the rejected opening's first token instead (`avoid_start`)."""
+    fresh = "The inn is by the river, traveller. Ask for the Drowned Rat."
+    opening = continuation_prefix("")
+    store = demo_store(tmp_path / "m.sqlite")
+    # a steerable backend writes what follows the output's given start
+    backend = ScriptedBackend({"guard": [say(LOOPED), say(LOOPED), say(fresh)[len(opening) :]]}, continues=True)
+    pipeline = GovernancePipeline(store, backend)
+    pipeline.interact(_guard("Who are you?"))
+    result = pipeline.interact(_guard("Where can I find an inn?"))
+    first, retry = backend.requests[1], backend.requests[2]
+    assert first.avoid_start == "" and retry.avoid_start == THRONE
+    assert retry.output_prefix == opening
+    assert result.outcome is InteractionOutcome.VALIDATED and result.dialogue == fresh
