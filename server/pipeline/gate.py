@@ -184,18 +184,16 @@ def validate(
 
     # 4. canonical: no claim of a canonical fact, nor of a world-state key the prompt carried,
     # contradicted; no number about a value the prompt carried stated otherwise (world state is
-    # authoritative too)
-    # A mutation aimed at a canonical fact's key is refused as an override (step 6) and never
-    # written, so its text contradicts nothing: the override is counted, the reply may stand.
+    # authoritative too). A mutation aimed at a canonical fact's key is refused as an override
+    # (step 6) and never written, so its text contradicts nothing: the reply may stand.
     canonical = snapshot.canonical_ids()
     texts = [output.dialogue] + mutation_texts(output, skip=lambda m: stored_key(m) in canonical)
     contradictions, ungrounded = _claim_failures(texts, snapshot)
     ledger.record(GateName.CANONICAL, contradictions)
     ledger.record(GateName.GROUNDING, ungrounded)
 
-    # 5. knowledge boundary: what hygiene stripped was still written by the model, so it is
-    # looked at too
-    said = [output.dialogue, *mutation_texts(output)]
+    # 5. knowledge boundary, in everything the model wrote (`said`, every mutation's text too):
+    # what hygiene stripped was still written by the model, so it is looked at as well
     said = said if scrubbed is None or scrubbed.original == output.dialogue else [scrubbed.original, *said]
     if ledger.record(GateName.KNOWLEDGE, secret_leaks(said, snapshot.secrets)):
         return ledger.result(output)
