@@ -18,7 +18,8 @@ model wrote that were heard, over lines: an NPC saying one line to 17 questions 
 `self_repeats_shown` (heard replies that repeat one the NPC said to another question, by the
 gate's own `repeats_itself` measure) and `fallback_lines_repeated` (fallbacks that said the
 NPC's previous fallback line again). With `--judge`, the `after` run asks the semantic judge in
-each NPC's own sequence and adds its cost per reply: `judge_tokens_evaluated_p50`,
+each NPC's own sequence, on the batched engine (the sidecar's default, whose prefix reuse makes
+the judge cheap; the other runs use the reproducible engine), and adds its cost per reply: `judge_tokens_evaluated_p50`,
 `judge_tokens_cached_p50`, `judge_ms_p50` (and how often it was asked and found a break).
 Every line heard is printed to stderr: read them.
 """
@@ -273,7 +274,12 @@ def bench_quality(
         for name, sampling, npcs in settings:
             if name not in runs:
                 continue
-            config = LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, reproducible=True, **sampling)
+            # The judge's run is on the batched engine, the sidecar's default: its prefix reuse is
+            # what puts the prompt and the reply in the cache for the judge's question.
+            judged = judge and name == "after"
+            config = LlamaCppConfig(
+                model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, reproducible=not judged, **sampling
+            )
             with LlamaCppBackend(config) as backend:
-                figures.update(_run(name, backend, npcs(), chosen, Path(tmp), judge=judge and name == "after"))
+                figures.update(_run(name, backend, npcs(), chosen, Path(tmp), judge=judged))
     return figures
