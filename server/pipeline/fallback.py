@@ -1,12 +1,13 @@
 """Stage 9 (last resort): author-controlled fallback lines, held to the rules they stand in for.
 
 Order: the NPC's lines for this trigger, the world's lines for this trigger, the NPC's generic
-lines, the world's generic lines, then the world's emergency line. Within a list the lines
-rotate by the NPC's fallback count (its interactions that ended without a conversation exchange
-in memory: `interaction_index - exchanges_held`), so two fallbacks in a row, or with replies
-between them, say the next line rather than the last one again; never random, and read from
-memory, so a replay picks the same line. A list of one line says it every time: that is the
-designer's choice. A fallback never changes memory.
+lines, the world's generic lines, then the world's emergency line. All the lines that apply are
+one rotation, in that order, stepped by the NPC's fallback count (its interactions that ended
+without a conversation exchange in memory: `interaction_index - exchanges_held`): the first
+fallback says the first line, the next one the next line, so two fallbacks in a row, or with
+replies between them, never say the same line while there is another (a merchant with one line
+of her own goes on to the world's). Never random, and read from memory, so a replay picks the
+same line. A fallback never changes memory.
 
 A fallback is spoken with no model, so each line is judged by the gate's own checks
 (`checks.check_constraint`, `checks.secret_leaks`) as a reply with that dialogue, neutral emotion
@@ -18,8 +19,7 @@ required intent is one no line could meet.
   emergency line) against the rules that hold for the NPC whatever the context (`holds_everywhere`)
   and the NPC's secrets. `npc.register` and `world.load` refuse a line that fails.
 - At run time (`choose_fallback`): against the constraints active in the interaction. A line
-  that fails is skipped and recorded, and the next one in order is tried (the same list first,
-  by rotation). If even the emergency line fails in context, the NPC says nothing
+  that fails is skipped and recorded, and the next one in the rotation is tried. If even the emergency line fails in context, the NPC says nothing
   (source `silence`): no line at all is better than one that breaks a rule.
 """
 
@@ -86,14 +86,15 @@ def choose_fallback(
     if world is not None:
         candidates.append(("world_generic", "world.fallbacks.generic", world.fallbacks.generic))
     emergency = ("world.emergency_fallback", world.emergency_fallback) if world else ("builtin.emergency", BUILTIN_EMERGENCY)
+    # One rotation through every line that applies, in fallback order.
+    pool = [(source, f"{path}.{i}", line) for source, path, lines in candidates for i, line in enumerate(lines)]
     skipped: list[SkippedFallback] = []
-    for source, path, lines in candidates:
-        for k in range(len(lines)):
-            i = (position + k) % len(lines)
-            failures = line_failures(lines[i], constraints, secrets)
-            if not failures:
-                return FallbackChoice(text=lines[i], source=source, skipped=tuple(skipped))
-            skipped.append(SkippedFallback(line=f"{path}.{i}", failures=tuple(failures)))
+    for k in range(len(pool)):
+        source, where, line = pool[(position + k) % len(pool)]
+        failures = line_failures(line, constraints, secrets)
+        if not failures:
+            return FallbackChoice(text=line, source=source, skipped=tuple(skipped))
+        skipped.append(SkippedFallback(line=where, failures=tuple(failures)))
     failures = line_failures(emergency[1], constraints, secrets)
     if not failures:
         return FallbackChoice(text=emergency[1], source="emergency", skipped=tuple(skipped))

@@ -76,7 +76,7 @@ def test_a_fallback_that_breaks_a_rule_active_in_context_is_skipped_and_recorded
 def test_when_every_line_breaks_a_rule_the_emergency_line_then_silence_answers() -> None:
     profile = _guard(["Beware the dragon."])
     world = eldmoor_world(fallbacks={"generic": ["Dragon!"]}, emergency_fallback="...")
-    choice = choose_fallback(profile, world, TriggerReason.TIME_TRIGGER, 3, _active(DRAGON))
+    choice = choose_fallback(profile, world, TriggerReason.TIME_TRIGGER, 2, _active(DRAGON))
     assert (choice.text, choice.source) == ("...", "emergency")
     assert [s.line for s in choice.skipped] == ["npc.fallbacks.generic.0", "world.fallbacks.generic.0"]
     quiet = eldmoor_world(emergency_fallback="The dragon watches.")

@@ -280,10 +280,10 @@ def test_backend_failure_falls_back_without_mutation(tmp_path: Path) -> None:
     assert pipeline.store.memory_hash() == before
 
 
-def test_fallback_rotates_by_interaction_count(tmp_path: Path) -> None:
+def test_fallbacks_rotate_through_every_line_that_applies(tmp_path: Path) -> None:
     pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [say("The internet!")] * 3)
-    lines = [pipeline.interact(ask("hi")).dialogue for _ in range(3)]
-    assert lines == ["Move along.", "Not now.", "Move along."]
+    lines = [pipeline.interact(ask("hi")).dialogue for _ in range(4)]
+    assert lines == ["Move along.", "Not now.", "Hmph.", "Move along."]  # the trigger's lines, then the generic
     zone = pipeline.interact(ask("", trigger="zone_trigger"))
     assert zone.dialogue == "Hmph." and zone.receipt.fallback_reason.endswith("npc_generic")
 

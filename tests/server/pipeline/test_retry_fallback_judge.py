@@ -135,7 +135,10 @@ def test_fallback_order() -> None:
         emergency_fallback="The world holds its breath.",
     )
     profile = guard_profile(fallbacks={"by_trigger": {"player_utterance": ["A", "B", "C"]}, "generic": ["NPC generic."]})
-    assert choose_fallback(profile, world, TriggerReason.PLAYER_UTTERANCE, 4).text == "B"
+    assert choose_fallback(profile, world, TriggerReason.PLAYER_UTTERANCE, 1).text == "B"
+    # one rotation through every line that applies, in fallback order
+    rotation = [choose_fallback(profile, world, TriggerReason.PLAYER_UTTERANCE, n).text for n in range(6)]
+    assert rotation == ["A", "B", "C", "NPC generic.", "World generic.", "A"]
     assert choose_fallback(profile, world, TriggerReason.ZONE_TRIGGER, 0).source == "world_trigger"
     assert choose_fallback(profile, world, TriggerReason.TIME_TRIGGER, 0).text == "NPC generic."
     bare = guard_profile()

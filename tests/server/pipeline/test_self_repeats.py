@@ -11,12 +11,12 @@ from pipeline_helpers import ask
 from pydantic import ValidationError
 from stores import demo_store
 
-from loreguard.schemas import InteractionContext, InteractionOutcome, NpcProfile
+from loreguard.schemas import InteractionContext, InteractionOutcome, NpcProfile, TriggerReason
 from loreguard.schemas.audit import PackageSelection
 from loreguard.schemas.npc import OutputLimits
 from loreguard.server.audit.recorder import AuditRecorder
 from loreguard.server.audit.replay import Replayer
-from loreguard.server.demo import demo_npcs
+from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference import ScriptedBackend
 from loreguard.server.pipeline.self_repeats import REPEATS_ITSELF_RULE, find_self_repeats
@@ -123,7 +123,12 @@ def test_a_session_with_a_repeat_replays_exactly(tmp_path: Path) -> None:
 
 def test_fallbacks_rotate_instead_of_repeating_the_last_line(tmp_path: Path) -> None:
     guard = next(p for p in demo_npcs() if p.id == "guard")
-    lines = guard.fallbacks.by_trigger[next(iter(guard.fallbacks.by_trigger))]
+    # the rotation: the guard's lines for a player's line, then his generic ones, then the world's
+    lines = [
+        *guard.fallbacks.by_trigger[TriggerReason.PLAYER_UTTERANCE],
+        *guard.fallbacks.generic,
+        *demo_world().fallbacks.generic,
+    ]
     broken = say("The dragon is back in the hills.")
     # fallback, fallback, a reply, fallback: each fallback says the next line, never the last again
     pipeline = _pipeline(tmp_path / "m.sqlite", [broken] * 6 + [say("Rain again. Mind the mud.")] + [broken] * 3)
@@ -133,7 +138,7 @@ def test_fallbacks_rotate_instead_of_repeating_the_last_line(tmp_path: Path) -> 
         heard.append((result.outcome, result.dialogue))
     fallbacks = [d for o, d in heard if o is InteractionOutcome.FALLBACK]
     assert heard[2][0] is InteractionOutcome.VALIDATED and len(fallbacks) == 3
-    assert fallbacks == [lines[0], lines[1], lines[0]]
+    assert fallbacks == lines[:3]
     assert all(a != b for a, b in zip(fallbacks, fallbacks[1:], strict=False))
 
 
