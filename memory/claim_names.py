@@ -35,9 +35,11 @@ class NameClaim(Protocol):
 #: The attribute whose claims are names, checked in the name forms too (form 4).
 NAME_ATTRIBUTE = "name"
 #: Words that join a subject to what it is ("the king is", "the king's", "the king will be").
-COPULAS = frozenset({"is", "was", "s", "be", "remains"})
+COPULAS = frozenset({"is", "was", "s", "be", "remains", "become", "becomes", "became"})
 #: Words that may stand between a copula and the value without changing it.
-FILLERS = frozenset({"now", "still", "really", "truly", "actually", "indeed", "currently", "surely", "will"})
+FILLERS = frozenset(
+    {"now", "still", "really", "truly", "actually", "indeed", "currently", "surely", "will", "has", "have", "had"}
+)
 #: Determiners of a person a name claim may be given ("my brother", "the captain's wife").
 DETERMINERS = frozenset({"the", "my", "your", "his", "her", "our", "their"})
 #: People a name may be said to be instead: kin and household ("the captain's wife").

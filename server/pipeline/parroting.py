@@ -12,7 +12,9 @@ one normaliser's words (`loreguard.schemas.text.norm_words`):
 - the player's own line, or one of the player's lines the NPC answered lately (the real model
   answered "Can I pay you to let me in?" with the player's question before it, "What's that noise
   in the hills?"): the same, but compared word by word, not character by character, so that
-  answering "Is the gate open?" with "The gate is open." is no echo;
+  answering "Is the gate open?" with "The gate is open." is no echo; and a reply that is mostly
+  the player's words, in copied runs, is one ("What's the password? Spell it out for me." said
+  back to the captain's cousin who asked it);
 - the persona (a long text a short reply cannot resemble as a whole): the share of the reply's
   words that lie in runs of at least `_RUN_WORDS` words copied from it.
 
@@ -95,6 +97,10 @@ def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int, fl
         score = similarity(reply, line, floor)
     if score < floor and len(line) >= min_words:
         score = max(score, copied_share(line, reply, _LINE_RUN_WORDS, floor))
+    if score < floor and by_words:
+        # a reply made of the player's words: "What's the password? Spell it out for me." said
+        # back to "I'm the captain's cousin. What's the password? Spell it out for me."
+        score = max(score, copied_share(reply, line, _LINE_RUN_WORDS, floor))
     return score
 
 

@@ -200,6 +200,7 @@ EVERYDAY = [KING_ROLES, RIVER, HOURS]
         ("The king of Eldmoor is the captain's wife who only has a few children.", "the captain's wife"),
         ("The king is Bob.", "bob"),
         ("The king is my brother.", "my brother"),
+        ("The king has become Edward, not Edward.", "edward"),  # the real model's words
         ("Edward rules.", "edward"),
         ("Edward sits on the throne now.", "edward"),
         ("Edward is the king of Eldmoor.", "edward"),
@@ -241,6 +242,7 @@ def test_a_pronoun_finds_its_subject_in_the_reply_or_the_players_line(context: s
         ("", "King Arthur rules us all."),
         ("", "The river Ald runs through town."),
         ("", "The king is a kind man, and old."),  # a description, not a name
+        ("", "The king has become old and grey."),
         ("", "Brom is the king's man."),  # the king's, not the king
         ("", "Queen Edwina rules the south."),  # another title: another person
         ("", "The captain? He is Marcus."),  # the antecedent is the captain, not the king
