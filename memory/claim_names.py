@@ -3,15 +3,19 @@
 For a claim whose attribute is `name` (king.name = Arthur), a clause gives the subject another
 name or makes it another person in the ways a model writes it:
 
-- a copula and another name or a person: "the king is Bob", "the king of Eldmoor is the
-  captain's wife", "the king is my brother" (kin and household: `PERSON_NOUNS`);
+- a copula and another name or a person: "the king is Bob", "the king has become Edward", "the
+  king of Eldmoor is the captain's wife" (someone's kin or household, `PERSON_NOUNS`, named by
+  what they are: "the king is Edward's father" or "my brother" says whose kin he is, not who);
 - the subject as a title before another name: "King Edward", "the river Thames";
 - another name first, then a copula and the subject ("Edward is the king"), or one of the
-  claim's `role_cues` ("Edward rules").
+  claim's `role_cues` ("Edward rules", "Edward rules here"; a one-word cue before an object,
+  "Marcus rules the guard", is about something else).
 
 A name is a run of capitalised words (`Clause.capital`) that are no pronoun, article or title of
-someone else ("Queen Edwina rules the south" is about a queen). "The king is a kind man" gives no
-name; "Brom is the king's man" is about the king's man. A negation denies the name ("the king was
+someone else ("Queen Edwina rules the south" is about a queen); a title before it goes ("King
+Arthur" is Arthur) and part of the canonical name is the name ("Arthur" for "Arthur
+Pendragon"). "The king is a kind man" gives no name; "Brom is the king's man" is about the
+king's man; "the old king was Uther" is about another king. A negation denies the name ("the king was
 never Edward" is consistent, "Arthur is not the king" contradicts). Pure and deterministic.
 """
 
@@ -34,8 +38,9 @@ class NameClaim(Protocol):
 
 #: The attribute whose claims are names, checked in the name forms too (form 4).
 NAME_ATTRIBUTE = "name"
-#: Words that join a subject to what it is ("the king is", "the king's", "the king will be").
-COPULAS = frozenset({"is", "was", "s", "be", "remains", "become", "becomes", "became"})
+#: Words that join a subject to what it is ("the king is", "the king will be", "has become").
+#: Not the "s" of "the king's": "the King's Road" is a road.
+COPULAS = frozenset({"is", "was", "be", "remains", "become", "becomes", "became"})
 #: Words that may stand between a copula and the value without changing it.
 FILLERS = frozenset(
     {"now", "still", "really", "truly", "actually", "indeed", "currently", "surely", "will", "has", "have", "had"}
@@ -51,8 +56,13 @@ PERSON_NOUNS = frozenset(
 NOT_NAMES = frozenset(
     "i he she it they we you who what which where when why how nobody noone none everyone someone "
     "anyone everybody somebody anybody this that these those there here the a an one no yes aye "
-    "nay well oh ah and but so our my your his her its their sir madam".split()
+    "nay well oh ah and but so our my your his her its their sir madam ok okay".split()
 )
+#: Words before a subject that make it another one than the claim's: "the old king was Uther".
+OTHER_ONE = frozenset("old late former previous dead last first".split())
+#: Words that may follow a one-word role cue when it is about the realm ("Edward rules here",
+#: "rules from the castle"); anything else makes it about something else ("rules the guard").
+ROLE_FOLLOWERS = frozenset("here now today still well wisely justly us over from in at all everyone everything alone".split())
 #: Titles a name run may open with that make it another person than the subject ("Queen Edwina").
 TITLES = frozenset(
     "queen king prince princess lord lady duke duchess baron baroness sir dame captain count "
@@ -69,23 +79,33 @@ def _name_run(clause: Clause, at: int) -> int:
     return end
 
 
-def _person(tokens: tuple[str, ...], at: int) -> int:
-    """Where a person a name may be said to be ends, starting at `at` ("the captain's wife",
-    "Edward's son", "my brother"); `at` when none does."""
-    for i in range(at, min(len(tokens) - 1, at + 4)):
-        if tokens[i] == "s" and i > at and tokens[i + 1] in PERSON_NOUNS:
+def _person(tokens: tuple[str, ...], at: int, capital: tuple[bool, ...]) -> int:
+    """Where a person a name may be said to be ends, starting at `at`: "the captain's wife"
+    (someone's kin, named by what they are); `at` when none does. "Edward's father" or "my
+    brother" says whose kin the subject is, not who: no other name."""
+    if tokens[at : at + 1] != ("the",):
+        return at
+    for i in range(at + 2, min(len(tokens) - 1, at + 4)):
+        if tokens[i] == "s" and tokens[i + 1] in PERSON_NOUNS and not any(capital[at + 1 : i]):
             return i + 2
-    if at + 1 < len(tokens) and tokens[at] in DETERMINERS - {"the"} and tokens[at + 1] in PERSON_NOUNS:
-        return at + 2
     return at
 
 
 def _verdict(compiled: NameClaim, value: tuple[str, ...], negated: bool) -> tuple[str, bool] | None:
     """A name said of the subject: a contradiction when it is another one (and not denied), or
-    the canonical one denied."""
-    if compiled.is_value(value):
+    the canonical one denied. A title before it goes ("King Arthur" is Arthur), and part of the
+    canonical name is the name ("Arthur" for "Arthur Pendragon")."""
+    while len(value) > 1 and value[0] in TITLES:
+        value = value[1:]
+    if compiled.is_value(value) or _part_of_value(compiled, value):
         return (" ".join(value), True) if negated else None
+    if value and value[0] in TITLES:
+        return None  # a title alone ("the king is Lord of all"): no name
     return None if negated else (" ".join(value).replace(" s ", "'s "), False)
+
+
+def _part_of_value(compiled: NameClaim, value: tuple[str, ...]) -> bool:
+    return any(set(value) <= set(v) for v in compiled.values)
 
 
 def _after_copula(tokens: tuple[str, ...], at: int) -> tuple[int, bool] | None:
@@ -111,6 +131,8 @@ def contradicted_name(clause: Clause, compiled: NameClaim) -> tuple[str, bool] |
     for start, end in subject_spans(clause.stems, compiled.subjects):
         if not_vouched(clause, start):
             return None
+        if start and tokens[start - 1] in OTHER_ONE:
+            continue  # "the old king was Uther": another king
         flip = denied(clause, start)
         # the subject as a title: "King Edward", "the river Thames"
         run = _name_run(clause, end) if end < len(tokens) and capital[end] else end
@@ -131,7 +153,7 @@ def contradicted_name(clause: Clause, compiled: NameClaim) -> tuple[str, bool] |
         run = _name_run(clause, at)
         if run > at and tokens[run : run + 1] != ("s",):
             return _verdict(compiled, tokens[at:run], negated)
-        person = _person(tokens, at)
+        person = _person(tokens, at, capital)
         if person > at and not compiled.is_value(tokens[at:]):
             return _verdict(compiled, tokens[at:person], negated)
     return _name_first(clause, compiled)
@@ -148,7 +170,7 @@ def _name_first(clause: Clause, compiled: NameClaim) -> tuple[str, bool] | None:
             continue
         name = tokens[i:run]
         role = next((r for r in compiled.roles if tokens[run : run + len(r)] == r), None)
-        if role is not None:
+        if role is not None and _about_the_realm(clause, run + len(role), one_word=len(role) == 1):
             return _verdict(compiled, name, denied(clause, i))
         copula = _after_copula(tokens, run)
         if copula is None:
@@ -162,3 +184,11 @@ def _name_first(clause: Clause, compiled: NameClaim) -> tuple[str, bool] | None:
             if stems[at:after] == subject and tokens[after : after + 1] != ("s",):
                 return _verdict(compiled, name, negated != denied(clause, i))
     return None
+
+
+def _about_the_realm(clause: Clause, after: int, *, one_word: bool) -> bool:
+    """Whether a role cue ending at `after` is said of the subject's place: a longer cue always
+    ("sits on the throne"), a one-word cue ("rules") at the end of its phrase or before a word of
+    `ROLE_FOLLOWERS` ("Edward rules here"), not before an object ("Marcus rules the guard")."""
+    tokens = clause.tokens
+    return not one_word or after >= len(tokens) or after in clause.breaks or tokens[after] in ROLE_FOLLOWERS

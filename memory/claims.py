@@ -53,8 +53,8 @@ from loreguard.memory.claim_names import COPULAS, NAME_ATTRIBUTE, contradicted_n
 from loreguard.memory.clauses import (
     NEGATING_WORDS,
     Clause,
+    antecedent,
     denied,
-    names,
     not_vouched,
     resolve_pronouns,
     split_clauses,
@@ -72,6 +72,9 @@ DEFAULT_CUES: dict[str, tuple[str, ...]] = {
     "owner": ("is owned by", "belongs to", "was owned by"),
 }
 NEGATIONS = ("not", "never", "no longer", "isn t", "wasn t")
+#: Words that negate a cue when they stand between the subject and the cue ("is not named").
+#: Not "won't" or "doesn't": "the gate won't wait, it closes at dusk" negates another verb.
+CUE_NEGATIONS = frozenset({"not", "never", "isn", "wasn", "aren", "no"})
 #: How far after the subject a known other value may stand to be asserted without a cue.
 CUELESS_WINDOW = 5
 #: Words that make a clause no assertion of a cue-less value: negation, condition, wish, doubt.
@@ -153,7 +156,7 @@ class _Compiled:
     per subject and role cue, its set of words (a text that holds every word of none of them
     cannot be about the claim)."""
 
-    __slots__ = ("cues", "firsts", "is_name", "others", "roles", "subjects", "values", "verbs")
+    __slots__ = ("cues", "firsts", "is_name", "others", "roles", "subjects", "values", "verb_tails", "verbs")
 
     def __init__(self, claim: Claim, known: tuple[str, ...]) -> None:
         self.subjects = tuple(
@@ -165,6 +168,9 @@ class _Compiled:
         others = (p for p in (_words(x) for x in known) if p and p not in own)
         self.others = tuple(sorted(others, key=lambda p: (-len(p), p)))
         self.verbs = frozenset().union(*(_verb_forms(c) for c in self.cues)) if self.cues else frozenset()
+        # what a verb cue says after its verb ("closes at" -> ("at",)), longest first
+        tails = {c[1:] for c in self.cues if len(c) > 1 and _verb_forms(c)}
+        self.verb_tails = tuple(sorted(tails, key=lambda t: (-len(t), t)))
         self.is_name = claim.attribute.strip().lower() == NAME_ATTRIBUTE
         self.roles = tuple(sorted((_words(r) for r in claim.role_cues), key=len, reverse=True))
         # a role cue makes a text about the claim without the subject: "Edward rules"
@@ -179,6 +185,13 @@ class _Compiled:
 
     def is_value(self, words: tuple[str, ...]) -> bool:
         return any(v and words[: len(v)] == v for v in self.values)
+
+    def value_at(self, tokens: tuple[str, ...], at: int) -> tuple[str, ...]:
+        """The canonical value (or alias) that starts at `at`, or (); no copy of the tokens."""
+        for v in self.values:
+            if v and tokens[at : at + len(v)] == v:
+                return v
+        return ()
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -239,7 +252,7 @@ def _by_cue(clause: Clause, compiled: _Compiled, known: tuple[tuple[str, ...], .
                 continue
             if not_vouched(clause, start):
                 return None
-            negated_before = bool(NEGATING_WORDS.intersection(tokens[end:at]))
+            negated_before = bool(CUE_NEGATIONS.intersection(tokens[max(end, clause.phrase_start(at)) : at]))
             negated_after, rest = _strip_negation(tokens[at + len(cue) :])
             negated = (negated_before != negated_after) != denied(clause, start)
             while rest and rest[0] in _ARTICLES:
@@ -249,7 +262,7 @@ def _by_cue(clause: Clause, compiled: _Compiled, known: tuple[tuple[str, ...], .
                 if first is None:
                     break
                 # "is now not open": a negation among the words skipped still negates
-                negated ^= bool(NEGATING_WORDS.intersection(rest[:first]))
+                negated ^= bool(CUE_NEGATIONS.intersection(rest[:first]))
                 rest = rest[first:]
             if not rest:
                 break
@@ -285,9 +298,16 @@ def _without_cue(clause: Clause, compiled: _Compiled) -> str | None:
 _DEGREE = frozenset("much more less enough too so that as many any anything extra".split())
 
 
-def _by_negated_verb(clause: Clause, compiled: _Compiled) -> str | None:
-    """Form 3: "the gate never closes" (a cue's verb, negated, with no value of the claim after
-    it) denies the fact; the words of the denial, or None."""
+#: Words that may follow a negated cue verb in a denial ("never closes", "won't close again",
+#: "doesn't close at all"); any other ("never closes early", "won't close on you") makes it a
+#: statement about something else.
+_DENIAL_TAIL = frozenset("ever anymore again for not now tonight today nowadays".split())
+
+
+def _by_negated_verb(clause: Clause, compiled: _Compiled) -> tuple[str, bool] | None:
+    """Form 3: a cue's verb negated. With nothing after it ("the gate never closes") it denies
+    the fact: (the words of the denial, False). Followed by the cue's own tail and the canonical
+    value ("doesn't close at dusk") it negates the value: (value, True). None otherwise."""
     if not compiled.verbs:
         return None
     tokens = clause.tokens
@@ -295,17 +315,21 @@ def _by_negated_verb(clause: Clause, compiled: _Compiled) -> str | None:
         for at in range(end, min(len(tokens), end + WINDOW_WORDS)):
             if tokens[at] not in compiled.verbs:
                 continue
-            negations = [i for i in range(end, at) if tokens[i] in NEGATING_WORDS]
-            after = tokens[at + 1 :]
-            if (
-                not negations
-                or not_vouched(clause, start)
-                or denied(clause, start)
-                or (after and after[0] in _DEGREE)
-                or any(compiled.is_value(after[i:]) for i in range(len(after)))
-            ):
+            # a negation in another phrase of the clause negates another verb
+            negations = [i for i in range(max(end, clause.phrase_start(at)), at) if tokens[i] in NEGATING_WORDS]
+            if not negations or not_vouched(clause, start) or denied(clause, start):
                 break
-            return " ".join(tokens[negations[0] : at + 1]).replace(" t ", "'t ")
+            after = at + 1
+            tail = next((t for t in compiled.verb_tails if tokens[after : after + len(t)] == t), None)
+            if tail is not None and tokens[after + len(tail) : after + len(tail) + 2] != ("at", "all")[len(tail) - 1 :]:
+                value = compiled.value_at(tokens, after + len(tail))
+                return (" ".join(value), True) if value else None
+            word = tokens[after] if after < len(tokens) and after not in clause.breaks else None
+            if word is not None and word not in _DENIAL_TAIL and tokens[after : after + 2] != ("at", "all"):
+                break  # "never closes early": about something else (a new phrase is no complement)
+            if any(compiled.value_at(tokens, i) for i in range(after, len(tokens))):
+                break  # "doesn't close until dusk": the value said after all
+            return " ".join(tokens[negations[0] : at + 1]).replace(" t ", "'t "), False
     return None
 
 
@@ -325,7 +349,7 @@ def _contradicted(
             continue
         denial = _by_negated_verb(clause, compiled)
         if denial is not None:
-            return denial, False
+            return denial
         name = contradicted_name(clause, compiled) if compiled.is_name else None
         if name is not None:
             return name
@@ -396,11 +420,9 @@ def _claim_hit(
     """A claim's contradiction in the text's clauses, pronouns resolved, or None."""
     if not compiled.named_in(seen) and not (context_seen and compiled.named_in(context_seen)):
         return None  # neither the text nor what it answers names the subject
-    resolved = resolve_pronouns(clauses, compiled.subjects, _named(context_clauses, compiled))
+    # the player's last clause is where the reply's first pronoun may find its subject
+    asked = bool(context_clauses) and antecedent(context_clauses[-1], compiled.subjects)
+    resolved = resolve_pronouns(clauses, compiled.subjects, asked)
     if known is None:
         return _contradicted(resolved, compiled)
     return _contradicted(resolved, compiled, known, state=True)
-
-
-def _named(context_clauses: tuple[Clause, ...], compiled: _Compiled) -> bool:
-    return any(names(c.stems, compiled.subjects) for c in context_clauses)

@@ -16,9 +16,11 @@ What a clause says is not always what the NPC vouches for. Decided here, for eve
 
 Pronouns: a clause that opens with "he", "she", "it", "they" or a possessive ("his name is Bob")
 is read as being about a claim's subject when the clause just before it in the reply names that
-subject, or, for the reply's first clause, when the player's line does ("Who is the king?" ->
-"His name is Bob"). Nothing further back is an antecedent: "The captain? He is Marcus." is not
-about the king.
+subject, or, for the reply's first clause, when the last clause of the player's line does ("Who
+is the king?" -> "His name is Bob"). That clause must name the subject itself, not as a
+possessive ("Who is the king's wife?"), and no other person ("The king has a son. He is
+Edward."). Nothing further back is an antecedent: "The captain? He is Marcus." is not about the
+king.
 """
 
 from __future__ import annotations
@@ -68,20 +70,38 @@ class Clause:
     #: Per word: written with a capital letter.
     capital: tuple[bool, ...]
     question: bool
+    #: Indices of the words that open a new phrase inside the clause (after a comma, colon or
+    #: dash): a negation does not reach across one ("The gate won't wait, it closes at dusk.").
+    breaks: frozenset[int] = frozenset()
+
+    def phrase_start(self, at: int) -> int:
+        """Where the phrase holding word `at` starts."""
+        return max((b for b in self.breaks if b <= at), default=0)
 
 
-def _capitals(text: str, tokens: tuple[str, ...]) -> tuple[bool, ...]:
-    """Which of `tokens` (the normalised words of `text`) were capitalised; all False when the
-    words of `text`, taken chunk by chunk, do not line up with them (spaced-out letters)."""
+_PHRASE_ENDS = ",:;\u2013\u2014"
+
+
+def _marks(text: str, tokens: tuple[str, ...]) -> tuple[tuple[bool, ...], frozenset[int]]:
+    """Which of `tokens` (the normalised words of `text`) were capitalised, and which open a
+    phrase; none of either when the words of `text`, taken chunk by chunk, do not line up with
+    them (spaced-out letters)."""
     flags: list[bool] = []
+    breaks: set[int] = set()
     for chunk in _CHUNK.findall(text):
         words = norm_words(chunk)
+        if not words:
+            if chunk[-1] in _PHRASE_ENDS or chunk in ("-", "--"):
+                breaks.add(len(flags))
+            continue
         first = next((ch for ch in chunk if ch.isalpha()), "")
         flags.append(first.isupper())
         flags.extend(False for _ in words[1:])  # the "s" of "Edward's", the "t" of "isn't"
-        if not words:
-            flags.pop()
-    return tuple(flags) if len(flags) == len(tokens) else (False,) * len(tokens)
+        if chunk[-1] in _PHRASE_ENDS:
+            breaks.add(len(flags))
+    if len(flags) != len(tokens):
+        return (False,) * len(tokens), frozenset()
+    return tuple(flags), frozenset(b for b in breaks if 0 < b < len(tokens))
 
 
 @lru_cache(maxsize=2048)
@@ -95,29 +115,50 @@ def split_clauses(text: str) -> tuple[tuple[Clause, ...], frozenset[str]]:
         if tokens:
             stems = tuple(stem(t) for t in tokens)
             seen.update(stems)
-            out.append(Clause(tokens, stems, _capitals(match.group(1), tokens), "?" in match.group(2)))
+            capital, breaks = _marks(match.group(1), tokens)
+            out.append(Clause(tokens, stems, capital, "?" in match.group(2), breaks))
     return tuple(out), frozenset(seen)
 
 
-def _holds(tokens: tuple[str, ...], phrase: tuple[str, ...], limit: int) -> bool:
-    n = len(phrase)
-    return any(tokens[i : i + n] == phrase for i in range(max(0, limit - n + 1)))
+@lru_cache(maxsize=4096)
+def _hedge_at(tokens: tuple[str, ...]) -> int:
+    """Where the first condition, wish or rumour of a clause stands; its length when none does.
+    Memoised per clause: the checks ask for every subject mention and capitalised word."""
+    for i, token in enumerate(tokens):
+        if token in CONDITIONS or any(tokens[i : i + len(r)] == r for r in RUMOURS if r[0] == token):
+            return i
+    return len(tokens)
+
+
+#: Words that may stand between a denying frame's "that" and the subject ("that the king").
+_FRAME_GAP = frozenset("that the a an our your his her their this".split())
+
+
+@lru_cache(maxsize=4096)
+def _denial_ends(tokens: tuple[str, ...]) -> tuple[int, ...]:
+    """Where each denying frame of a clause ends, with its "that" ("it is not true that")."""
+    ends = []
+    for i in range(len(tokens)):
+        for frame in DENYING_FRAMES:
+            if tokens[i : i + len(frame)] == frame:
+                end = i + len(frame)
+                if frame[-1] == "that" or tokens[end : end + 1] == ("that",):
+                    ends.append(end)
+    return tuple(sorted(set(ends)))
 
 
 def not_vouched(clause: Clause, upto: int) -> bool:
     """Whether the words before index `upto` make the clause no assertion of what follows: it
     is a question, a condition or wish, or a reported rumour."""
-    if clause.question:
-        return True
-    before = clause.tokens[:upto]
-    if CONDITIONS.intersection(before):
-        return True
-    return any(_holds(before, rumour, upto) for rumour in RUMOURS)
+    return clause.question or _hedge_at(clause.tokens) < upto
 
 
 def denied(clause: Clause, upto: int) -> bool:
-    """Whether a denying frame ("it is not true that") stands before index `upto`."""
-    return any(_holds(clause.tokens, frame, upto) for frame in DENYING_FRAMES)
+    """Whether a denying frame ("it is not true that") leads straight to index `upto`: only
+    "that" and a determiner may stand between. "Not true, the gate closes at dusk." corrects the
+    player; it denies nothing that follows."""
+    tokens = clause.tokens
+    return any(end <= upto and _FRAME_GAP.issuperset(tokens[end:upto]) for end in _denial_ends(tokens))
 
 
 def names(stems: tuple[str, ...], subjects: tuple[tuple[str, ...], ...]) -> bool:
@@ -140,31 +181,56 @@ def _pronoun_at(clause: Clause) -> int | None:
     return None
 
 
+#: People a clause may name besides a claim's subject: a pronoun after it may be about them
+#: ("The king has a son. He is Edward.").
+OTHER_PEOPLE = frozenset(
+    "wife husband son daughter brother sister mother father uncle aunt cousin nephew niece widow friend "
+    "servant child heir captain guard merchant man woman boy girl smith priest queen prince princess "
+    "knight lord lady soldier stranger traveller farmer miller baker steward".split()
+)
+
+
+def antecedent(clause: Clause, subjects: tuple[tuple[str, ...], ...]) -> bool:
+    """Whether a pronoun in the clause after this one can only be about one of `subjects`: the
+    clause names it, not as a possessive ("the king's wife"), and names no other person."""
+    found = False
+    for _, end in subject_spans(clause.stems, subjects):
+        if clause.tokens[end : end + 1] == ("s",):
+            return False
+        found = True
+    if not found:
+        return False
+    others = OTHER_PEOPLE.difference(*(set(s) for s in subjects))
+    return not others.intersection(clause.stems)
+
+
 def resolve_pronouns(
     clauses: tuple[Clause, ...], subjects: tuple[tuple[str, ...], ...], context_names: bool
 ) -> tuple[Clause, ...]:
     """`clauses` with each opening pronoun whose antecedent is one of `subjects` replaced by
-    the subject's words (see the module's docstring); `context_names`: the player's line names
-    a subject. The clauses come back unchanged (the same tuple) when there is nothing to do."""
+    the subject's words (see the module's docstring); `context_names`: the last clause of the
+    player's line is such an antecedent. The clauses come back unchanged (the same tuple) when
+    there is nothing to do."""
     if not subjects:
         return clauses
     out: list[Clause] = []
     changed = False
-    before_names = context_names
+    before = context_names
     for clause in clauses:
-        here_names = names(clause.stems, subjects)
-        at = None if here_names or not before_names else _pronoun_at(clause)
+        at = None if names(clause.stems, subjects) or not before else _pronoun_at(clause)
         if at is None:
             out.append(clause)
-        else:
-            subject = subjects[0]
-            tokens = clause.tokens[:at] + subject + clause.tokens[at + 1 :]
-            stems = clause.stems[:at] + subject + clause.stems[at + 1 :]
-            capital = clause.capital[:at] + (False,) * len(subject) + clause.capital[at + 1 :]
-            out.append(Clause(tokens, stems, capital, clause.question))
-            changed = True
-            here_names = True
-        before_names = here_names
+            before = antecedent(clause, subjects)
+            continue
+        subject = subjects[0]
+        tokens = clause.tokens[:at] + subject + clause.tokens[at + 1 :]
+        stems = clause.stems[:at] + subject + clause.stems[at + 1 :]
+        capital = clause.capital[:at] + (False,) * len(subject) + clause.capital[at + 1 :]
+        shift = len(subject) - 1
+        breaks = frozenset(b + shift if b > at else b for b in clause.breaks)
+        out.append(Clause(tokens, stems, capital, clause.question, breaks))
+        changed = True
+        before = True
     return tuple(out) if changed else clauses
 
 

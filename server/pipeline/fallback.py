@@ -6,7 +6,9 @@ one rotation, in that order, stepped by the NPC's fallback count (its interactio
 without a conversation exchange in memory: `interaction_index - exchanges_held`): the first
 fallback says the first line, the next one the next line, so two fallbacks in a row, or with
 replies between them, never say the same line while there is another (a merchant with one line
-of her own goes on to the world's). Never random, and read from memory, so a replay picks the
+of her own goes on to the world's). Once memory has pruned some of the NPC's exchanges (past
+`MemoryPolicy.episodic_limit`) the count also steps on replies: two fallbacks in a row still
+differ, two with replies between them may not. Never random, and read from memory, so a replay picks the
 same line. A fallback never changes memory.
 
 A fallback is spoken with no model, so each line is judged by the gate's own checks

@@ -333,10 +333,11 @@ def _claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[Gat
     contradictions: list[GateFailure] = []
     ungrounded: list[GateFailure] = []
     state_claims = dict(snapshot.state_claims)
-    for text in texts:
-        hits = find_contradictions(
-            text, snapshot.canonical, snapshot.world_state, state_claims, context=snapshot.context.player_input
-        )
+    for i, text in enumerate(texts):
+        # the dialogue answers the player's line (where a pronoun may find its subject); a
+        # mutation's text answers nothing
+        context = snapshot.context.player_input if i == 0 else ""
+        hits = find_contradictions(text, snapshot.canonical, snapshot.world_state, state_claims, context=context)
         contradictions.extend(_contradiction_failure(hit) for hit in hits)
         # A claim the checker above already caught is not reported twice.
         caught = {hit.label for hit in hits}

@@ -63,6 +63,8 @@ DANGLING_WORDS = frozenset(
     "a an the and or but nor because although unless whereas than of my your our their its whose "
     "with to for from into onto at by as is are was were be been being will would shall should could must very".split()
 )
+#: Words a question opens with: one that ends on "for" or "with" lacks its mark, it is not cut.
+QUESTION_OPENERS = frozenset("what who whom where which how why when are is do does did can could will would shall".split())
 #: Words a reply cannot open with in lower case: it is the tail of a sentence ("so that you can
 #: proceed."), the model having started in the middle.
 CONTINUING_WORDS = frozenset(
@@ -87,7 +89,8 @@ _META = (
     ),
     re.compile(
         r"(?:^|[.!?]\s+|\(\s*)(?:note|ooc|disclaimer|translation|explanation|narrator|remember|reminder|hint|tip|"
-        r"(?:example|sample|final|your|my|npc|character'?s?)?\s*(?:answer|reply|response|output|dialogue|line))\s*:",
+        r"(?:example|sample) (?:answer|reply|response|output|dialogue|line)|(?:npc|character'?s?) (?:reply|response|line)|"
+        r"response|output|dialogue)\s*:",
         re.IGNORECASE,
     ),
     re.compile(r"\bout of character\b", re.IGNORECASE),
@@ -101,7 +104,8 @@ _OTHER_LABEL = re.compile(
 #: Words before a colon that open a spoken line rather than name a speaker ("Listen: ...").
 _NOT_LABELS = frozenset(
     "listen look well aye yes no nay now careful mark hear behold warning attention fine so right alright okay ok "
-    "hmm hm oh ah see stop halt wait here there first second third last remember note".split()
+    "hmm hm oh ah see stop halt wait here there first second third last remember note rumour rumor news word "
+    "truth fact gossip".split()
 )
 _QUOTES = {'"': '"', "\u201c": "\u201d", "\u00ab": "\u00bb", "'": "'"}
 _TERMINAL = re.compile(r"[.!?\u2026\u3002\uff01\uff1f][\"'\u201d\u00bb)\]]*")
@@ -232,6 +236,9 @@ class _Scrubber:
         match = _OTHER_LABEL.match(self.text)
         if match is None or match.group(1).lower() in _NOT_LABELS:
             return
+        said = self.text[match.end() :].lstrip()
+        if not said or not (said[0].isupper() or said[0] in _QUOTES):
+            return  # "Dawn: that's when we open." goes on the same sentence: no speaker
         self.found(FindingKind.SPEAKER_LABEL, match.group(0).strip())
         if not self.strict:
             self.text = _unquoted(self.text[match.end() :].strip())
@@ -265,6 +272,8 @@ class _Scrubber:
         words = _words(tail)
         if not (tail[-1:] in ",;:-\u2013\u2014(" or (words and words[-1] in DANGLING_WORDS)):
             return
+        if words and words[0] in QUESTION_OPENERS and tail[-1:].isalpha():
+            return  # "What are you waiting for": a question without its mark, not a cut
         if not ends:
             self.found(FindingKind.SENTENCE_FRAGMENT, tail, reject=True)
             return

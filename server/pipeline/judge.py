@@ -45,8 +45,6 @@ from loreguard.server.pipeline.snapshot import StateSnapshot
 JUDGE_HEADING = "### Check your last reply\n"
 #: Most ids one verdict names (the grammar's bound, and so the verdict's longest answer).
 MAX_BROKEN = 4
-#: The judge's answer is a few tokens; this bounds a model that will not stop.
-JUDGE_MAX_TOKENS = 64
 
 
 def judged_items(snapshot: StateSnapshot) -> list[tuple[str, str, Severity]]:
@@ -141,7 +139,8 @@ class SemanticJudge:
             npc_id=snapshot.npc_id,
             prompt=prompt,
             seed=snapshot.seed + snapshot.attempt - 1,
-            max_tokens=JUDGE_MAX_TOKENS,
+            # room for the longest verdict the grammar admits (a token is at least one character)
+            max_tokens=len(json.dumps({"broken": sorted(ids, key=len)[-MAX_BROKEN:]})) + 8,
             output_schema=verdict_schema(ids),
             purpose="judge",
             timeout_ms=self.timeout_ms,

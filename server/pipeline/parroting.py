@@ -84,15 +84,20 @@ def _shared_words(a: tuple[str, ...], b: tuple[str, ...]) -> int:
     return sum(min(n, cb[w]) for w, n in ca.items() if w in cb)
 
 
+def _word_ratio(a: tuple[str, ...], b: tuple[str, ...], floor: float) -> float:
+    """difflib's ratio of two word sequences; below `floor` maybe a cheap upper bound instead:
+    lengths, then the words both hold (as multisets), bound it, and most lines stop there."""
+    total = max(1, len(a) + len(b))
+    score = 2 * min(len(a), len(b)) / total
+    score = score if score < floor else 2 * _shared_words(a, b) / total
+    return score if score < floor else SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
 def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int, floor: float, *, by_words: bool = False) -> float:
     """How much `reply` copies `line`: whole-reply similarity (of characters, or of words), or
     (for a line of at least `min_words` words) the share of the line copied into the reply in runs."""
     if by_words:
-        # lengths, then the words both hold (as multisets), bound the ratio: most lines stop there
-        total = max(1, len(reply) + len(line))
-        score = 2 * min(len(reply), len(line)) / total
-        score = score if score < floor else 2 * _shared_words(reply, line) / total
-        score = score if score < floor else SequenceMatcher(None, reply, line, autojunk=False).ratio()
+        score = _word_ratio(reply, line, floor)
     else:
         score = similarity(reply, line, floor)
     if score < floor and len(line) >= min_words:
@@ -127,12 +132,15 @@ def find_parroting(
             score = _line_copy(reply, norm_words(line), limits.min_copy_words, threshold)
             if score >= threshold:
                 return [_failure(f"few-shot example {i}'s {side}", score, line)]
-    for source, line in (("the player's own line", player_input), *(("the player's earlier line", e) for e in earlier_inputs)):
-        if not line:
-            continue
-        score = _line_copy(reply, norm_words(line), limits.min_copy_words, threshold, by_words=True)
+    if player_input:
+        score = _line_copy(reply, norm_words(player_input), limits.min_copy_words, threshold, by_words=True)
         if score >= threshold:
-            return [_failure(source, score, line)]
+            return [_failure("the player's own line", score, player_input)]
+    for line in earlier_inputs:
+        # only the whole reply: quoting an earlier question before answering it is talk
+        words = norm_words(line)
+        if line and _word_ratio(reply, words, threshold) >= threshold:
+            return [_failure("the player's earlier line", _word_ratio(reply, words, 0.0), line)]
     for text in prompt_texts:
         share = copied_share(reply, norm_words(text), floor=threshold)
         if share >= threshold:

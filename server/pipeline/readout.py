@@ -13,11 +13,12 @@ the check measures how much of a sentence is talk about the text itself:
 - words the NPC's world also uses are not instruction words for this reply: the persona, the
   lore, the facts, the examples, the designer's rules and the player's line. A guard whose
   rules speak of "answers" may say "answer";
-- a sentence with at least `MIN_INSTRUCTION_WORDS` different instruction words, one of them a
-  word a character hardly ever says (`RARE_IN_SPEECH`: format, JSON, dialogue, rejected...), is
-  the model reading its instructions out, and fails the gate's hard limits
-  (`prompt_instructions`); so does one that copies `COPIED_RUN_WORDS` words in a row from the
-  instructions. "That's my answer, and this conversation is over." is an NPC talking.
+- a sentence whose instruction words weigh `MIN_INSTRUCTION_WEIGHT` (a word a character hardly
+  ever says, `RARE_IN_SPEECH`: format, JSON, dialogue, output..., counts 2; any other 1) is the
+  model reading its instructions out, and fails the gate's hard limits (`prompt_instructions`);
+  so does one that copies `COPIED_RUN_WORDS` words in a row from the format or the correction.
+  "That's my answer, and this conversation is over." and "Your petition was rejected, and my
+  answer stands." are an NPC talking.
 
 It is retried, never stripped: what is left of such a reply was written out of character too.
 """
@@ -69,16 +70,21 @@ EVERYDAY_WORDS = keywords(
     "every one exactly nothing else new previous write follows never reveal anything change changes now true "
     "always facts situation rule rules words spoken characters most kind"
 )
-#: Instruction words a character hardly ever says: a sentence must hold one of them.
+#: Instruction words a character hardly ever says: each counts twice.
 RARE_IN_SPEECH = frozenset(
     keywords(
         "json format formatted formatting markdown schema prompt instruction instructions punctuation token tokens "
-        "mutation mutations significance sentiment dialogue output rejected correction corrected assistant model "
-        "object field fields"
+        "mutation mutations significance sentiment dialogue output assistant model field fields"
     )
 )
-MIN_INSTRUCTION_WORDS = 2
+#: A sentence whose instruction words weigh this much (a rare one 2, any other 1) reads the
+#: instructions out: "your answer ... format" (3) does, "your petition was rejected, and my
+#: answer stands" (2) does not.
+MIN_INSTRUCTION_WEIGHT = 3
 COPIED_RUN_WORDS = 4
+#: What a copied run is looked for in: the format and the correction, not the prompt's phrases
+#: that are ordinary speech ("never reveal anything about").
+COPIED_FROM = norm_words(" ".join((FORMAT_INSTRUCTION, CHANGE_INSTRUCTION, REPAIR_OPENING, REPAIR_CLOSING)))
 _SENTENCE_ENDS = ".!?\n"
 
 
@@ -118,12 +124,11 @@ def find_instructions_read_out(dialogue: str, snapshot: StateSnapshot) -> list[G
         tuple(c.text for c in snapshot.constraints.constraints if not c.rule_id.startswith(RETRY_RULE_PREFIX)),
     )
     asked = keywords(snapshot.context.player_input)
-    instructions = norm_words(INSTRUCTIONS)
     for sentence in _sentences(dialogue):
         said = (keywords(sentence) & meta) - asked
         # a run copied from the instructions holds one of their words: only then is it looked for
-        copied = bool(said) and copied_share(norm_words(sentence), instructions, run=COPIED_RUN_WORDS) > 0
-        if (len(said) >= MIN_INSTRUCTION_WORDS and said & RARE_IN_SPEECH) or copied:
+        copied = bool(said) and copied_share(norm_words(sentence), COPIED_FROM, run=COPIED_RUN_WORDS) > 0
+        if len(said) + len(said & RARE_IN_SPEECH) >= MIN_INSTRUCTION_WEIGHT or copied:
             why = f"the words {', '.join(sorted(said))}" if not copied else "words copied from them"
             return [
                 GateFailure(

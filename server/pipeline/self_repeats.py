@@ -11,8 +11,9 @@ ratio over the normalised words joined by spaces, as `parroting.similarity` meas
 Not a repeat:
 - a sentence or reply shorter than `min_repeat_words` words: "Move along, traveller." is a line a
   guard may say every day;
-- the same answer to the same question: when the player's line is the earlier one's (in the
-  normaliser's words), saying the same again is consistent, not a loop.
+- the same answer to the same question: when the player's line is the earlier one's, or as
+  alike as `SAME_QUESTION` ("Open the gate." and "Please open the gate."), or both are silent (a
+  greeting on each approach), saying the same again is consistent, not a loop.
 
 The recent replies come from memory (`StateSnapshot.recent_replies`), so a replay compares with
 the same lines; a streamed sentence is judged by the same gate before it is released.
@@ -82,14 +83,28 @@ def find_self_repeats(
     asked = norm_words(player_input)
     threshold = limits.max_self_similarity
     for earlier in recent[: limits.repeat_window]:
-        if earlier.player and norm_words(earlier.player) == asked:
-            continue  # the same question may get the same answer
+        if _same_question(norm_words(earlier.player), asked):
+            continue  # the same question (or silence again) may get the same answer
         for said in _pieces(earlier.dialogue, limits.min_repeat_words):
             for piece in mine:
                 score = _alike(piece, said, threshold)
                 if score >= threshold:
                     return [_failure(said.text, score)]
     return []
+
+
+#: Two player lines this alike (difflib's ratio of their words) ask the same thing: "Open the
+#: gate." and "Please open the gate.".
+SAME_QUESTION = 0.8
+
+
+def _same_question(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    if a == b:
+        return True  # the same words, or both silent (an NPC greeting each approach)
+    total = len(a) + len(b)
+    if 2 * min(len(a), len(b)) < SAME_QUESTION * total:
+        return False
+    return SequenceMatcher(None, a, b, autojunk=False).ratio() >= SAME_QUESTION
 
 
 def _failure(said: str, score: float) -> GateFailure:

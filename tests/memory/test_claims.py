@@ -199,7 +199,6 @@ EVERYDAY = [KING_ROLES, RIVER, HOURS]
         # a copular or naming assertion of another value
         ("The king of Eldmoor is the captain's wife who only has a few children.", "the captain's wife"),
         ("The king is Bob.", "bob"),
-        ("The king is my brother.", "my brother"),
         ("The king has become Edward, not Edward.", "edward"),  # the real model's words
         ("Edward rules.", "edward"),
         ("Edward sits on the throne now.", "edward"),
@@ -248,7 +247,34 @@ def test_a_pronoun_finds_its_subject_in_the_reply_or_the_players_line(context: s
         ("", "The captain? He is Marcus."),  # the antecedent is the captain, not the king
         ("Who is the captain?", "He is Marcus."),
         ("What does the king like?", "He likes bread."),
+        # ordinary lines a designer hit in review: none of them names the king otherwise
+        ("", "Not true, the gate closes at dusk."),  # correcting the player
+        ("", "That's a lie, the king is named Arthur."),
+        ("", "Walk down the King's Road."),
+        ("", "The king's Guard will stop you."),
+        ("", "The king is King Arthur."),
+        ("", "The king is Lord of all."),
+        ("", "The king is OK."),
+        ("", "The old king was Uther."),
+        ("", "Marcus rules the guard with an iron fist."),
+        ("", "The king is my father."),
+        ("", "Arthur, the king, is Edward's father."),
+        ("", "The gate won't wait, it closes at dusk."),
+        ("", "The gate never closes early."),
+        ("", "The gate won't close on you."),
+        ("The king sent me. Who are you?", "He is Edward, the smith."),
+        ("Who is the king's wife?", "She is Marta, my wife."),
+        ("", "The king has a son. He is Edward."),
     ],
 )
 def test_what_is_not_a_contradiction(context: str, text: str) -> None:
     assert not find_contradictions(text, EVERYDAY, context=context)
+
+
+def test_part_of_the_canonical_name_is_the_name() -> None:
+    long_name = CanonicalFact(
+        id="king", text="King Arthur Pendragon.", claims=(Claim(subject="king", attribute="name", value="Arthur Pendragon"),)
+    )
+    for text in ("The king is Arthur.", "Long live King Arthur!", "King Arthur Pendragon rides out."):
+        assert not find_contradictions(text, [long_name]), text
+    assert find_contradictions("The king is Edward Pendragon.", [long_name])

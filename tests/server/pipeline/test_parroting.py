@@ -85,3 +85,13 @@ def test_an_echo_of_the_players_earlier_line_fails() -> None:
         earlier_inputs=("Who are you?", "What's that noise in the hills?"),
     )
     assert [f.rule_id for f in failures] == ["parroting"] and "player's earlier line" in failures[0].reason
+
+
+def test_quoting_an_earlier_question_before_answering_it_is_talk() -> None:
+    failures = find_parroting(
+        "Where is the old mill, you ask? By the river.",
+        DEFAULTS,
+        player_input="Thanks.",
+        earlier_inputs=("Where is the old mill?",),
+    )
+    assert failures == []

@@ -46,6 +46,10 @@ def test_instructions_read_out_are_retried(tmp_path: Path, line: str) -> None:
         ("That's my answer, and this conversation is over.", "Evening."),
         ("A message for the castle? Leave it with the captain.", "Evening."),
         ("The captain's rules are the rules, traveller.", "Evening."),
+        ("Your petition was rejected, and my answer stands.", "Evening."),
+        ("Leave that object here; my answer is no.", "Evening."),
+        ("The captain wrote a correction to the orders; read the message.", "Evening."),
+        ("I will never reveal anything about the vault, and that is my answer.", "Evening."),
         # the player's own words are the world's: echoing "format" after being asked is talk
         ("What format? I only know the gate's hours.", "What format do you want my letter in?"),
     ],

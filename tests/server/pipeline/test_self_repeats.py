@@ -162,3 +162,11 @@ def test_a_retry_after_a_repeat_may_not_begin_as_the_rejected_reply(tmp_path: Pa
     assert first.avoid_start == "" and retry.avoid_start == THRONE
     assert retry.output_prefix == opening
     assert result.outcome is InteractionOutcome.VALIDATED and result.dialogue == fresh
+
+
+def test_the_same_question_in_other_words_or_silence_again_may_get_the_same_answer() -> None:
+    welcome = "Welcome to the Rusty Anchor, traveller. Mind the step."
+    assert not find_self_repeats(welcome, "", recent(("", welcome)), LIMITS)  # a greeting on each approach
+    shut = "The gate stays shut until dawn, and that is final."
+    assert not find_self_repeats(shut, "Please open the gate.", recent(("Open the gate.", shut)), LIMITS)
+    assert find_self_repeats(shut, "Where is the inn?", recent(("Open the gate.", shut)), LIMITS)
