@@ -160,19 +160,19 @@ class _Compiled:
 
     def __init__(self, claim: Claim, known: tuple[str, ...]) -> None:
         self.subjects = tuple(
-            s for s in (tuple(stem(w) for w in _words(x)) for x in (claim.subject, *claim.subject_aliases)) if s
+            s for s in (tuple(stem(w) for w in norm_words(x)) for x in (claim.subject, *claim.subject_aliases)) if s
         )
-        self.values = tuple(_words(v) for v in (claim.value, *claim.value_aliases))
-        self.cues = tuple(sorted((_words(c) for c in claim_cues(claim)), key=len, reverse=True))
+        self.values = tuple(norm_words(v) for v in (claim.value, *claim.value_aliases))
+        self.cues = tuple(sorted((norm_words(c) for c in claim_cues(claim)), key=len, reverse=True))
         own = self.values
-        others = (p for p in (_words(x) for x in known) if p and p not in own)
+        others = (p for p in (norm_words(x) for x in known) if p and p not in own)
         self.others = tuple(sorted(others, key=lambda p: (-len(p), p)))
         self.verbs = frozenset().union(*(_verb_forms(c) for c in self.cues)) if self.cues else frozenset()
         # what a verb cue says after its verb ("closes at" -> ("at",)), longest first
         tails = {c[1:] for c in self.cues if len(c) > 1 and _verb_forms(c)}
         self.verb_tails = tuple(sorted(tails, key=lambda t: (-len(t), t)))
         self.is_name = claim.attribute.strip().lower() == NAME_ATTRIBUTE
-        self.roles = tuple(sorted((_words(r) for r in claim.role_cues), key=len, reverse=True))
+        self.roles = tuple(sorted((norm_words(r) for r in claim.role_cues), key=len, reverse=True))
         # a role cue makes a text about the claim without the subject: "Edward rules"
         roles = (tuple(stem(w) for w in r) for r in self.roles)
         self.firsts = tuple(frozenset(s) for s in (*self.subjects, *roles))
@@ -192,10 +192,6 @@ class _Compiled:
             if v and tokens[at : at + len(v)] == v:
                 return v
         return ()
-
-
-def _words(text: str) -> tuple[str, ...]:
-    return norm_words(text)
 
 
 #: Compiled claims, keyed by the claim's strings rather than the claim: hashing a frozen model
@@ -229,7 +225,7 @@ _FACT_CLAIMS: IdentityMemo[tuple[tuple[CanonicalFact, Claim, _Compiled], ...]] =
 
 @lru_cache(maxsize=1024)
 def _phrases(phrases: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
-    return tuple(p for p in (_words(x) for x in phrases) if p)
+    return tuple(p for p in (norm_words(x) for x in phrases) if p)
 
 
 def _known_value_at(rest: tuple[str, ...], known: tuple[tuple[str, ...], ...]) -> int | None:

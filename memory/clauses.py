@@ -163,12 +163,7 @@ def denied(clause: Clause, upto: int) -> bool:
 
 def names(stems: tuple[str, ...], subjects: tuple[tuple[str, ...], ...]) -> bool:
     """Whether `stems` hold one of `subjects` (each a tuple of singulars)."""
-    for subject in subjects:
-        n = len(subject)
-        for i in range(len(stems) - n + 1):
-            if stems[i : i + n] == subject:
-                return True
-    return False
+    return bool(subject_spans(stems, subjects))
 
 
 def _pronoun_at(clause: Clause) -> int | None:

@@ -28,7 +28,7 @@ from loreguard.schemas.receipt import AttemptRecord, ModelFingerprint
 from loreguard.server.audit.recorder import AuditRecorder
 from loreguard.server.pipeline.config import PipelineConfig
 from loreguard.server.pipeline.errors import LifecycleHalt
-from loreguard.server.pipeline.inference.base import (
+from loreguard.server.pipeline.inference import (
     BackendError,
     BackendTimeout,
     BackendUnavailable,

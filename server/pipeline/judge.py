@@ -39,7 +39,7 @@ from loreguard.schemas.text import norm_words
 from loreguard.server.pipeline.gate import Judge, JudgeVerdict
 from loreguard.server.pipeline.inference.base import BackendError, BackendTimeout, GenerationRequest, InferenceBackend
 from loreguard.server.pipeline.parsing import parse_output
-from loreguard.server.pipeline.retry import RETRY_RULE_PREFIX
+from loreguard.server.pipeline.retry import is_retry_rule
 from loreguard.server.pipeline.snapshot import StateSnapshot
 
 JUDGE_HEADING = "### Check your last reply\n"
@@ -54,7 +54,7 @@ def judged_items(snapshot: StateSnapshot) -> list[tuple[str, str, Severity]]:
     items = [(f"canonical:{fact.id}", fact.text, Severity.HARD) for fact in snapshot.canonical]
     items += [(f"secret:{s.id}", f"reveals {s.topic or s.id}", Severity.HARD) for s in snapshot.secrets]
     for c in snapshot.constraints.constraints:
-        if c.type is RuleType.PROHIBITION and not c.rule_id.startswith(RETRY_RULE_PREFIX):
+        if c.type is RuleType.PROHIBITION and not is_retry_rule(c):
             severity = Severity.HARD if c.severity is Severity.CRITICAL else c.severity
             items.append((c.rule_id, f"must never {c.text}", severity))
     return items
@@ -98,13 +98,11 @@ class SemanticJudge:
         self.model_failures = 0
         self.timeouts = 0
 
-    def for_reply(self, prompt: Prompt | None, raw: str) -> Judge:
+    def for_reply(self, prompt: Prompt, raw: str) -> Judge:
         """The gate's judge for one attempt: its prompt and the model's raw output."""
         return lambda output, snapshot: self.judge(output, snapshot, prompt=prompt, raw=raw)
 
-    def judge(
-        self, output: ParsedOutput, snapshot: StateSnapshot, *, prompt: Prompt | None = None, raw: str = ""
-    ) -> JudgeVerdict:
+    def judge(self, output: ParsedOutput, snapshot: StateSnapshot, *, prompt: Prompt, raw: str) -> JudgeVerdict:
         """The verdict on a reply (see the module's docstring); each failure's reason says which
         judge found it ("judge: ..." or "keyword judge: ...")."""
         items = judged_items(snapshot)
@@ -112,9 +110,6 @@ class SemanticJudge:
             return JudgeVerdict()
         if self.backend is None:
             return JudgeVerdict(failures=tuple(keyword_judge(output, snapshot)))
-        if prompt is None:
-            prompt = Prompt(static_prefix="", dynamic_suffix="", manifest="", context_keys=(), player_turn=output.dialogue)
-            raw = raw or json.dumps({"dialogue": output.dialogue})
         record = self._ask(snapshot, judge_prompt(prompt, raw, judge_question(items)), [i for i, _, _ in items])
         if record.outcome != "verdict":
             self.model_failures += 1

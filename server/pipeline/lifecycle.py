@@ -243,8 +243,9 @@ class GovernancePipeline:
             snapshot = snapshot.for_retry(escalated, repair_message(step.failures))
 
     def _steers_retries(self) -> bool:
-        """Whether a streamed retry may be given its output's start: the released words to go on
-        from, and the rejected sentence not to begin with again."""
+        """Whether a retry may be given its output's start: the released words to go on from,
+        and a rejected opening not to begin with again (the sentence that cut a stream, or the
+        start of a reply rejected for copying)."""
         return self.config.streaming.continue_after_cut and self.backend.continues_output
 
     # --- endings ---------------------------------------------------------------------------

@@ -38,8 +38,9 @@ from loreguard.server.pipeline.prompt import (
     RETRY_RULES_INSTRUCTION,
     SECRET_INSTRUCTION,
 )
-from loreguard.server.pipeline.retry import REPAIR_CLOSING, REPAIR_OPENING, RETRY_RULE_PREFIX
+from loreguard.server.pipeline.retry import REPAIR_CLOSING, REPAIR_OPENING, is_retry_rule
 from loreguard.server.pipeline.snapshot import StateSnapshot
+from loreguard.server.pipeline.textnorm import sentences
 
 PROMPT_INSTRUCTIONS_RULE = "prompt_instructions"
 #: The prompt's instructions in its own words, and the output format's field names.
@@ -85,7 +86,6 @@ COPIED_RUN_WORDS = 4
 #: What a copied run is looked for in: the format and the correction, not the prompt's phrases
 #: that are ordinary speech ("never reveal anything about").
 COPIED_FROM = norm_words(" ".join((FORMAT_INSTRUCTION, CHANGE_INSTRUCTION, REPAIR_OPENING, REPAIR_CLOSING)))
-_SENTENCE_ENDS = ".!?\n"
 
 
 @lru_cache(maxsize=1)
@@ -102,16 +102,6 @@ def _instruction_words_here(
     return _instruction_words() - keywords(" ".join((persona, lore, *facts, *lines, *rules)))
 
 
-def _sentences(text: str) -> list[str]:
-    out, start = [], 0
-    for i, ch in enumerate(text):
-        if ch in _SENTENCE_ENDS:
-            out.append(text[start : i + 1].strip())
-            start = i + 1
-    out.append(text[start:].strip())
-    return [s for s in out if s]
-
-
 def find_instructions_read_out(dialogue: str, snapshot: StateSnapshot) -> list[GateFailure]:
     """One failure for the first sentence of `dialogue` that reads the prompt's instructions
     out (see the module's docstring); none otherwise."""
@@ -121,10 +111,10 @@ def find_instructions_read_out(dialogue: str, snapshot: StateSnapshot) -> list[G
         tuple(f.text for f in snapshot.canonical),
         tuple(line for e in snapshot.few_shot for line in (e.player, e.npc)),
         # the designer's rules, not a retry's ("say '...' or anything like it" quotes the reply)
-        tuple(c.text for c in snapshot.constraints.constraints if not c.rule_id.startswith(RETRY_RULE_PREFIX)),
+        tuple(c.text for c in snapshot.constraints.constraints if not is_retry_rule(c)),
     )
     asked = keywords(snapshot.context.player_input)
-    for sentence in _sentences(dialogue):
+    for sentence in sentences(dialogue):
         said = (keywords(sentence) & meta) - asked
         # a run copied from the instructions holds one of their words: only then is it looked for
         copied = bool(said) and copied_share(norm_words(sentence), COPIED_FROM, run=COPIED_RUN_WORDS) > 0

@@ -63,6 +63,11 @@ def retry_rule_id(failure: GateFailure) -> str:
     return f"{head}.{digest}"
 
 
+def is_retry_rule(c: Constraint) -> bool:
+    """Whether `c` is a retry's own prohibition (it quotes a rejected reply), not a designer's."""
+    return c.rule_id.startswith(RETRY_RULE_PREFIX)
+
+
 def escalate(constraints: ConstraintSet, failures: Iterable[GateFailure], mode: EscalationMode) -> ConstraintSet:
     failures = list(failures)
     if mode is EscalationMode.NONE:

@@ -21,7 +21,6 @@ the same lines; a streamed sentence is judged by the same gate before it is rele
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -32,9 +31,9 @@ from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import norm_words
 from loreguard.server.pipeline.snapshot import RecentReply
+from loreguard.server.pipeline.textnorm import sentences
 
 REPEATS_ITSELF_RULE = "repeats_itself"
-_SENTENCE = re.compile(r"[^.!?\u2026]+[.!?\u2026]*")
 _EVIDENCE_CHARS = 120
 
 
@@ -52,8 +51,7 @@ class _Piece:
 def _pieces(text: str, min_words: int) -> tuple[_Piece, ...]:
     """The text's sentences of at least `min_words` words, and the whole text when it has more
     than one sentence. Memoised: the same recent replies are compared turn after turn."""
-    sentences = [m.group(0).strip() for m in _SENTENCE.finditer(text)]
-    found = [(s, norm_words(s)) for s in sentences if s]
+    found = [(s, norm_words(s)) for s in sentences(text)]
     if len(found) > 1:
         found.append((text.strip(), norm_words(text)))
     return tuple(_Piece(s, " ".join(w), Counter(" ".join(w))) for s, w in found if len(w) >= min_words)

@@ -86,6 +86,16 @@ def reveals(haystack: str, marker: str) -> bool:
     return needle in hay or needle[::-1] in hay
 
 
+#: A sentence: up to and with its end marks, or up to a line break or the end of the text.
+_SENTENCE = re.compile(r"[^.!?\u2026\n]+[.!?\u2026]*")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of `text`, stripped, in order: what the self-repeat and instruction checks
+    compare one at a time."""
+    return [s for s in (m.group(0).strip() for m in _SENTENCE.finditer(text)) if s]
+
+
 def clean_dialogue(text: str) -> str:
     """NFC, control characters replaced by spaces, invisible format characters (zero-width
     spaces and joiners, soft hyphens, direction marks) removed, whitespace collapsed: how dialogue
