@@ -38,11 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from loreguard.server.audit.commands import CommandError
     from loreguard.server.models.pull import ModelError
+    from loreguard.server.pipeline.inference.devices import DeviceError
 
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (CommandError, ModelError) as exc:
+    except (CommandError, ModelError, DeviceError) as exc:
         print(f"loreguard: {exc}", file=sys.stderr)
         return 2
 

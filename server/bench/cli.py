@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
+from typing import TypedDict
 
 #: A suite runs from the parsed options and returns its figures.
 Suite = Callable[[argparse.Namespace], Mapping[str, object]]
@@ -77,10 +78,24 @@ def _reproducible(suite: argparse.ArgumentParser) -> None:
 
 
 def _model_options(suite: argparse.ArgumentParser) -> None:
+    from loreguard.server.models.cli import add_device_options
+
     suite.add_argument("--model", help="a GGUF file, catalogue name or hf:REPO/FILE (default: the embedded model)")
     suite.add_argument("--yes", action="store_true", help="download a --model that is not installed without asking")
     suite.add_argument("--threads", type=int, help="CPU threads (default: cores - 1)")
-    suite.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all)")
+    add_device_options(suite)
+
+
+class _Placement(TypedDict):
+    gpu_layers: int
+    device: str
+
+
+def _placement(args: argparse.Namespace) -> _Placement:
+    """`--device` and `--gpu-layers` as the bench functions take them (DeviceError: exit 2)."""
+    from loreguard.server.pipeline.inference.devices import choose_device
+
+    return {"gpu_layers": choose_device(args.device, args.gpu_layers).gpu_layers, "device": args.device}
 
 
 def _model_path(args: argparse.Namespace) -> str | None:
@@ -120,7 +135,7 @@ def _inference(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench.inference import bench_inference
 
     return bench_inference(
-        npcs=args.npcs, rounds=args.rounds, model=_model_path(args), threads=args.threads, gpu_layers=args.gpu_layers,
+        npcs=args.npcs, rounds=args.rounds, model=_model_path(args), threads=args.threads, **_placement(args),
         reproducible=args.reproducible,
     )  # fmt: skip
 
@@ -130,7 +145,7 @@ def _quality(args: argparse.Namespace) -> Mapping[str, object]:
 
     runs = ("before", "after") if args.run == "both" else (args.run,)
     return bench_quality(
-        lines=args.lines, runs=runs, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers, judge=args.judge
+        lines=args.lines, runs=runs, model=args.model, threads=args.threads, **_placement(args), judge=args.judge
     )
 
 
@@ -138,7 +153,7 @@ def _streaming(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench.streaming import bench_streaming
 
     return bench_streaming(
-        npcs=args.npcs, rounds=args.rounds, facts=args.facts, model=args.model, threads=args.threads, gpu_layers=args.gpu_layers,
+        npcs=args.npcs, rounds=args.rounds, facts=args.facts, model=args.model, threads=args.threads, **_placement(args),
         reproducible=args.reproducible,
     )  # fmt: skip
 
@@ -152,6 +167,6 @@ def _concurrency(args: argparse.Namespace) -> Mapping[str, object]:
         facts=args.facts,
         model=_model_path(args),
         threads=args.threads,
-        gpu_layers=args.gpu_layers,
+        **_placement(args),
         kv_budget_mib=args.kv_budget_mib,
     )

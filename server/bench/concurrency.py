@@ -103,6 +103,7 @@ def bench_concurrency(
     model: str | None = None,
     threads: int | None = None,
     gpu_layers: int = 0,
+    device: str = "auto",
     kv_budget_mib: int | None = None,
     ceiling_steps: int = 32,
 ) -> dict[str, object]:
@@ -112,6 +113,7 @@ def bench_concurrency(
         model_path=model,
         n_threads=threads,
         n_gpu_layers=gpu_layers,
+        device=device,
         parallel=n_max,
         resident_sequences=n_max,
         kv_budget_mib=kv_budget_mib,

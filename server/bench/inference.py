@@ -98,10 +98,11 @@ def bench_inference(
     model: str | None = None,
     threads: int | None = None,
     gpu_layers: int = 0,
+    device: str = "auto",
     reproducible: bool = False,
 ) -> dict[str, object]:
     backend = LlamaCppBackend(
-        LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, reproducible=reproducible)
+        LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, device=device, reproducible=reproducible)
     )
     recorder = RecordingBackend(backend)
     started = time.perf_counter()

@@ -259,6 +259,7 @@ def bench_quality(
     model: str | None = None,
     threads: int | None = None,
     gpu_layers: int = 0,
+    device: str = "auto",
     judge: bool = False,
 ) -> dict[str, object]:
     """The named runs (see the module's docstring; both by default, one after the other) on the
@@ -278,7 +279,7 @@ def bench_quality(
             # what puts the prompt and the reply in the cache for the judge's question.
             judged = judge and name == "after"
             config = LlamaCppConfig(
-                model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, reproducible=not judged, **sampling
+                model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, device=device, reproducible=not judged, **sampling
             )
             with LlamaCppBackend(config) as backend:
                 figures.update(_run(name, backend, npcs(), chosen, Path(tmp), judge=judged))

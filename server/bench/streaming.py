@@ -216,12 +216,15 @@ def bench_streaming(
     model: str | None = None,
     threads: int | None = None,
     gpu_layers: int = 0,
+    device: str = "auto",
     reproducible: bool = False,
 ) -> dict[str, object]:
     """`reproducible`: the one-at-a-time engine, whose text depends only on prompt and seed, so
     the two sidecars write the same text until a stream is cut (the batched engine's numerics
     depend on where tokens land in its cache, which a stopped generation changes)."""
-    config = LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, reproducible=reproducible)
+    config = LlamaCppConfig(
+        model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, device=device, reproducible=reproducible
+    )
     #: The rotation, warmed before its first turn (the headline); its first turns; its later
     #: turns (the NPC's previous turn cached); first turns of NPCs never warmed.
     warmed, warmed_first, later, cold = _Times(), _Times(), _Times(), _Times()

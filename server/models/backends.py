@@ -34,7 +34,9 @@ class BackendChoice:
     #: llama: download a model that is not installed without asking.
     assume_yes: bool = False
     memory_budget_mib: int | None = None
-    gpu_layers: int = 0
+    #: llama: layers to offload (None: all on a named GPU, none on `auto`) and where (devices.py).
+    gpu_layers: int | None = None
+    device: str = "auto"
     reproducible: bool = False
     parallel: int | None = None
     kv_budget_mib: int | None = None
@@ -51,7 +53,8 @@ class BackendChoice:
 
 def model_backend(choice: BackendChoice) -> BackendLoader:
     """What `choice` loads, and a function that loads it. Raises `ModelError` (a bad or missing
-    model) and `SystemExit` (a scripted backend without a script) before anything loads."""
+    model), `DeviceError` (a device this build lacks) and `SystemExit` (a scripted backend
+    without a script) before anything loads."""
     if choice.kind == "scripted":
         from loreguard.server.pipeline.inference import ScriptedBackend
 
@@ -67,8 +70,11 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
         remote = OpenAICompatibleConfig(base_url=choice.base_url, **timeout)
         return f"remote model at {choice.base_url}", lambda: OpenAICompatibleBackend(remote)
     from loreguard.server.models.resolve import choose_model, warn_guesses
+    from loreguard.server.pipeline.inference.devices import choose_device
     from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 
+    # A device this build lacks is refused before a model is chosen, let alone downloaded.
+    placement = choose_device(choice.device, choice.gpu_layers)
     # A path, a catalogue name or hf:REPO/FILE; checked (and pulled, with consent) before loading.
     resolved = choose_model(
         choice.model,
@@ -81,7 +87,8 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
     warn_guesses(resolved, sys.stderr)
     local = LlamaCppConfig(
         model_path=str(resolved.path),
-        n_gpu_layers=choice.gpu_layers,
+        n_gpu_layers=placement.gpu_layers,
+        device=choice.device,
         reproducible=choice.reproducible,
         parallel=choice.parallel,
         kv_budget_mib=choice.kv_budget_mib,

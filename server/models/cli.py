@@ -41,7 +41,7 @@ def add_model_options(parser: argparse.ArgumentParser, *, engine: bool = False) 
     parser.add_argument(
         "--memory-budget-mib", type=int, help="refuse a model that needs more memory than this (default: this machine's RAM)"
     )
-    parser.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all; CUDA builds)")
+    add_device_options(parser)
     if engine:
         parser.add_argument(
             "--parallel", type=int, help="NPCs whose generations are decoded together (default: 8 with a GPU, 1 on the CPU)"
@@ -55,6 +55,17 @@ def add_model_options(parser: argparse.ArgumentParser, *, engine: bool = False) 
         )  # fmt: skip
 
 
+def add_device_options(parser: argparse.ArgumentParser) -> None:
+    """`--device` and `--gpu-layers` (devices.py decides what they mean together)."""
+    parser.add_argument(
+        "--device", default="auto",
+        help="where the model runs: cpu, vulkan:0, cuda:0... (default auto: the first GPU when --gpu-layers is given, else the CPU)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gpu-layers", type=int, help="layers to offload to the GPU (-1: all; default: all with --device GPU, else none)"
+    )
+
+
 def backend_choice(args: argparse.Namespace, *, reproducible: bool | None = None) -> BackendChoice:
     """The dialogue model the parsed options ask for (`add_model_options`, and `serve`'s
     `--backend` options where the command has them)."""
@@ -64,6 +75,7 @@ def backend_choice(args: argparse.Namespace, *, reproducible: bool | None = None
         assume_yes=args.yes,
         memory_budget_mib=args.memory_budget_mib,
         gpu_layers=args.gpu_layers,
+        device=args.device,
         reproducible=getattr(args, "reproducible", False) if reproducible is None else reproducible,
         parallel=getattr(args, "parallel", None),
         kv_budget_mib=getattr(args, "kv_budget_mib", None),

@@ -132,6 +132,7 @@ def _judge_setup(args: argparse.Namespace, what: str) -> JudgeSetup:
         assume_yes=args.yes,
         memory_budget_mib=args.memory_budget_mib,
         gpu_layers=args.gpu_layers,
+        device=args.device,
         parallel=2,
         for_game=bool(args.log_file),
     )

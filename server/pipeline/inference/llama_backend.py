@@ -31,6 +31,7 @@ from pydantic import Field
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.prompt import NEW_MESSAGE_HEADINGS, Prompt
 from loreguard.schemas.receipt import ModelFingerprint
+from loreguard.server.models.gguf_header import NotGGUF, read_header
 from loreguard.server.pipeline.inference.base import (
     BackendError,
     Generation,
@@ -42,6 +43,7 @@ from loreguard.server.pipeline.inference.base import (
 from loreguard.server.pipeline.inference.batch_adapter import BatchedEngineAdapter
 from loreguard.server.pipeline.inference.batch_engine import BatchedEngine
 from loreguard.server.pipeline.inference.chat_template import ChatTemplate, TemplateError
+from loreguard.server.pipeline.inference.devices import check_fits, choose_device, device_array
 from loreguard.server.pipeline.inference.engine import Engine, EngineRequest, PromptTokens
 from loreguard.server.pipeline.inference.grammar import CompiledGrammar, UnsupportedSchema, compile_schema
 from loreguard.server.pipeline.inference.llama_native import (
@@ -76,8 +78,11 @@ class LlamaCppConfig(FrozenModel):
     n_batch: int = Field(default=512, ge=8)
     #: None: one fewer than the CPU count.
     n_threads: int | None = Field(default=None, ge=1)
-    #: Layers to offload to the GPU; -1 offloads all. Needs a CUDA (or Metal...) build.
+    #: Layers to offload to the GPU; -1 offloads all. Needs a Vulkan, CUDA or Metal build.
     n_gpu_layers: int = Field(default=0, ge=-1)
+    #: Where the model runs: `auto` (the first GPU when layers are offloaded, else the CPU),
+    #: `cpu`, or a device such as `vulkan:0` or `cuda:1` (devices.py).
+    device: str = "auto"
     #: A built-in name (`chatml`, `gemma`) or Jinja source; None uses the template in the GGUF.
     chat_template: str | None = None
     temperature: float = Field(default=0.7, ge=0)
@@ -145,8 +150,13 @@ class LlamaCppBackend(InferenceBackend):
         self.n_threads = self.config.n_threads or default_threads()
         #: Saved prefixes of the reproducible engine (the batched engine keeps its own).
         self.prefix_cache = PrefixCache(self.config.prefix_cache_bytes)
+        #: The device the model runs on and the layers offloaded to it (DeviceError if none fits).
+        self.device = choose_device(self.config.device, self.config.n_gpu_layers)
+        self._check_device_fits()
         try:
-            self._model = NativeModel(str(self.model_path), n_gpu_layers=self.config.n_gpu_layers)
+            self._model = NativeModel(
+                str(self.model_path), n_gpu_layers=self.device.gpu_layers, devices=device_array(self.device)
+            )
             self._engine, ctx = self._make_engine()
         except NativeError as exc:
             if getattr(self, "_model", None) is not None:
@@ -202,10 +212,37 @@ class LlamaCppBackend(InferenceBackend):
     def kv_budget_mib(self) -> int:
         """The setting; else 2048 MiB with a GPU and 512 on the CPU, or what one generation of
         n_ctx tokens needs where that is more (a larger model at the same context)."""
+        return self._kv_budget_mib(self._model.kv_bytes_per_token, offloaded=bool(self.offloaded_layers))
+
+    def _kv_budget_mib(self, per_token: int, *, offloaded: bool) -> int:
         if self.config.kv_budget_mib is not None:
             return self.config.kv_budget_mib
-        one_generation = -(-self.config.n_ctx * self._model.kv_bytes_per_token // 2**20)
-        return max(2048 if self.offloaded_layers else 512, one_generation)
+        one_generation = -(-self.config.n_ctx * per_token // 2**20)
+        return max(2048 if offloaded else 512, one_generation)
+
+    def _check_device_fits(self) -> None:
+        """Refuse a GPU too small for the offloaded weights and their KV cache, from the file's
+        header, before llama.cpp allocates anything (DeviceError, with the numbers)."""
+        if self.device.device is None or self.device.gpu_layers == 0:
+            return
+        try:
+            meta = read_header(self.model_path).metadata
+        except (NotGGUF, OSError):
+            return  # llama.cpp's own load reports a bad file
+        arch = meta.get("general.architecture", "")
+        n_layer, n_embd, n_head = (
+            meta.get(f"{arch}.{key}") for key in ("block_count", "embedding_length", "attention.head_count")
+        )
+        n_head_kv = meta.get(f"{arch}.attention.head_count_kv", n_head)
+        if not all(isinstance(v, int) and v > 0 for v in (n_layer, n_embd, n_head, n_head_kv)):
+            return  # an architecture this estimate does not know; llama.cpp's load decides
+        assert isinstance(n_layer, int) and isinstance(n_embd, int) and isinstance(n_head, int) and isinstance(n_head_kv, int)
+        per_token = 2 * n_layer * n_head_kv * (n_embd // n_head) * 2
+        if self.config.reproducible:
+            kv_bytes = self.config.n_ctx * per_token
+        else:
+            kv_bytes = self._kv_budget_mib(per_token, offloaded=True) << 20
+        check_fits(self.device, weights_bytes=self.model_path.stat().st_size, n_layer=n_layer, kv_bytes=kv_bytes)
 
     def _batched_context(self) -> NativeContext:
         """The batched engine's context: KV cells from the memory budget, refused up front when
@@ -248,10 +285,10 @@ class LlamaCppBackend(InferenceBackend):
     @property
     def offloaded_layers(self) -> int:
         """Layers running on the GPU: 0 on a CPU-only build."""
-        if not supports_gpu_offload() or self.config.n_gpu_layers == 0:
+        if self.device.device is None or self.device.gpu_layers == 0:
             return 0
         n_layer = self._model.n_layer + 1  # llama.cpp counts the output layer too
-        return n_layer if self.config.n_gpu_layers < 0 else min(self.config.n_gpu_layers, n_layer)
+        return n_layer if self.device.gpu_layers < 0 else min(self.device.gpu_layers, n_layer)
 
     def _make_fingerprint(self) -> ModelFingerprint:
         description = self._model.description()
@@ -267,6 +304,8 @@ class LlamaCppBackend(InferenceBackend):
                 "llama_cpp_python": llama_cpp.__version__,
                 "gpu_offload_supported": supports_gpu_offload(),
                 "offloaded_layers": self.offloaded_layers,
+                "device": self.device.spec,
+                "device_name": self.device.device.description if self.device.device else "CPU",
                 "engine": "reproducible" if self.config.reproducible else "batched",
                 "chat_template_sha256": hashlib.sha256(self.template.source.encode()).hexdigest(),
             },

@@ -45,10 +45,14 @@ def supports_gpu_offload() -> bool:
 class NativeModel:
     """Weights and vocabulary of one GGUF file."""
 
-    def __init__(self, path: str, *, n_gpu_layers: int = 0) -> None:
+    def __init__(self, path: str, *, n_gpu_layers: int = 0, devices: ctypes.Array[ctypes.c_void_p] | None = None) -> None:
+        """`devices`: the NULL-terminated list llama.cpp may offload to (None: every GPU it
+        finds; an empty list: none, the CPU alone)."""
         _ensure_backend()
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
+        if devices is not None:
+            params.devices = ctypes.cast(devices, ctypes.c_void_p)
         model = llama_cpp.llama_model_load_from_file(path.encode(), params)
         if not model:
             raise NativeError(f"llama.cpp could not load the model file {path!r}")

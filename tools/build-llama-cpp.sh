@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Build (once) and install llama-cpp-python into the given Python's environment, with the
+# backends this machine can build: CPU + Vulkan on Linux by default, CUDA when asked.
+#
+#   tools/build-llama-cpp.sh PYTHON
+#   LOREGUARD_ACCELERATOR=vulkan|cpu|cuda   which build (default: vulkan on Linux, cpu elsewhere)
+#
+# The wheel is cached under a key made of everything that changes the binary (version, backend,
+# CMake flags, Vulkan header and shader compiler versions), because pip's own wheel cache keys a
+# build on the sdist alone: a CPU and a Vulkan wheel of one version would collide there.
+# Prints the accelerator it installed on its last line.
+set -euo pipefail
+
+PYTHON="$1"
+VERSION="0.3.36"
+BASE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"
+CACHE="${LOREGUARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/loreguard}"
+# ggml-vulkan needs Vulkan headers >= 1.3.261 (vk::LayerSettingEXT); Debian 12 ships 1.3.239.
+MIN_HEADER=261
+DEBIAN_PACKAGES="glslc glslang-tools spirv-headers libvulkan-dev mesa-vulkan-drivers"
+
+say() { echo "loreguard: $*" >&2; }
+
+case "$(uname -s)" in
+  Linux) default=vulkan ;;
+  *) default=cpu ;;
+esac
+accelerator="${LOREGUARD_ACCELERATOR:-$default}"
+
+header_version() {  # VK_HEADER_VERSION of an include folder, or 0
+  local h="$1/vulkan/vulkan_core.h"
+  [ -f "$h" ] && sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\)$/\1/p' "$h" | head -1 || echo 0
+}
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo "$@"; else return 1; fi
+}
+
+# Debian's next release has new enough headers: fetched with apt itself (signed indexes, checked
+# hashes) into a private folder, never installed over the system's.
+private_headers() {
+  local dir="$CACHE/vulkan-headers" lists="$CACHE/apt-trixie"
+  if [ "$(header_version "$dir/usr/include")" -ge "$MIN_HEADER" ] 2>/dev/null; then
+    echo "$dir/usr/include"; return
+  fi
+  command -v apt-get >/dev/null || return 1
+  local keyring=/usr/share/keyrings/debian-archive-trixie-stable.gpg
+  [ -f "$keyring" ] || return 1
+  mkdir -p "$lists/lists/partial" "$lists/debs"
+  echo "deb [signed-by=$keyring] http://deb.debian.org/debian trixie main" > "$lists/sources.list"
+  local o=(-o "Dir::Etc::SourceList=$lists/sources.list" -o Dir::Etc::SourceParts=/dev/null
+           -o "Dir::State::Lists=$lists/lists" -o APT::Architecture=amd64 -o APT::Sandbox::User=root)
+  apt-get "${o[@]}" -q update >/dev/null || return 1
+  (cd "$lists/debs" && rm -f ./*.deb && apt-get "${o[@]}" -q download libvulkan-dev >/dev/null) || return 1
+  rm -rf "$dir" && mkdir -p "$dir"
+  dpkg-deb -x "$lists/debs"/libvulkan-dev_*.deb "$dir"
+  [ "$(header_version "$dir/usr/include")" -ge "$MIN_HEADER" ] || return 1
+  echo "$dir/usr/include"
+}
+
+vulkan_args() {  # CMake flags for the Vulkan backend, or fail (the caller falls back to the CPU)
+  local missing=()
+  command -v glslc >/dev/null || missing+=(glslc)
+  [ -e /usr/include/spirv/unified1/spirv.hpp ] || missing+=(spirv-headers)
+  compgen -G "/usr/lib/*/libvulkan.so" >/dev/null || compgen -G /usr/lib/libvulkan.so >/dev/null || missing+=(libvulkan-dev)
+  compgen -G "/usr/share/vulkan/icd.d/lvp_icd.*.json" >/dev/null || missing+=(mesa-vulkan-drivers)
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "installing the Vulkan build's Debian packages: $DEBIAN_PACKAGES"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $DEBIAN_PACKAGES >/dev/null 2>&1 || {
+      say "cannot install ${missing[*]} (needs root and Debian's apt); building the CPU-only llama.cpp instead (docs/gpu.md)"
+      return 1
+    }
+  fi
+  local include=/usr/include
+  if [ "$(header_version "$include")" -lt "$MIN_HEADER" ]; then
+    include="$(private_headers)" || {
+      say "cannot fetch Vulkan headers >= 1.3.$MIN_HEADER; building the CPU-only llama.cpp instead (docs/gpu.md)"
+      return 1
+    }
+  fi
+  echo "-DGGML_VULKAN=on -DVulkan_INCLUDE_DIR=$include"
+}
+
+extra=""
+case "$accelerator" in
+  vulkan) extra="$(vulkan_args)" || accelerator=cpu ;;
+  cuda) extra="-DGGML_CUDA=on" ;;
+  cpu) ;;
+  *) say "LOREGUARD_ACCELERATOR=$accelerator: choose vulkan, cuda or cpu"; exit 2 ;;
+esac
+
+# The key: what changes the binary, not where the headers happen to be unpacked.
+fingerprint="$VERSION $accelerator $BASE_ARGS ${CMAKE_ARGS_EXTRA:-} $(uname -m)"
+if [ "$accelerator" = vulkan ]; then
+  include="${extra##*-DVulkan_INCLUDE_DIR=}"
+  fingerprint+=" headers=$(header_version "$include") glslc=$(glslc --version 2>&1 | head -1)"
+fi
+key="$(echo "$fingerprint" | sha256sum | cut -c1-16)"
+wheels="$CACHE/wheels/llama-cpp-python-$VERSION-$accelerator-$key"
+
+if ! ls "$wheels"/*.whl >/dev/null 2>&1; then
+  say "building llama-cpp-python $VERSION with $accelerator (first run only: about 10 minutes on 2 cores)"
+  mkdir -p "$wheels.tmp"
+  CMAKE_ARGS="$BASE_ARGS $extra ${CMAKE_ARGS_EXTRA:-}" "$PYTHON" -m pip wheel --quiet --no-deps --no-cache-dir \
+    --no-binary llama-cpp-python -w "$wheels.tmp" "llama-cpp-python==$VERSION"
+  rm -rf "$wheels" && mv "$wheels.tmp" "$wheels"
+fi
+"$PYTHON" -m pip install --quiet --no-deps --force-reinstall "$wheels"/*.whl
+echo "$accelerator"
