@@ -4,7 +4,11 @@ from pathlib import Path
 
 import pytest
 from factories import eldmoor_world, guard_profile
+from gpu_helpers import expose_lavapipe
 from stores import open_store
+
+# Before any test loads llama.cpp: the GPU tests' device is fixed at its first load.
+expose_lavapipe()
 
 
 @pytest.fixture

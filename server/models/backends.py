@@ -109,9 +109,22 @@ def load_with_progress(what: str, load: Callable[[], InferenceBackend], out: Tex
 
     ticker = threading.Thread(target=tick, daemon=True)
     ticker.start()
+    backend = None
     try:
-        return load()
+        backend = load()
+        return backend
     finally:
         done.set()
         ticker.join()
-        print(f"\rloaded {what} in {time.monotonic() - started:.1f} s      ", file=out, flush=True)
+        where = _placement(backend) if backend is not None else ""
+        print(f"\rloaded {what}{where} in {time.monotonic() - started:.1f} s      ", file=out, flush=True)
+
+
+def _placement(backend: InferenceBackend) -> str:
+    """ " on vulkan:0 (NVIDIA ..., 29 layers)" or " on the CPU" for a local model; "" otherwise."""
+    extra = backend.fingerprint().extra
+    if "device" not in extra:
+        return ""
+    if extra["device"] == "cpu":
+        return " on the CPU"
+    return f" on {extra['device']} ({extra['device_name']}, {extra['offloaded_layers']} layers)"
