@@ -1,4 +1,4 @@
-"""`loreguard models list|pull`, and the model options every command that loads a model shares."""
+"""`loreguard models list|pull`, `loreguard devices`, and the model options every command that loads a model shares."""
 
 from __future__ import annotations
 
@@ -17,6 +17,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     models_pull = models_commands.add_parser("pull", help="download and verify a model; print its path")
     models_pull.add_argument("name", help="a catalogue name or hf:REPO/FILE")
     models_pull.set_defaults(handler=_pull)
+    devices = commands.add_parser("devices", help="the devices this llama.cpp build can run a model on (for --device)")
+    devices.set_defaults(handler=_devices)
+
+
+def _devices(args: argparse.Namespace) -> int:
+    from loreguard.server.pipeline.inference.devices import available_devices, built_backends
+
+    print(f"backends: cpu{''.join(', ' + b for b in built_backends())}")
+    for device in available_devices():
+        print(
+            f"{device.spec}: {device.description} ({device.kind}, {device.memory_free_mib} of {device.memory_total_mib} MiB free)"
+        )
+    return 0
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -59,7 +72,8 @@ def add_device_options(parser: argparse.ArgumentParser) -> None:
     """`--device` and `--gpu-layers` (devices.py decides what they mean together)."""
     parser.add_argument(
         "--device", default="auto",
-        help="where the model runs: cpu, vulkan:0, cuda:0... (default auto: the first GPU when --gpu-layers is given, else the CPU)",
+        help="where the model runs: cpu, gpu (the first GPU, else the CPU), vulkan:0, cuda:0... "
+        "(default auto: the first GPU when --gpu-layers is given, else the CPU; `loreguard devices` lists them)",
     )  # fmt: skip
     parser.add_argument(
         "--gpu-layers", type=int, help="layers to offload to the GPU (-1: all; default: all with --device GPU, else none)"

@@ -15,8 +15,10 @@ The result, `<out>/`:
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -34,7 +36,10 @@ MANIFEST_FORMAT = 1
 #: Package data the sidecar reads at run time: (package, folder inside it).
 PACKAGE_DATA = (("loreguard.schemas", "json"), ("loreguard.server.demo", "data"))
 #: Single data files, by package (pyproject's package-data).
-PACKAGE_FILES = (("loreguard.server.models", "catalogue.json"),)
+PACKAGE_FILES = (("loreguard.server.models", "catalogue.json"), ("confusable_homoglyphs", "confusables.json"))
+#: Packages the sidecar reaches only by name (importlib.resources in schemas/text.py), which
+#: PyInstaller's import graph does not see: without them the gate fails on a non-ASCII reply.
+HIDDEN_IMPORTS = ("confusable_homoglyphs",)
 #: Installed in the build venv for other jobs (tests, the remote-backend server), never imported by the sidecar.
 #: llama_cpp's `from_pretrained` (a model hub download) brings huggingface_hub, hf_xet and yaml; the sidecar
 #: loads local files only. A bundle ships inside a game with its model: a player's machine does not
@@ -57,6 +62,7 @@ class BuiltBundle:
     executable: Path
     seconds: float
     size_bytes: int
+    accelerator: str = "cpu"
 
 
 def folder_size(folder: Path) -> int:
@@ -71,7 +77,7 @@ def _package_folder(package: str) -> Path:
 
 
 def pyinstaller_arguments(out: Path, work: Path) -> list[str]:
-    """The PyInstaller command line (after `python -m PyInstaller`) for a onedir CPU build."""
+    """The PyInstaller command line (after `python -m PyInstaller`) for a onedir build."""
     llama_lib = _package_folder("llama_cpp") / "lib"
     # The project as a plain folder tree on PyInstaller's path: an editable install (`pip install
     # -e`, what ./dev and CI use) maps `loreguard.*` through an import hook that PyInstaller's
@@ -97,6 +103,8 @@ def pyinstaller_arguments(out: Path, work: Path) -> list[str]:
         args += ["--add-data", f"{source}{_SEP}{package.replace('.', '/')}/{folder}"]
     for package, name in PACKAGE_FILES:
         args += ["--add-data", f"{_package_folder(package) / name}{_SEP}{package.replace('.', '/')}"]
+    for module in HIDDEN_IMPORTS:
+        args += ["--hidden-import", module]
     for module in EXCLUDED:
         args += ["--exclude-module", module]
     # The frozen entry point, by path: PyInstaller starts from the file, nothing imports it.
@@ -109,10 +117,66 @@ _SEP = ";" if sys.platform == "win32" else ":"
 PROJECT_PACKAGES = ("schemas", "memory", "server", "client")
 
 
-def build_bundle(out: Path, model: Path | None = None, *, log=sys.stderr) -> BuiltBundle:  # noqa: ANN001
-    """Freeze the sidecar into `out` (replaced if it exists) and copy `model` into it."""
+#: What each accelerator's bundle needs on the player's machine, in bundle.json.
+NEEDS = {
+    "cpu": "",
+    "vulkan": "the Vulkan loader (libvulkan.so.1 / vulkan-1.dll), which every GPU driver installs",
+    "cuda": "an NVIDIA driver for the CUDA version the build used",
+    "metal": "macOS with Metal",
+}
+
+
+#: Libraries PyInstaller collects as dependencies that must come from the player's system: the
+#: Vulkan loader finds the installed GPU driver's ICD, and a loader older than the driver (the
+#: build machine's) may not.
+SYSTEM_LIBRARIES = ("libvulkan.so.1",)
+
+
+def _use_the_systems_loaders(bundle: Path) -> None:
+    for name in SYSTEM_LIBRARIES:
+        for found in bundle.rglob(name):
+            found.unlink()
+
+
+def _link_duplicate_libraries(bundle: Path) -> None:
+    """The wheel ships every shared library three times (`libx.so`, `libx.so.0`,
+    `libx.so.0.1.2`, as copies) and PyInstaller adds a copy of its own: keep one file of each and
+    make the rest relative symlinks (30 MB of Vulkan kernels once, not four times). Not on
+    Windows, whose DLLs are not versioned this way."""
+    if sys.platform == "win32":
+        return
+    kept: dict[tuple[int, str], Path] = {}
+    for path in sorted(bundle.rglob("*.so*"), key=lambda p: (len(p.parts), -len(p.name), str(p))):
+        if path.is_symlink() or not path.is_file():
+            continue
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        first = kept.setdefault((path.stat().st_size, digest), path)
+        if first != path:
+            path.unlink()
+            path.symlink_to(os.path.relpath(first, path.parent))
+
+
+def built_accelerator() -> str:
+    """The GPU backend this environment's llama-cpp-python carries (`cpu` when none): a
+    bundle ships exactly that build, so the build decides what a bundle can be."""
+    names = [p.name for p in (_package_folder("llama_cpp") / "lib").iterdir()]
+    for accelerator in ("cuda", "vulkan", "metal"):
+        if any(f"ggml-{accelerator}" in name for name in names):
+            return accelerator
+    return "cpu"
+
+
+def build_bundle(out: Path, model: Path | None = None, *, accelerator: str = "auto", log=sys.stderr) -> BuiltBundle:  # noqa: ANN001
+    """Freeze the sidecar into `out` (replaced if it exists) and copy `model` into it.
+    `accelerator`: `auto` ships this environment's build; naming one refuses another build."""
     if importlib.util.find_spec("PyInstaller") is None:
         raise BundleError("PyInstaller is not installed: pip install 'loreguard[bundle]'")
+    built = built_accelerator()
+    if accelerator not in ("auto", built):
+        raise BundleError(
+            f"--accelerator {accelerator}: this environment's llama-cpp-python is the {built} build, and a bundle "
+            f"ships the build it freezes; rebuild it with LOREGUARD_ACCELERATOR={accelerator} ./dev (docs/gpu.md)"
+        )
     if model is not None and not model.is_file():
         raise BundleError(f"no model file at {model}")
     out = out.resolve()
@@ -133,23 +197,27 @@ def build_bundle(out: Path, model: Path | None = None, *, log=sys.stderr) -> Bui
             shutil.rmtree(target)
         out.rename(target)
         shutil.rmtree(out.parent)
+    _use_the_systems_loaders(target)
+    _link_duplicate_libraries(target)
     model_entry = None
     if model is not None:
         (target / "models").mkdir()
         shutil.copy2(model, target / "models" / model.name)
         model_entry = f"models/{model.name}"
-    # A llama-cpp-python built with -DGGML_CUDA=on carries libggml-cuda; the addon shows this.
-    cuda = any(_package_folder("llama_cpp").joinpath("lib").glob("*ggml-cuda*"))
     manifest = {
         "format": MANIFEST_FORMAT,
         "loreguard": version("loreguard"),
         "os": os_name(),
         "arch": arch_name(),
-        "accelerator": "cuda" if cuda else "cpu",
+        # The addon checks what a Vulkan bundle needs before it launches one (sidecar_bundle.gd).
+        "accelerator": built,
+        "needs": NEEDS[built],
         "python": ".".join(map(str, sys.version_info[:3])),
         "llama_cpp_python": version("llama_cpp_python"),
         "executable": executable_name(EXECUTABLE),
         "model": model_entry,
     }
     (target / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return BuiltBundle(target, target / executable_name(EXECUTABLE), time.monotonic() - started, folder_size(target))
+    return BuiltBundle(
+        target, target / executable_name(EXECUTABLE), time.monotonic() - started, folder_size(target), accelerator=built
+    )

@@ -22,13 +22,14 @@ def _bundle(args: argparse.Namespace) -> int:
             print(f"loreguard bundle: {exc}", file=sys.stderr)
             return 2
     try:
-        built = build_bundle(Path(args.out), model)
+        built = build_bundle(Path(args.out), model, accelerator=args.accelerator)
     except BundleError as exc:
         print(f"loreguard bundle: {exc}", file=sys.stderr)
         return 2
     print(f"bundle: {built.folder}")
     print(f"executable: {built.executable}")
     print(f"model: {model.name if model else 'none (pass --model to serve)'}")
+    print(f"accelerator: {built.accelerator}")
     print(f"build_s: {built.seconds:.1f}")
     print(f"bundle_size_mib: {built.size_bytes / 2**20:.1f}")
     return 0
@@ -63,6 +64,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     bundle.add_argument(
         "--out", default="dist/loreguard-sidecar", help="the bundle folder (replaced; default dist/loreguard-sidecar)"
     )
+    bundle.add_argument(
+        "--accelerator", choices=("auto", "cpu", "vulkan", "cuda", "metal"), default="auto",
+        help="the llama.cpp build to ship; must be this environment's (default auto: whichever it is)",
+    )  # fmt: skip
     which = bundle.add_mutually_exclusive_group()
     which.add_argument("--model", help="copy this GGUF file into the bundle as its default model")
     which.add_argument("--with-embedded-model", action="store_true", help="copy the embedded SmolLM2 model into the bundle")

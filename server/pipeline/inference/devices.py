@@ -2,8 +2,9 @@
 
 llama.cpp registers every backend its build has (the CPU always; Vulkan, CUDA or Metal where it
 was built with them) and each lists its devices: `Vulkan0`, `CUDA0`, `CPU`. A spec names one the
-way a user writes it: `cpu`, `vulkan:0`, `cuda:1`, or `auto` (the first GPU when layers are
-offloaded, else the CPU). The model is loaded with exactly the chosen device, so a CPU run never
+way a user writes it: `cpu`, `vulkan:0`, `cuda:1`, `auto` (the first GPU when layers are
+offloaded, else the CPU) or `gpu` (the first GPU if there is one, else the CPU: a shipped game on
+a player's machine, where no GPU is not an error). The model is loaded with exactly the chosen device, so a CPU run never
 sends work to a GPU it did not ask for, and a Vulkan run never to another GPU.
 
 Mesa's lavapipe (Vulkan on the CPU) is a CPU-type device that ggml skips unless
@@ -158,20 +159,25 @@ class DeviceChoice(FrozenModel):
 def choose_device(spec: str, gpu_layers: int | None) -> DeviceChoice:
     """The device `spec` names and the layers to offload to it.
 
-    `gpu_layers` None means every layer on a GPU the spec names and none on `auto`. Raises
+    `gpu_layers` None means every layer on a GPU the spec names (or `gpu` finds) and none on
+    `auto`. Raises
     DeviceError, naming what was asked and what exists, for a device this build lacks, layers
     asked of the CPU, or layers asked of a build with no GPU backend.
     """
     text = spec.strip().lower()
     match = _SPEC.match(text)
     if match is None:
-        raise DeviceError(f"--device {spec!r}: write cpu, auto, or BACKEND:INDEX such as vulkan:0 or cuda:0")
+        raise DeviceError(f"--device {spec!r}: write auto, cpu, gpu, or BACKEND:INDEX such as vulkan:0 or cuda:0")
     if text == "cpu":
         if gpu_layers:
             raise DeviceError(f"--gpu-layers {gpu_layers} with --device cpu: the CPU runs every layer; drop one of the two")
         return DeviceChoice(device=None, gpu_layers=0)
     devices = available_devices()
     gpus = tuple(d for d in devices if d.kind != "cpu")
+    if text == "gpu":
+        if not gpus or gpu_layers == 0:
+            return DeviceChoice(device=None, gpu_layers=0)
+        return DeviceChoice(device=gpus[0], gpu_layers=-1 if gpu_layers is None else gpu_layers)
     if text == "auto":
         if not gpu_layers:
             return DeviceChoice(device=None, gpu_layers=0)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from factories import say
 from godot_helpers import ADDON_PROJECT, DEMO_PROJECT, run_godot
+from gpu_helpers import require_gpu, write_small_model
 from paths import ROOT
 from shipping_helpers import bare_environment, build_machine_paths, isolated, mapped_files, wait_until_ready
 from sidecar_helpers import free_port
@@ -23,7 +24,7 @@ from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.pipeline.inference.models import EMBEDDED_FILE, embedded_model_path
 from loreguard.server.shipping.addon_zip import plugin_version, write_addon_zip
 from loreguard.server.shipping.bench_bundle import run as run_bench_bundle
-from loreguard.server.shipping.build_bundle import EXECUTABLE, build_bundle
+from loreguard.server.shipping.build_bundle import EXECUTABLE, NEEDS, build_bundle, built_accelerator
 from loreguard.server.shipping.platform_tag import arch_name, os_name
 
 pytestmark = pytest.mark.slow
@@ -65,6 +66,11 @@ def _stop(process: subprocess.Popen[str]) -> str:
 def test_the_manifest_names_this_platform_version_and_model(bundle: Path) -> None:
     manifest = json.loads((bundle / "bundle.json").read_text())
     assert (manifest["os"], manifest["arch"]) == (os_name(), arch_name())
+    assert manifest["accelerator"] == built_accelerator() and manifest["needs"] == NEEDS[built_accelerator()]
+    # The player's own Vulkan loader, never the build machine's; each library once.
+    assert not list(bundle.rglob("libvulkan.so*"))
+    libraries = [p for p in (bundle / "_internal" / "llama_cpp" / "lib").iterdir() if not p.is_symlink()]
+    assert len({p.name.split(".so")[0] for p in libraries}) == len(libraries)
     assert manifest["loreguard"] == plugin_version(ADDON)
     assert manifest["model"] == f"models/{EMBEDDED_FILE}" and (bundle / manifest["model"]).is_file()
     assert (bundle / "_internal" / "llama_cpp" / "lib").is_dir()
@@ -72,7 +78,8 @@ def test_the_manifest_names_this_platform_version_and_model(bundle: Path) -> Non
 
 def test_the_bundle_serves_the_scripted_backend_with_no_python_around(bundle: Path, tmp_path: Path) -> None:
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([say("Well met, traveller.")]))
+    # Non-ASCII on purpose: the gate's look-alike table is package data the freeze must carry.
+    script.write_text(json.dumps([say("Well met, traveller. Ça va?")]))
     process, port = _start(bundle, tmp_path, "--backend", "scripted", "--script", str(script))
     hello = wait_until_ready(process, port)
     assert hello.server == f"loreguard {plugin_version(ADDON)}"
@@ -84,7 +91,7 @@ def test_the_bundle_serves_the_scripted_backend_with_no_python_around(bundle: Pa
         client.load_world(demo_world())
         client.register_npc(demo_npcs()[0])
         result = client.interact("guard", "Hello.")
-    assert result.dialogue == "Well met, traveller."
+    assert result.dialogue == "Well met, traveller. Ça va?"
     _stop(process)
 
 
@@ -100,6 +107,30 @@ def test_the_bundle_answers_with_its_own_model(bundle: Path, tmp_path: Path) -> 
         result = client.interact("guard", "Good evening. When does the gate close?")
     assert result.dialogue.strip()
     _stop(process)
+
+
+@pytest.mark.gpu
+def test_the_vulkan_bundle_runs_its_model_on_lavapipe(bundle: Path, tmp_path: Path) -> None:
+    """The frozen Vulkan build, away from any Python, with every layer on Vulkan device 0 (the
+    session's lavapipe) and a small model (tests/gpu_helpers.py)."""
+    require_gpu()
+    model = write_small_model(embedded_model_path(), tmp_path / "small.gguf")
+    vulkan = {k: v for k, v in os.environ.items() if k.startswith(("GGML_VK_", "VK_"))}
+    port = free_port()
+    command = [str(bundle / EXECUTABLE), "serve", "--port", str(port), "--data", str(tmp_path / "data"),
+               "--model", str(model), "--device", "vulkan:0", "--kv-budget-mib", "32"]  # fmt: skip
+    process = subprocess.Popen(
+        isolated(command, build_machine_paths()), env={**bare_environment(tmp_path / "home"), **vulkan}, cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    hello = wait_until_ready(process, port)
+    assert hello.model is not None and hello.model.extra["device"] == "vulkan:0"
+    assert hello.model.extra["offloaded_layers"] == 3
+    with Client(f"tcp://127.0.0.1:{port}", timeout_s=600) as client:
+        client.load_world(demo_world())
+        client.register_npc(demo_npcs()[0])
+        assert client.interact("guard", "Who goes there?").dialogue
+    assert "on vulkan:0" in _stop(process)
 
 
 def _demo_from_the_addon_zip(tmp_path: Path) -> Path:

@@ -53,6 +53,8 @@ var _probe_until_ms: int = -1
 ## When the next restart is due; -1: none scheduled.
 var _restart_at_ms: int = -1
 var _restarts: int = 0
+# Where the vetted sidecar's model runs, from its `hello` ("" for a remote or scripted model).
+var _device := ""
 ## When the sidecar now loading was launched, or finished downloading its model (the status
 ## counts the seconds from it); -1: none.
 var _launched_at_ms: int = -1
@@ -137,6 +139,7 @@ func vet(hello_result: LoreguardResult) -> bool:
 	var body := hello_result.body
 	if hello_result.ok and (supervisor.owns(body) or supervisor.pid < 0 and LoreguardSettings.reuse_running()):
 		vetted = true
+		_device = LoreguardSidecarStatus.device_of(body)
 		return true
 	var who := (
 		"a sidecar (%s) not started by this game" % body.get("server", "?")
@@ -150,7 +153,11 @@ func vet(hello_result: LoreguardResult) -> bool:
 ## The client sent the designer data over a vetted connection: READY, and restarts count anew.
 func session_opened() -> void:
 	_restarts = 0
-	_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.READY, "connected to " + address))
+	var ready := LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.READY, "connected to " + address)
+	ready.device = _device
+	if _device != "":
+		ready.reason += "; the model runs on " + _device
+	_set_status(ready)
 
 
 ## The connection dropped (the client has already failed what was in flight).

@@ -3,7 +3,7 @@ extends RefCounted
 ## The addon's project settings: names, defaults and inspector hints in one place, read by the
 ## autoload at run time and registered by the editor plugin. The environment variables
 ## LOREGUARD_ADDRESS, LOREGUARD_AUTO_LAUNCH, LOREGUARD_REUSE_RUNNING, LOREGUARD_LAUNCH_COMMAND,
-## LOREGUARD_MODEL and LOREGUARD_ALLOW_MODEL_DOWNLOAD override them (for CI and for running one
+## LOREGUARD_MODEL, LOREGUARD_ALLOW_MODEL_DOWNLOAD and LOREGUARD_DEVICE override them (for CI and for running one
 ## build against different sidecars and models).
 
 const ADDRESS := "loreguard/sidecar/address"
@@ -29,6 +29,12 @@ const MODEL := "loreguard/sidecar/model"
 ## shows the download's progress (`downloading_model`). Off by default: a game never downloads
 ## gigabytes behind the player's back; turn it on for a first run that fetches the model.
 const ALLOW_MODEL_DOWNLOAD := "loreguard/sidecar/allow_model_download"
+## Where a launched sidecar runs its model, passed as `--device`: auto (the sidecar's default: the
+## CPU), cpu, gpu (the first GPU if the player has one, else the CPU: what a shipped game wants),
+## or one device such as vulkan:0 or cuda:0. `loreguard devices` lists a machine's.
+const DEVICE := "loreguard/sidecar/device"
+## Layers offloaded to the GPU when DEVICE names one or is gpu (-1: all), as `--gpu-layers`.
+const GPU_LAYERS := "loreguard/sidecar/gpu_layers"
 
 const DEFAULTS := {
 	ADDRESS: "tcp://127.0.0.1:7878",
@@ -41,6 +47,8 @@ const DEFAULTS := {
 	JUDGE_TIMEOUT_MS: 3000,
 	MODEL: "",
 	ALLOW_MODEL_DOWNLOAD: false,
+	DEVICE: "auto",
+	GPU_LAYERS: -1,
 }
 
 const HINTS := {
@@ -53,6 +61,8 @@ const HINTS := {
 	JUDGE_TIMEOUT_MS: [TYPE_INT, PROPERTY_HINT_RANGE, "100,60000,100,suffix:ms"],
 	MODEL: [TYPE_STRING, PROPERTY_HINT_NONE, ""],
 	ALLOW_MODEL_DOWNLOAD: [TYPE_BOOL, PROPERTY_HINT_NONE, ""],
+	DEVICE: [TYPE_STRING, PROPERTY_HINT_ENUM_SUGGESTION, "auto,cpu,gpu,vulkan:0,cuda:0"],
+	GPU_LAYERS: [TYPE_INT, PROPERTY_HINT_RANGE, "-1,512,1"],
 }
 
 
@@ -69,7 +79,7 @@ static func auto_launch() -> bool:
 ## The launch command split into program and arguments (on spaces; no shell quoting). Parts
 ## that start with res:// become file system paths, so a project can name a script beside it.
 ## With a judge setting other than auto, `--judge MODE` follows (and `--judge-timeout-ms N` when the
-## judge is on); with a model set,
+## judge is on); with a device other than auto, `--device D` (and `--gpu-layers N`); with a model set,
 ## `--model M`, and `--yes` when the model may be downloaded.
 static func launch_command() -> PackedStringArray:
 	var command: String = _value(LAUNCH_COMMAND)
@@ -80,6 +90,7 @@ static func launch_command() -> PackedStringArray:
 		out.append(ProjectSettings.globalize_path(part) if part.begins_with("res://") else part)
 	if not out.is_empty():
 		out.append_array(judge_arguments())
+		out.append_array(device_arguments())
 	var chosen := model()
 	if chosen != "" and not out.is_empty():
 		out.append_array(["--model", chosen])
@@ -97,6 +108,22 @@ static func judge_arguments() -> PackedStringArray:
 	if judge == "off":
 		return PackedStringArray(["--judge", "off"])
 	return PackedStringArray(["--judge", judge, "--judge-timeout-ms", str(_value(JUDGE_TIMEOUT_MS))])
+
+
+## `--device D --gpu-layers N` for a device other than auto (no layers for cpu); nothing for auto.
+static func device_arguments() -> PackedStringArray:
+	var chosen := device()
+	if chosen == "auto":
+		return PackedStringArray()
+	if chosen == "cpu":
+		return PackedStringArray(["--device", "cpu"])
+	return PackedStringArray(["--device", chosen, "--gpu-layers", str(int(_value(GPU_LAYERS)))])
+
+
+static func device() -> String:
+	if OS.has_environment("LOREGUARD_DEVICE"):
+		return OS.get_environment("LOREGUARD_DEVICE")
+	return str(_value(DEVICE)).strip_edges().to_lower()
 
 
 static func model() -> String:

@@ -13,7 +13,8 @@ const ADDON_VERSION := "0.1.0"
 const BUNDLE_PATH := "loreguard/sidecar/bundle_path"
 ## auto: the launch command in the editor, the bundle in an exported game; or always one of them.
 const LAUNCH_MODE := "loreguard/sidecar/launch_mode"
-## Extra arguments for the bundle's `serve`, split on spaces (e.g. "--gpu-layers -1" for a CUDA bundle).
+## Extra arguments for the bundle's `serve`, split on spaces (the device is its own setting,
+## loreguard/sidecar/device).
 const BUNDLE_ARGUMENTS := "loreguard/sidecar/bundle_arguments"
 const EXECUTABLE := "loreguard-sidecar"
 const MANIFEST := "bundle.json"
@@ -53,6 +54,7 @@ static func launch_command(at: String, address: String) -> PackedStringArray:
 	var out := PackedStringArray([executable, "serve", "--port", port, "--data", data])
 	out.append_array(str(ProjectSettings.get_setting(BUNDLE_ARGUMENTS, "")).split(" ", false))
 	out.append_array(LoreguardSettings.judge_arguments())
+	out.append_array(LoreguardSettings.device_arguments())
 	return out
 
 
@@ -85,7 +87,38 @@ static func problem(at: String) -> String:
 	var model: Variant = manifest.get("model")
 	if model is String and not FileAccess.file_exists(at.path_join(model)):
 		return "the sidecar bundle at %s is missing its model %s" % [at, model]
+	if str(manifest.get("accelerator", "cpu")) == "vulkan" and not has_vulkan_loader():
+		return (
+			(
+				"the sidecar bundle at %s is the Vulkan build, and this machine has no Vulkan loader (%s): "
+				+ "install the GPU driver, or ship the CPU bundle (docs/gpu.md)"
+			)
+			% [at, _vulkan_loader_name()]
+		)
 	return ""
+
+
+## Whether the system's Vulkan loader, which every GPU driver installs and the Vulkan bundle
+## links against, is where the system's dynamic linker looks.
+static func has_vulkan_loader() -> bool:
+	var name := _vulkan_loader_name()
+	match OS.get_name():
+		"Windows":
+			return FileAccess.file_exists(OS.get_environment("SystemRoot").path_join("System32").path_join(name))
+		"macOS":
+			return true  # a macOS bundle is the Metal or CPU build
+	var folders := PackedStringArray(
+		["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]
+	)
+	folders.append_array(OS.get_environment("LD_LIBRARY_PATH").split(":", false))
+	for folder in folders:
+		if FileAccess.file_exists(folder.path_join(name)):
+			return true
+	return false
+
+
+static func _vulkan_loader_name() -> String:
+	return "vulkan-1.dll" if OS.get_name() == "Windows" else "libvulkan.so.1"
 
 
 ## Why a sidecar that answered `hello` with `body` does not match this addon, or "" (also when

@@ -34,6 +34,9 @@ var loading_what: String = ""
 var download_done_mib: float = 0.0
 ## DOWNLOADING_MODEL: the file's size in MiB; 0 when the Hub did not say.
 var download_total_mib: float = 0.0
+## READY: where the model runs, as `hello` says: "vulkan:0 (NVIDIA GeForce RTX 3060, 29 layers)",
+## "the CPU", or "" for a model the sidecar does not run itself (a remote server, a script).
+var device: String = ""
 ## RESTARTING: which restart this is (0: reconnecting to a sidecar still running).
 var attempt: int = 0
 ## RESTARTING: how many restarts are tried before FAILED.
@@ -47,6 +50,21 @@ func _init(
 	reason = why
 	attempt = restart_attempt
 	max_attempts = restart_max
+
+
+## Where the model of the sidecar that answered `hello` with `body` runs (see `device`).
+static func device_of(body: Dictionary) -> String:
+	var model: Variant = body.get("model")
+	if not model is Dictionary:
+		return ""
+	var extra: Variant = model.get("extra")
+	if not extra is Dictionary or not extra.has("device"):
+		return ""
+	if str(extra["device"]) == "cpu":
+		return "the CPU"
+	return (
+		"%s (%s, %d layers)" % [extra["device"], extra.get("device_name", "?"), int(extra.get("offloaded_layers", 0))]
+	)
 
 
 ## The state's name as in the docs: "starting", "downloading_model", "loading_model", "ready",
