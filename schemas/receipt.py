@@ -268,6 +268,10 @@ class InteractionResult(FrozenModel):
 
 
 class ModelFingerprint(FrozenModel):
+    """Which model answered, in `hello` and every receipt. For the in-process llama.cpp backend
+    `extra` also says where it runs: `device` (`cpu`, `vulkan:0`, `cuda:0`), `device_name`
+    (the driver's name for it), `offloaded_layers` and `engine` (docs/gpu.md)."""
+
     backend: str
     file_name: str = ""
     size_bytes: int = Field(default=0, ge=0)
