@@ -38,12 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from loreguard.server.audit.commands import CommandError
     from loreguard.server.models.pull import ModelError
-    from loreguard.server.pipeline.inference.devices import DeviceError
+    from loreguard.server.pipeline.inference.base import BackendError
 
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (CommandError, ModelError, DeviceError) as exc:
+    # BackendError here is a model that could not start (a device this build lacks, one too
+    # small, a context the driver refused): one line, before anything was served.
+    except (CommandError, ModelError, BackendError) as exc:
         print(f"loreguard: {exc}", file=sys.stderr)
         return 2
 

@@ -48,6 +48,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.add_argument("--judge-timeout-ms", type=int, default=3000, help="how long the judge model may take (default 3000)")
     serve.add_argument("--parent-pid", type=int, help="exit when this process (the game that launched the sidecar) dies")
     serve.add_argument("--launch-token", help="echoed in `hello`, so the launcher knows this sidecar is the one it started")
+    serve.add_argument(
+        "--stall-limit-s", type=float, default=120.0,
+        help="exit (code 3) when one model call has not returned in this long: a GPU driver that stopped answering (0: never)",
+    )  # fmt: skip
     serve.add_argument("--log-file", help="append all output here instead of the terminal (a launching game tails it)")
     serve.set_defaults(handler=_serve)
 
@@ -67,7 +71,10 @@ def _serve(args: argparse.Namespace) -> int:
         request_timeout_ms=args.timeout_ms,
         launch_token=args.launch_token,
     )
-    return serve(load, what, Path(args.data), config, judge=_judge_setup(args, what), parent_pid=args.parent_pid)
+    return serve(
+        load, what, Path(args.data), config, judge=_judge_setup(args, what), parent_pid=args.parent_pid,
+        stall_limit_s=args.stall_limit_s,
+    )  # fmt: skip
 
 
 def _with_lifeline(parent_pid: int | None, step: Callable[[], _T]) -> _T:

@@ -17,6 +17,7 @@ from loreguard.server.pipeline.gate import GateConfig
 from loreguard.server.pipeline.inference.base import InferenceBackend
 from loreguard.server.sidecar.lifeline import ParentWatch, is_alive
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
+from loreguard.server.sidecar.watchdog import StallWatch
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,12 @@ def serve(
     *,
     judge: JudgeSetup | None = None,
     parent_pid: int | None = None,
+    stall_limit_s: float = 0.0,
 ) -> int:
     """Serve until SIGINT/SIGTERM, or until process `parent_pid` (the game that launched this
-    sidecar) dies: then the sidecar stops as on SIGTERM, or at once while still loading."""
+    sidecar) dies: then the sidecar stops as on SIGTERM, or at once while still loading. With
+    `stall_limit_s`, a model call that has not returned in that long (a GPU driver that stopped
+    answering) ends the process with exit code 3, for the launcher to restart it (watchdog.py)."""
     running: list[Sidecar] = []
     watch = None
     if parent_pid is not None:
@@ -78,10 +82,25 @@ def serve(
         print(f"semantic judge: {judge.describe()}", file=out, flush=True)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: sidecar.request_stop())
+    stalls = None
+    if stall_limit_s > 0:
+        where = backend.fingerprint().extra.get("device", "the model's device")
+
+        def stalled(seconds: float) -> None:
+            print(
+                f"llama.cpp has not returned from one decode on {where} in {seconds:.0f} s: the GPU driver stopped "
+                "answering; exiting (code 3) so the launcher starts a new sidecar",
+                file=out, flush=True,
+            )  # fmt: skip
+            os._exit(3)
+
+        stalls = StallWatch(backend.stalled_s, stall_limit_s, stalled).start()
     print(f"loreguard sidecar listening on {sidecar.address} (data in {data}); Ctrl-C stops it", file=out, flush=True)
     try:
         sidecar.serve_forever()
     finally:
+        if stalls is not None:
+            stalls.stop()
         if watch is not None:
             watch.stop()
         if judge_backend is not None and judge_backend is not backend:

@@ -133,6 +133,12 @@ class InferenceBackend(ABC):
         DRY...), as receipts record them; empty for a backend without a sampler of its own."""
         return {}
 
+    def stalled_s(self) -> float:
+        """Seconds the native call now running (one llama.cpp decode) has taken, 0.0 when none
+        is: a sidecar ends itself when a GPU driver stops answering rather than hang
+        (server/sidecar/watchdog.py). A backend with no native calls is never stalled."""
+        return 0.0
+
     def close(self) -> None:  # noqa: B027 - an optional hook, not an abstract method
         """Release the model. Backends without resources need not override this."""
 

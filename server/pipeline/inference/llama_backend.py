@@ -158,10 +158,12 @@ class LlamaCppBackend(InferenceBackend):
                 str(self.model_path), n_gpu_layers=self.device.gpu_layers, devices=device_array(self.device)
             )
             self._engine, ctx = self._make_engine()
+            self._context = ctx
         except NativeError as exc:
             if getattr(self, "_model", None) is not None:
                 self._model.close()
-            raise BackendError(str(exc)) from exc
+            where = self.device.device.describe() if self.device.device else "the CPU"
+            raise BackendError(f"{exc} (on {where})") from exc
         #: The longest prompt plus output one generation may take.
         self.max_sequence_tokens = min(self.config.n_ctx, ctx.n_ctx)
         self.metadata = self._model.metadata()
@@ -313,6 +315,9 @@ class LlamaCppBackend(InferenceBackend):
 
     def fingerprint(self) -> ModelFingerprint:
         return self._fingerprint
+
+    def stalled_s(self) -> float:
+        return self._context.stalled_s()
 
     def special_tokens(self) -> tuple[str, ...]:
         return self._special_tokens

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import time
 from collections.abc import Callable
 
 # The OpenMP runtime reads this once, when llama.cpp first starts its thread pool. A sidecar next
@@ -188,6 +189,21 @@ class NativeContext:
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         #: Tokens now in the KV cache, in position order.
         self.n_past = 0
+        #: When the `llama_decode` now running started (time.monotonic()), or None: a watchdog
+        #: reads it from another thread to tell a GPU driver that stopped answering (stalled_s).
+        self.decoding_since: float | None = None
+
+    def _decode(self, batch: llama_cpp.llama_batch) -> int:
+        self.decoding_since = time.monotonic()
+        try:
+            return self._decode(batch)
+        finally:
+            self.decoding_since = None
+
+    def stalled_s(self) -> float:
+        """Seconds the running `llama_decode` has taken so far; 0.0 when none is running."""
+        since = self.decoding_since
+        return 0.0 if since is None else time.monotonic() - since
 
     @property
     def handle(self) -> llama_cpp.llama_context_p:
@@ -220,7 +236,7 @@ class NativeContext:
                 batch.n_seq_id[i] = 1
                 batch.seq_id[i][0] = 0
                 batch.logits[i] = last_chunk and i == len(chunk) - 1
-            status = llama_cpp.llama_decode(self._ctx, batch)
+            status = self._decode(batch)
             if status != 0:
                 raise NativeError(f"llama_decode failed with status {status}")
             self.n_past += len(chunk)
@@ -272,7 +288,7 @@ class NativeContext:
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = seq_ids[i]
             batch.logits[i] = logits[i]
-        return int(llama_cpp.llama_decode(self._ctx, batch))
+        return self._decode(batch)
 
     def logits_row(self, row: int) -> np.ndarray:
         """The logits of batch row `row` of the last decode (a view, valid until the next)."""

@@ -240,3 +240,22 @@ def test_an_output_given_its_start_continues_it_under_the_grammar(
     with pytest.raises(BackendError, match="grammar refuses"):
         llama_backend.generate(asked.model_copy(update={"output_prefix": '{"emotion": "happy"'}))
     assert json.loads(llama_backend.generate(asked).text)["dialogue"]
+
+
+def test_a_decode_in_progress_is_seen_from_another_thread(llama_backend: LlamaCppBackend, tmp_path: Path) -> None:
+    """`stalled_s` reads how long the running llama.cpp call has taken, from the thread that
+    watches for a hung GPU driver (server/sidecar/watchdog.py), and is 0.0 between calls."""
+    import threading
+
+    from waiting import wait_for
+
+    asked = _request_for(llama_backend, tmp_path, "guard", "Hello.")
+    long_prompt = asked.prompt.model_copy(update={"static_prefix": asked.prompt.static_prefix + " The road is long." * 400})
+    seen: list[float] = []
+    # A long prompt's prefill is the long call; one token of output is enough after it.
+    request = asked.model_copy(update={"prompt": long_prompt, "output_schema": None, "max_tokens": 1})
+    worker = threading.Thread(target=lambda: llama_backend.generate(request))
+    worker.start()
+    wait_for(lambda: seen.append(llama_backend.stalled_s()) or seen[-1] > 0, "a decode to be seen running")
+    worker.join(timeout=600)
+    assert llama_backend.stalled_s() == 0.0
