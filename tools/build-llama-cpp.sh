@@ -28,8 +28,9 @@ esac
 accelerator="${LOREGUARD_ACCELERATOR:-$default}"
 
 header_version() {  # VK_HEADER_VERSION of an include folder, or 0
-  local h="$1/vulkan/vulkan_core.h"
-  [ -f "$h" ] && sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\)$/\1/p' "$h" | head -1 || echo 0
+  local h="$1/vulkan/vulkan_core.h" v=""
+  [ -f "$h" ] && v="$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\)$/\1/p' "$h" | head -1)"
+  echo "${v:-0}"
 }
 
 as_root() {
@@ -66,7 +67,10 @@ vulkan_args() {  # CMake flags for the Vulkan backend, or fail (the caller falls
   compgen -G "/usr/share/vulkan/icd.d/lvp_icd.*.json" >/dev/null || missing+=(mesa-vulkan-drivers)
   if [ ${#missing[@]} -gt 0 ]; then
     say "installing the Vulkan build's Debian packages: $DEBIAN_PACKAGES"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $DEBIAN_PACKAGES >/dev/null 2>&1 || {
+    # A fresh container has no package lists yet: update once when the install cannot find them.
+    { as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $DEBIAN_PACKAGES >/dev/null 2>&1 ||
+      { as_root apt-get update -q >/dev/null 2>&1 &&
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $DEBIAN_PACKAGES >/dev/null 2>&1; }; } || {
       say "cannot install ${missing[*]} (needs root and Debian's apt); building the CPU-only llama.cpp instead (docs/gpu.md)"
       return 1
     }
@@ -103,12 +107,26 @@ fi
 key="$(echo "$fingerprint" | sha256sum | cut -c1-16)"
 wheels="$CACHE/wheels/llama-cpp-python-$VERSION-$accelerator-$key"
 
+build() {  # build() DIR EXTRA_CMAKE_ARGS
+  rm -rf "$1.tmp" && mkdir -p "$1.tmp"
+  CMAKE_ARGS="$BASE_ARGS $2 ${CMAKE_ARGS_EXTRA:-}" "$PYTHON" -m pip wheel --quiet --no-deps --no-cache-dir \
+    --no-binary llama-cpp-python -w "$1.tmp" "llama-cpp-python==$VERSION" && rm -rf "$1" && mv "$1.tmp" "$1"
+}
+
+if [ -n "${CMAKE_ARGS:-}" ]; then
+  say "CMAKE_ARGS is ignored here: choose the backend with LOREGUARD_ACCELERATOR, add flags with CMAKE_ARGS_EXTRA"
+fi
 if ! ls "$wheels"/*.whl >/dev/null 2>&1; then
   say "building llama-cpp-python $VERSION with $accelerator (first run only: about 10 minutes on 2 cores)"
-  mkdir -p "$wheels.tmp"
-  CMAKE_ARGS="$BASE_ARGS $extra ${CMAKE_ARGS_EXTRA:-}" "$PYTHON" -m pip wheel --quiet --no-deps --no-cache-dir \
-    --no-binary llama-cpp-python -w "$wheels.tmp" "llama-cpp-python==$VERSION"
-  rm -rf "$wheels" && mv "$wheels.tmp" "$wheels"
+  if ! build "$wheels" "$extra"; then
+    if [ "$accelerator" != vulkan ] || [ -n "${LOREGUARD_ACCELERATOR:-}" ]; then
+      say "the $accelerator build of llama-cpp-python failed"; exit 1
+    fi
+    say "the Vulkan build failed; building the CPU-only llama.cpp instead (docs/gpu.md)"
+    accelerator=cpu
+    wheels="$CACHE/wheels/llama-cpp-python-$VERSION-cpu-$(echo "$VERSION cpu $BASE_ARGS ${CMAKE_ARGS_EXTRA:-} $(uname -m)" | sha256sum | cut -c1-16)"
+    ls "$wheels"/*.whl >/dev/null 2>&1 || build "$wheels" ""
+  fi
 fi
 "$PYTHON" -m pip install --quiet --no-deps --force-reinstall "$wheels"/*.whl
 echo "$accelerator"

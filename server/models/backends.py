@@ -126,5 +126,5 @@ def _placement(backend: InferenceBackend) -> str:
     if "device" not in extra:
         return ""
     if extra["device"] == "cpu":
-        return " on the CPU"
+        return f" on the CPU, because {extra['device_fallback']}" if extra.get("device_fallback") else " on the CPU"
     return f" on {extra['device']} ({extra['device_name']}, {extra['offloaded_layers']} layers)"

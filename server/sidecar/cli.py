@@ -50,7 +50,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.add_argument("--launch-token", help="echoed in `hello`, so the launcher knows this sidecar is the one it started")
     serve.add_argument(
         "--stall-limit-s", type=float, default=120.0,
-        help="exit (code 3) when one model call has not returned in this long: a GPU driver that stopped answering (0: never)",
+        help="on a GPU, exit (code 3) when one model call has not returned in this long: a driver that stopped answering (0: never)",
     )  # fmt: skip
     serve.add_argument("--log-file", help="append all output here instead of the terminal (a launching game tails it)")
     serve.set_defaults(handler=_serve)

@@ -83,8 +83,10 @@ def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: sidecar.request_stop())
     stalls = None
-    if stall_limit_s > 0:
-        where = backend.fingerprint().extra.get("device", "the model's device")
+    where = backend.fingerprint().extra.get("device", "cpu")
+    # Only a GPU: a CPU decode ends when its arithmetic does (a large model's prefill on a slow
+    # machine can take minutes), while a GPU driver that stopped answering never returns.
+    if stall_limit_s > 0 and where != "cpu":
 
         def stalled(seconds: float) -> None:
             print(

@@ -57,8 +57,13 @@ class _Ggml:
         import llama_cpp  # here, not at import: `auto` and `cpu` need no device list
 
         lib_dir = Path(llama_cpp.__file__).parent / "lib"
-        name = {"win32": "ggml.dll", "darwin": "libggml.dylib"}.get(sys.platform, "libggml.so")
-        lib = ctypes.CDLL(str(lib_dir / name))
+        # The very file libllama was linked against (its soname): the wheel ships `libggml.so`
+        # as a separate copy, and opening that would map a second ggml with its own registry.
+        names = {"win32": ("ggml.dll",), "darwin": ("libggml.0.dylib", "libggml.dylib")}.get(
+            sys.platform, ("libggml.so.0", "libggml.so")
+        )
+        found = next((lib_dir / n for n in names if (lib_dir / n).exists()), lib_dir / names[-1])
+        lib = ctypes.CDLL(str(found))
         lib.ggml_backend_dev_count.restype = ctypes.c_size_t
         lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
         lib.ggml_backend_dev_get.restype = ctypes.c_void_p
@@ -173,7 +178,7 @@ def choose_device(spec: str, gpu_layers: int | None) -> DeviceChoice:
             raise DeviceError(f"--gpu-layers {gpu_layers} with --device cpu: the CPU runs every layer; drop one of the two")
         return DeviceChoice(device=None, gpu_layers=0)
     devices = available_devices()
-    gpus = tuple(d for d in devices if d.kind != "cpu")
+    gpus = tuple(d for d in devices if d.kind in ("gpu", "igpu"))
     if text == "gpu":
         if not gpus or gpu_layers == 0:
             return DeviceChoice(device=None, gpu_layers=0)
@@ -187,7 +192,7 @@ def choose_device(spec: str, gpu_layers: int | None) -> DeviceChoice:
     if match["index"] is None:
         text = f"{text}:0"
     for device in devices:
-        if device.spec == text and device.kind != "cpu":
+        if device.spec == text and device.kind in ("gpu", "igpu"):
             return DeviceChoice(device=device, gpu_layers=-1 if gpu_layers is None else gpu_layers)
     if not gpus:
         raise _no_gpu(f"--device {spec}", devices, "or use --device cpu")

@@ -43,7 +43,7 @@ from loreguard.server.pipeline.inference.base import (
 from loreguard.server.pipeline.inference.batch_adapter import BatchedEngineAdapter
 from loreguard.server.pipeline.inference.batch_engine import BatchedEngine
 from loreguard.server.pipeline.inference.chat_template import ChatTemplate, TemplateError
-from loreguard.server.pipeline.inference.devices import check_fits, choose_device, device_array
+from loreguard.server.pipeline.inference.devices import DeviceChoice, DeviceError, check_fits, choose_device, device_array
 from loreguard.server.pipeline.inference.engine import Engine, EngineRequest, PromptTokens
 from loreguard.server.pipeline.inference.grammar import CompiledGrammar, UnsupportedSchema, compile_schema
 from loreguard.server.pipeline.inference.llama_native import (
@@ -152,18 +152,18 @@ class LlamaCppBackend(InferenceBackend):
         self.prefix_cache = PrefixCache(self.config.prefix_cache_bytes)
         #: The device the model runs on and the layers offloaded to it (DeviceError if none fits).
         self.device = choose_device(self.config.device, self.config.n_gpu_layers)
-        self._check_device_fits()
+        #: Why `--device gpu` ran on the CPU after all (a GPU too small, a driver that refused), or "".
+        self.device_fallback = ""
         try:
-            self._model = NativeModel(
-                str(self.model_path), n_gpu_layers=self.device.gpu_layers, devices=device_array(self.device)
-            )
-            self._engine, ctx = self._make_engine()
-            self._context = ctx
-        except NativeError as exc:
-            if getattr(self, "_model", None) is not None:
-                self._model.close()
-            where = self.device.device.describe() if self.device.device else "the CPU"
-            raise BackendError(f"{exc} (on {where})") from exc
+            ctx = self._load()
+        except (DeviceError, BackendError) as exc:
+            if self.config.device.strip().lower() != "gpu" or self.device.device is None:
+                raise
+            # `gpu` promises the CPU when the GPU cannot serve: a player's machine, not an error.
+            self.device_fallback = f"{self.device.device.describe()} could not run the model ({exc})"
+            self.device = DeviceChoice(device=None, gpu_layers=0)
+            ctx = self._load()
+        self._context = ctx
         #: The longest prompt plus output one generation may take.
         self.max_sequence_tokens = min(self.config.n_ctx, ctx.n_ctx)
         self.metadata = self._model.metadata()
@@ -191,6 +191,22 @@ class LlamaCppBackend(InferenceBackend):
         self._closed = False
         self._model.stop_tokens = self._stop_token_ids()
         self._fingerprint = self._make_fingerprint()
+
+    def _load(self) -> NativeContext:
+        """Load the model on `self.device` and make the engine; the engine's context."""
+        self._check_device_fits()
+        try:
+            self._model = NativeModel(
+                str(self.model_path), n_gpu_layers=self.device.gpu_layers, devices=device_array(self.device)
+            )
+            self._engine, ctx = self._make_engine()
+        except NativeError as exc:
+            if getattr(self, "_model", None) is not None:
+                self._model.close()
+                del self._model
+            where = self.device.device.describe() if self.device.device else "the CPU"
+            raise BackendError(f"{exc} (on {where})") from exc
+        return ctx
 
     def _make_engine(self) -> tuple[Engine, NativeContext]:
         """The configured engine and the context it runs on."""
@@ -308,6 +324,7 @@ class LlamaCppBackend(InferenceBackend):
                 "offloaded_layers": self.offloaded_layers,
                 "device": self.device.spec,
                 "device_name": self.device.device.description if self.device.device else "CPU",
+                "device_fallback": self.device_fallback,
                 "engine": "reproducible" if self.config.reproducible else "batched",
                 "chat_template_sha256": hashlib.sha256(self.template.source.encode()).hexdigest(),
             },

@@ -196,7 +196,7 @@ class NativeContext:
     def _decode(self, batch: llama_cpp.llama_batch) -> int:
         self.decoding_since = time.monotonic()
         try:
-            return self._decode(batch)
+            return int(llama_cpp.llama_decode(self._ctx, batch))
         finally:
             self.decoding_since = None
 

@@ -120,10 +120,13 @@ static func device_arguments() -> PackedStringArray:
 	return PackedStringArray(["--device", chosen, "--gpu-layers", str(int(_value(GPU_LAYERS)))])
 
 
+## The device setting (LOREGUARD_DEVICE overrides it), trimmed and lower-case; empty means auto.
 static func device() -> String:
+	var chosen := str(_value(DEVICE))
 	if OS.has_environment("LOREGUARD_DEVICE"):
-		return OS.get_environment("LOREGUARD_DEVICE")
-	return str(_value(DEVICE)).strip_edges().to_lower()
+		chosen = OS.get_environment("LOREGUARD_DEVICE")
+	chosen = chosen.strip_edges().to_lower()
+	return "auto" if chosen == "" else chosen
 
 
 static func model() -> String:

@@ -99,7 +99,9 @@ static func problem(at: String) -> String:
 
 
 ## Whether the system's Vulkan loader, which every GPU driver installs and the Vulkan bundle
-## links against, is where the system's dynamic linker looks.
+## links against, is where the system's dynamic linker finds it: the usual folders, then the
+## linker's own cache (`ldconfig -p`). When neither can be asked, it is assumed there: the check
+## exists to explain a launch that would fail, never to stop one that would not.
 static func has_vulkan_loader() -> bool:
 	var name := _vulkan_loader_name()
 	match OS.get_name():
@@ -108,13 +110,19 @@ static func has_vulkan_loader() -> bool:
 		"macOS":
 			return true  # a macOS bundle is the Metal or CPU build
 	var folders := PackedStringArray(
-		["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]
+		["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"]
 	)
 	folders.append_array(OS.get_environment("LD_LIBRARY_PATH").split(":", false))
 	for folder in folders:
 		if FileAccess.file_exists(folder.path_join(name)):
 			return true
-	return false
+	for ldconfig: String in ["/sbin/ldconfig", "/usr/sbin/ldconfig", "/usr/bin/ldconfig"]:
+		if FileAccess.file_exists(ldconfig):
+			var output := []
+			if OS.execute(ldconfig, PackedStringArray(["-p"]), output) != 0:
+				return true
+			return name in "".join(output)
+	return true
 
 
 static func _vulkan_loader_name() -> String:
