@@ -10,18 +10,17 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from gpu_helpers import require_gpu, write_small_model
+from shipping_helpers import wait_until_ready
 from sidecar_helpers import free_port
 
-from loreguard.client import Client, NoReply
+from loreguard.client import Client
 from loreguard.schemas import InteractionOutcome
 from loreguard.schemas.prompt import SITUATION_HEADING, Prompt
-from loreguard.schemas.wire import HelloReply
 from loreguard.server.bench.sidecar import load_npcs
 from loreguard.server.demo import demo_world
 from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
@@ -224,9 +223,10 @@ def test_a_sidecar_launched_as_the_godot_addon_launches_it_answers_from_the_gpu(
         "--kv-budget-mib", "32", "--data", str(tmp_path / "data"), "--port", str(port), "--parent-pid", str(os.getpid()),
         "--launch-token", "tok-gpu", "--log-file", str(log),
     ]  # fmt: skip
-    sidecar = subprocess.Popen(command)
+    # Output goes to the log file, as for the addon: the pipe only carries a failure to start.
+    sidecar = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        hello = _hello(port, sidecar)
+        hello = wait_until_ready(sidecar, port, timeout_s=300)
         assert hello.launch_token == "tok-gpu" and hello.model is not None
         assert hello.model.extra["device"] == "vulkan:0" and hello.model.extra["offloaded_layers"] == 3
         npc = load_npcs(1)[0]
@@ -240,15 +240,3 @@ def test_a_sidecar_launched_as_the_godot_addon_launches_it_answers_from_the_gpu(
         sidecar.terminate()
         sidecar.wait(timeout=60)
     assert "vulkan:0" in log.read_text()
-
-
-def _hello(port: int, process: subprocess.Popen[bytes]) -> HelloReply:
-    """`hello` once the sidecar answers (it loads the model first); fails if it exits."""
-    with Client(f"tcp://127.0.0.1:{port}", timeout_s=1) as client:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                return client.hello()
-            except NoReply:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"serve did not answer (exit code {process.poll()})") from None
