@@ -28,7 +28,8 @@ from loreguard.server.pipeline.inference.devices import DeviceError, available_d
 from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 from loreguard.server.pipeline.inference.models import embedded_model_path
 
-pytestmark = pytest.mark.gpu
+# Also `model`: the fast suite (`-m "not slow and not model"`) leaves them out.
+pytestmark = [pytest.mark.gpu, pytest.mark.model]
 
 
 @pytest.fixture(autouse=True, scope="module")
