@@ -239,5 +239,5 @@ def test_a_sidecar_launched_as_the_godot_addon_launches_it_answers_from_the_gpu(
         assert result.outcome in (InteractionOutcome.VALIDATED, InteractionOutcome.FALLBACK)
     finally:
         sidecar.terminate()
-        sidecar.wait(timeout=60)
+        sidecar.communicate(timeout=60)  # reaps it and closes the pipe
     assert "vulkan:0" in log.read_text()
