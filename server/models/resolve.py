@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TextIO
 
 from loreguard.server.models.catalogue import COMPUTE_OVERHEAD_MIB, CatalogueEntry, load_catalogue
-from loreguard.server.models.gguf_header import GGUFHeader, NotGGUF, read_header
 from loreguard.server.models.pull import (
     HubFile,
     ModelError,
@@ -27,6 +26,7 @@ from loreguard.server.models.pull import (
     require_hub,
     verify,
 )
+from loreguard.server.pipeline.inference.gguf_header import GGUFHeader, NotGGUF, read_header
 
 #: Context given to a model outside the catalogue when its GGUF allows at least this much.
 GUESSED_CONTEXT = 4096

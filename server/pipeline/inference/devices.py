@@ -21,6 +21,7 @@ from typing import Literal
 
 from loreguard.schemas.base import FrozenModel
 from loreguard.server.pipeline.inference.base import BackendError
+from loreguard.server.pipeline.inference.gguf_header import NotGGUF, read_header
 
 DeviceKind = Literal["cpu", "gpu", "igpu", "accel"]
 #: ggml_backend_dev_type's values, in its enum's order (META is ggml's own split device).
@@ -207,6 +208,23 @@ def device_array(choice: DeviceChoice) -> ctypes.Array[ctypes.c_void_p]:
         ggml = _registry()
         handles = [h for h in ggml.handles() if ggml.device(h).name == choice.device.name]
     return (ctypes.c_void_p * (len(handles) + 1))(*handles, None)
+
+
+def kv_shape(model: Path) -> tuple[int, int] | None:
+    """The model's layer count and f16 KV cache bytes per token, from its GGUF header (None for
+    a file or an architecture this estimate does not know: llama.cpp's own load decides)."""
+    try:
+        meta = read_header(model).metadata
+    except (NotGGUF, OSError):
+        return None
+    arch = meta.get("general.architecture", "")
+    n_layer, n_embd, n_head = (meta.get(f"{arch}.{key}") for key in ("block_count", "embedding_length", "attention.head_count"))
+    n_head_kv = meta.get(f"{arch}.attention.head_count_kv", n_head)
+    if not (isinstance(n_layer, int) and isinstance(n_embd, int) and isinstance(n_head, int) and isinstance(n_head_kv, int)):
+        return None
+    if min(n_layer, n_embd, n_head, n_head_kv) <= 0:
+        return None
+    return n_layer, 2 * n_layer * n_head_kv * (n_embd // n_head) * 2
 
 
 def check_fits(choice: DeviceChoice, *, weights_bytes: int, n_layer: int, kv_bytes: int) -> None:

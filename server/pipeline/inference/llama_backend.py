@@ -31,7 +31,7 @@ from pydantic import Field
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.prompt import NEW_MESSAGE_HEADINGS, Prompt
 from loreguard.schemas.receipt import ModelFingerprint
-from loreguard.server.models.gguf_header import NotGGUF, read_header
+from loreguard.server.pipeline.inference import devices
 from loreguard.server.pipeline.inference.base import (
     BackendError,
     Generation,
@@ -43,7 +43,6 @@ from loreguard.server.pipeline.inference.base import (
 from loreguard.server.pipeline.inference.batch_adapter import BatchedEngineAdapter
 from loreguard.server.pipeline.inference.batch_engine import BatchedEngine
 from loreguard.server.pipeline.inference.chat_template import ChatTemplate, TemplateError
-from loreguard.server.pipeline.inference.devices import DeviceChoice, DeviceError, check_fits, choose_device, device_array
 from loreguard.server.pipeline.inference.engine import Engine, EngineRequest, PromptTokens
 from loreguard.server.pipeline.inference.grammar import CompiledGrammar, UnsupportedSchema, compile_schema
 from loreguard.server.pipeline.inference.llama_native import (
@@ -151,17 +150,17 @@ class LlamaCppBackend(InferenceBackend):
         #: Saved prefixes of the reproducible engine (the batched engine keeps its own).
         self.prefix_cache = PrefixCache(self.config.prefix_cache_bytes)
         #: The device the model runs on and the layers offloaded to it (DeviceError if none fits).
-        self.device = choose_device(self.config.device, self.config.n_gpu_layers)
+        self.device = devices.choose_device(self.config.device, self.config.n_gpu_layers)
         #: Why `--device gpu` ran on the CPU after all (a GPU too small, a driver that refused), or "".
         self.device_fallback = ""
         try:
             ctx = self._load()
-        except (DeviceError, BackendError) as exc:
+        except (devices.DeviceError, BackendError) as exc:
             if self.config.device.strip().lower() != "gpu" or self.device.device is None:
                 raise
             # `gpu` promises the CPU when the GPU cannot serve: a player's machine, not an error.
             self.device_fallback = f"{self.device.device.describe()} could not run the model ({exc})"
-            self.device = DeviceChoice(device=None, gpu_layers=0)
+            self.device = devices.DeviceChoice(device=None, gpu_layers=0)
             ctx = self._load()
         self._context = ctx
         #: The longest prompt plus output one generation may take.
@@ -197,7 +196,7 @@ class LlamaCppBackend(InferenceBackend):
         self._check_device_fits()
         try:
             self._model = NativeModel(
-                str(self.model_path), n_gpu_layers=self.device.gpu_layers, devices=device_array(self.device)
+                str(self.model_path), n_gpu_layers=self.device.gpu_layers, devices=devices.device_array(self.device)
             )
             self._engine, ctx = self._make_engine()
         except NativeError as exc:
@@ -241,26 +240,13 @@ class LlamaCppBackend(InferenceBackend):
     def _check_device_fits(self) -> None:
         """Refuse a GPU too small for the offloaded weights and their KV cache, from the file's
         header, before llama.cpp allocates anything (DeviceError, with the numbers)."""
-        if self.device.device is None or self.device.gpu_layers == 0:
+        shape = devices.kv_shape(self.model_path)
+        if self.device.device is None or self.device.gpu_layers == 0 or shape is None:
             return
-        try:
-            meta = read_header(self.model_path).metadata
-        except (NotGGUF, OSError):
-            return  # llama.cpp's own load reports a bad file
-        arch = meta.get("general.architecture", "")
-        n_layer, n_embd, n_head = (
-            meta.get(f"{arch}.{key}") for key in ("block_count", "embedding_length", "attention.head_count")
-        )
-        n_head_kv = meta.get(f"{arch}.attention.head_count_kv", n_head)
-        if not all(isinstance(v, int) and v > 0 for v in (n_layer, n_embd, n_head, n_head_kv)):
-            return  # an architecture this estimate does not know; llama.cpp's load decides
-        assert isinstance(n_layer, int) and isinstance(n_embd, int) and isinstance(n_head, int) and isinstance(n_head_kv, int)
-        per_token = 2 * n_layer * n_head_kv * (n_embd // n_head) * 2
-        if self.config.reproducible:
-            kv_bytes = self.config.n_ctx * per_token
-        else:
-            kv_bytes = self._kv_budget_mib(per_token, offloaded=True) << 20
-        check_fits(self.device, weights_bytes=self.model_path.stat().st_size, n_layer=n_layer, kv_bytes=kv_bytes)
+        n_layer, per_token = shape
+        budget = self._kv_budget_mib(per_token, offloaded=True) << 20
+        kv_bytes = self.config.n_ctx * per_token if self.config.reproducible else budget
+        devices.check_fits(self.device, weights_bytes=self.model_path.stat().st_size, n_layer=n_layer, kv_bytes=kv_bytes)
 
     def _batched_context(self) -> NativeContext:
         """The batched engine's context: KV cells from the memory budget, refused up front when

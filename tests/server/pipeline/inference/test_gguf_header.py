@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from loreguard.server.models.gguf_header import NotGGUF, read_header, write_header
+from loreguard.server.pipeline.inference.gguf_header import NotGGUF, read_header, write_header
 from loreguard.server.pipeline.inference.models import embedded_model_path
 
 
