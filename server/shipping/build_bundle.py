@@ -159,11 +159,10 @@ def _link_duplicate_libraries(bundle: Path) -> None:
 def built_accelerator() -> str:
     """The GPU backend this environment's llama-cpp-python carries (`cpu` when none): a
     bundle ships exactly that build, so the build decides what a bundle can be."""
-    names = [p.name for p in (_package_folder("llama_cpp") / "lib").iterdir()]
-    for accelerator in ("cuda", "vulkan", "metal"):
-        if any(f"ggml-{accelerator}" in name for name in names):
-            return accelerator
-    return "cpu"
+    from loreguard.server.pipeline.inference.devices import built_backends
+
+    built = built_backends()
+    return next((a for a in ("cuda", "vulkan", "metal") if a in built), "cpu")
 
 
 def build_bundle(out: Path, model: Path | None = None, *, accelerator: str = "auto", log=sys.stderr) -> BuiltBundle:  # noqa: ANN001

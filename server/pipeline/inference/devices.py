@@ -14,6 +14,7 @@ Mesa's lavapipe (Vulkan on the CPU) is a CPU-type device that ggml skips unless
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -55,9 +56,7 @@ class _Ggml:
     """ggml's device registry, bound on first use (llama-cpp-python binds none of it)."""
 
     def __init__(self) -> None:
-        import llama_cpp  # here, not at import: `auto` and `cpu` need no device list
-
-        lib_dir = Path(llama_cpp.__file__).parent / "lib"
+        lib_dir = _lib_dir()
         # The very file libllama was linked against (its soname): the wheel ships `libggml.so`
         # as a separate copy, and opening that would map a second ggml with its own registry.
         names = {"win32": ("ggml.dll",), "darwin": ("libggml.0.dylib", "libggml.dylib")}.get(
@@ -124,12 +123,18 @@ def available_devices() -> tuple[Device, ...]:
     return tuple(ggml.device(h) for h in ggml.handles())
 
 
+def _lib_dir() -> Path:
+    """llama-cpp-python's folder of shared libraries, found without importing (loading) it."""
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or spec.origin is None:
+        raise DeviceError("llama-cpp-python is not installed")
+    return Path(spec.origin).parent / "lib"
+
+
 def built_backends() -> tuple[str, ...]:
     """The GPU backends this llama-cpp-python was built with (`vulkan`, `cuda`, `metal`...), read
     from the libraries it ships: a built backend can still find no device."""
-    import llama_cpp
-
-    names = {p.name.split(".")[0] for p in (Path(llama_cpp.__file__).parent / "lib").glob("*ggml-*")}
+    names = {p.name.split(".")[0] for p in _lib_dir().glob("*ggml-*")}
     found = {n.removeprefix("lib").removeprefix("ggml-") for n in names}
     return tuple(sorted(found - {"base", "cpu"}))
 
@@ -206,7 +211,8 @@ def device_array(choice: DeviceChoice) -> ctypes.Array[ctypes.c_void_p]:
     handles: list[int] = []
     if choice.device is not None:
         ggml = _registry()
-        handles = [h for h in ggml.handles() if ggml.device(h).name == choice.device.name]
+        name = choice.device.name.encode()
+        handles = [h for h in ggml.handles() if ggml.lib.ggml_backend_dev_name(h) == name]
     return (ctypes.c_void_p * (len(handles) + 1))(*handles, None)
 
 
