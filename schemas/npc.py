@@ -10,7 +10,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, LongText, ShortText, StateKey
 from loreguard.schemas.interaction import TriggerReason
 from loreguard.schemas.memory import CanonicalFact, StateClaim
-from loreguard.schemas.output import Emotion
+from loreguard.schemas.output import Emotion, WorldIntent
 from loreguard.schemas.rules import ExpectancyRule, Phrase
 from loreguard.schemas.text import matchable
 
@@ -72,6 +72,13 @@ class IntentSpec(FrozenModel):
     type: Identifier
     description: ShortText = ""
     params: dict[Identifier, IntentParam] = Field(default_factory=dict, max_length=8)
+    #: Phrases with which a player asks for it ("open the gate", "let me in"). An intent with
+    #: cues is on the table only when the player's line says one, and names one of the allowed
+    #: values of each enum parameter that has several: the model is then offered exactly that
+    #: intent, its parameters filled in from the line, and decides only whether to grant it; the
+    #: gate approves nothing else. An intent without cues is offered every turn (the model
+    #: decides when, and its parameters).
+    cues: tuple[Phrase, ...] = Field(default=(), max_length=32)
 
 
 class FewShotExample(FrozenModel):
@@ -80,6 +87,9 @@ class FewShotExample(FrozenModel):
     #: shown by the prompt).
     npc: Line
     emotion: Emotion = Emotion.NEUTRAL
+    #: The world intent this reply grants (one of the NPC's allowed intents), or None: an
+    #: example that shows the model what granting a request looks like.
+    intent: WorldIntent | None = None
 
 
 class Fallbacks(FrozenModel):
@@ -212,6 +222,10 @@ class NpcProfile(FrozenModel):
                 if item in seen:
                     raise ValueError(f"duplicate {label} id {item!r}")
                 seen.add(item)
+        allowed = {i.type for i in self.allowed_intents}
+        for example in self.few_shot:
+            if example.intent is not None and example.intent.type not in allowed:
+                raise ValueError(f"few-shot example grants intent {example.intent.type!r}, which the NPC may not emit")
         return self
 
 

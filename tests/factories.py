@@ -53,10 +53,15 @@ def ramble(chars: int) -> str:
 
 
 def say(dialogue: str, emotion: str = "neutral", mutations: list | None = None) -> str:
-    """A model output as the scripted backend returns it."""
+    """A model output as the scripted backend returns it, in the grammar's layout: a world
+    intent among `mutations` (the first) is written as the output's `intent`."""
     import json
 
-    return json.dumps({"dialogue": dialogue, "emotion": emotion, "mutations": mutations or []})
+    changes = list(mutations or [])
+    granted = next((m for m in changes if m.get("kind") == "emit_world_intent"), None)
+    intent = "none" if granted is None else {"type": granted["intent"], "params": dict(sorted(granted.get("params", {}).items()))}
+    rest = [m for m in changes if m is not granted]
+    return json.dumps({"dialogue": dialogue, "intent": intent, "emotion": emotion, "mutations": rest})
 
 
 def rich_guard_profile(**overrides: object) -> NpcProfile:

@@ -38,7 +38,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     quality = _suite(
         suites, "quality", _quality, "the embedded model's answers to fixed player lines: pass, fallback, degenerate, parroted"
     )
-    quality.add_argument("--lines", type=int, default=54, help="player lines of the fixed set to run (at most 54)")
+    quality.add_argument("--lines", type=int, default=None, help="player lines of the fixed set to run (default: all)")
     quality.add_argument("--run", choices=("both", "before", "after"), default="both", help="which setting to run")
     quality.add_argument(
         "--judge", action="store_true", help="the after run with the semantic judge in each NPC's own sequence, and its cost"

@@ -1,7 +1,7 @@
 """`loreguard bench quality`: what the embedded model's answers look like to the gate.
 
-A fixed set of player lines (`QUALITY_LINES`, 54 across the demo's two NPCs; the first six are
-the terminal demo's turns) goes through the full governance pipeline twice, each time on a fresh
+A fixed set of player lines (`QUALITY_LINES`, 59 across the demo's two NPCs; the first six are
+the terminal demo's turns, ten ask for something the NPC may do: `REQUESTS`) goes through the full governance pipeline twice, each time on a fresh
 demo store with the same seeds:
 
 - `before`: the sampler without repetition penalties or DRY, the demo guard with its original
@@ -17,7 +17,9 @@ failed for parroting), and what the player heard: `distinct_reply_rate` (distinc
 model wrote that were heard, over lines: an NPC saying one line to 17 questions scores low),
 `self_repeats_shown` (heard replies that repeat one the NPC said to another question, by the
 gate's own `repeats_itself` measure) and `fallback_lines_repeated` (fallbacks that said the
-NPC's previous fallback line again). With `--judge`, the `after` run asks the semantic judge in
+NPC's previous fallback line again); and what the game did: `intent_rate` (of the lines that ask
+for an intent the NPC may grant, those that got it) and `wrong_intent_rate` (lines that got an
+intent they did not ask for: must be 0). With `--judge`, the `after` run asks the semantic judge in
 each NPC's own sequence, on the batched engine (the sidecar's default, whose prefix reuse makes
 the judge cheap; the other runs use the reproducible engine), and adds its cost per reply: `judge_tokens_evaluated_p50`,
 `judge_tokens_cached_p50`, `judge_ms_p50` (and how often it was asked and found a break).
@@ -36,6 +38,7 @@ from pathlib import Path
 from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionContext, InteractionOutcome, NpcProfile
 from loreguard.schemas.npc import OutputLimits
+from loreguard.schemas.output import WorldIntent
 from loreguard.schemas.receipt import JudgeRecord
 from loreguard.schemas.text import norm_words
 from loreguard.server.demo import demo_npcs, demo_world
@@ -122,7 +125,32 @@ QUALITY_LINES: tuple[tuple[str, str], ...] = (
             "How long have you been a merchant?",
         )
     ),
+    # requests for what the NPCs may do (see `REQUESTS`)
+    ("guard", "Please open the north gate."),
+    ("guard", "Let me through, guard. I have business inside."),
+    ("merchant", "Sell me some rope, please."),
+    ("merchant", "I'll buy two lanterns."),
+    ("merchant", "Give me a loaf of bread, here's a copper."),
 )
+
+#: What each line that asks for an intent asks for: a request the NPC may grant (the intent is
+#: allowed, and no rule forbids it in the bench's world state). `intent_rate` counts these lines
+#: that got exactly that intent; `wrong_intent_rate` counts the lines (any) that got an intent
+#: they did not ask for.
+REQUESTS: dict[tuple[str, str], WorldIntent] = {
+    ("guard", "Can you open the gate for me?"): WorldIntent(type="open_gate", params={"gate_id": "north"}),
+    ("guard", "The captain sent me. Let me in."): WorldIntent(type="open_gate", params={"gate_id": "north"}),
+    ("guard", "Please open the north gate."): WorldIntent(type="open_gate", params={"gate_id": "north"}),
+    ("guard", "Let me through, guard. I have business inside."): WorldIntent(type="open_gate", params={"gate_id": "north"}),
+    ("merchant", "I'd like a lantern. Here's 5 silver."): WorldIntent(type="give_item", params={"item": "lantern", "count": 1}),
+    ("merchant", "Can I have some bread for free?"): WorldIntent(type="give_item", params={"item": "bread", "count": 1}),
+    ("merchant", "I'll take two loaves of bread."): WorldIntent(type="give_item", params={"item": "bread", "count": 2}),
+    ("merchant", "Sell me some rope, please."): WorldIntent(type="give_item", params={"item": "rope", "count": 1}),
+    ("merchant", "I'll buy two lanterns."): WorldIntent(type="give_item", params={"item": "lantern", "count": 2}),
+    ("merchant", "Give me a loaf of bread, here's a copper."): WorldIntent(
+        type="give_item", params={"item": "bread", "count": 1}
+    ),
+}
 
 #: The guard's few-shot example before issue 19 varied it: the line a small model copied.
 ORIGINAL_GUARD_EXAMPLE = {
@@ -166,6 +194,7 @@ def _run(
     pipeline = GovernancePipeline(store, backend, config, judge_backend=backend if judge else None)
     profiles = {p.id: p for p in npcs}
     first_pass = fallbacks = degenerate_first = shown = parroted = demo_parroted = 0
+    asked = granted = wrong = 0
     heard = _Heard()
     judged: list[JudgeRecord] = []
     started = time.perf_counter()
@@ -181,10 +210,15 @@ def _run(
         parroted += sum(any(f.rule_id == PARROTING_RULE for f in a.failures) for a in attempts)
         judged += [a.judge for a in attempts if a.judge is not None]
         heard.add(npc_id, line, result.dialogue, fallback=result.outcome is InteractionOutcome.FALLBACK)
+        request = REQUESTS.get((npc_id, line))
+        asked += request is not None
+        granted += request is not None and request in result.intents
+        wrong += any(intent != request for intent in result.intents)
         if i < len(TURNS):
             demo_parroted += PARROTING_RULE in first_rules
         print(
             f"[{name} {i + 1}/{len(lines)}] {npc_id}: {line!r} -> {result.outcome.value} {result.dialogue!r} "
+            f"intents={[_shown(intent) for intent in result.intents]} "
             f"first={sorted(r or '' for r in first_rules)} all={[sorted({f.rule_id or '' for f in a.failures}) for a in attempts]}",
             file=sys.stderr,
             flush=True,
@@ -200,12 +234,18 @@ def _run(
         f"{name}_distinct_reply_rate": round(heard.distinct_replies() / n, 3),
         f"{name}_self_repeats_shown": heard.self_repeats,
         f"{name}_fallback_lines_repeated": heard.fallbacks_repeated,
+        f"{name}_intent_rate": round(granted / asked, 3) if asked else 0.0,
+        f"{name}_wrong_intent_rate": round(wrong / n, 3),
         f"{name}_seconds": round(time.perf_counter() - started, 1),
     }
     if judge:
         figures.update(_judge_cost(name, judged))
     store.close()
     return figures
+
+
+def _shown(intent: WorldIntent) -> str:
+    return f"{intent.type}({', '.join(f'{k}={v}' for k, v in sorted(intent.params.items()))})"
 
 
 class _Heard:
@@ -254,7 +294,7 @@ def _judge_cost(name: str, judged: list[JudgeRecord]) -> dict[str, object]:
 
 def bench_quality(
     *,
-    lines: int = len(QUALITY_LINES),
+    lines: int | None = None,
     runs: tuple[str, ...] = ("before", "after"),
     model: str | None = None,
     threads: int | None = None,
@@ -263,9 +303,9 @@ def bench_quality(
     judge: bool = False,
 ) -> dict[str, object]:
     """The named runs (see the module's docstring; both by default, one after the other) on the
-    first `lines` of `QUALITY_LINES`; `judge`: the `after` run with the semantic judge asked in
+    first `lines` of `QUALITY_LINES` (all by default); `judge`: the `after` run with the semantic judge asked in
     each NPC's own sequence."""
-    chosen = QUALITY_LINES[: max(1, lines)]
+    chosen = QUALITY_LINES[: max(1, lines)] if lines is not None else QUALITY_LINES
     settings: tuple[tuple[str, dict[str, object], Callable[[], tuple[NpcProfile, ...]]], ...] = (
         ("before", {"repeat_last_n": 0, "dry_multiplier": 0.0}, _before_npcs),
         ("after", {}, demo_npcs),

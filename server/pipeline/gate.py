@@ -34,7 +34,7 @@ from pydantic import ValidationError, model_validator
 
 from loreguard.memory.claims import Contradiction, find_contradictions
 from loreguard.schemas.base import FrozenModel
-from loreguard.schemas.npc import IntentSpec, OutputHygiene, ParamType, UngroundedNumbers
+from loreguard.schemas.npc import OutputHygiene, UngroundedNumbers
 from loreguard.schemas.output import (
     EmitWorldIntentMutation,
     Emotion,
@@ -57,13 +57,14 @@ from loreguard.server.pipeline.checks import check_constraint, mutation_texts, s
 from loreguard.server.pipeline.degenerate import find_degenerate
 from loreguard.server.pipeline.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.hygiene import Scrubbed, scrub_dialogue
+from loreguard.server.pipeline.intents import intent_problem, offer_problem
 from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parroting import find_parroting
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
 from loreguard.server.pipeline.readout import find_instructions_read_out
 from loreguard.server.pipeline.self_repeats import find_self_repeats
-from loreguard.server.pipeline.snapshot import StateSnapshot
+from loreguard.server.pipeline.snapshot import NO_INTENT, StateSnapshot
 
 #: Rule ids of the gate's built-in checks, so that every failure a receipt lists names the rule
 #: that failed (designer rules, canonical facts and secrets name themselves; numbers name what
@@ -402,6 +403,9 @@ def _to_output(
     if parse.data is None:
         return None, parse.error or "no JSON object", None
     data = dict(parse.data)
+    problem = lift_intent(data)
+    if problem:
+        return None, "output does not match the schema: " + problem, None
     scrubbed = None
     if isinstance(data.get("dialogue"), str):
         emotion = data.get("emotion", Emotion.NEUTRAL.value)
@@ -424,6 +428,24 @@ def _to_output(
         return None, "output does not match the schema: " + "; ".join(parts), scrubbed
 
 
+def lift_intent(data: dict[str, object]) -> str:
+    """The output's `intent` ("none", or {"type", "params"}) as the first of its mutations, in
+    place; why it cannot be, or "" (also when there is none: an output may list its intents
+    among the mutations, as a backend without the grammar may)."""
+    if "intent" not in data:
+        return ""
+    value = data.pop("intent")
+    if value == NO_INTENT or value is None:
+        return ""
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str) or set(value) - {"type", "params"}:
+        return 'intent: must be "none" or {"type": ..., "params": {...}}'
+    mutations = data.get("mutations", [])
+    if not isinstance(mutations, list):
+        return ""  # the schema says what is wrong with them
+    data["mutations"] = [{"kind": "emit_world_intent", "intent": value["type"], "params": value.get("params", {})}, *mutations]
+    return ""
+
+
 def partition_mutations(
     output: ParsedOutput, snapshot: StateSnapshot
 ) -> tuple[tuple[ProposedMutation, ...], tuple[RejectedMutation, ...], tuple[WorldIntent, ...]]:
@@ -442,45 +464,10 @@ def partition_mutations(
             rejected.append(RejectedMutation(mutation=m, reason="confidence outside 0..1"))
             continue
         if isinstance(m, EmitWorldIntentMutation):
-            problem = intent_problem(m, specs.get(m.intent))
+            problem = intent_problem(m, specs.get(m.intent)) or offer_problem(m, snapshot.offered_intents)
             if problem:
                 rejected.append(RejectedMutation(mutation=m, reason=problem))
                 continue
             intents.append(WorldIntent(type=m.intent, params=m.params))
         approved.append(m)
     return tuple(approved), tuple(rejected), tuple(intents)
-
-
-def intent_problem(m: EmitWorldIntentMutation, spec: IntentSpec | None) -> str:
-    """Why this intent may not be emitted, or "" when it may."""
-    if spec is None:
-        return f"intent {m.intent} is not allowed for this NPC"
-    for name in sorted(m.params):
-        if name not in spec.params:
-            return f"intent {m.intent} has no parameter {name}"
-    for name, param in sorted(spec.params.items()):
-        if name not in m.params:
-            if param.required:
-                return f"intent {m.intent} needs parameter {name}"
-            continue
-        value = m.params[name]
-        if param.type is ParamType.STRING:
-            if not isinstance(value, str):
-                return f"{m.intent}.{name} must be a string"
-            if len(value) > param.max_length:
-                return f"{m.intent}.{name} is longer than {param.max_length}"
-            if param.enum and value not in param.enum:
-                return f"{m.intent}.{name} must be one of {', '.join(sorted(param.enum))}"
-        elif param.type is ParamType.BOOLEAN:
-            if not isinstance(value, bool):
-                return f"{m.intent}.{name} must be a boolean"
-        else:
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                return f"{m.intent}.{name} must be a {param.type.value}"
-            if param.type is ParamType.INTEGER and not isinstance(value, int):
-                return f"{m.intent}.{name} must be a {param.type.value}"
-            if param.minimum is not None and value < param.minimum:
-                return f"{m.intent}.{name} is below {param.minimum}"
-            if param.maximum is not None and value > param.maximum:
-                return f"{m.intent}.{name} is above {param.maximum}"
-    return ""

@@ -206,7 +206,7 @@ class GovernancePipeline:
         accepted with it, and why a fallback is needed."""
         snapshot = run.first_snapshot
         judge = self.judge if self.config.gate.semantic_judge else None
-        schema = output_schema(snapshot.allowed_intents, self.config.generation)
+        schema = output_schema(snapshot.offered_intents, self.config.generation)
         steers = self._steers_retries()
         carry = StreamCarry()
         while True:

@@ -1,8 +1,10 @@
 """What the model may emit for one NPC, as a bounded JSON Schema.
 
 `ParsedOutput` is the widest output the gate accepts. The schema sent to the model is narrower:
-shorter strings, fewer mutations, and world intents restricted to the NPC's allowed intents with
-their exact parameters. Every string, number and array is bounded, so constrained decoding always
+shorter strings, fewer mutations, and the world intent one `intent` property after the dialogue:
+"none", or one of the intents offered this turn (`intents`) with its parameters, those the
+player's line fixed as constants. The dialogue comes first (streaming releases it as it grows),
+so the intent is chosen knowing what the NPC said. Every string, number and array is bounded, so constrained decoding always
 finishes; `schema_max_chars` gives the longest output the schema allows, which bounds the tokens
 a backend can spend. Properties are listed in the order they must be written.
 """
@@ -15,8 +17,10 @@ from pydantic import Field
 
 from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel
-from loreguard.schemas.npc import IntentParam, IntentSpec, ParamType
+from loreguard.schemas.npc import IntentParam, ParamType
 from loreguard.schemas.output import MAX_DIALOGUE_CHARS, MAX_MUTATION_TEXT, MAX_MUTATIONS, Emotion
+from loreguard.server.pipeline.intents import OfferedIntent
+from loreguard.server.pipeline.snapshot import NO_INTENT
 
 #: Identifiers the model writes (belief ids, relationship targets): a safe subset of `Identifier`.
 IDENTIFIER_PATTERN = "^[a-z0-9_]+$"
@@ -58,22 +62,26 @@ def _param_schema(param: IntentParam) -> dict[str, Any]:
     return schema
 
 
-def _intent_schema(spec: IntentSpec) -> dict[str, Any]:
-    params = {name: _param_schema(spec.params[name]) for name in sorted(spec.params)}
-    return _object({"kind": {"const": "emit_world_intent"}, "intent": {"const": spec.type}, "params": _object(params)})
+def _offer_schema(offer: OfferedIntent) -> dict[str, Any]:
+    fixed = dict(offer.params)
+    params = {
+        name: ({"const": fixed[name]} if name in fixed else _param_schema(offer.spec.params[name]))
+        for name in sorted(offer.spec.params)
+    }
+    return _object({"type": {"const": offer.spec.type}, "params": _object(params)})
 
 
-def output_schema(intents: tuple[IntentSpec, ...] | list[IntentSpec], limits: GenerationLimits) -> dict[str, Any]:
-    """The bounded schema for an NPC with these allowed intents. Built once per set of intent
-    and limit objects (they are frozen; every interaction of an NPC asks with the same ones), so
-    the dict is shared: read it, never change it."""
-    return _SCHEMAS.get((limits, *intents), lambda: _output_schema(intents, limits))
+def output_schema(offered: tuple[OfferedIntent, ...], limits: GenerationLimits) -> dict[str, Any]:
+    """The bounded schema for one turn: `intent` is "none" or one of the `offered` intents (see
+    `intents`). Built once per tuple of offer objects and limits (frozen; a turn with nothing
+    requested offers the same objects every time), so the dict is shared: read it, never change it."""
+    return _SCHEMAS.get((limits, *offered), lambda: _output_schema(offered, limits))
 
 
 _SCHEMAS: IdentityMemo[dict[str, Any]] = IdentityMemo(maxsize=256)
 
 
-def _output_schema(intents: tuple[IntentSpec, ...] | list[IntentSpec], limits: GenerationLimits) -> dict[str, Any]:
+def _output_schema(offered: tuple[OfferedIntent, ...], limits: GenerationLimits) -> dict[str, Any]:
     ident = {"type": "string", "pattern": IDENTIFIER_PATTERN, "minLength": 1, "maxLength": limits.identifier_chars}
     text = _string(limits.mutation_text_chars)
     mutations = [
@@ -88,10 +96,14 @@ def _output_schema(intents: tuple[IntentSpec, ...] | list[IntentSpec], limits: G
             }
         ),
         _object({"kind": {"const": "transform_relationship"}, "target": ident, "delta": _unit(-1)}),
-    ] + [_intent_schema(spec) for spec in sorted(intents, key=lambda s: s.type)]
+    ]
+    intent: dict[str, Any] = {"const": NO_INTENT}
+    if offered:
+        intent = {"anyOf": [intent, *(_offer_schema(offer) for offer in offered)]}
     return _object(
         {
             "dialogue": _string(limits.dialogue_chars),
+            "intent": intent,
             "emotion": {"type": "string", "enum": [e.value for e in Emotion]},
             "mutations": {"type": "array", "items": {"anyOf": mutations}, "maxItems": limits.mutations},
         }

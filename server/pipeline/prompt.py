@@ -35,10 +35,12 @@ from enum import Enum
 
 from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.memory import CanonicalFact, ExchangeTurn
+from loreguard.schemas.npc import FewShotExample
 from loreguard.schemas.output import MAX_DIALOGUE_CHARS, Emotion
 from loreguard.schemas.prompt import BELIEFS_HEADING, MEMORIES_HEADING, SITUATION_HEADING, WORLD_STATE_HEADING, Prompt
 from loreguard.server.pipeline.expectancy import ConstraintSet
-from loreguard.server.pipeline.snapshot import StateSnapshot, player_message
+from loreguard.server.pipeline.intents import describe
+from loreguard.server.pipeline.snapshot import NO_INTENT, StateSnapshot, intent_value, player_message
 
 
 class PromptBoundary(str, Enum):
@@ -67,10 +69,19 @@ FORMAT_INSTRUCTION = "Reply with exactly one JSON object and nothing else:"
 CHANGE_INSTRUCTION = "A change is one of:"
 SECRET_INSTRUCTION = "Never reveal anything about: "
 RETRY_RULES_INSTRUCTION = "From now on:"
+INTENT_INSTRUCTION = (
+    '"intent" is "none" unless the player asks for one of these and you agree; then it is the request\'s intent object:'
+)
+REQUEST_HEADING = "### Request\n"
+REQUEST_INSTRUCTION = "The player asks you to"
+GRANT_INSTRUCTION = "To grant it, write"
+REFUSE_INSTRUCTION = "To refuse, write"
 
 
-def _json_line(dialogue: str, emotion: Emotion) -> str:
-    return json.dumps({"dialogue": dialogue, "emotion": emotion.value, "mutations": []}, ensure_ascii=False)
+def _json_line(example: FewShotExample) -> str:
+    intent: object = intent_value(example.intent.type, example.intent.params) if example.intent else NO_INTENT
+    value: dict[str, object] = {"dialogue": example.npc, "intent": intent, "emotion": example.emotion.value, "mutations": []}
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _system_section(s: StateSnapshot) -> str:
@@ -82,7 +93,7 @@ def _system_section(s: StateSnapshot) -> str:
         "### Output format",
         FORMAT_INSTRUCTION,
         f'{{"dialogue": "{DIALOGUE_PLACEHOLDER}, at most {MAX_DIALOGUE_CHARS} characters>", '
-        f'"emotion": "<{EMOTIONS}>", "mutations": [<at most 4 changes>]}}',
+        f'"intent": "none", "emotion": "<{EMOTIONS}>", "mutations": [<at most 4 changes>]}}',
         CHANGE_INSTRUCTION,
         '{"kind": "append_episodic", "text": "<what happened>", "significance": <0..1>}',
         '{"kind": "transform_belief", "target": "<belief id>", "content": "<belief>", "confidence": <0..1>, '
@@ -90,7 +101,7 @@ def _system_section(s: StateSnapshot) -> str:
         '{"kind": "transform_relationship", "target": "<who>", "delta": <-1..1>}',
     ]
     if s.allowed_intents:
-        lines.append('{"kind": "emit_world_intent", "intent": "<intent>", "params": {...}} where intent is one of:')
+        lines += ["", INTENT_INSTRUCTION]
         for spec in s.allowed_intents:
             params = ", ".join(
                 f"{name}: {p.type.value}" + (f" ({'|'.join(sorted(p.enum))})" if p.enum else "")
@@ -103,7 +114,7 @@ def _system_section(s: StateSnapshot) -> str:
     if s.few_shot:
         lines += ["", "### Examples"]
         for example in s.few_shot:
-            lines += [f"Player: {example.player}", f"You: {_json_line(example.npc, example.emotion)}"]
+            lines += [f"Player: {example.player}", f"You: {_json_line(example)}"]
     return "\n".join(lines) + "\n\n"
 
 
@@ -187,6 +198,20 @@ def _situation_section(s: StateSnapshot) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+def _request_section(s: StateSnapshot) -> str:
+    """What the player asked for that the NPC may grant, and how to grant it ("" for nothing)."""
+    offers = [offer for offer in s.offered_intents if offer.requested]
+    if not offers:
+        return ""
+    lines = ["", "", REQUEST_HEADING.rstrip("\n")]
+    for offer in offers:
+        what = f": {offer.spec.description}" if offer.spec.description else ""
+        granted = json.dumps(intent_value(offer.spec.type, dict(offer.params)), ensure_ascii=False)
+        lines += [f"{REQUEST_INSTRUCTION} {describe(offer)}{what}", f'{GRANT_INSTRUCTION} "intent": {granted}']
+    lines.append(f'{REFUSE_INSTRUCTION} "intent": "none"')
+    return "\n".join(lines)
+
+
 def _correction(s: StateSnapshot) -> str:
     rules = _retry_rules(s)
     text = s.repair + (f"\n{RETRY_RULES_INSTRUCTION}\n{rules}" if rules else "")
@@ -216,7 +241,8 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
     budget_chars = s.max_chars
     n_beliefs, n_episodic, n_exchanges = len(s.beliefs), len(s.episodic), len(s.exchanges)
     fixed = [_system_section(s), _canonical_section(s), _world_state_section(s), _constraints_section(s)]
-    situation, correction = _situation_section(s) + player_message(s.context.player_input), _correction(s)
+    situation = _situation_section(s) + player_message(s.context.player_input) + _request_section(s)
+    correction = _correction(s)
     fixed_len = sum(len(part) for part in fixed) + len(situation) + len(correction)
 
     def tail() -> tuple[str, tuple[ExchangeTurn, ...], int]:

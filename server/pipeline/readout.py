@@ -35,6 +35,9 @@ from loreguard.server.pipeline.parroting import copied_share
 from loreguard.server.pipeline.prompt import (
     CHANGE_INSTRUCTION,
     FORMAT_INSTRUCTION,
+    GRANT_INSTRUCTION,
+    INTENT_INSTRUCTION,
+    REFUSE_INSTRUCTION,
     RETRY_RULES_INSTRUCTION,
     SECRET_INSTRUCTION,
 )
@@ -52,8 +55,8 @@ INSTRUCTIONS = " ".join(
         RETRY_RULES_INSTRUCTION,
         REPAIR_OPENING,
         REPAIR_CLOSING,
-        "Output format. Examples. Rules. Correction. Facts always true. Situation.",
-        "dialogue emotion mutations spoken words characters changes significance confidence sentiment",
+        "Output format. Examples. Rules. Correction. Facts always true. Situation. Request.",
+        "dialogue intent emotion mutations spoken words characters changes significance confidence sentiment",
     )
 )
 #: Words models use for their own output whatever the prompt said.
@@ -85,7 +88,19 @@ MIN_INSTRUCTION_WEIGHT = 3
 COPIED_RUN_WORDS = 4
 #: What a copied run is looked for in: the format and the correction, not the prompt's phrases
 #: that are ordinary speech ("never reveal anything about").
-COPIED_FROM = norm_words(" ".join((FORMAT_INSTRUCTION, CHANGE_INSTRUCTION, REPAIR_OPENING, REPAIR_CLOSING)))
+COPIED_FROM = norm_words(
+    " ".join(
+        (
+            FORMAT_INSTRUCTION,
+            CHANGE_INSTRUCTION,
+            INTENT_INSTRUCTION,
+            GRANT_INSTRUCTION,
+            REFUSE_INSTRUCTION,
+            REPAIR_OPENING,
+            REPAIR_CLOSING,
+        )
+    )
+)
 
 
 @lru_cache(maxsize=1)
@@ -114,19 +129,26 @@ def find_instructions_read_out(dialogue: str, snapshot: StateSnapshot) -> list[G
         tuple(c.text for c in snapshot.constraints.constraints if not is_retry_rule(c)),
     )
     asked = keywords(snapshot.context.player_input)
+    # an intent's name as the prompt writes it ("give_item") is no word a character says
+    names = [spec.type for spec in snapshot.allowed_intents if "_" in spec.type]
     for sentence in sentences(dialogue):
+        named = next((name for name in names if name in sentence.lower()), None)
+        if named is not None:
+            return [_read_out(sentence, f"the intent name {named}")]
         said = (keywords(sentence) & meta) - asked
         # a run copied from the instructions holds one of their words: only then is it looked for
         copied = bool(said) and copied_share(norm_words(sentence), COPIED_FROM, run=COPIED_RUN_WORDS) > 0
         if len(said) + len(said & RARE_IN_SPEECH) >= MIN_INSTRUCTION_WEIGHT or copied:
             why = f"the words {', '.join(sorted(said))}" if not copied else "words copied from them"
-            return [
-                GateFailure(
-                    gate=GateName.HARD_LIMITS,
-                    reason=f"dialogue reads the prompt's instructions out ({why}): {sentence[:80]!r}; speak as the character",
-                    severity=Severity.HARD,
-                    rule_id=PROMPT_INSTRUCTIONS_RULE,
-                    evidence=sentence[:80],
-                )
-            ]
+            return [_read_out(sentence, why)]
     return []
+
+
+def _read_out(sentence: str, why: str) -> GateFailure:
+    return GateFailure(
+        gate=GateName.HARD_LIMITS,
+        reason=f"dialogue reads the prompt's instructions out ({why}): {sentence[:80]!r}; speak as the character",
+        severity=Severity.HARD,
+        rule_id=PROMPT_INSTRUCTIONS_RULE,
+        evidence=sentence[:80],
+    )

@@ -26,9 +26,10 @@ from loreguard.schemas.npc import (
     UngroundedNumbers,
     WorldDefinition,
 )
-from loreguard.schemas.output import Emotion, ProposedMutation
+from loreguard.schemas.output import EmitWorldIntentMutation, Emotion, ProposedMutation
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
+from loreguard.server.pipeline.intents import OfferedIntent, offered_intents
 
 #: Episodic entries with this tag are raw exchanges; the prompt shows them in their own section.
 EXCHANGE_TAG = "exchange"
@@ -65,10 +66,27 @@ def player_message(player_input: str) -> str:
 
 def turn_reply(dialogue: str, emotion: Emotion, mutations: Iterable[ProposedMutation]) -> str:
     """The NPC's side of a turn as the model writes it: one JSON object in the output grammar's
-    layout (`json.dumps` separators, keys in schema order), holding what was spoken and the
-    changes that were approved. A reply accepted whole is then the model's own bytes."""
-    value = {"dialogue": dialogue, "emotion": emotion.value, "mutations": [m.model_dump(mode="json") for m in mutations]}
+    layout (`json.dumps` separators, keys in schema order), holding what was spoken, the intent
+    granted (the first approved one; "none") and the other changes that were approved. A reply
+    accepted whole is then the model's own bytes."""
+    changes = list(mutations)
+    granted = next((m for m in changes if isinstance(m, EmitWorldIntentMutation)), None)
+    value = {
+        "dialogue": dialogue,
+        "intent": intent_value(granted.intent, granted.params) if granted is not None else NO_INTENT,
+        "emotion": emotion.value,
+        "mutations": [m.model_dump(mode="json") for m in changes if m is not granted],
+    }
     return json.dumps(value, ensure_ascii=False)
+
+
+#: The output's `intent` when the reply grants none.
+NO_INTENT = "none"
+
+
+def intent_value(intent: str, params: Mapping[str, JsonScalar]) -> dict[str, object]:
+    """A granted intent as the output writes it: parameters by name, as the grammar orders them."""
+    return {"type": intent, "params": {name: params[name] for name in sorted(params)}}
 
 
 class RecentReply(FrozenModel):
@@ -159,6 +177,9 @@ class StateSnapshot(FrozenModel):
     few_shot: tuple[FewShotExample, ...] = ()
     secrets: tuple[Secret, ...] = ()
     allowed_intents: tuple[IntentSpec, ...] = ()
+    #: The intents the model may grant this turn (`intents`): what the player's line asked
+    #: for, the intents without cues, the ones a rule requires; none a rule forbids.
+    offered_intents: tuple[OfferedIntent, ...] = ()
     #: The repair message for this attempt: why the previous one was rejected.
     repair: str = ""
     #: On a retry, the first attempt's rules: the prompt keeps showing them where they were (so
@@ -265,6 +286,15 @@ def _reply_changes(reply: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], 
     return tuple(notes), tuple(beliefs)
 
 
+def _offers(context: InteractionContext, profile: NpcProfile, constraints: ConstraintSet) -> tuple[OfferedIntent, ...]:
+    return offered_intents(
+        context.player_input,
+        profile.allowed_intents,
+        forbidden=(i for c in constraints.constraints for i in c.checks.forbidden_intents),
+        required=(i for c in constraints.constraints for i in c.checks.required_intents),
+    )
+
+
 def build_snapshot(
     *,
     context: InteractionContext,
@@ -337,6 +367,7 @@ def build_snapshot(
         few_shot=profile.few_shot[: bounds.max_few_shot],
         secrets=tuple(sorted(profile.secrets, key=lambda x: x.id)),
         allowed_intents=tuple(sorted(profile.allowed_intents, key=lambda i: i.type)),
+        offered_intents=_offers(context, profile, constraints),
         max_chars=bounds.max_chars,
         ungrounded_numbers=profile.ungrounded_numbers,
         output_limits=profile.output_limits,

@@ -50,6 +50,7 @@ from loreguard.server.pipeline.inference.llama_native import (
     NativeContext,
     NativeError,
     NativeModel,
+    sequence_limit,
     supports_gpu_offload,
 )
 from loreguard.server.pipeline.inference.llama_sampling import SamplingParams, TokenSampler
@@ -164,7 +165,7 @@ class LlamaCppBackend(InferenceBackend):
             ctx = self._load()
         self._context = ctx
         #: The longest prompt plus output one generation may take.
-        self.max_sequence_tokens = min(self.config.n_ctx, ctx.n_ctx)
+        self.max_sequence_tokens = sequence_limit(self.config.n_ctx, ctx)
         self.metadata = self._model.metadata()
         bos = self._model.bos_token
         #: The BOS token's text, which some chat templates write themselves.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 
@@ -23,6 +24,29 @@ import numpy as np  # noqa: E402
 
 # llama.cpp logs model loading in detail; keep errors only unless the user asks otherwise.
 logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
+
+#: ggml's log levels (ggml.h). llama-cpp-python's own callback predates DEBUG, so it shows every
+#: warning as an error; this one shows warnings and errors and nothing below.
+_LOG_WARN, _LOG_CONT = 3, 5
+#: The warning a unified KV cache always draws: llama.cpp compares the whole pool, which every
+#: sequence shares, with the trained context. No sequence may use more than `n_ctx` of the
+#: backend's config, which the backend checks against the trained context itself.
+_POOL_OVERFLOW = b"possible training context overflow"
+_log_state = {"level": 0, "pooled": False}
+
+
+@llama_cpp.llama_log_callback
+def _llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+    if level == _LOG_CONT:
+        level = _log_state["level"]
+    _log_state["level"] = level
+    if level < _LOG_WARN or (_log_state["pooled"] and _POOL_OVERFLOW in text):
+        return
+    sys.stderr.write(text.decode("utf-8", "replace"))
+    sys.stderr.flush()
+
+
+llama_cpp.llama_log_set(_llama_log, ctypes.c_void_p(0))  # module-level: the C side keeps only a pointer
 
 _backend_ready = False
 
@@ -154,6 +178,23 @@ class NativeModel:
 MAX_SEQUENCES = 256
 
 
+_log = logging.getLogger(__name__)
+
+
+def sequence_limit(n_ctx: int, context: NativeContext) -> int:
+    """The most tokens one sequence may hold: `n_ctx`, within the context. Says so once, in the
+    log, when that is more than the model was trained on (llama.cpp's own warning compares the
+    unified pool instead, which no sequence ever fills alone)."""
+    trained = context.model.n_ctx_train
+    if 0 < trained < n_ctx:
+        _log.warning(
+            "n_ctx=%d is more than the %d tokens this model was trained on: a conversation that long may lose "
+            "coherence; lower n_ctx to %d",
+            n_ctx, trained, trained,
+        )  # fmt: skip
+    return min(n_ctx, context.n_ctx)
+
+
 class NativeContext:
     """One KV cache and the batch used to fill it.
 
@@ -174,6 +215,7 @@ class NativeContext:
         params.n_threads = n_threads
         params.n_threads_batch = n_threads
         params.no_perf = True
+        _log_state["pooled"] = params.kv_unified
         ctx = llama_cpp.llama_init_from_model(model.handle, params)
         if not ctx:
             raise NativeError(

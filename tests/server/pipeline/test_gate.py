@@ -110,8 +110,9 @@ def test_mutations_gate_partitions_without_failing_the_reply() -> None:
     result = run_gate(out, _snapshot())
     assert result.passed
     assert [m.kind for m in result.approved_mutations] == ["append_episodic"]
-    assert [r.canonical_override for r in result.rejected_mutations] == [True, False]
-    assert result.rejected_mutations[1].reason == "intent open_gate has no parameter extra"
+    # the output's intent comes first, as the grammar writes it
+    assert [r.canonical_override for r in result.rejected_mutations] == [False, True]
+    assert result.rejected_mutations[0].reason == "intent open_gate has no parameter extra"
 
 
 _OPEN_AND_REMEMBER = [

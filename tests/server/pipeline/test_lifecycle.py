@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -374,18 +373,17 @@ def test_stored_key_is_the_key_plan_writes_uses() -> None:
     from loreguard.schemas import ParsedOutput, ScopeMemory
     from loreguard.server.pipeline.mutation import plan_writes, stored_key
 
+    # the intent among the mutations, as a backend without the grammar may list it
     output = ParsedOutput.model_validate(
-        json.loads(
-            say(
-                "Fine.",
-                mutations=[
-                    {"kind": "append_episodic", "text": "Talked."},
-                    {"kind": "transform_belief", "target": "weather_bad", "content": "It rains.", "confidence": 0.5},
-                    {"kind": "transform_relationship", "target": "player", "delta": 0.1},
-                    {"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}},
-                ],
-            )
-        )
+        {
+            "dialogue": "Fine.",
+            "mutations": [
+                {"kind": "append_episodic", "text": "Talked."},
+                {"kind": "transform_belief", "target": "weather_bad", "content": "It rains.", "confidence": 0.5},
+                {"kind": "transform_relationship", "target": "player", "delta": 0.1},
+                {"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}},
+            ],
+        }
     )
     assert [stored_key(m) for m in output.mutations] == [None, "weather_bad", "rel.player", None]
     writes = plan_writes(

@@ -21,6 +21,7 @@ from loreguard.server.pipeline.contract import _canonical_words, vocabulary
 from loreguard.server.pipeline.degenerate import _repeated_ngram
 from loreguard.server.pipeline.expectancy import ConstraintSet, _new_constraint, evaluate_rules, to_constraint
 from loreguard.server.pipeline.grounding import _canonical_subjects, subjects_in_context
+from loreguard.server.pipeline.intents import offered_intents
 from loreguard.server.pipeline.output_schema import GenerationLimits, _output_schema, output_schema
 from loreguard.server.pipeline.snapshot import _reply_changes
 from loreguard.server.pipeline.textnorm import clean_dialogue
@@ -109,7 +110,7 @@ def test_reply_changes_are_what_the_reply_says() -> None:
 def test_the_output_schema_is_built_once_per_intents_and_equals_a_fresh_one() -> None:
     profile = rich_guard_profile()
     limits = GenerationLimits()
-    intents = tuple(profile.allowed_intents)
+    intents = offered_intents("", profile.allowed_intents)
     first = output_schema(intents, limits)
     assert output_schema(tuple(intents), limits) is first
     assert first == _output_schema(intents, limits)

@@ -193,7 +193,7 @@ def test_a_repeat_turn_replays_the_turn_as_it_was_sent_and_written(tmp_path: Pat
 def test_a_reply_in_another_layout_is_replayed_in_the_models_bytes(tmp_path: Path) -> None:
     """Same value, other bytes (spacing, key order, number form): the model's own text is kept,
     since those are the tokens the engine has cached; a lenient parse is written anew."""
-    odd = '{"emotion":"happy","dialogue":"Welcome.","mutations":[]}'
+    odd = '{"emotion":"happy","dialogue":"Welcome.","intent":"none","mutations":[]}'
     lenient = 'Sure! {"dialogue": "Hm.", "emotion": "neutral", "mutations": []}'
     pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [odd, lenient, say("Bye.")])
     for question in ("Hello?", "Hm?", "Bye?"):

@@ -11,6 +11,11 @@ extends Resource
 @export var description: String = ""
 ## Its parameters (at most 8); an intent whose parameters do not match is not approved.
 @export var params: Array[LoreguardIntentParam] = []
+## Phrases with which a player asks for it ("open the gate", "let me in"). With cues, the
+## intent is offered to the model only when the player's line says one (and names a value of
+## each enum parameter), its parameters filled in from the line, and the sidecar approves
+## nothing else; without, the model may emit it on any turn.
+@export var cues: PackedStringArray = []
 
 
 func to_dict() -> Dictionary:
@@ -18,7 +23,7 @@ func to_dict() -> Dictionary:
 	for param in params:
 		if param != null:
 			by_name[param.name] = param.to_dict()
-	return {"type": type, "description": description, "params": by_name}
+	return {"type": type, "description": description, "params": by_name, "cues": Array(cues)}
 
 
 static func from_dict(data: Dictionary) -> LoreguardIntent:
@@ -26,6 +31,7 @@ static func from_dict(data: Dictionary) -> LoreguardIntent:
 	out.type = data.get("type", "")
 	out.resource_name = out.type  # the inspector lists arrays of intents by this
 	out.description = data.get("description", "")
+	out.cues = PackedStringArray(data.get("cues", []))
 	var params_data: Dictionary = data.get("params", {})
 	var names := params_data.keys()
 	names.sort()

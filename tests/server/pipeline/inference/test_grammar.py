@@ -8,25 +8,40 @@ import pytest
 from factories import rich_guard_profile
 
 from loreguard.schemas import ParsedOutput
+from loreguard.schemas.npc import IntentSpec
+from loreguard.server.pipeline.gate import lift_intent
 from loreguard.server.pipeline.inference.grammar import UnsupportedSchema, compile_schema
+from loreguard.server.pipeline.intents import OfferedIntent, offered_intents
 from loreguard.server.pipeline.output_schema import GenerationLimits, output_schema
+
+#: An intent given on request only.
+OPEN_GATE = {
+    "type": "open_gate",
+    "params": {"gate_id": {"type": "string", "enum": ["north", "south"]}},
+    "cues": ["open the gate", "open the south gate", "open the north gate"],
+}
 
 LIMITS = GenerationLimits()
 WIDE = "\U0001f409"  # four UTF-8 bytes: the widest character a string may hold
 
 
-def _longest_outputs(limits: GenerationLimits) -> list[dict]:
-    """The longest instance of each mutation kind, filled to every bound."""
+def _longest_outputs(limits: GenerationLimits, intent: object = "none") -> list[dict]:
+    """The longest instance of each mutation kind, filled to every bound, granting `intent`."""
     text = WIDE * limits.mutation_text_chars
     ident = "a" * limits.identifier_chars
-    base = {"dialogue": WIDE * limits.dialogue_chars, "emotion": "suspicious"}
     kinds = [
         {"kind": "append_episodic", "text": text, "significance": 0.125},
         {"kind": "transform_belief", "target": ident, "content": text, "confidence": 0.125, "sentiment": -0.125},
         {"kind": "transform_relationship", "target": ident, "delta": -0.125},
-        {"kind": "emit_world_intent", "intent": "give_item", "params": {"count": 5, "item": WIDE * 32}},
     ]
-    return [{**base, "mutations": [kind] * limits.mutations} for kind in kinds]
+    return [
+        {"dialogue": WIDE * limits.dialogue_chars, "intent": intent, "emotion": "suspicious", "mutations": [kind] * limits.mutations}
+        for kind in kinds
+    ]
+
+
+def _offers(player_input: str = "") -> tuple[OfferedIntent, ...]:
+    return offered_intents(player_input, rich_guard_profile().allowed_intents)
 
 
 def _compact(value: object) -> bytes:
@@ -34,11 +49,13 @@ def _compact(value: object) -> bytes:
 
 
 def test_every_longest_output_fits_the_bound_and_the_gate_schema() -> None:
-    schema = output_schema(rich_guard_profile().allowed_intents, LIMITS)
-    grammar = compile_schema(schema)
-    for output in _longest_outputs(LIMITS):
+    grammar = compile_schema(output_schema(_offers(), LIMITS))
+    widest_intent = {"type": "give_item", "params": {"count": 5, "item": WIDE * 32}}
+    for output in _longest_outputs(LIMITS, widest_intent) + _longest_outputs(LIMITS):
         assert len(_compact(output)) <= grammar.max_bytes
-        ParsedOutput.model_validate(output)  # the model's widest output is one the gate accepts
+        data = dict(output)
+        assert lift_intent(data) == ""
+        ParsedOutput.model_validate(data)  # the model's widest output is one the gate accepts
 
 
 def test_bound_is_tight_for_the_widest_output() -> None:
@@ -50,11 +67,12 @@ def test_bound_is_tight_for_the_widest_output() -> None:
 
 def test_grammar_text_is_deterministic_and_keeps_property_order() -> None:
     profile = rich_guard_profile()
-    a = compile_schema(output_schema(profile.allowed_intents, LIMITS)).gbnf
-    b = compile_schema(output_schema(tuple(reversed(profile.allowed_intents)), LIMITS)).gbnf
+    a = compile_schema(output_schema(offered_intents("", profile.allowed_intents), LIMITS)).gbnf
+    b = compile_schema(output_schema(offered_intents("", tuple(reversed(profile.allowed_intents))), LIMITS)).gbnf
     assert a.encode() == b.encode()
     root = a.splitlines()[0]
-    assert root.index('"\\"dialogue\\""') < root.index('"\\"emotion\\""') < root.index('"\\"mutations\\""')
+    order = ('"\\"dialogue\\""', '"\\"intent\\""', '"\\"emotion\\""', '"\\"mutations\\""')
+    assert [root.index(key) for key in order] == sorted(root.index(key) for key in order)
 
 
 def test_strings_exclude_raw_control_characters() -> None:
@@ -63,9 +81,18 @@ def test_strings_exclude_raw_control_characters() -> None:
 
 
 def test_intent_parameters_become_exact_alternatives() -> None:
-    gbnf = compile_schema(output_schema(rich_guard_profile().allowed_intents, LIMITS)).gbnf
+    gbnf = compile_schema(output_schema(_offers(), LIMITS)).gbnf
     assert '"\\"open_gate\\""' in gbnf and '("\\"north\\"" | "\\"south\\"")' in gbnf
     assert '"\\"give_item\\""' in gbnf
+
+
+def test_a_requested_intent_is_offered_with_the_parameters_the_line_fixed() -> None:
+    specs = (IntentSpec.model_validate(OPEN_GATE),)
+    gbnf = compile_schema(output_schema(offered_intents("Open the south gate, please.", specs), LIMITS)).gbnf
+    assert '"\\"south\\""' in gbnf and '"\\"north\\""' not in gbnf  # only what was asked for
+    assert '"\\"none\\""' in gbnf  # and the refusal
+    nothing = compile_schema(output_schema(offered_intents("Nice weather.", specs), LIMITS)).gbnf
+    assert '"\\"open_gate\\""' not in nothing and '"\\"intent\\"" ": " "\\"none\\""' in nothing
 
 
 @pytest.mark.parametrize(

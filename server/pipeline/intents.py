@@ -1,0 +1,202 @@
+"""World intents: which are on the table this turn (what the player asked for, in their words),
+and whether one the model wrote may be granted.
+
+A small model asked to pick an intent from everything its NPC may do picks one at random or
+never; asked "the player wants the north gate opened: grant it or not?", it can answer. So the
+governance plane reads the request, deterministically, and the model only decides.
+
+An intent with `cues` is *requested* when the player's line says one of them (folded words,
+plurals undone, as a contiguous run: "Open the gates!" says "open the gate") and names one of
+the allowed values of each enum parameter that has more than one (an enum with one value is
+filled in). An integer or number parameter takes the number just before the named value ("two
+loaves of bread" -> 2), else its smallest allowed value (at least 1): a number elsewhere in the
+line ("here's 5 silver") is not a count. A requested value outside the parameter's bounds, or a
+request for something the NPC does not have ("a torch"), puts nothing on the table. An intent
+without cues is offered every turn with its parameters left to the model, as before cues.
+
+An intent a rule forbids in this context is never offered; one a rule requires always is. Pure:
+the same line and profile give the same offer, in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from loreguard.memory.text import word_tokens
+from loreguard.schemas.base import FrozenModel, JsonScalar
+from loreguard.schemas.npc import IntentParam, IntentSpec, ParamType
+from loreguard.schemas.output import EmitWorldIntentMutation, WorldIntent
+from loreguard.schemas.text import stem
+from loreguard.server.pipeline.numbers import ONES
+
+#: How many words before a named value a number may stand and still count it ("two loaves of
+#: bread": three).
+COUNT_REACH = 3
+#: The most alternatives offered for one line ("bread or rope": two).
+MAX_OFFERS = 4
+
+
+class OfferedIntent(FrozenModel):
+    """An intent the model may grant this turn."""
+
+    spec: IntentSpec
+    #: The parameters the player's line fixed, by name; the model writes the others.
+    params: tuple[tuple[str, JsonScalar], ...] = ()
+    #: True when the player asked for it (its cues); False for an intent offered every turn.
+    requested: bool = False
+
+    def intent(self) -> WorldIntent:
+        """The intent as granted, when every parameter is fixed."""
+        return WorldIntent(type=self.spec.type, params=dict(self.params))
+
+    @property
+    def fixed(self) -> bool:
+        return len(self.params) == len(self.spec.params)
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(stem(word) for word in word_tokens(text))
+
+
+def _says(words: tuple[str, ...], phrase: str) -> bool:
+    needle = _words(phrase)
+    n = len(needle)
+    return bool(n) and any(words[i : i + n] == needle for i in range(len(words) - n + 1))
+
+
+def _positions(words: tuple[str, ...], phrase: str) -> list[int]:
+    needle = _words(phrase)
+    n = len(needle)
+    return [i for i in range(len(words) - n + 1) if n and words[i : i + n] == needle]
+
+
+def _count_before(words: tuple[str, ...], at: int) -> int | None:
+    for word in reversed(words[max(0, at - COUNT_REACH) : at]):
+        if word.isdigit():
+            return int(word)
+        if word in ONES:
+            return ONES[word]
+    return None
+
+
+def _within(param: IntentParam, value: float) -> bool:
+    return (param.minimum is None or value >= param.minimum) and (param.maximum is None or value <= param.maximum)
+
+
+def _default_count(param: IntentParam) -> int | None:
+    value = max(1, int(param.minimum)) if param.minimum is not None else 1
+    return value if _within(param, value) else None
+
+
+def _requested(spec: IntentSpec, words: tuple[str, ...]) -> list[OfferedIntent]:
+    """The alternatives the line asks for (none when it asks for nothing this intent can give)."""
+    if not any(_says(words, cue) for cue in spec.cues):
+        return []
+    named: list[tuple[int, str, str]] = []  # (where, param, value) of enum values the line names
+    fixed: dict[str, JsonScalar] = {}
+    for name, param in sorted(spec.params.items()):
+        if len(param.enum) == 1:
+            fixed[name] = param.enum[0]
+        elif param.enum:
+            hits = sorted((at, value) for value in param.enum for at in _positions(words, value)[:1])
+            if not hits:
+                return []  # the NPC has nothing of what was asked for
+            named += [(at, name, value) for at, value in hits]
+    enum_params = sorted({name for _, name, _ in named})
+    counted = [name for name, p in sorted(spec.params.items()) if p.type in (ParamType.INTEGER, ParamType.NUMBER)]
+    offers: list[OfferedIntent] = []
+    # one alternative per value named for the first enum parameter (in the line's order); the
+    # others take the value the line names first
+    first = enum_params[0] if enum_params else None
+    choices = [(at, value) for at, name, value in named if name == first] or [(len(words), "")]
+    for at, value in choices[:MAX_OFFERS]:
+        params = dict(fixed)
+        if first is not None:
+            params[first] = value
+        for name in enum_params[1:]:
+            params[name] = next(v for _, n, v in named if n == name)
+        for name in counted:
+            param = spec.params[name]
+            count = _count_before(words, at) if first is not None else None
+            if count is None:
+                count = _default_count(param)
+            if count is None or not _within(param, count):
+                return []
+            params[name] = count
+        offers.append(OfferedIntent(spec=spec, params=tuple(sorted(params.items())), requested=True))
+    return offers
+
+
+def offered_intents(
+    player_input: str,
+    specs: Iterable[IntentSpec],
+    *,
+    forbidden: Iterable[str] = (),
+    required: Iterable[str] = (),
+) -> tuple[OfferedIntent, ...]:
+    """What the model may grant this turn, by intent type then parameters: the intents the line
+    requests, every intent without cues, and every intent a rule requires; none a rule forbids."""
+    words = _words(player_input)
+    banned, needed = frozenset(forbidden), frozenset(required)
+    offers: list[OfferedIntent] = []
+    for spec in sorted(specs, key=lambda s: s.type):
+        if spec.type in banned:
+            continue
+        requested = _requested(spec, words) if spec.cues else []
+        if requested:
+            offers += requested
+        elif not spec.cues or spec.type in needed:
+            offers.append(OfferedIntent(spec=spec))
+    return tuple(offers)
+
+
+def describe(offer: OfferedIntent) -> str:
+    """`open_gate(gate_id=north)`: the intent as the prompt and the receipts name it."""
+    params = ", ".join(f"{name}={value}" for name, value in offer.params)
+    return f"{offer.spec.type}({params})"
+
+
+def offer_problem(m: EmitWorldIntentMutation, offered: tuple[OfferedIntent, ...]) -> str:
+    """Why this intent was not on the table this turn (`intents`), or "" when it was: an
+    intent the NPC may emit only on request, with the parameters the player's line fixed."""
+    offers = [offer for offer in offered if offer.spec.type == m.intent]
+    if any(all(m.params.get(name) == value for name, value in offer.params) for offer in offers):
+        return ""
+    if not offers:
+        return f"the player did not ask for {m.intent}"
+    return f"the player asked for {' or '.join(describe(offer) for offer in offers)}"
+
+
+def intent_problem(m: EmitWorldIntentMutation, spec: IntentSpec | None) -> str:
+    """Why this intent may not be emitted, or "" when it may."""
+    if spec is None:
+        return f"intent {m.intent} is not allowed for this NPC"
+    for name in sorted(m.params):
+        if name not in spec.params:
+            return f"intent {m.intent} has no parameter {name}"
+    for name, param in sorted(spec.params.items()):
+        if name not in m.params:
+            if param.required:
+                return f"intent {m.intent} needs parameter {name}"
+            continue
+        value = m.params[name]
+        if param.type is ParamType.STRING:
+            if not isinstance(value, str):
+                return f"{m.intent}.{name} must be a string"
+            if len(value) > param.max_length:
+                return f"{m.intent}.{name} is longer than {param.max_length}"
+            if param.enum and value not in param.enum:
+                return f"{m.intent}.{name} must be one of {', '.join(sorted(param.enum))}"
+        elif param.type is ParamType.BOOLEAN:
+            if not isinstance(value, bool):
+                return f"{m.intent}.{name} must be a boolean"
+        else:
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                return f"{m.intent}.{name} must be a {param.type.value}"
+            if param.type is ParamType.INTEGER and not isinstance(value, int):
+                return f"{m.intent}.{name} must be a {param.type.value}"
+            if param.minimum is not None and value < param.minimum:
+                return f"{m.intent}.{name} is below {param.minimum}"
+            if param.maximum is not None and value > param.maximum:
+                return f"{m.intent}.{name} is above {param.maximum}"
+    return ""

@@ -1,0 +1,124 @@
+"""World intents on request: what a player's line puts on the table, what the prompt and the
+grammar offer, and what the gate approves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from factories import guard_profile, say
+from pipeline_helpers import ask, make_pipeline
+from pydantic import ValidationError
+
+from loreguard.schemas import NpcProfile
+from loreguard.schemas.npc import IntentSpec
+from loreguard.schemas.output import WorldIntent
+from loreguard.server.demo import demo_npcs
+from loreguard.server.pipeline.intents import describe, offered_intents
+
+NPCS = {profile.id: profile for profile in demo_npcs()}
+GIVE = NPCS["merchant"].allowed_intents
+OPEN = NPCS["guard"].allowed_intents
+
+
+def _offers(line: str, specs: tuple[IntentSpec, ...] = GIVE, **rules: tuple[str, ...]) -> list[str]:
+    return [describe(offer) for offer in offered_intents(line, specs, **rules)]
+
+
+@pytest.mark.parametrize(
+    ("line", "offered"),
+    [
+        ("I'd like a lantern. Here's 5 silver.", ["give_item(count=1, item=lantern)"]),  # 5 counts silver, not lanterns
+        ("I'll take two loaves of bread.", ["give_item(count=2, item=bread)"]),
+        ("SELL ME ROPES!", ["give_item(count=1, item=rope)"]),
+        ("I'll buy two lanterns and a loaf of bread.", ["give_item(count=2, item=lantern)", "give_item(count=1, item=bread)"]),
+        ("Give me ten ropes.", []),  # more than the parameter allows
+        ("Can you give me a torch?", []),  # nothing Mira has
+        ("How much is a lantern?", []),  # a question about one, no request
+        ("", []),
+    ],
+)
+def test_a_request_is_read_from_the_players_words(line: str, offered: list[str]) -> None:
+    assert _offers(line) == offered
+
+
+def test_an_enum_with_one_value_is_filled_in_and_a_question_is_no_request() -> None:
+    assert _offers("Please open the gate.", OPEN) == ["open_gate(gate_id=north)"]
+    assert _offers("The captain sent me. Let me in.", OPEN) == ["open_gate(gate_id=north)"]
+    assert _offers("Is the gate open tomorrow?", OPEN) == []
+
+
+def test_rules_decide_before_the_player_does() -> None:
+    assert _offers("Please open the gate.", OPEN, forbidden=("open_gate",)) == []
+    # a rule that requires the intent offers it whatever was said, parameters left to the model
+    assert _offers("Nice weather.", OPEN, required=("open_gate",)) == ["open_gate()"]
+
+
+def test_an_intent_without_cues_is_offered_every_turn_in_type_order() -> None:
+    specs = tuple(IntentSpec.model_validate({"type": name}) for name in ("wave", "nod"))
+    assert _offers("Anything.", specs) == ["nod()", "wave()"]
+    assert offered_intents("Anything.", specs) == offered_intents("Anything.", tuple(reversed(specs)))
+
+
+def test_the_prompt_carries_the_request_and_the_grammar_only_it(tmp_path: Path) -> None:
+    merchant = NPCS["merchant"]
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Hello, love."), say("Here you are.")], profile=merchant)
+    pipeline.interact(ask("Lovely day.", npc="merchant"))
+    pipeline.interact(ask("I'll take two loaves of bread.", npc="merchant"))
+    plain, request = (r.prompt for r in backend.requests)
+    assert plain.static_prefix == request.static_prefix  # a request changes only the new message
+    assert "### Request" not in plain.player_turn
+    assert (
+        'The player asks you to give_item(count=2, item=bread): Hand an item to the player.\n'
+        'To grant it, write "intent": {"type": "give_item", "params": {"count": 2, "item": "bread"}}\n'
+        'To refuse, write "intent": "none"'
+    ) in request.player_turn
+    # the examples show a granted intent as the model writes one
+    assert '"intent": {"type": "give_item", "params": {"count": 1, "item": "rope"}}' in request.static_prefix
+    plain_schema, request_schema = (r.output_schema for r in backend.requests)
+    assert plain_schema["properties"]["intent"] == {"const": "none"}
+    granted = request_schema["properties"]["intent"]["anyOf"][1]["properties"]
+    assert granted["params"]["properties"] == {"count": {"const": 2}, "item": {"const": "bread"}}
+
+
+def test_the_gate_approves_only_what_was_asked_for(tmp_path: Path) -> None:
+    merchant = NPCS["merchant"]
+    bread = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "bread", "count": 2}}
+    rope = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "rope", "count": 2}}
+    outputs = [say("Here.", mutations=[bread]), say("Here.", mutations=[rope]), say("Two loaves!", mutations=[bread])]
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", outputs, profile=merchant)
+    # the reply is said; the intent nobody asked for is not
+    unasked = pipeline.interact(ask("Lovely day.", npc="merchant"))
+    assert unasked.intents == ()
+    assert [r.reason for r in unasked.receipt.rejected_mutations] == ["the player did not ask for give_item"]
+    other = pipeline.interact(ask("I'll take two loaves of bread.", npc="merchant"))
+    assert other.intents == ()
+    assert [r.reason for r in other.receipt.rejected_mutations] == ["the player asked for give_item(count=2, item=bread)"]
+    asked = pipeline.interact(ask("I'll take two loaves of bread.", npc="merchant"))
+    assert asked.intents == (WorldIntent(type="give_item", params={"item": "bread", "count": 2}),)
+
+
+def test_an_empty_intent_list_still_works(tmp_path: Path) -> None:
+    profile = guard_profile()
+    assert profile.allowed_intents == ()
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Move along.")], profile=profile)
+    result = pipeline.interact(ask("Open the gate!"))
+    assert result.dialogue == "Move along." and result.intents == ()
+    assert backend.requests[0].output_schema["properties"]["intent"] == {"const": "none"}
+
+
+def test_an_example_may_grant_only_an_allowed_intent() -> None:
+    data = NPCS["guard"].model_dump(mode="json")
+    data["few_shot"][-1]["intent"] = {"type": "give_item", "params": {}}
+    with pytest.raises(ValidationError, match="few-shot example grants intent 'give_item'"):
+        NpcProfile.model_validate(data)
+
+
+def test_reading_an_intent_name_out_is_the_prompt_read_out(tmp_path: Path) -> None:
+    merchant = NPCS["merchant"]
+    pipeline, _ = make_pipeline(
+        tmp_path / "m.sqlite", [say("The player asks you to give_item. Fine."), say("Here, love.")], profile=merchant
+    )
+    result = pipeline.interact(ask("Sell me rope.", npc="merchant"))
+    assert [f.rule_id for f in result.receipt.attempts[0].failures] == ["prompt_instructions"]
+    assert result.dialogue == "Here, love."
