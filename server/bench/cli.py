@@ -48,6 +48,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     streaming.add_argument("--rounds", type=int, default=2, help="turns per NPC")
     streaming.add_argument("--facts", type=int, default=8, help="canonical facts per NPC (prefix length)")
     _reproducible(streaming)
+    first_line = _suite(
+        suites, "first-line", _first_line, "launching the sidecar to the player's first words, NPCs warmed or not"
+    )
+    first_line.add_argument("--launches", type=int, default=3, help="launches of each mode (cold, warm)")
+    first_line.add_argument("--typing-s", type=float, default=2.0, help="seconds the player takes to type the first line")
     for parser in (inference, concurrency, quality, streaming):
         _model_options(parser)
     add_bundle_bench(suites, print_figures)
@@ -156,6 +161,12 @@ def _streaming(args: argparse.Namespace) -> Mapping[str, object]:
         npcs=args.npcs, rounds=args.rounds, facts=args.facts, model=args.model, threads=args.threads, **_placement(args),
         reproducible=args.reproducible,
     )  # fmt: skip
+
+
+def _first_line(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.first_line import bench_first_line
+
+    return bench_first_line(launches=args.launches, typing_s=args.typing_s)
 
 
 def _concurrency(args: argparse.Namespace) -> Mapping[str, object]:

@@ -1,0 +1,115 @@
+"""`loreguard bench first-line`: from launching the sidecar to the player's first words.
+
+What a game does at start, through a real `loreguard serve` process with the embedded model on
+a loopback port: launch, wait for the first `hello` (the model is loaded then), load the demo
+world and register its two NPCs, then, `typing_s` later (a player reading the screen and typing
+a line), send the terminal demo's first line streamed and take the time to its first chunk.
+
+Two modes, alternated launch after launch so that both see the same machine:
+
+- `cold`: nothing is asked of the model before the player's line;
+- `warm`: both NPCs are warmed (`npc.warm`, what the addon's `warm_up` does) as soon as they
+  are registered, so their static prompt is evaluated while the player types.
+
+Figures (medians over the launches of each mode): `launch_to_ready_ms`, `{mode}_first_words_ms`
+(the player's line sent to the first chunk), `{mode}_launch_to_first_words_ms` (the same from
+launch, `typing_s` included), `{mode}_attempts` (of the first line), and
+`warm_over_cold_first_words` (the ratio: below 1 is what warming saves). Every first line heard
+is printed to stderr: read them.
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from loreguard.client import Client, NoReply
+from loreguard.schemas import InteractionResult
+from loreguard.server.demo import demo_npcs, demo_world
+from loreguard.server.demo.session import TURNS
+
+MODES = ("cold", "warm")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(client: Client, process: subprocess.Popen[bytes], deadline_s: float) -> None:
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            client.hello()
+            return
+        except NoReply:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the sidecar did not become ready (exit {process.poll()})") from None
+
+
+def _one_launch(mode: str, folder: Path, *, typing_s: float, extra: list[str]) -> dict[str, float]:
+    port = _free_port()
+    command = [sys.executable, "-m", "loreguard.server.cli", "serve", "--port", str(port), "--data", str(folder), *extra]
+    launched = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with Client(f"tcp://127.0.0.1:{port}", timeout_s=0.5) as probe:
+            _wait_ready(probe, process, 600)
+        ready = time.perf_counter()
+        turn = TURNS[0]
+        with Client(f"tcp://127.0.0.1:{port}", timeout_s=600) as client:
+            client.load_world(demo_world())
+            for profile in demo_npcs():
+                client.register_npc(profile)
+                if mode == "warm":
+                    client.warm(profile.id)
+            # the player reads the screen and types: the one wait here models a person
+            time.sleep(max(0.0, ready + typing_s - time.perf_counter()))
+            sent = time.perf_counter()
+            first = 0.0
+            result: InteractionResult | None = None
+            for item in client.interact_stream(turn.npc_id, turn.player):
+                if not first:
+                    first = time.perf_counter()
+                if isinstance(item, InteractionResult):
+                    result = item
+        assert result is not None
+        print(f"[{mode}] {turn.npc_id}: {turn.player!r} -> {result.dialogue!r}", file=sys.stderr, flush=True)
+        return {
+            "launch_to_ready_ms": (ready - launched) * 1000,
+            "first_words_ms": (first - sent) * 1000,
+            "launch_to_first_words_ms": (first - launched) * 1000,
+            "attempts": float(len(result.receipt.attempts)),
+        }
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def bench_first_line(*, launches: int = 3, typing_s: float = 2.0, extra_args: tuple[str, ...] = ()) -> dict[str, object]:
+    """`launches` launches of each mode, alternated; `extra_args` go to `serve` (a model, a device)."""
+    runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(launches):
+            for mode in MODES:
+                folder = Path(tmp) / f"{mode}-{i}"
+                runs[mode].append(_one_launch(mode, folder, typing_s=typing_s, extra=list(extra_args)))
+
+    def median(mode: str, name: str) -> float:
+        return round(statistics.median(run[name] for run in runs[mode]), 1)
+
+    figures: dict[str, object] = {"launches": launches, "typing_s": typing_s}
+    figures["launch_to_ready_ms"] = round(statistics.median(r["launch_to_ready_ms"] for m in MODES for r in runs[m]), 1)
+    for mode in MODES:
+        figures[f"{mode}_first_words_ms"] = median(mode, "first_words_ms")
+        figures[f"{mode}_launch_to_first_words_ms"] = median(mode, "launch_to_first_words_ms")
+        figures[f"{mode}_attempts"] = median(mode, "attempts")
+    cold = figures["cold_first_words_ms"]
+    figures["warm_over_cold_first_words"] = round(float(figures["warm_first_words_ms"]) / float(cold), 3) if cold else 0.0  # type: ignore[arg-type]
+    return figures
