@@ -34,6 +34,14 @@ from loreguard.server.pipeline.numbers import ONES
 COUNT_REACH = 3
 #: The most alternatives offered for one line ("bread or rope": two).
 MAX_OFFERS = 4
+#: Words with which a reply turns a request down. A small model grants in its output's intent
+#: and says no in its dialogue ("You're not allowed to open it." while the gate opens): then the
+#: words win and the intent is not approved (English; a false "no" only costs a grant).
+REFUSALS = (
+    "not allowed", "not permitted", "cannot", "can't", "can not", "won't", "will not", "shan't", "refuse",
+    "no one can", "nobody can", "shouldn't", "should not", "not today", "stay shut", "stays shut",
+    "stay closed", "stays closed", "go away", "move along", "not for sale", "not selling", "sold out",
+)  # fmt: skip
 
 
 class OfferedIntent(FrozenModel):
@@ -148,6 +156,12 @@ def offered_intents(
         elif not spec.cues or spec.type in needed:
             offers.append(OfferedIntent(spec=spec))
     return tuple(offers)
+
+
+def refusal(dialogue: str) -> str:
+    """The first of `REFUSALS` the dialogue says, or ""."""
+    words = _words(dialogue)
+    return next((phrase for phrase in REFUSALS if _says(words, phrase)), "")
 
 
 def describe(offer: OfferedIntent) -> str:

@@ -122,3 +122,15 @@ def test_reading_an_intent_name_out_is_the_prompt_read_out(tmp_path: Path) -> No
     result = pipeline.interact(ask("Sell me rope.", npc="merchant"))
     assert [f.rule_id for f in result.receipt.attempts[0].failures] == ["prompt_instructions"]
     assert result.dialogue == "Here, love."
+
+
+def test_a_reply_that_says_no_grants_nothing(tmp_path: Path) -> None:
+    """The model grants in its intent and refuses in its words: the player hears the words, so
+    the gate stays shut."""
+    gate = {"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}}
+    outputs = [say("You're not allowed to open it, traveller.", mutations=[gate]), say("Go on through.", mutations=[gate])]
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", outputs, profile=NPCS["guard"])
+    refused = pipeline.interact(ask("Please open the gate."))
+    assert refused.intents == ()
+    assert [r.reason for r in refused.receipt.rejected_mutations] == ['the reply turns it down ("not allowed")']
+    assert pipeline.interact(ask("Please open the gate.")).intents == (WorldIntent(type="open_gate", params={"gate_id": "north"}),)
