@@ -5,6 +5,8 @@
 # unpack them, and point the binary at the glibc it came with (patchelf).
 # It also renders (not only --headless): under Xvfb, `--rendering-driver opengl3` runs on mesa's
 # llvmpipe from the same private root (the screenshot tests, tests/godot_addon/test_screenshots.py).
+# It downloads about 240 MB of Debian packages (godot and some 300 dependencies) and takes about
+# 1.2 GB on disk: the unpacked root (about 1 GB) and the packages kept in apt/cache.
 # Prints the path of a `godot` launcher on success.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,8 +31,33 @@ patch_libraries() {
   touch "$DEST/.libraries-patched"
 }
 
+# The launcher runs the binary with the Vulkan loader pointed at lavapipe in the private root:
+# a Godot that opens a window (the editor, a Forward+ game) would otherwise load the system's
+# Vulkan drivers, built for the system's older libraries, into a process running the private
+# root's newer ones (an editor opened with a display died with SIGBUS). VK_DRIVER_FILES is the
+# loader's current name, VK_ICD_FILENAMES the older one. Written whole, then moved into place,
+# so a Godot started meanwhile never reads half a script.
+write_launcher() {
+  local bin icd
+  bin="$(first "$R"/usr/bin/godot "$R"/usr/lib/godot/godot)"
+  {
+    echo '#!/usr/bin/env bash'
+    if icd="$(first "$R"/usr/share/vulkan/icd.d/lvp_icd*.json)"; then
+      echo "export VK_DRIVER_FILES=\"$icd\""
+      echo "export VK_ICD_FILENAMES=\"$icd\""
+    else
+      echo "install-godot.sh: no lavapipe in $R; Vulkan would use the system's drivers" >&2
+    fi
+    echo "exec \"$bin\" \"\$@\""
+  } > "$LAUNCHER.new"
+  chmod +x "$LAUNCHER.new"
+  mv "$LAUNCHER.new" "$LAUNCHER"
+}
+
 if [ -x "$LAUNCHER" ] && "$LAUNCHER" --headless --version >/dev/null 2>&1; then
+  # Idempotent: an older install gets the library and launcher fixes without a new download.
   [ -f "$DEST/.libraries-patched" ] || patch_libraries >&2
+  grep -q VK_DRIVER_FILES "$LAUNCHER" || write_launcher
   echo "$LAUNCHER"; exit 0
 fi
 
@@ -63,10 +90,6 @@ BIN="$(first "$R"/usr/bin/godot "$R"/usr/lib/godot/godot)"
 PATCHELF=("$LOADER" --library-path "$LIBS" "$R/usr/bin/patchelf")
 "${PATCHELF[@]}" --set-interpreter "$LOADER" --force-rpath --set-rpath "$LIBS" "$BIN"
 patch_libraries
-cat > "$LAUNCHER" <<SH
-#!/usr/bin/env bash
-exec "$BIN" "\$@"
-SH
-chmod +x "$LAUNCHER"
+write_launcher
 "$LAUNCHER" --headless --version >&2
 echo "$LAUNCHER"

@@ -1,7 +1,8 @@
 extends "res://tests/check_run.gd"
 ## LoreguardSupervisor's pure parts (tests/godot_addon/test_supervision.py): the lifeline
 ## arguments added to a launch command, and the sidecar's log read back as loading progress and
-## log lines, progress ticks rewritten with \r included, and download progress lines.
+## log lines, progress ticks rewritten with \r included, and download progress lines; and why a
+## launch command's program cannot run, found before anything is started.
 
 var ticks: Array = []
 var lines: PackedStringArray = []
@@ -12,6 +13,7 @@ func _init() -> void:
 	_test_lifeline()
 	_test_log()
 	_test_download_lines()
+	_test_program_problem()
 	_finish()
 
 
@@ -105,3 +107,26 @@ func _test_download_lines() -> void:
 	_expect(status.describe() == "Downloading the dialogue model… 39% (426 of 1065 MiB)", status.describe())
 	_expect(status.state_name() == "downloading_model", status.state_name())
 	DirAccess.remove_absolute(supervisor.log_path)
+
+
+func _test_program_problem() -> void:
+	if OS.get_name() == "Windows":
+		return  # PATHEXT and no executable bit: not what this machine runs
+	_expect(LoreguardSupervisor.program_problem("sh") == "", "a program on the PATH runs")
+	_expect(LoreguardSupervisor.program_problem("/bin/sh") == "", "a path to an executable runs")
+	var missing := LoreguardSupervisor.program_problem("loreguard-not-installed-here")
+	_expect(
+		missing == "`loreguard-not-installed-here` is not on the PATH this game was started with", "not found", missing
+	)
+	var gone := LoreguardSupervisor.program_problem("/nonexistent/bin/loreguard")
+	_expect(gone == "/nonexistent/bin/loreguard does not exist", "a missing path", gone)
+	var folder := OS.get_user_data_dir()
+	_expect(LoreguardSupervisor.program_problem(folder) == "%s is a folder, not a program" % folder, "a folder")
+	var plain := folder.path_join("not-executable.sh")
+	var file := FileAccess.open(plain, FileAccess.WRITE)
+	file.store_string("#!/bin/sh\nexit 0\n")
+	file.close()
+	FileAccess.set_unix_permissions(plain, FileAccess.UNIX_READ_OWNER | FileAccess.UNIX_WRITE_OWNER)
+	var not_executable := LoreguardSupervisor.program_problem(plain)
+	_expect(not_executable == "%s is not executable (chmod +x %s)" % [plain, plain], "not executable", not_executable)
+	DirAccess.remove_absolute(plain)

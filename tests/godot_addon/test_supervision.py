@@ -127,18 +127,89 @@ def test_reuse_running_uses_the_sidecar_already_on_the_port(tmp_path: Path) -> N
     assert not (tmp_path / "data").exists()  # nothing was launched
 
 
-def test_a_sidecar_that_cannot_start_ends_in_failed_with_its_reason(tmp_path: Path) -> None:
+#: The fix every "cannot start" line names for a launch command (launcher.gd `_launch_fix`).
+WHERE_LOREGUARD_IS = "<your Loreguard checkout>/.venv/bin/loreguard serve --port 7878` after ./dev"
+BUNDLE_INSTEAD = "or set loreguard/sidecar/launch_mode to bundle"
+
+
+def _launch_failure(tmp_path: Path, launch: str) -> tuple[str, dict[str, str]]:
+    """The demo with `launch` as its launch command, until it failed: the output, and the
+    `launch_failure: KEY: VALUE` lines demo_project/tests/launch_failure_test.gd printed."""
     port = free_port()
-    loreguard = Path(sys.executable).with_name("loreguard")
-    # `--backend scripted` without `--script` exits at once with a message.
-    launch = f"{loreguard} serve --backend scripted --port {port} --data {tmp_path / 'data'}"
     env = {"LOREGUARD_ADDRESS": f"tcp://127.0.0.1:{port}", "LOREGUARD_AUTO_LAUNCH": "1", "LOREGUARD_LAUNCH_COMMAND": launch}
     result = run_godot(["res://tests/launch_failure.tscn"], project=DEMO_PROJECT, timeout=200, env=env)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    assert "launch_failure: restarting 1/5, restarting 2/5, restarting 3/5, restarting 4/5, restarting 5/5" in output, output
-    assert re.search(r"launch_failure: failed: the sidecar exited \(its last log line: .*needs --script", output), output
-    assert "launch_failure: a line after that: sidecar_down after" in output, output
+    found = dict(m.groups() for line in output.splitlines() if (m := re.match(r"launch_failure: ([^:]+): (.*)$", line)))
+    return output, found
+
+
+def _assert_one_line_no_restart(output: str, found: dict[str, str], launches: int) -> str:
+    """Exactly one FAILED status, reported once as a problem and once in the error log, never a
+    restart, and a line said afterwards fails at once; the FAILED reason."""
+    assert found["restarts"] == "0" and found["launches"] == str(launches), output
+    assert found["failed statuses"] == "1" and found["problems"] == "1", output
+    assert found["problem is the status"] == "true" and found["sidecar running"] == "false", output
+    assert output.count("ERROR: Loreguard: ") == 1, output  # push_error once, not once per restart
+    assert "Could not create child process" not in output and "SCRIPT ERROR" not in output, output
+    assert re.fullmatch(r"sidecar_down after \d+ ms", found["a line after that"]), output
+    # The demo shows the same line, and its dialogue says the engine is not running.
+    assert found["label"] == f"The townsfolk cannot talk: {found['failed']}", output
+    assert "Brom could not answer: the dialogue engine is not running" in found["dialogue"], output
+    return found["failed"]
+
+
+def test_a_launch_command_that_is_not_found_is_one_line_with_the_fix(tmp_path: Path) -> None:
+    """The addon's default `loreguard serve` in a developer's own project, where no `loreguard` is
+    on Godot's PATH (it exists only in the checkout's .venv after ./dev)."""
+    launch = "loreguard-not-installed-here serve --port 7878"
+    output, found = _launch_failure(tmp_path, launch)
+    failed = _assert_one_line_no_restart(output, found, launches=0)
+    assert failed.startswith(f"cannot start the sidecar `{launch}`: `loreguard-not-installed-here` is not on the PATH"), failed
+    assert "environment variable LOREGUARD_LAUNCH_COMMAND" in failed and WHERE_LOREGUARD_IS in failed, failed
+    assert BUNDLE_INSTEAD in failed and "`which loreguard`" in failed, failed
+
+
+def test_a_launch_command_that_is_a_missing_path_or_not_executable_is_one_line_with_the_fix(tmp_path: Path) -> None:
+    missing = tmp_path / "venv" / "bin" / "loreguard"
+    output, found = _launch_failure(tmp_path, f"{missing} serve")
+    failed = _assert_one_line_no_restart(output, found, launches=0)
+    assert failed.startswith(f"cannot start the sidecar `{missing} serve`: {missing} does not exist. Fix: "), failed
+    assert WHERE_LOREGUARD_IS in failed and BUNDLE_INSTEAD in failed, failed
+
+    script = tmp_path / "loreguard"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o644)
+    output, found = _launch_failure(tmp_path, f"{script} serve")
+    failed = _assert_one_line_no_restart(output, found, launches=0)
+    assert failed.startswith(
+        f"cannot start the sidecar `{script} serve`: {script} is not executable (chmod +x {script}). Fix: "
+    ), failed
+    assert WHERE_LOREGUARD_IS in failed and BUNDLE_INSTEAD in failed, failed
+
+
+def test_a_launch_command_that_exits_at_once_with_code_1_is_one_line_with_the_fix(tmp_path: Path) -> None:
+    script = tmp_path / "exits"
+    script.write_text("#!/bin/sh\necho 'exits: unknown option' >&2\nexit 1\n")
+    script.chmod(0o755)
+    output, found = _launch_failure(tmp_path, f"{script} serve")
+    failed = _assert_one_line_no_restart(output, found, launches=1)
+    assert failed.startswith("the sidecar exited before it answered (exit code 1). Fix: "), failed
+    assert (
+        f"run `{script} serve` in a terminal to see why, then correct the environment variable LOREGUARD_LAUNCH_COMMAND" in failed
+    )
+    assert BUNDLE_INSTEAD in failed, failed
+
+
+def test_a_sidecar_that_exits_before_it_answered_is_one_line_with_its_own_reason(tmp_path: Path) -> None:
+    """A real `loreguard serve` with a bad argument: its own message is in the line."""
+    loreguard = Path(sys.executable).with_name("loreguard")
+    # `--backend scripted` without `--script` exits at once (code 1) with a message in its log.
+    launch = f"{loreguard} serve --backend scripted --port 7878 --data {tmp_path / 'data'}"
+    output, found = _launch_failure(tmp_path, launch)
+    failed = _assert_one_line_no_restart(output, found, launches=1)
+    assert re.match(r"the sidecar exited before it answered \(exit code 1; its last log line: .*needs --script", failed), failed
+    assert f"run `{launch}` in a terminal to see why" in failed, failed
 
 
 def test_supervisor_lifeline_arguments_and_log_reading() -> None:

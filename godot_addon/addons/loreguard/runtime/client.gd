@@ -16,7 +16,8 @@ extends Node
 ## timeout) and go out as soon as the connection is up.
 ##
 ## With auto-launch on, LoreguardLauncher launches the sidecar and restarts it with backoff when it
-## exits (then gives up: `failed`); what was in flight then fails with `sidecar_down`. A sidecar
+## exits after it had answered (then gives up: `failed`); what was in flight then fails with
+## `sidecar_down`. A launch that never started is `failed` at once, with one line saying why. A sidecar
 ## found on the port is used only when this game launched it (or `loreguard/sidecar/reuse_running`
 ## is on). `status_changed` reports each step for the game's UI.
 ## Designer data (`load_world`, `register_npc`) is remembered and sent again after every
@@ -26,8 +27,9 @@ extends Node
 signal connected
 ## The connection ended; the client keeps reconnecting with backoff.
 signal disconnected(reason: String)
-## The sidecar cannot be used as it is (no bundle, wrong platform or version, it exited before
-## answering): one line for a status label. The same line is in `problem` and the error log.
+## The sidecar cannot be used as it is (no bundle, wrong platform or version, a launch command that
+## cannot start or exited before answering): one line for a status label, naming the fix. The
+## same line is in `problem` and, once, in the error log.
 signal sidecar_problem(message: String)
 ## The sidecar's state changed: starting, downloading_model and loading_model (with progress),
 ## ready, restarting, failed.

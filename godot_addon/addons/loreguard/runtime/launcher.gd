@@ -7,6 +7,10 @@ extends RefCounted
 ## is on), launches this game's own otherwise (LoreguardSupervisor runs the process), restarts it
 ## with backoff when it exits, and gives up (`failed`) after the last try.
 ##
+## A launch that never started (a program that is not there or not executable, or a sidecar that
+## exits before it ever answered) is FAILED at once with one line naming the command and the fix:
+## a restart would only meet the same problem. Only a sidecar that has answered is restarted.
+##
 ## LoreguardClient speaks the protocol: it calls in at each connection event (`connection_ready`,
 ## `vet`, `session_opened`, `connection_lost`) and handles the requests this class's signals
 ## concern, so no request is ever touched here.
@@ -81,6 +85,7 @@ func start(to_address: String, auto_launch: bool) -> void:
 	vetted = not auto_launch
 	_restarts = 0
 	_restart_at_ms = -1
+	supervisor.answered = false
 	var open_problem := dealer.open(address)
 	if not open_problem.is_empty():
 		push_error("Loreguard: " + open_problem)
@@ -92,7 +97,7 @@ func start(to_address: String, auto_launch: bool) -> void:
 
 
 ## Launches the project's launch command (or the bundle's) on the port, through the supervisor.
-## False when it cannot: a bundle problem is FAILED at once, a failed start counts as an exit.
+## False when it cannot: a bundle problem or a program that cannot run is FAILED at once.
 func launch() -> bool:
 	if supervisor.pid > 0:
 		return true
@@ -110,8 +115,8 @@ func launch() -> bool:
 	_launch_problem = ""
 	var launch_problem := supervisor.launch(command, _launch_port)
 	if not launch_problem.is_empty():
-		push_error("Loreguard: " + launch_problem)
-		_on_exit(launch_problem)
+		var tried := " `%s`" % " ".join(command) if not command.is_empty() else ""
+		_never_started("cannot start the sidecar%s: %s. %s" % [tried, launch_problem, _launch_fix(false)])
 		return false
 	_launched_at_ms = Time.get_ticks_msec()
 	var loading := LoreguardSidecarStatus.new(
@@ -153,6 +158,8 @@ func vet(hello_result: LoreguardResult) -> bool:
 ## The client sent the designer data over a vetted connection: READY, and restarts count anew.
 func session_opened() -> void:
 	_restarts = 0
+	if supervisor.pid > 0:
+		supervisor.answered = true  # from now on an exit is a crash, worth a restart
 	var ready := LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.READY, "connected to " + address)
 	ready.device = _device
 	if _device != "":
@@ -176,7 +183,7 @@ func poll(now_ms: int) -> void:
 	if not _managed:
 		return
 	if supervisor.poll(now_ms):
-		_on_exit("")
+		_on_exit()
 	elif status.state == LoreguardSidecarStatus.State.LOADING_MODEL and _launched_at_ms >= 0:
 		# Every second of the wait is reported, also before the sidecar's first progress line
 		# (starting Python and importing llama.cpp takes seconds of its own).
@@ -216,35 +223,77 @@ func _move_away_from(who: String) -> void:
 	launch()
 
 
-## The launched sidecar exited (or could not start): what was in flight is lost; restart with
-## backoff, or give up.
-func _on_exit(reason: String) -> void:
-	var why := reason
-	if why.is_empty():
-		why = "the sidecar exited"
-		if not supervisor.last_log_line.is_empty():
-			why += " (its last log line: %s)" % supervisor.last_log_line
+## The launched sidecar exited: what was in flight is lost. One that never answered is FAILED at
+## once; one that had answered is restarted with backoff, until the restarts run out.
+func _on_exit() -> void:
 	vetted = false
 	if not _launch_problem.is_empty():
-		# A restart would meet the same missing model: say what to do, once, and stop.
-		problem_found.emit(_launch_problem)
-		exited.emit(_launch_problem)
-		_give_up(_launch_problem)
+		# Its log named a missing model: say what to do instead of what happened.
+		_never_started(_launch_problem)
 		return
-	if status.state in _LAUNCHING:
-		# It never answered: most often a bad argument or a model it cannot load, which the
-		# restarts below will meet again. Say so on the status line at once.
-		var last := supervisor.last_log_line
-		problem_found.emit("the sidecar exited before it answered" + (" (%s)" % last if not last.is_empty() else ""))
+	var last := supervisor.last_log_line
+	if not supervisor.answered:
+		# Most often a bad argument or a model it cannot load: a restart would meet it again.
+		var details := PackedStringArray()
+		if supervisor.exit_code >= 0:
+			details.append("exit code %d" % supervisor.exit_code)
+		if not last.is_empty():
+			details.append("its last log line: " + last)
+		var said := " (%s)" % "; ".join(details) if not details.is_empty() else ""
+		_never_started("the sidecar exited before it answered%s. %s" % [said, _launch_fix(true)])
+		return
+	var why := "the sidecar exited" + (" (its last log line: %s)" % last if not last.is_empty() else "")
 	exited.emit(why)
 	var delays := LoreguardSupervisor.RESTART_DELAYS_MS
 	if _restarts >= delays.size():
+		problem_found.emit(why)  # once, when the restarts are spent
 		_give_up(why)
 		return
 	_restart_at_ms = Time.get_ticks_msec() + int(delays[_restarts])
 	_restarts += 1
 	var restarting := LoreguardSidecarStatus.State.RESTARTING
 	_set_status(LoreguardSidecarStatus.new(restarting, why, _restarts, delays.size()))
+
+
+## What a developer does about a launch command that did not start a sidecar: the setting (or the
+## environment variable) that holds it and where `loreguard` usually is; when the program `ran`
+## but exited at once, first how to see why.
+func _launch_fix(ran: bool) -> String:
+	if LoreguardBundle.in_use():
+		var look := "run `%s` in a terminal to see why, or " % supervisor.command_line if ran else ""
+		return (
+			"Fix: %srebuild the bundle with `loreguard bundle` and put it at %s (loreguard/sidecar/bundle_path)"
+			% [look, LoreguardBundle.folder()]
+		)
+	var source := (
+		"the environment variable LOREGUARD_LAUNCH_COMMAND"
+		if OS.has_environment("LOREGUARD_LAUNCH_COMMAND")
+		else "the project setting " + LoreguardSettings.LAUNCH_COMMAND
+	)
+	if ran:
+		return (
+			"Fix: run `%s` in a terminal to see why, then correct %s; or set %s to bundle (docs/shipping.md)"
+			% [supervisor.command_line, source, LoreguardBundle.LAUNCH_MODE]
+		)
+	return (
+		(
+			"Fix: set %s to a loreguard this game can run, e.g. `<your Loreguard checkout>/.venv/bin/loreguard"
+			+ " serve --port 7878` after ./dev, or `loreguard serve --port 7878` after `pip install loreguard`"
+			+ " (with its full path, from `which loreguard`, when Godot was not started from that shell);"
+			+ " or set %s to bundle (docs/shipping.md)"
+		)
+		% [source, LoreguardBundle.LAUNCH_MODE]
+	)
+
+
+## A launch that never started (see the class doc): one line on the status and in the log, no
+## restart.
+func _never_started(why: String) -> void:
+	vetted = false
+	_restart_at_ms = -1
+	problem_found.emit(why)
+	exited.emit(why)
+	_give_up(why)
 
 
 ## FAILED: the client then fails requests at once with `sidecar_down`, except designer data.

@@ -15,7 +15,8 @@ enum State {
 	READY,
 	## The sidecar stopped or the connection dropped; `attempt` of `max_attempts` is under way.
 	RESTARTING,
-	## Gave up: `reason` says why (the sidecar's last log line when it crashed on start).
+	## Gave up: `reason` says why in one line: a launch command that cannot start or exited before
+	## it answered (with the command and the fix), or the sidecar's last log line after its restarts.
 	FAILED,
 	## The launched sidecar is downloading its model (loreguard/sidecar/allow_model_download on):
 	## `download_fraction()` of `download_total_mib`; at 1.0 it checks the file's sha256.

@@ -34,6 +34,14 @@ var port: int = 0
 var log_path: String = ""
 ## The last log line, the best explanation when the sidecar exits on its own.
 var last_log_line: String = ""
+## The launched process's exit code once it exited; -1 while it runs or when the OS did not say.
+var exit_code: int = -1
+## The command of the last launch without the lifeline arguments, as messages name it.
+var command_line: String = ""
+## A sidecar this supervisor launched has answered (the launcher says so when it is ready). An
+## exit after that is a crash a restart may cure; an exit before it is a launch that never
+## started (a bad argument, a model it cannot load), which a restart would only repeat.
+var answered: bool = false
 
 var _log: FileAccess
 var _log_rest: String = ""
@@ -94,11 +102,50 @@ func owns(hello_body: Dictionary) -> bool:
 	return str(hello_body.get("launch_token", "")) == token
 
 
-## Starts `command` on `on_port`; "" on success, else why not.
+## Why `program` (a launch command's first part) cannot be run, or "" when it can: not found on
+## the PATH, no such file, a folder, or a file without the executable bit.
+static func program_problem(program: String) -> String:
+	var windows := OS.get_name() == "Windows"
+	var is_path := program.contains("/") or windows and program.contains("\\")
+	var suffixes := PackedStringArray([""])
+	if windows:
+		suffixes.append_array(OS.get_environment("PATHEXT").to_lower().split(";", false))
+	# As execvp looks: a path as it is, a bare name in each PATH folder in turn.
+	var folders := (
+		PackedStringArray([""]) if is_path else OS.get_environment("PATH").split(";" if windows else ":", false)
+	)
+	var not_executable := ""
+	for folder in folders:
+		for suffix in suffixes:
+			var candidate := folder.path_join(program + suffix) if not folder.is_empty() else program + suffix
+			if not FileAccess.file_exists(candidate):
+				continue
+			# Any of the three execute bits (Windows has none: the PATHEXT suffix decides).
+			if windows or FileAccess.get_unix_permissions(candidate) & 0b001_001_001 != 0:
+				return ""
+			not_executable = candidate
+	if not not_executable.is_empty():
+		return "%s is not executable (chmod +x %s)" % [not_executable, not_executable]
+	if not is_path:
+		return "`%s` is not on the PATH this game was started with" % program
+	if DirAccess.dir_exists_absolute(program):
+		return "%s is a folder, not a program" % program
+	return "%s does not exist" % program
+
+
+## Starts `command` on `on_port`; "" on success, else why not (it cannot have started).
 func launch(command: PackedStringArray, on_port: int) -> String:
 	stop()
+	exit_code = -1
+	last_log_line = ""
 	if command.is_empty():
 		return "no launch command (project setting loreguard/sidecar/launch_command)"
+	command_line = " ".join(command)
+	# Checked here: a program that is not there still forks, and the child's only trace is
+	# Godot's own "Could not create child process" line.
+	var not_runnable := program_problem(command[0])
+	if not not_runnable.is_empty():
+		return not_runnable
 	port = on_port
 	var dir := OS.get_user_data_dir().path_join("loreguard")
 	DirAccess.make_dir_recursive_absolute(dir)
@@ -111,7 +158,7 @@ func launch(command: PackedStringArray, on_port: int) -> String:
 	pid = OS.create_process(argv[0], argv.slice(1))
 	if pid <= 0:
 		pid = -1
-		return "could not start %s" % " ".join(command)
+		return "the system could not start it"
 	print_verbose("Loreguard: launched the sidecar (pid %d): %s" % [pid, " ".join(argv)])
 	return ""
 
@@ -125,6 +172,7 @@ func poll(now_ms: int) -> bool:
 	if OS.is_process_running(pid):
 		return false
 	read_log()
+	exit_code = OS.get_process_exit_code(pid)
 	pid = -1
 	return true
 
