@@ -15,10 +15,12 @@ var gate_open: bool = false
 var inventory: Dictionary = {}
 ## Every intent the sidecar approved, as "type(params)", in order.
 var approved_intents: PackedStringArray = []
-## How many lines the NPCs said (numbering in the governance view).
+## How many lines the NPCs said: each line's number, "#3" in the dialogue and the governance view.
 var lines_said: int = 0
 
 var _sent_at_ms: int = 0
+## Line number -> the dialogue paragraph it starts at.
+var _line_paragraphs: Dictionary = {}
 var _dots_phase: float = 0.0
 
 ## Replies stream: each sentence is typed out as soon as the sidecar's gate has passed it.
@@ -41,13 +43,14 @@ var _speaking: LoreguardNPC
 @onready var _dots: Label = %Dots
 @onready var _thinking_label: Label = %ThinkingLabel
 @onready var _governance_toggle: CheckButton = %GovernanceToggle
-@onready var _governance: RichTextLabel = %Governance
+@onready var _governance: LoreguardGovernanceLog = %Governance
 @onready var _input: LineEdit = %Input
 @onready var _send_button: Button = %Send
 
 
 func _ready() -> void:
 	_typewriter.label = _dialogue
+	_typewriter.skip_on_any_key = true  # a click on the dialogue, or any key, shows the rest at once
 	add_child(_typewriter)
 	for npc: LoreguardNPC in _npcs():
 		_picker.add_item(npc.profile.display_name)
@@ -62,6 +65,7 @@ func _ready() -> void:
 	_loreguard.status_changed.connect(_show_status)
 	_show_status(_loreguard.status)
 	_governance_toggle.toggled.connect(func(on: bool) -> void: _governance.visible = on)
+	_governance.line_clicked.connect(show_line)
 	_loreguard.sidecar_problem.connect(func(message: String) -> void: _status.text = message)
 	_input.text_submitted.connect(func(_text: String) -> void: send())
 	_send_button.pressed.connect(send)
@@ -116,7 +120,8 @@ func player_status(status: LoreguardSidecarStatus) -> String:
 				"The townsfolk lost their train of thought; bringing them back (try %d of %d)..."
 				% [status.attempt, status.max_attempts]
 			)
-	return "The townsfolk cannot talk right now. (Hover for why; details in the Output panel.)"
+	# FAILED: the reason is one line naming the fix (a launch command that cannot start, say).
+	return "The townsfolk cannot talk: %s" % status.reason
 
 
 func _show_status(status: LoreguardSidecarStatus) -> void:
@@ -136,7 +141,7 @@ func _on_thinking(npc: LoreguardNPC, thinking: bool) -> void:
 func _on_chunk(text: String, npc: LoreguardNPC) -> void:
 	if _speaking != npc:
 		_speaking = npc
-		_typewriter.type_text("[b]%s:[/b] " % npc.profile.display_name)
+		_typewriter.type_text(_start_line(npc))
 	_typewriter.type_text(_escape(text))
 
 
@@ -148,7 +153,7 @@ func _on_replied(line: LoreguardLine, npc: LoreguardNPC) -> void:
 	if _speaking == npc:  # the line was typed chunk by chunk: only the emotion and marker are left
 		_typewriter.type_text("%s%s\n" % [note, marker])
 	else:
-		_typewriter.type_text("[b]%s:[/b] %s%s%s\n" % [npc.profile.display_name, _escape(line.dialogue), note, marker])
+		_typewriter.type_text("%s%s%s%s\n" % [_start_line(npc), _escape(line.dialogue), note, marker])
 	_speaking = null
 	for intent in line.intents:
 		var shown := _intent_text(intent)
@@ -156,35 +161,34 @@ func _on_replied(line: LoreguardLine, npc: LoreguardNPC) -> void:
 		_typewriter.type_text("[color=#8c8]   approved: %s[/color]\n" % _escape(shown))
 	if not line.intents.is_empty():
 		_intents_label.text = "Approved by the rules: " + ", ".join(approved_intents)
-	_governance.append_text(_governance_entry(line, npc, latency_ms))
+	_governance.add_line(lines_said, line, npc.profile.display_name, latency_ms, "player_utterance")
 
 
-## What the sidecar did for one line: outcome, attempts, each refusal, fallback, intents, latency.
-func _governance_entry(line: LoreguardLine, npc: LoreguardNPC, latency_ms: int) -> String:
-	var text := (
-		"[b]%d. %s[/b]: %s after %d attempt(s), %d ms\n"
-		% [lines_said, npc.profile.display_name, line.outcome, line.attempts, latency_ms]
-	)
-	for rejection in line.rejections():
-		text += (
-			"   [color=#e99]attempt %d refused by %s:[/color] %s\n"
-			% [rejection["attempt"], rejection["gate"], _escape(rejection["reason"])]
-		)
-	if line.fallback_used:
-		text += ("   [color=#fc8]fallback line spoken:[/color] %s\n" % _escape(line.fallback_reason()))
-	for intent in line.intents:
-		text += "   [color=#8c8]intent approved:[/color] %s\n" % _escape(_intent_text(intent))
-	return text
+## Scrolls the dialogue to line `number` (the governance view's "#3" links here).
+func show_line(number: int) -> void:
+	if _line_paragraphs.has(number):
+		_dialogue.scroll_to_paragraph(_line_paragraphs[number])
+
+
+## The start of the next NPC line, "#3 Brom: ", numbered as its governance entry will be; notes
+## the dialogue paragraph it starts so the entry's number can scroll back to it.
+func _start_line(npc: LoreguardNPC) -> String:
+	var number := lines_said + 1
+	_line_paragraphs[number] = _dialogue.get_paragraph_count() - 1
+	return "[color=#7f93a6]#%d[/color] [b]%s:[/b] " % [number, npc.profile.display_name]
 
 
 func _on_failed(error: LoreguardError, npc: LoreguardNPC) -> void:
 	if _speaking != null:
 		_typewriter.type_text("\n")
 		_speaking = null
+		lines_said += 1  # the cut-off line keeps its number: the next one must not reuse it
 	_typewriter.finish()
 	var why := str(error)
 	if error.code == LoreguardError.SIDECAR_DOWN:
 		why = "lost the train of thought (the dialogue engine stopped); try again in a moment"
+		if _loreguard.status.state == LoreguardSidecarStatus.State.FAILED:
+			why = "the dialogue engine is not running (see the status line)"
 	_dialogue.append_text("[color=#e77]%s could not answer: %s[/color]\n" % [npc.profile.display_name, _escape(why)])
 
 

@@ -90,22 +90,30 @@ func _test_panel() -> void:
 		cells[0] == "r1" and cells[1] == "guard" and cells[2] == "Open the gate.", "row: id, NPC, input", str(cells)
 	)
 	_expect(cells[4] == "1" and cells[6] == "", "row: attempts, no fallback", str(cells))
+	# One numbering: the row's id opens the detail's header and is the reply's record id.
+	panel.select(0)
+	_expect(
+		panel.detail.get_line(0).begins_with("r1 · guard · "), "detail header: the row's id", panel.detail.get_line(0)
+	)
 	panel.select(1)
 	_expect(panel.selected_index() == 1, "a row can be selected")
 	var text := panel.detail.text
 	_expect(
-		text.contains("merchant") and text.contains("constraints: ") and text.contains("--- prompt, attempt 1 ---"),
+		text.contains("merchant") and text.contains("rules in force: ") and text.contains("--- prompt, attempt 1 ---"),
 		"detail: decision, constraints, prompt",
 		text.left(400)
 	)
-	_expect(text.contains("hard_limits") and text.contains("pass"), "detail: every gate's verdict")
+	_expect(text.contains("hard limits pass") and text.contains("secrets pass"), "detail: every gate's verdict")
+	_expect(text.contains("attempt 1: passed every check"), "detail: what ended the attempt", text)
 	_expect(panel.detail.wrap_mode == TextEdit.LINE_WRAPPING_BOUNDARY, "detail: long raw output wraps")
 	panel.size = Vector2(900, 400)
 	await process_frame
 	var font := panel.tree.get_theme_font("font")
 	var font_size := panel.tree.get_theme_font_size("font_size")
 	for column in [1, 4]:
-		var widest := font.get_string_size("merchant" if column == 1 else "Attempts", 0, -1, font_size).x
+		var widest := (
+			font.get_string_size("merchant" if column == 1 else LoreguardDebuggerPanel.COLUMNS[4], 0, -1, font_size).x
+		)
 		_expect(
 			panel.tree.get_column_width(column) >= widest,
 			"column %s fits its content" % LoreguardDebuggerPanel.COLUMNS[column],

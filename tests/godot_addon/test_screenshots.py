@@ -1,7 +1,10 @@
 """The demo scene in a rendering Godot (Xvfb + mesa llvmpipe, not --headless) at three window
-sizes, against a scripted sidecar whose lines take a second like a model's: the scene tree is
-checked at each step (demo_project/tests/screenshot_test.gd) and the PNGs are kept in
-tests/artifacts/screenshots/<size>/ for a person (or CI's artifact upload) to look at."""
+sizes, against a scripted sidecar whose lines take a second like a model's and whose session is
+governance-heavy (a refused attempt, fallbacks, an approved intent: GOVERNANCE_SCRIPT): the scene
+tree is checked at each step, the governance view and then the editor's Loreguard tab included,
+down to every label, tree cell and title fitting its width or wrapping in full
+(demo_project/tests/screenshot_test.gd); the PNGs are kept in tests/artifacts/screenshots/<size>/
+for a person (or CI's artifact upload) to look at."""
 
 from __future__ import annotations
 
@@ -11,8 +14,7 @@ import shutil
 import subprocess
 
 import pytest
-from factories import say
-from godot_helpers import DEMO_PROJECT, ROOT, godot_command, rendering_godot, xvfb_display
+from godot_helpers import DEMO_PROJECT, GOVERNANCE_SCRIPT, ROOT, godot_command, rendering_godot, xvfb_display
 from sidecar_helpers import running_sidecar
 
 from loreguard.server.pipeline.inference import ScriptedBackend
@@ -21,24 +23,6 @@ pytestmark = pytest.mark.slow
 
 ARTIFACTS = ROOT / "tests" / "artifacts" / "screenshots"
 SIZES = [(1280, 720), (1920, 1080), (800, 600)]
-
-#: Brom: a prohibited topic refused then a clean retry; a password leak that ends in the authored
-#: fallback. Mira: a lantern (an approved intent).
-SCRIPT = {
-    "guard": [
-        say("They say a dragon was seen in the hills.", "afraid"),
-        say("Nothing I can speak of, traveller. Ask the captain.", "suspicious"),
-        # The leak is in the first sentence: a streamed reply that released nothing falls back.
-        say("It's s-i-l-v-e-r m-o-o-n. Fine, don't tell anyone."),
-    ],
-    "merchant": [
-        say(
-            "A fine choice! One lantern, freshly oiled.",
-            "happy",
-            [{"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "lantern", "count": 1}}],
-        )
-    ],
-}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +37,7 @@ def test_demo_scene_renders_and_lays_out_at(width: int, height: int, display: st
     out = ARTIFACTS / f"{width}x{height}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    backend = ScriptedBackend(SCRIPT, cycle=True, latency_s=1.0)
+    backend = ScriptedBackend(GOVERNANCE_SCRIPT, cycle=True, latency_s=1.0)
     with running_sidecar(tmp_path, backend, register=False) as sidecar:
         env = {
             **os.environ,
@@ -73,10 +57,10 @@ def test_demo_scene_renders_and_lays_out_at(width: int, height: int, display: st
     assert result.returncode == 0 and re.search(r"screenshots: \d+ passed, 0 failed", output), output
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert pngs == sorted(
-        ["ready.png"]
+        ["ready.png", "governance-unfolded.png", "editor-tab.png", "editor-tab-first.png"]
         + [
             f"{moment}-{name}.png"
-            for name in ("refused-then-passed", "fallback", "intent")
+            for name in ("refused-then-passed", "fallback", "intent", "every-attempt-refused")
             for moment in ("thinking", "answered")
         ]
     ), pngs
