@@ -108,7 +108,9 @@ def run_attempt(
     if watcher is None or watcher.failed is None:  # else a sentence failed: the generation stopped there
         hygiene = run.view.profile.output_hygiene
         asked = judge.for_reply(prompt, generation.text) if judge is not None else None
-        whole = validate(parse, generation.text, snapshot, config.gate, asked, hygiene, special_tokens)
+        whole = validate(
+            parse, generation.text, snapshot, config.gate, asked, hygiene, special_tokens, config.generation.dialogue_chars
+        )
     gate, judged = _decided(whole, watcher)
     if watcher is not None and watcher.cut is not None:
         count("stream_cut", 1)
@@ -153,6 +155,7 @@ def _incremental_gate(
         streaming=config.streaming,
         hold_all=judged_by_model,  # the judge sees only whole outputs: nothing is released early
         special_tokens=special_tokens,
+        cut_at=config.generation.dialogue_chars,
         continued=len(carry.continued),
         avoided=carry.avoid,
         safe=carry.released,

@@ -160,10 +160,13 @@ def validate(
     judge: Judge | None = None,
     hygiene: OutputHygiene = OutputHygiene.CLEAN,
     special_tokens: tuple[str, ...] = (),
+    cut_at: int | None = None,
 ) -> GateResult:
     """`hygiene` is the NPC's profile setting (`NpcProfile.output_hygiene`); `special_tokens`
-    the loaded model's (`InferenceBackend.special_tokens`), never to be shown to a player."""
-    output, schema_error, scrubbed = _to_output(parse, snapshot, hygiene)
+    the loaded model's (`InferenceBackend.special_tokens`), never to be shown to a player;
+    `cut_at` the dialogue length the output schema allows (`GenerationLimits.dialogue_chars`):
+    a dialogue that long that ends no sentence was cut by the grammar (see `hygiene`)."""
+    output, schema_error, scrubbed = _to_output(parse, snapshot, hygiene, cut_at)
     ledger = _Ledger(parse.path, scrubbed.findings if scrubbed is not None else ())
 
     # 1. hard limits
@@ -396,7 +399,7 @@ def _number_failure(problem: NumberProblem, ungrounded: UngroundedNumbers) -> Ga
 
 
 def _to_output(
-    parse: ParseResult, snapshot: StateSnapshot, hygiene: OutputHygiene
+    parse: ParseResult, snapshot: StateSnapshot, hygiene: OutputHygiene, cut_at: int | None = None
 ) -> tuple[ParsedOutput | None, str, Scrubbed | None]:
     """The parsed JSON as a ParsedOutput (dialogue scrubbed by output hygiene, which may also
     give it its emotion), or None and why it does not fit; and what hygiene found."""
@@ -415,6 +418,7 @@ def _to_output(
             npc_id=snapshot.npc_id,
             policy=hygiene,
             map_emotion=emotion == Emotion.NEUTRAL.value,
+            cut_at=cut_at,
         )
         # A reply hygiene emptied keeps its words here only so the attempt's record shows them:
         # its hard failure means it is never spoken.

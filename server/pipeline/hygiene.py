@@ -258,7 +258,9 @@ class _Scrubber:
             text = _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACES.sub(" ", self.text))
             self.text = clean_dialogue(_LEADING_JUNK.sub("", text))
 
-    def fragment(self) -> None:
+    def fragment(self, cut: bool = False) -> None:
+        """`cut`: the output grammar ended the dialogue at its length bound, so a tail that ends
+        no sentence was cut there, whatever its last word ("...and says 'no")."""
         text = self.text
         first = _words(text[:40])[:1]
         if text[:1].islower() and first and first[0] in CONTINUING_WORDS:
@@ -270,9 +272,9 @@ class _Scrubber:
             return
         tail = text[ends[-1] :].strip() if ends else text
         words = _words(tail)
-        if not (tail[-1:] in ",;:-\u2013\u2014(" or (words and words[-1] in DANGLING_WORDS)):
+        if not (cut or tail[-1:] in ",;:-\u2013\u2014(" or (words and words[-1] in DANGLING_WORDS)):
             return
-        if words and words[0] in QUESTION_OPENERS and tail[-1:].isalpha():
+        if not cut and words and words[0] in QUESTION_OPENERS and tail[-1:].isalpha():
             return  # "What are you waiting for": a question without its mark, not a cut
         if not ends:
             self.found(FindingKind.SENTENCE_FRAGMENT, tail, reject=True)
@@ -311,10 +313,12 @@ def scrub_dialogue(
     npc_id: str,
     policy: OutputHygiene = OutputHygiene.CLEAN,
     map_emotion: bool = True,
+    cut_at: int | None = None,
 ) -> Scrubbed:
     """`text` (a reply's dialogue) cleaned or judged by `policy`; see the module's docstring.
     `map_emotion`: whether a stage direction may give the reply its emotion (the model left it
-    neutral)."""
+    neutral). `cut_at`: the dialogue length at which the output grammar ends the string (a
+    dialogue that long was cut there)."""
     clean = clean_dialogue(text)
     scrubber = _Scrubber(clean, policy, map_emotion=map_emotion)
     scrubber.meta()  # before stripping, so meta-text inside markup or asterisks is still seen
@@ -328,7 +332,7 @@ def scrub_dialogue(
     scrubber.other_label()  # another character's, only when the NPC's own was not there
     scrubber.meta()
     scrubber.tidy()
-    scrubber.fragment()
+    scrubber.fragment(cut=cut_at is not None and len(text) >= cut_at)
     failures = [
         GateFailure(
             gate=GateName.HARD_LIMITS,

@@ -204,10 +204,11 @@ def _request_section(s: StateSnapshot) -> str:
     if not offers:
         return ""
     lines = ["", "", REQUEST_HEADING.rstrip("\n")]
+    # No description here: a small model says the line closest to its answer ("Offer to hand to
+    # the player."); the system message lists what each intent does.
     for offer in offers:
-        what = f": {offer.spec.description}" if offer.spec.description else ""
         granted = json.dumps(intent_value(offer.spec.type, dict(offer.params)), ensure_ascii=False)
-        lines += [f"{REQUEST_INSTRUCTION} {describe(offer)}{what}", f'{GRANT_INSTRUCTION} "intent": {granted}']
+        lines += [f"{REQUEST_INSTRUCTION} {describe(offer)}", f'{GRANT_INSTRUCTION} "intent": {granted}']
     lines.append(f'{REFUSE_INSTRUCTION} "intent": "none"')
     return "\n".join(lines)
 

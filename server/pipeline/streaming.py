@@ -186,6 +186,8 @@ class IncrementalGate:
     hold_all: bool = False
     #: The model's special tokens, for the hard limits (as the whole-output gate gets them).
     special_tokens: tuple[str, ...] = ()
+    #: The dialogue length the output schema allows (the whole-output gate's `cut_at`).
+    cut_at: int | None = None
     #: Characters of released dialogue this attempt's output was given to start with (it
     #: continues an attempt cut after them); they were judged when they were released.
     continued: int = 0
@@ -258,7 +260,7 @@ class IncrementalGate:
             return False
         if self.hold_all:
             return True
-        whole = validate(parse, raw, self.snapshot, self.config, None, self.hygiene, self.special_tokens)
+        whole = validate(parse, raw, self.snapshot, self.config, None, self.hygiene, self.special_tokens, self.cut_at)
         if whole.accepted and whole.output is not None:
             spoken = whole.output.dialogue
             pending = len(spoken) - len(self.session.released)

@@ -213,6 +213,25 @@ def test_a_reply_cut_on_a_word_no_sentence_ends_or_starts_with_is_trimmed_or_rej
         assert scrubbed.text == kept and not scrubbed.failures
 
 
+#: What the embedded model wrote in the Godot demo, cut by the grammar at 160 characters.
+AT_THE_BOUND = (
+    "The captain is a medieval king. I am the one he wants you to come and visit, but I do not know your name. "
+    "I will tell you that he does not know you and says 'no"
+)
+
+
+def test_a_dialogue_the_grammar_ended_at_its_bound_loses_its_unfinished_sentence(tmp_path: Path) -> None:
+    assert len(AT_THE_BOUND) == 160
+    assert scrub_dialogue(AT_THE_BOUND, npc_name="Brom", npc_id="guard").text == AT_THE_BOUND  # no word says it
+    cut = scrub_dialogue(AT_THE_BOUND, npc_name="Brom", npc_id="guard", cut_at=160)
+    assert cut.text == "The captain is a medieval king. I am the one he wants you to come and visit, but I do not know your name."
+    # shorter than the bound, the same words are a line the model ended itself
+    assert scrub_dialogue(AT_THE_BOUND, npc_name="Brom", npc_id="guard", cut_at=161).text == AT_THE_BOUND
+    # through the pipeline, whose default generation limit is 160 characters
+    pipeline, _ = make_pipeline(tmp_path / "m.db", [say(AT_THE_BOUND)])
+    assert pipeline.interact(ask("Good evening.")).dialogue.endswith("do not know your name.")
+
+
 @pytest.mark.parametrize(
     "text", ["Example answer: The gate is closed.", "Remember: You should always be polite.", "Hail. Response: no."]
 )

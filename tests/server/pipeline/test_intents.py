@@ -69,7 +69,7 @@ def test_the_prompt_carries_the_request_and_the_grammar_only_it(tmp_path: Path) 
     assert plain.static_prefix == request.static_prefix  # a request changes only the new message
     assert "### Request" not in plain.player_turn
     assert (
-        'The player asks you to give_item(count=2, item=bread): Hand an item to the player.\n'
+        'The player asks you to give_item(count=2, item=bread)\n'
         'To grant it, write "intent": {"type": "give_item", "params": {"count": 2, "item": "bread"}}\n'
         'To refuse, write "intent": "none"'
     ) in request.player_turn
