@@ -39,7 +39,8 @@ MAX_OFFERS = 4
 #: words win and the intent is not approved (English; a false "no" only costs a grant).
 REFUSALS = (
     "not allowed", "not permitted", "cannot", "can't", "can not", "won't", "will not", "shan't", "refuse",
-    "may not", "must not", "prohibit", "forbid",
+    "may not", "must not", "prohibit", "forbid", "not allow", "not allowing", "not give", "not open", "not sell",
+    "no way",
     "no one can", "nobody can", "shouldn't", "should not", "not today", "stay shut", "stays shut",
     "stay closed", "stays closed", "go away", "move along", "not for sale", "not selling", "sold out",
 )  # fmt: skip
