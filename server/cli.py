@@ -39,6 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from loreguard.server.audit.commands import CommandError
     from loreguard.server.models.pull import ModelError
     from loreguard.server.pipeline.inference.base import BackendError
+    from loreguard.server.sidecar.transport import CannotListen
 
     args = build_parser().parse_args(argv)
     try:
@@ -48,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CommandError, ModelError, BackendError) as exc:
         print(f"loreguard: {exc}", file=sys.stderr)
         return 2
+    except CannotListen as exc:  # no traceback: one line a launcher can show
+        print(f"loreguard: {exc}", file=sys.stderr)
+        return 4
 
 
 if __name__ == "__main__":

@@ -71,6 +71,8 @@ func _test_examples() -> void:
 	_expect(WORDS.intent("give_item", {"item": "lantern", "count": 1}) == "give_item(count=1, item=lantern)", "intent")
 	var canon := WORDS.rejected_change("canonical:king is a canonical fact")
 	_expect(canon == "tried to change a fact of the world: canonical:king", "a refused change", canon)
+	var said_no := WORDS.rejected_change('the reply turns it down ("not allowed")')
+	_expect(said_no == 'granted it while saying no ("not allowed")', "a grant the words refused", said_no)
 	var retry := {"gate": "semantic", "reason": "keyword judge: mentions dragon", "rule_id": "retry.no_dragon.ab12"}
 	_expect(WORDS.failure(retry).begins_with("said again something already refused"), "a retry's own rule")
 

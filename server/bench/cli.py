@@ -53,7 +53,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     first_line.add_argument("--launches", type=int, default=3, help="launches of each mode (cold, warm)")
     first_line.add_argument("--typing-s", type=float, default=2.0, help="seconds the player takes to type the first line")
-    for parser in (inference, concurrency, quality, streaming):
+    for parser in (inference, concurrency, quality, streaming, first_line):
         _model_options(parser)
     add_bundle_bench(suites, print_figures)
 
@@ -166,7 +166,11 @@ def _streaming(args: argparse.Namespace) -> Mapping[str, object]:
 def _first_line(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench.first_line import bench_first_line
 
-    return bench_first_line(launches=args.launches, typing_s=args.typing_s)
+    serve_args = ["--model", args.model] if args.model else []
+    serve_args += ["--yes"] if args.yes else []
+    serve_args += ["--device", args.device] if args.device else []
+    serve_args += ["--gpu-layers", str(args.gpu_layers)] if args.gpu_layers is not None else []
+    return bench_first_line(launches=args.launches, typing_s=args.typing_s, extra_args=tuple(serve_args))
 
 
 def _concurrency(args: argparse.Namespace) -> Mapping[str, object]:

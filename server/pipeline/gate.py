@@ -57,7 +57,7 @@ from loreguard.server.pipeline.checks import check_constraint, mutation_texts, s
 from loreguard.server.pipeline.degenerate import find_degenerate
 from loreguard.server.pipeline.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.hygiene import Scrubbed, scrub_dialogue
-from loreguard.server.pipeline.intents import intent_problem, offer_problem, refusal
+from loreguard.server.pipeline.intents import intent_problem, offer_problem, refusal, requested
 from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parroting import find_parroting
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
@@ -469,7 +469,7 @@ def partition_mutations(
             continue
         if isinstance(m, EmitWorldIntentMutation):
             problem = intent_problem(m, specs.get(m.intent)) or offer_problem(m, snapshot.offered_intents)
-            said_no = refusal(output.dialogue) if not problem else ""
+            said_no = refusal(output.dialogue) if not problem and requested(m, snapshot.offered_intents) else ""
             problem = problem or (f'the reply turns it down ("{said_no}")' if said_no else "")
             if problem:
                 rejected.append(RejectedMutation(mutation=m, reason=problem))

@@ -9,8 +9,11 @@ An intent with `cues` is *requested* when the player's line says one of them (fo
 plurals undone, as a contiguous run: "Open the gates!" says "open the gate") and names one of
 the allowed values of each enum parameter that has more than one (an enum with one value is
 filled in). An integer or number parameter takes the number just before the named value ("two
-loaves of bread" -> 2), else its smallest allowed value (at least 1): a number elsewhere in the
-line ("here's 5 silver") is not a count. A requested value outside the parameter's bounds, or a
+loaves of bread" -> 2, digits or number words up to ninety and "dozen"), else its smallest
+allowed value (at least 1): a number elsewhere in the line ("here's 5 silver for bread") is not
+a count. Only the first enum parameter with several values sets the alternatives; another takes
+the value the line names first, and a line that asks for two things of two kinds gets the first
+kind's alternatives only (a known limit: designers with such intents give them one enum each). A requested value outside the parameter's bounds, or a
 request for something the NPC does not have ("a torch"), puts nothing on the table. An intent
 without cues is offered every turn with its parameters left to the model, as before cues.
 
@@ -26,8 +29,8 @@ from loreguard.memory.text import word_tokens
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.npc import IntentParam, IntentSpec, ParamType
 from loreguard.schemas.output import EmitWorldIntentMutation, WorldIntent
-from loreguard.schemas.text import stem
-from loreguard.server.pipeline.numbers import ONES
+from loreguard.schemas.text import fold, stem
+from loreguard.server.pipeline.numbers import DOZEN, ONES, TENS
 
 #: How many words before a named value a number may stand and still count it ("two loaves of
 #: bread": three).
@@ -80,12 +83,22 @@ def _positions(words: tuple[str, ...], phrase: str) -> list[int]:
     return [i for i in range(len(words) - n + 1) if n and words[i : i + n] == needle]
 
 
-def _count_before(words: tuple[str, ...], at: int) -> int | None:
+#: Words that end the look back for a count: what stands before them counts something else
+#: ("5 silver for bread", "two lanterns and bread").
+_COUNT_STOPS = frozenset("and or for with here s but then".split())
+_NUMBER_WORDS = {**ONES, **TENS, "dozen": DOZEN}
+
+
+def _count_before(words: tuple[str, ...], at: int, others: frozenset[str]) -> int | None:
+    """The number just before the value named at `at` (`others`: the parameter's other values,
+    which end the look back too)."""
     for word in reversed(words[max(0, at - COUNT_REACH) : at]):
         if word.isdigit():
             return int(word)
-        if word in ONES:
-            return ONES[word]
+        if word in _NUMBER_WORDS:
+            return _NUMBER_WORDS[word]
+        if word in _COUNT_STOPS or word in others:
+            return None
     return None
 
 
@@ -127,7 +140,8 @@ def _requested(spec: IntentSpec, words: tuple[str, ...]) -> list[OfferedIntent]:
             params[name] = next(v for _, n, v in named if n == name)
         for name in counted:
             param = spec.params[name]
-            count = _count_before(words, at) if first is not None else None
+            others = frozenset(stem(fold(v)) for v in spec.params[first].enum) if first is not None else frozenset()
+            count = _count_before(words, at, others) if first is not None else None
             if count is None:
                 count = _default_count(param)
             if count is None or not _within(param, count):
@@ -164,6 +178,12 @@ def refusal(dialogue: str) -> str:
     """The first of `REFUSALS` the dialogue says, or ""."""
     words = _words(dialogue)
     return next((phrase for phrase in REFUSALS if _says(words, phrase)), "")
+
+
+def requested(m: EmitWorldIntentMutation, offered: tuple[OfferedIntent, ...]) -> bool:
+    """Whether `m` grants something the player asked for (not an intent offered every turn or
+    one a rule requires): only such a grant is held to what the reply says (`refusal`)."""
+    return any(offer.requested and offer.spec.type == m.intent for offer in offered)
 
 
 def describe(offer: OfferedIntent) -> str:

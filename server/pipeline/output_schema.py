@@ -5,8 +5,8 @@ shorter strings, fewer mutations, and the world intent one `intent` property aft
 "none", or one of the intents offered this turn (`intents`) with its parameters, those the
 player's line fixed as constants. The dialogue comes first (streaming releases it as it grows),
 so the intent is chosen knowing what the NPC said. Every string, number and array is bounded, so constrained decoding always
-finishes; `schema_max_chars` gives the longest output the schema allows, which bounds the tokens
-a backend can spend. Properties are listed in the order they must be written.
+finishes; the grammar compiled from it knows the longest output it allows, which bounds the
+tokens a backend can spend. Properties are listed in the order they must be written.
 """
 
 from __future__ import annotations
@@ -73,8 +73,9 @@ def _offer_schema(offer: OfferedIntent) -> dict[str, Any]:
 
 def output_schema(offered: tuple[OfferedIntent, ...], limits: GenerationLimits) -> dict[str, Any]:
     """The bounded schema for one turn: `intent` is "none" or one of the `offered` intents (see
-    `intents`). Built once per tuple of offer objects and limits (frozen; a turn with nothing
-    requested offers the same objects every time), so the dict is shared: read it, never change it."""
+    `intents`). Memoised per tuple of offer objects and limits (frozen), so the dict may be
+    shared: read it, never change it. (Offers are made anew each turn; the grammar compiled
+    from the schema is cached by its text, which is what costs.)"""
     return _SCHEMAS.get((limits, *offered), lambda: _output_schema(offered, limits))
 
 
@@ -105,6 +106,7 @@ def _output_schema(offered: tuple[OfferedIntent, ...], limits: GenerationLimits)
             "dialogue": _string(limits.dialogue_chars),
             "intent": intent,
             "emotion": {"type": "string", "enum": [e.value for e in Emotion]},
-            "mutations": {"type": "array", "items": {"anyOf": mutations}, "maxItems": limits.mutations},
+            # a granted intent joins the mutations when parsed: room is kept for it
+            "mutations": {"type": "array", "items": {"anyOf": mutations}, "maxItems": min(limits.mutations, MAX_MUTATIONS - 1)},
         }
     )

@@ -207,7 +207,9 @@ def _request_section(s: StateSnapshot) -> str:
     # No description here: a small model says the line closest to its answer ("Offer to hand to
     # the player."); the system message lists what each intent does.
     for offer in offers:
-        granted = json.dumps(intent_value(offer.spec.type, dict(offer.params)), ensure_ascii=False)
+        # a parameter the line left open is the model's to write: shown as its type
+        open_params = {name: f"<{p.type.value}>" for name, p in offer.spec.params.items()}
+        granted = json.dumps(intent_value(offer.spec.type, {**open_params, **dict(offer.params)}), ensure_ascii=False)
         lines += [f"{REQUEST_INSTRUCTION} {describe(offer)}", f'{GRANT_INSTRUCTION} "intent": {granted}']
     lines.append(f'{REFUSE_INSTRUCTION} "intent": "none"')
     return "\n".join(lines)

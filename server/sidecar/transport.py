@@ -35,6 +35,15 @@ from loreguard.server.sidecar.warmup import Warmer
 _POLL_MS = 100
 
 
+class CannotListen(RuntimeError):
+    """The sidecar's address could not be bound: most often another sidecar holds the port, or
+    one is still shutting down (a launcher may try again in a moment)."""
+
+    def __init__(self, address: str, cause: zmq.ZMQError) -> None:
+        why = "the address is already in use" if cause.errno == zmq.EADDRINUSE else str(cause)
+        super().__init__(f"cannot listen on {address}: {why}")
+
+
 @dataclass(frozen=True)
 class SidecarConfig:
     host: str = "127.0.0.1"
@@ -151,7 +160,12 @@ class Sidecar:
             port = self._router.bind_to_random_port(f"tcp://{self.config.host}")
         else:
             port = self.config.port
-            self._router.bind(f"tcp://{self.config.host}:{port}")
+            try:
+                self._router.bind(f"tcp://{self.config.host}:{port}")
+            except zmq.ZMQError as exc:
+                self._router.close(0)
+                self._context.term()
+                raise CannotListen(f"tcp://{self.config.host}:{port}", exc) from None
         self.address = f"tcp://{self.config.host}:{port}"
         self._monitor = self._router.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
         self._replies_address = f"inproc://loreguard-replies-{uuid.uuid4().hex}"

@@ -182,9 +182,9 @@ _log = logging.getLogger(__name__)
 
 
 def sequence_limit(n_ctx: int, context: NativeContext) -> int:
-    """The most tokens one sequence may hold: `n_ctx`, within the context. Says so once, in the
-    log, when that is more than the model was trained on (llama.cpp's own warning compares the
-    unified pool instead, which no sequence ever fills alone)."""
+    """The most tokens one sequence may hold: `n_ctx`, within the context. Says so in the log
+    (each time a backend loads) when that is more than the model was trained on (llama.cpp's own
+    warning compares the unified pool instead, which no sequence ever fills alone)."""
     trained = context.model.n_ctx_train
     if 0 < trained < n_ctx:
         _log.warning(

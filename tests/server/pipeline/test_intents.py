@@ -134,3 +134,27 @@ def test_a_reply_that_says_no_grants_nothing(tmp_path: Path) -> None:
     assert refused.intents == ()
     assert [r.reason for r in refused.receipt.rejected_mutations] == ['the reply turns it down ("not allowed")']
     assert pipeline.interact(ask("Please open the gate.")).intents == (WorldIntent(type="open_gate", params={"gate_id": "north"}),)
+
+
+def test_a_count_belongs_to_the_value_it_stands_before() -> None:
+    assert _offers("Here's 5 silver for bread, please.") == ["give_item(count=1, item=bread)"]
+    assert _offers("I'll take a dozen loaves of bread.") == []  # 12: more than Mira hands over at once
+    assert _offers("I want 2 lanterns and rope.") == ["give_item(count=2, item=lantern)", "give_item(count=1, item=rope)"]
+
+
+def test_a_required_or_unrequested_intent_is_not_held_to_the_words(tmp_path: Path) -> None:
+    """Only a grant of what the player asked for is dropped when the reply says no: an intent
+    the NPC raises itself ("You can't be here! Guards!") stands."""
+    alarm = IntentSpec.model_validate({"type": "call_guards"})
+    profile = guard_profile(allowed_intents=[alarm.model_dump(mode="json")])
+    shout = {"kind": "emit_world_intent", "intent": "call_guards", "params": {}}
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [say("You can't be here! Guards!", mutations=[shout])], profile=profile)
+    assert pipeline.interact(ask("Hello.")).intents == (WorldIntent(type="call_guards"),)
+
+
+def test_a_granted_intent_leaves_room_among_the_mutations() -> None:
+    from loreguard.schemas.output import MAX_MUTATIONS
+    from loreguard.server.pipeline.output_schema import GenerationLimits, output_schema
+
+    schema = output_schema(offered_intents("I'll take bread.", GIVE), GenerationLimits(mutations=MAX_MUTATIONS))
+    assert schema["properties"]["mutations"]["maxItems"] == MAX_MUTATIONS - 1

@@ -232,7 +232,8 @@ func _on_exit() -> void:
 		_never_started(_launch_problem)
 		return
 	var last := supervisor.last_log_line
-	if not supervisor.answered:
+	# A port still held by the last sidecar (shutting down) frees itself: that one is retried.
+	if not supervisor.answered and not last.contains("already in use"):
 		# Most often a bad argument or a model it cannot load: a restart would meet it again.
 		var details := PackedStringArray()
 		if supervisor.exit_code >= 0:
