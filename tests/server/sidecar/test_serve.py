@@ -154,3 +154,21 @@ def test_a_judge_model_needs_a_model_to_ask(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode != 0 and "--judge-url need --judge model" in done.stderr
+
+
+def test_a_port_already_taken_is_one_line_and_exit_code_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What a launcher shows (and the addon retries: a sidecar still shutting down frees it)."""
+    import socket
+
+    from loreguard.server.cli import main
+
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([say("Hm.")]))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["serve", "--port", str(port), "--backend", "scripted", "--script", str(script), "--data", str(tmp_path / "d")]
+        assert main(argv) == 4
+    last = capsys.readouterr().err.splitlines()[-1]  # after the loading line
+    assert last == f"loreguard: cannot listen on tcp://127.0.0.1:{port}: the address is already in use"
