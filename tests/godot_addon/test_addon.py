@@ -120,3 +120,23 @@ def test_demo_auto_launches_the_sidecar_and_stops_it_on_exit(tmp_path: Path) -> 
 def _listening(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.model
+def test_the_demo_with_the_embedded_model_opens_the_gate_or_hands_over_a_lantern(tmp_path: Path) -> None:
+    """The demo as a new user runs it: the addon launches `loreguard serve` with the embedded
+    model, the player asks Brom to open the gate and Mira for a lantern. Each line heard is
+    whole (no sentence cut short) and at least one request is granted (the demo README's
+    promise; the figures of `bench quality` say how often)."""
+    port = free_port()
+    loreguard = Path(sys.executable).with_name("loreguard")
+    launch = f"{loreguard} serve --port {port} --data {tmp_path / 'data'}"
+    env = {"LOREGUARD_ADDRESS": f"tcp://127.0.0.1:{port}", "LOREGUARD_AUTO_LAUNCH": "1", "LOREGUARD_LAUNCH_COMMAND": launch}
+    result = run_godot(["res://tests/smoke.tscn"], project=DEMO_PROJECT, timeout=600, env=env)
+    output = result.stdout + result.stderr
+    heard = [line for line in output.splitlines() if re.match(r"#\d+ (Brom|Mira): ", line)]
+    assert len(heard) == 2, output
+    for line in heard:
+        spoken = re.sub(r"( \(\w+\))?( FALLBACK)?$", "", line.split(": ", 1)[1].rstrip())  # without emotion and badge
+        assert spoken.rstrip()[-1:] in ".!?…\"'”’", f"a line cut short: {line}"
+    assert output.count("approved: ") >= 1, output
