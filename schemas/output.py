@@ -7,9 +7,9 @@ schema-constrained decoding finite.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, SignedUnit, UnitInterval
 
@@ -66,12 +66,38 @@ ProposedMutation = Annotated[
 ]
 
 
+#: The output's `intent` when the reply grants none.
+NO_INTENT = "none"
+
+
 class ParsedOutput(FrozenModel):
-    """The model's structured reply after parsing. Still unvalidated: the gate decides."""
+    """The model's structured reply after parsing. Still unvalidated: the gate decides.
+
+    The model writes the world intent it grants as `intent` after the dialogue: "none", or
+    {"type": ..., "params": {...}}. Parsed, it is the first of the mutations (an
+    `EmitWorldIntentMutation`); an output may also list intents among its mutations, as a
+    backend without the output grammar may."""
 
     dialogue: Annotated[str, StringConstraints(min_length=1, max_length=MAX_DIALOGUE_CHARS)]
     emotion: Emotion = Emotion.NEUTRAL
     mutations: tuple[ProposedMutation, ...] = Field(default=(), max_length=MAX_MUTATIONS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _intent_is_the_first_mutation(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "intent" not in data:
+            return data
+        data = dict(data)
+        value = data.pop("intent")
+        if value == NO_INTENT or value is None:
+            return data
+        if not isinstance(value, dict) or not isinstance(value.get("type"), str) or set(value) - {"type", "params"}:
+            raise ValueError('intent must be "none" or {"type": ..., "params": {...}}')
+        mutations = data.get("mutations", [])
+        if isinstance(mutations, (list, tuple)):
+            granted = {"kind": "emit_world_intent", "intent": value["type"], "params": value.get("params", {})}
+            data["mutations"] = [granted, *mutations]
+        return data
 
 
 class WorldIntent(FrozenModel):

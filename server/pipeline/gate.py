@@ -64,7 +64,7 @@ from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
 from loreguard.server.pipeline.readout import find_instructions_read_out
 from loreguard.server.pipeline.self_repeats import find_self_repeats
-from loreguard.server.pipeline.snapshot import NO_INTENT, StateSnapshot
+from loreguard.server.pipeline.snapshot import StateSnapshot
 
 #: Rule ids of the gate's built-in checks, so that every failure a receipt lists names the rule
 #: that failed (designer rules, canonical facts and secrets name themselves; numbers name what
@@ -406,9 +406,6 @@ def _to_output(
     if parse.data is None:
         return None, parse.error or "no JSON object", None
     data = dict(parse.data)
-    problem = lift_intent(data)
-    if problem:
-        return None, "output does not match the schema: " + problem, None
     scrubbed = None
     if isinstance(data.get("dialogue"), str):
         emotion = data.get("emotion", Emotion.NEUTRAL.value)
@@ -430,24 +427,6 @@ def _to_output(
     except ValidationError as exc:
         parts = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:3]]
         return None, "output does not match the schema: " + "; ".join(parts), scrubbed
-
-
-def lift_intent(data: dict[str, object]) -> str:
-    """The output's `intent` ("none", or {"type", "params"}) as the first of its mutations, in
-    place; why it cannot be, or "" (also when there is none: an output may list its intents
-    among the mutations, as a backend without the grammar may)."""
-    if "intent" not in data:
-        return ""
-    value = data.pop("intent")
-    if value == NO_INTENT or value is None:
-        return ""
-    if not isinstance(value, dict) or not isinstance(value.get("type"), str) or set(value) - {"type", "params"}:
-        return 'intent: must be "none" or {"type": ..., "params": {...}}'
-    mutations = data.get("mutations", [])
-    if not isinstance(mutations, list):
-        return ""  # the schema says what is wrong with them
-    data["mutations"] = [{"kind": "emit_world_intent", "intent": value["type"], "params": value.get("params", {})}, *mutations]
-    return ""
 
 
 def partition_mutations(

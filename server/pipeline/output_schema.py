@@ -18,9 +18,8 @@ from pydantic import Field
 from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.npc import IntentParam, ParamType
-from loreguard.schemas.output import MAX_DIALOGUE_CHARS, MAX_MUTATION_TEXT, MAX_MUTATIONS, Emotion
+from loreguard.schemas.output import MAX_DIALOGUE_CHARS, MAX_MUTATION_TEXT, MAX_MUTATIONS, NO_INTENT, Emotion
 from loreguard.server.pipeline.intents import OfferedIntent
-from loreguard.server.pipeline.snapshot import NO_INTENT
 
 #: Identifiers the model writes (belief ids, relationship targets): a safe subset of `Identifier`.
 IDENTIFIER_PATTERN = "^[a-z0-9_]+$"

@@ -36,11 +36,11 @@ from enum import Enum
 from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.memory import CanonicalFact, ExchangeTurn
 from loreguard.schemas.npc import FewShotExample
-from loreguard.schemas.output import MAX_DIALOGUE_CHARS, Emotion
+from loreguard.schemas.output import MAX_DIALOGUE_CHARS, NO_INTENT, Emotion
 from loreguard.schemas.prompt import BELIEFS_HEADING, MEMORIES_HEADING, SITUATION_HEADING, WORLD_STATE_HEADING, Prompt
 from loreguard.server.pipeline.expectancy import ConstraintSet
 from loreguard.server.pipeline.intents import describe
-from loreguard.server.pipeline.snapshot import NO_INTENT, StateSnapshot, intent_value, player_message
+from loreguard.server.pipeline.snapshot import StateSnapshot, intent_value, player_message
 
 
 class PromptBoundary(str, Enum):

@@ -26,7 +26,7 @@ from loreguard.schemas.npc import (
     UngroundedNumbers,
     WorldDefinition,
 )
-from loreguard.schemas.output import EmitWorldIntentMutation, Emotion, ProposedMutation
+from loreguard.schemas.output import NO_INTENT, EmitWorldIntentMutation, Emotion, ProposedMutation
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
 from loreguard.server.pipeline.intents import OfferedIntent, offered_intents
@@ -78,10 +78,6 @@ def turn_reply(dialogue: str, emotion: Emotion, mutations: Iterable[ProposedMuta
         "mutations": [m.model_dump(mode="json") for m in changes if m is not granted],
     }
     return json.dumps(value, ensure_ascii=False)
-
-
-#: The output's `intent` when the reply grants none.
-NO_INTENT = "none"
 
 
 def intent_value(intent: str, params: Mapping[str, JsonScalar]) -> dict[str, object]:

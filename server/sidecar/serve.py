@@ -42,7 +42,7 @@ def serve(
     what: str,
     data: Path,
     config: SidecarConfig,
-    out: TextIO = sys.stderr,
+    out: TextIO | None = None,
     *,
     judge: JudgeSetup | None = None,
     parent_pid: int | None = None,
@@ -52,6 +52,7 @@ def serve(
     sidecar) dies: then the sidecar stops as on SIGTERM, or at once while still loading. With
     `stall_limit_s`, a model call that has not returned in that long (a GPU driver that stopped
     answering) ends the process with exit code 3, for the launcher to restart it (watchdog.py)."""
+    out = out if out is not None else sys.stderr  # looked up now: a default bound at import goes stale
     running: list[Sidecar] = []
     watch = None
     if parent_pid is not None:

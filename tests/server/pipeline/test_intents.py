@@ -3,6 +3,7 @@ grammar offer, and what the gate approves."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from factories import guard_profile, say
 from pipeline_helpers import ask, make_pipeline
 from pydantic import ValidationError
 
-from loreguard.schemas import NpcProfile
+from loreguard.schemas import NpcProfile, ParsedOutput
 from loreguard.schemas.npc import IntentSpec
 from loreguard.schemas.output import WorldIntent
 from loreguard.server.demo import demo_npcs
@@ -69,7 +70,7 @@ def test_the_prompt_carries_the_request_and_the_grammar_only_it(tmp_path: Path) 
     assert plain.static_prefix == request.static_prefix  # a request changes only the new message
     assert "### Request" not in plain.player_turn
     assert (
-        'The player asks you to give_item(count=2, item=bread)\n'
+        "The player asks you to give_item(count=2, item=bread)\n"
         'To grant it, write "intent": {"type": "give_item", "params": {"count": 2, "item": "bread"}}\n'
         'To refuse, write "intent": "none"'
     ) in request.player_turn
@@ -133,7 +134,9 @@ def test_a_reply_that_says_no_grants_nothing(tmp_path: Path) -> None:
     refused = pipeline.interact(ask("Please open the gate."))
     assert refused.intents == ()
     assert [r.reason for r in refused.receipt.rejected_mutations] == ['the reply turns it down ("not allowed")']
-    assert pipeline.interact(ask("Please open the gate.")).intents == (WorldIntent(type="open_gate", params={"gate_id": "north"}),)
+    assert pipeline.interact(ask("Please open the gate.")).intents == (
+        WorldIntent(type="open_gate", params={"gate_id": "north"}),
+    )
 
 
 def test_a_count_belongs_to_the_value_it_stands_before() -> None:
@@ -158,3 +161,12 @@ def test_a_granted_intent_leaves_room_among_the_mutations() -> None:
 
     schema = output_schema(offered_intents("I'll take bread.", GIVE), GenerationLimits(mutations=MAX_MUTATIONS))
     assert schema["properties"]["mutations"]["maxItems"] == MAX_MUTATIONS - 1
+
+
+def test_an_intent_that_is_neither_none_nor_an_intent_is_a_schema_failure(tmp_path: Path) -> None:
+    odd = json.dumps({"dialogue": "Fine.", "intent": "open_gate", "emotion": "neutral", "mutations": []})
+    with pytest.raises(ValidationError, match='intent must be "none"'):
+        ParsedOutput.model_validate_json(odd)
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [odd, say("Fine.")], profile=NPCS["guard"])
+    result = pipeline.interact(ask("Please open the gate."))
+    assert [f.rule_id for f in result.receipt.attempts[0].failures] == ["output_schema"] and result.intents == ()

@@ -271,7 +271,7 @@ static func rejected_change(reason: String) -> String:
 		["^(\\w+)\\.(\\w+) (.+)$", "asked for %s with a setting out of bounds: %s %s"],
 		["^the player did not ask for (.+)$", "offered an action the player did not ask for: %s"],
 		["^the player asked for (.+)$", "took a different action from the one the player asked for (%s)"],
-		["^the reply turns it down \\(\"(.+)\"\\)$", "granted it while saying no (\"%s\")"],
+		['^the reply turns it down \\("(.+)"\\)$', 'granted it while saying no ("%s")'],
 		["^confidence outside 0..1$", "wrote a belief with an impossible confidence"],
 	]
 	for pair: Array in patterns:

@@ -67,10 +67,11 @@ def test_npcs_asking_at_once_are_decoded_in_the_same_steps(llama_backend: LlamaC
 
 
 def test_a_full_kv_cache_drops_resident_sequences_and_still_answers(tmp_path: Path) -> None:
-    # Room for one generation's context (2,560 tokens: the prompt plus the output schema's longest
-    # answer) and no more: four NPCs' turns of about 700 tokens each overflow it.
-    budget = -(-2560 * 23040 // 2**20)
-    backend = LlamaCppBackend(LlamaCppConfig(n_ctx=2560, kv_budget_mib=budget, n_threads=2, parallel=1))
+    # Room for one generation's context (2,816 tokens: the prompt of about 690 plus the output
+    # schema's longest answer, about 1,930) and no more: four NPCs' turns of about 730 tokens
+    # each overflow it.
+    budget = -(-2816 * 23040 // 2**20)
+    backend = LlamaCppBackend(LlamaCppConfig(n_ctx=2816, kv_budget_mib=budget, n_threads=2, parallel=1))
     try:
         npcs = load_npcs(4)
         store = open_store(tmp_path / "m.sqlite", world=demo_world(), npcs=npcs)
