@@ -104,11 +104,16 @@ def test_the_real_model_judges_in_its_own_kv_sequence(tmp_path: Path, llama_back
     judge's question is most of what it evaluates; a judge past its time gives way."""
     store = demo_store(tmp_path / "m.sqlite")
     pipeline = GovernancePipeline(store, llama_backend, JUDGED, judge_backend=llama_backend)
-    result = pipeline.interact(ask("When does the gate close?", scene="eldmoor"))
-    first = result.receipt.attempts[0]
-    judge = first.judge
-    if judge is None:  # a hard rule failed the first attempt: find the attempt the judge saw
-        judge = next(a.judge for a in result.receipt.attempts if a.judge is not None)
+    # The judge is asked only about a reply every deterministic gate passed: with the embedded
+    # model a line's three attempts can all fail a hard rule first, so ask until one gets there.
+    judge = None
+    for line in ("When does the gate close?", "Who are you?", "Is the road north safe?", "Good evening, guard."):
+        result = pipeline.interact(ask(line, scene="eldmoor"))
+        first = result.receipt.attempts[0]
+        judge = next((a.judge for a in result.receipt.attempts if a.judge is not None), None)
+        if judge is not None:
+            break
+    assert judge is not None, "no reply of four lines passed the deterministic gates"
     assert judge.outcome == "verdict", judge
     assert json.loads(judge.raw)["broken"] == list(judge.broken)
     prompt_tokens = first.tokens_evaluated  # the dialogue's prompt, all of it now in the sequence
