@@ -106,15 +106,20 @@ def test_demo_auto_launches_the_sidecar_and_stops_it_on_exit(tmp_path: Path) -> 
     script = tmp_path / "script.json"
     script.write_text(json.dumps(DEMO_SCENE_SCRIPT))
     port = free_port()
-    loreguard = Path(sys.executable).with_name("loreguard")
-    launch = f"{loreguard} serve --backend scripted --script {script} --port {port} --data {tmp_path / 'data'}"
-    env = {"LOREGUARD_ADDRESS": f"tcp://127.0.0.1:{port}", "LOREGUARD_AUTO_LAUNCH": "1", "LOREGUARD_LAUNCH_COMMAND": launch}
-    result = run_godot(["res://tests/smoke.tscn"], project=DEMO_PROJECT, timeout=150, env=env)
+    result = _smoke_with_launched_sidecar(tmp_path, port, f"--backend scripted --script {script}", timeout=150)
     output = result.stdout + result.stderr
     assert result.returncode == 0 and "demo smoke: 4 checks, 0 failed" in output, output
     assert "loreguard sidecar listening on" in output  # the launched sidecar shares the game's stdout
     assert (tmp_path / "data").is_dir()
     wait_for(lambda: not _listening(port), "the launched sidecar to exit with the game")
+
+
+def _smoke_with_launched_sidecar(tmp_path: Path, port: int, serve_args: str, *, timeout: int) -> subprocess.CompletedProcess[str]:
+    """The demo smoke scene, its sidecar launched by the addon: `loreguard serve` with `serve_args`."""
+    loreguard = Path(sys.executable).with_name("loreguard")
+    launch = " ".join(part for part in (f"{loreguard} serve", serve_args, f"--port {port} --data {tmp_path / 'data'}") if part)
+    env = {"LOREGUARD_ADDRESS": f"tcp://127.0.0.1:{port}", "LOREGUARD_AUTO_LAUNCH": "1", "LOREGUARD_LAUNCH_COMMAND": launch}
+    return run_godot(["res://tests/smoke.tscn"], project=DEMO_PROJECT, timeout=timeout, env=env)
 
 
 def _listening(port: int) -> bool:
@@ -128,11 +133,7 @@ def test_the_demo_with_the_embedded_model_opens_the_gate_or_hands_over_a_lantern
     model, the player asks Brom to open the gate and Mira for a lantern. Each line heard is
     whole (no sentence cut short) and at least one request is granted (the demo README's
     promise; the figures of `bench quality` say how often)."""
-    port = free_port()
-    loreguard = Path(sys.executable).with_name("loreguard")
-    launch = f"{loreguard} serve --port {port} --data {tmp_path / 'data'}"
-    env = {"LOREGUARD_ADDRESS": f"tcp://127.0.0.1:{port}", "LOREGUARD_AUTO_LAUNCH": "1", "LOREGUARD_LAUNCH_COMMAND": launch}
-    result = run_godot(["res://tests/smoke.tscn"], project=DEMO_PROJECT, timeout=600, env=env)
+    result = _smoke_with_launched_sidecar(tmp_path, free_port(), "", timeout=600)
     output = result.stdout + result.stderr
     heard = [line for line in output.splitlines() if re.match(r"#\d+ (Brom|Mira): ", line)]
     assert len(heard) == 2, output
