@@ -88,7 +88,8 @@ class AuditRecord(FrozenModel):
         data = self.model_dump(mode="json", exclude={"seq", "model", "timings"})
         data["receipt"].pop("timings", None)
         for attempt in data["receipt"]["attempts"]:
-            attempt.pop("tokens_evaluated", None)  # depends on the prefix cache's state: metadata
+            for cost in ("tokens_evaluated", "tokens_cached"):
+                attempt.pop(cost, None)  # depends on the prefix cache's state: metadata
             for cost in ("tokens_evaluated", "tokens_cached", "total_ms"):
                 (attempt.get("judge") or {}).pop(cost, None)  # the judge's cost: metadata too
             for release in (attempt.get("stream") or {}).get("releases", ()):

@@ -185,11 +185,21 @@ class AttemptRecord(FrozenModel):
     #: fragments) and whether it was stripped or rejected.
     findings: tuple[OutputFinding, ...] = ()
     tokens_evaluated: int = 0
+    #: Prompt tokens the model found in its cache (the in-process engine's, or what a remote
+    #: server reports in `usage`), not evaluated again. Metadata, like `tokens_evaluated`.
+    tokens_cached: int = 0
     tokens_generated: int = 0
     #: Set when the interaction was streamed: chunk boundaries, release times, the cut.
     stream: AttemptStream | None = None
     #: Set when the semantic judge's model was asked about this attempt.
     judge: JudgeRecord | None = None
+
+    @property
+    def kv_hit_rate(self) -> float | None:
+        """The share of the prompt's tokens found in the model's cache; None when the backend
+        reported no prompt tokens."""
+        total = self.tokens_evaluated + self.tokens_cached
+        return round(self.tokens_cached / total, 3) if total else None
 
 
 class InteractionOutcome(str, Enum):
@@ -234,6 +244,11 @@ class Receipt(FrozenModel):
     outcome: InteractionOutcome
     fallback_used: bool
     fallback_reason: str | None = None
+    #: Why the model gave no reply, when the fallback stands in for one: `unreachable` (the
+    #: model server is down or its circuit is open: a game may say so, docs/remote-engines.md),
+    #: `busy` (it asked to wait longer than the deadline), `timeout`, or `error` (anything else,
+    #: in `fallback_reason`). None: the model answered.
+    backend_failure: Literal["unreachable", "busy", "timeout", "error"] | None = None
     #: Fallback lines passed over before the one spoken, each with the rules it would break.
     skipped_fallbacks: tuple[SkippedFallback, ...] = ()
     #: With outcome `halted`: the phase and the invariant that broke, and what was refused.
@@ -248,6 +263,15 @@ class Receipt(FrozenModel):
     warnings: tuple[GateFailure, ...] = ()
     #: Metadata, excluded from every hash.
     timings: tuple[PhaseTiming, ...] = ()
+
+    @property
+    def kv_hit_rate(self) -> float | None:
+        """The share of all attempts' prompt tokens found in the model's cache (the in-process
+        engine's, or a remote server's as its `usage` reports them); None without attempts or
+        counts."""
+        cached = sum(a.tokens_cached for a in self.attempts)
+        total = cached + sum(a.tokens_evaluated for a in self.attempts)
+        return round(cached / total, 3) if total else None
 
 
 class InteractionResult(FrozenModel):

@@ -43,9 +43,12 @@ class BackendChoice:
     #: llama: the sidecar was launched by a game, which tails its log and cannot answer a
     #: question: download progress a line per percent, and no prompt (only --yes downloads).
     for_game: bool = False
-    #: openai: the server's URL, and how long one request may take (None: the backend's default).
+    #: openai: the server's URL, how long one request may take (None: the backend's default),
+    #: and the served model's chat template for raw completions (a built-in name, a GGUF
+    #: file or catalogue name to read it from, `embedded`; None: the server's own or none).
     base_url: str = "http://127.0.0.1:8080"
     timeout_s: float | None = None
+    chat_template: str | None = None
     #: scripted: a JSON file with a list of model outputs, played in a loop, each taking this long.
     script: str | None = None
     script_latency_ms: int = 0
@@ -66,8 +69,10 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
     if choice.kind == "openai":
         from loreguard.server.pipeline.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
 
-        timeout = {} if choice.timeout_s is None else {"timeout_s": choice.timeout_s}
-        remote = OpenAICompatibleConfig(base_url=choice.base_url, **timeout)
+        settings: dict[str, object] = {} if choice.timeout_s is None else {"timeout_s": choice.timeout_s}
+        if choice.chat_template:
+            settings |= _chat_template(choice.chat_template)
+        remote = OpenAICompatibleConfig(base_url=choice.base_url, model=choice.model, slots=choice.parallel or 0, **settings)
         return f"remote model at {choice.base_url}", lambda: OpenAICompatibleBackend(remote)
     from loreguard.server.models.resolve import choose_model, warn_guesses
     from loreguard.server.pipeline.inference.devices import choose_device
@@ -96,6 +101,30 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
     )
     what = resolved.entry.name if resolved.entry else resolved.path.name
     return what, lambda: LlamaCppBackend(local)
+
+
+def _chat_template(name: str) -> dict[str, object]:
+    """`chat_template`, `bos_token` and `eos_token` for `--chat-template NAME`: a built-in
+    template, or the template in a GGUF file (a path, a catalogue name, `embedded`)."""
+    from loreguard.server.pipeline.inference.chat_template import BUILTIN_TEMPLATES
+    from loreguard.server.pipeline.inference.gguf_header import NotGGUF, read_header
+
+    if name in BUILTIN_TEMPLATES:
+        return {"chat_template": name}
+    from loreguard.server.models.resolve import choose_model
+
+    path = choose_model(None if name == "embedded" else name, assume_yes=False, stdin=io.StringIO()).path
+    try:
+        header = read_header(path)
+    except (OSError, NotGGUF) as exc:
+        raise SystemExit(f"--chat-template {name}: cannot read {path}: {exc}") from exc
+    template = header.chat_template
+    if not template:
+        raise SystemExit(f"--chat-template {name}: {path.name} has no chat template; name a built-in one (chatml, gemma)")
+    return {
+        "chat_template": template, "bos_token": header.token("tokenizer.ggml.bos_token_id") or "",
+        "eos_token": header.token("tokenizer.ggml.eos_token_id") or "",
+    }  # fmt: skip
 
 
 def load_with_progress(what: str, load: Callable[[], InferenceBackend], out: TextIO) -> InferenceBackend:

@@ -95,6 +95,7 @@ def backend_choice(args: argparse.Namespace, *, reproducible: bool | None = None
         kv_budget_mib=getattr(args, "kv_budget_mib", None),
         for_game=bool(getattr(args, "log_file", None)),
         base_url=getattr(args, "base_url", BackendChoice.base_url),
+        chat_template=getattr(args, "chat_template", None),
         script=getattr(args, "script", None),
         script_latency_ms=getattr(args, "script_latency_ms", 0),
     )

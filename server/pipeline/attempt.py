@@ -19,7 +19,15 @@ from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.config import PipelineConfig
 from loreguard.server.pipeline.errors import InteractionCancelled
 from loreguard.server.pipeline.gate import GateResult, validate
-from loreguard.server.pipeline.inference.base import BackendError, Generation, GenerationRequest, InferenceBackend
+from loreguard.server.pipeline.inference.base import (
+    BackendBusy,
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    Generation,
+    GenerationRequest,
+    InferenceBackend,
+)
 from loreguard.server.pipeline.judge import SemanticJudge
 from loreguard.server.pipeline.parroting import PARROTING_RULE
 from loreguard.server.pipeline.parsing import parse_output
@@ -93,6 +101,7 @@ def run_attempt(
         generation = _generate(backend, request, watcher)
     except BackendError as exc:
         run.timer.lap(f"inference.{n}")
+        run.backend_failure = backend_failure(exc)
         return GiveUp(f"backend: {exc}")
     run.timer.lap(f"inference.{n}")
     if run.stream is not None and run.stream.cancelled:
@@ -125,6 +134,7 @@ def run_attempt(
             failures=judged.failures,
             findings=judged.findings,
             tokens_evaluated=generation.tokens_evaluated,
+            tokens_cached=generation.tokens_cached,
             tokens_generated=generation.tokens_generated,
             stream=watcher.record(generation.finish_reason == "aborted") if watcher is not None else None,
             judge=judged.judge,
@@ -134,6 +144,13 @@ def run_attempt(
         count(f"gate_failed.{failure.gate.value}", 1)
     run.timer.lap(f"gate.{n}")
     return Attempted(gate=gate, judged=judged, watcher=watcher)
+
+
+def backend_failure(exc: BackendError) -> str:
+    """`Receipt.backend_failure` for what the backend raised."""
+    if isinstance(exc, BackendUnavailable):
+        return "busy" if isinstance(exc, BackendBusy) else "unreachable"
+    return "timeout" if isinstance(exc, BackendTimeout) else "error"
 
 
 def _incremental_gate(

@@ -317,6 +317,7 @@ class GovernancePipeline:
                 memory_hash_after=hash_after,
                 fallback_reason=f"{reason} -> {choice.source}",
                 skipped_fallbacks=choice.skipped,
+                backend_failure=run.backend_failure,
             ),
         )
         self._count("fallback", 1)

@@ -71,6 +71,8 @@ class InteractionRun:
     #: The backend's sampler settings besides the seed (repetition penalties, DRY).
     sampling: dict[str, float | int] = field(default_factory=dict)
     stream: StreamSession | None = None
+    #: Why the model could not answer, when it could not (`Receipt.backend_failure`).
+    backend_failure: str | None = None
 
     def receipt(self, **fields: object) -> Receipt:
         return Receipt(

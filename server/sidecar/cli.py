@@ -31,7 +31,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.add_argument(
         "--script-latency-ms", type=int, default=0, help="scripted backend: each line takes this long, like a model's"
     )
-    serve.add_argument("--base-url", default="http://127.0.0.1:8080", help="openai backend: the server's URL")
+    serve.add_argument(
+        "--base-url", default="http://127.0.0.1:8080",
+        help="openai backend: the model server's URL (llama-server, vLLM, SGLang, llama_cpp.server; docs/remote-engines.md); "
+        "--model then names the model it serves (default: its first) and --parallel its slots where it does not say",
+    )  # fmt: skip
+    serve.add_argument(
+        "--chat-template",
+        help="openai backend: the served model's chat template (chatml, gemma, a GGUF file or catalogue name, embedded), "
+        "for raw completions: the in-process engine's prompt bytes, and retries that continue what the player saw",
+    )
     add_model_options(serve, engine=True)
     serve.add_argument("--queue-size", type=int, default=64, help="queued interactions before `overloaded`")
     serve.add_argument("--max-message-bytes", type=int, default=1 << 20)

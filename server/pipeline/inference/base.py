@@ -29,6 +29,10 @@ class BackendTimeout(BackendError):
     """The backend ran past its deadline."""
 
 
+class BackendBusy(BackendUnavailable):
+    """A model server asked to wait (HTTP 429) longer than the deadline leaves."""
+
+
 class GenerationRequest(FrozenModel):
     npc_id: str
     prompt: Prompt

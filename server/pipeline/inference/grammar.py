@@ -172,18 +172,50 @@ class _Compiler:
         return f'{sign}{whole} ("." [0-9]{{1,{_FRACTION_DIGITS}}})?', size + 1 + _FRACTION_DIGITS
 
 
-def compile_schema(schema: dict[str, Any]) -> CompiledGrammar:
+def compile_schema(schema: dict[str, Any], *, after_prefix: str = "") -> CompiledGrammar:
     """The GBNF grammar for `schema`, cached by its JSON text.
 
     Property order is meaningful here (it is the order the model writes them), so the cache key
     keeps it rather than sorting keys.
+
+    With `after_prefix`, the grammar of what may follow that start of an output: a remote
+    server applies a grammar to the tokens it generates only, so a continued output (an
+    assistant prefill) needs the rest of the language, not all of it. Only starts inside the
+    object's first property, a plain string, are supported (`streaming.continuation_prefix`).
     """
-    return _compile_cached(json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
+    return _compile_cached(json.dumps(schema, separators=(",", ":"), ensure_ascii=False), after_prefix)
 
 
 @lru_cache(maxsize=64)
-def _compile_cached(schema_json: str) -> CompiledGrammar:
+def _compile_cached(schema_json: str, after_prefix: str) -> CompiledGrammar:
     compiler = _Compiler()
-    root, max_bytes = compiler.compile(json.loads(schema_json))
+    schema = json.loads(schema_json)
+    if after_prefix:
+        root, max_bytes = _rest_after(compiler, schema, after_prefix)
+    else:
+        root, max_bytes = compiler.compile(schema)
     lines = [f"root ::= {root}"] + [f"{name} ::= {body}" for name, body in compiler.rules.items()]
     return CompiledGrammar(gbnf="\n".join(lines) + "\n", max_bytes=max_bytes)
+
+
+def _rest_after(compiler: _Compiler, schema: dict[str, Any], prefix: str) -> tuple[str, int]:
+    """The rest of `schema`'s language after `prefix`: `{"<first>": "` and string characters."""
+    required = [n for n in schema.get("properties", {}) if n in set(schema.get("required", ()))]
+    first = schema["properties"][required[0]] if schema.get("type") == "object" and required else {}
+    opening = "{" + json.dumps(required[0] if required else "") + ': "'
+    if first.get("type") != "string" or set(first) & {"pattern", "enum", "const"} or not prefix.startswith(opening):
+        raise UnsupportedSchema("a continued output must start inside the object's first property, a plain string")
+    try:
+        written = json.loads('"' + prefix[len(opening) :] + '"')
+    except ValueError as exc:
+        raise UnsupportedSchema("the continued output's start is not a valid open JSON string") from exc
+    low, high = int(first.get("minLength", 0)), int(first["maxLength"])
+    if len(written) > high:
+        raise UnsupportedSchema(f"the continued output's start is longer than {high} characters")
+    rest = {**schema, "properties": {n: schema["properties"][n] for n in required[1:]}, "required": required[1:]}
+    body, body_max = compiler.compile(rest)  # '"{" ... "}"' for the properties after the first
+    compiler.rule("char", _CHAR_RULE)
+    tail = body[len('"{" ') : -len(' "}"')] if len(required) > 1 else ""
+    left = high - len(written)
+    root = f'char{{{max(low - len(written), 0)},{left}}} "\\""' + (f' ", " {tail}' if tail else "") + ' "}"'
+    return root, left * _CHAR_MAX_BYTES + 1 + (body_max - 2 + 2 if tail else 0) + 1
