@@ -35,6 +35,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     concurrency.add_argument("--serial", type=int, default=8, help="NPCs in the one-at-a-time baseline")
     concurrency.add_argument("--facts", type=int, default=8, help="canonical facts per NPC (prefix length)")
     concurrency.add_argument("--kv-budget-mib", type=int, help="KV cache memory (default: the engine's)")
+    concurrency.add_argument(
+        "--backend", choices=("llama", "openai"), default="llama", help="the in-process engine, or a model server at --base-url"
+    )
+    concurrency.add_argument("--base-url", help="--backend openai: the server (--model then names its model)")
+    stand_in = suites.add_parser(
+        "stand-in-engine", help="serve a stand-in model server with N slots and a fixed cost per token (for concurrency figures)"
+    )
+    stand_in.add_argument("--port", type=int, default=8090)
+    stand_in.add_argument("--slots", type=int, default=8, help="generations at once; the rest wait for a slot")
+    stand_in.add_argument("--token-ms", type=float, default=20.0, help="milliseconds per generated token")
+    stand_in.add_argument("--prompt-token-ms", type=float, default=0.0, help="milliseconds per prompt token not cached")
+    stand_in.set_defaults(handler=_stand_in_engine)
     quality = _suite(
         suites, "quality", _quality, "the embedded model's answers to fixed player lines: pass, fallback, degenerate, parroted"
     )
@@ -180,8 +192,28 @@ def _concurrency(args: argparse.Namespace) -> Mapping[str, object]:
         npcs=tuple(int(n) for n in args.npcs.split(",")),
         serial=args.serial,
         facts=args.facts,
-        model=_model_path(args),
+        model=args.model if args.backend == "openai" else _model_path(args),
         threads=args.threads,
         **_placement(args),
         kv_budget_mib=args.kv_budget_mib,
+        base_url=_remote(args),
     )
+
+
+def _remote(args: argparse.Namespace) -> str | None:
+    if args.backend == "openai" and not args.base_url:
+        raise SystemExit("--backend openai needs --base-url URL (a model server, or `loreguard bench stand-in-engine`)")
+    return args.base_url if args.backend == "openai" else None
+
+
+def _stand_in_engine(args: argparse.Namespace) -> int:
+    from loreguard.server.bench.stand_in_engine import StandInConfig, StandInEngine
+
+    config = StandInConfig(slots=args.slots, token_ms=args.token_ms, prompt_token_ms=args.prompt_token_ms)
+    engine = StandInEngine(config, port=args.port)
+    print(f"stand-in engine on http://127.0.0.1:{args.port}: {args.slots} slots, {args.token_ms:g} ms a token", flush=True)
+    try:
+        engine.serve_forever()
+    except KeyboardInterrupt:
+        engine.stop()
+    return 0

@@ -13,6 +13,10 @@ In one run, on one model:
    engine's aggregate decode rate is a fraction of.
 
 Every figure comes from this one run (ratios compare like with like on a shared machine).
+
+With `base_url` (`--backend openai --base-url URL`) the model is a remote server's (llama-server,
+vLLM, SGLang, or `loreguard bench stand-in-engine`): the same figures but the ceiling, plus
+`kv_hit_rate` as the server reports cached prompt tokens.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 from loreguard.client import AsyncClient, Client
 from loreguard.memory import MemoryStore
 from loreguard.server.bench.inference import _LINES, bench_profiles, bench_world
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
+from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, InferenceBackend
 from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 from loreguard.server.pipeline.inference.llama_native import NativeContext
 from loreguard.server.pipeline.inference.recording import RecordingBackend
@@ -106,21 +110,30 @@ def bench_concurrency(
     device: str = "auto",
     kv_budget_mib: int | None = None,
     ceiling_steps: int = 32,
+    base_url: str | None = None,
 ) -> dict[str, object]:
     n_max = max(npcs)
     serial = min(serial, n_max)
-    config = LlamaCppConfig(
-        model_path=model,
-        n_threads=threads,
-        n_gpu_layers=gpu_layers,
-        device=device,
-        parallel=n_max,
-        resident_sequences=n_max,
-        kv_budget_mib=kv_budget_mib,
-    )
-    backend = LlamaCppBackend(config)
+    backend: InferenceBackend
+    if base_url is not None:
+        from loreguard.server.pipeline.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
+
+        backend = OpenAICompatibleBackend(OpenAICompatibleConfig(base_url=base_url, model=model, timeout_s=3600))
+        figures: dict[str, object] = {"model": backend.fingerprint().file_name, "engine": backend.engine.kind}
+        figures |= {"slots": backend.max_concurrency, "npcs": n_max}
+    else:
+        config = LlamaCppConfig(
+            model_path=model,
+            n_threads=threads,
+            n_gpu_layers=gpu_layers,
+            device=device,
+            parallel=n_max,
+            resident_sequences=n_max,
+            kv_budget_mib=kv_budget_mib,
+        )
+        backend = LlamaCppBackend(config)
+        figures = {"model": backend.fingerprint().file_name, "threads": backend.n_threads, "npcs": n_max}
     recorder = RecordingBackend(backend)
-    figures: dict[str, object] = {"model": backend.fingerprint().file_name, "threads": backend.n_threads, "npcs": n_max}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         store = MemoryStore(Path(tmp) / "bench.sqlite")
@@ -161,7 +174,8 @@ def bench_concurrency(
                 generated = sum(g.tokens_generated for _, g in calls)
                 prompt_lengths += [g.tokens_evaluated + g.tokens_cached for _, g in calls]
                 per_n[n] = (n / wall, generated / wall, latencies)
-            figures["resident_prefixes"] = backend.resident_prefixes
+            if isinstance(backend, LlamaCppBackend):
+                figures["resident_prefixes"] = backend.resident_prefixes
         finally:
             sidecar.stop()
 
@@ -174,18 +188,23 @@ def bench_concurrency(
     )
     figures["prompt_tokens_per_turn"] = round(statistics.mean(g.tokens_evaluated + g.tokens_cached for g in repeat_turns), 1)
     figures["prompt_tokens_evaluated_per_turn"] = round(statistics.mean(g.tokens_evaluated for g in repeat_turns), 1)
+    # Cached over all prompt tokens of the repeat turns: the in-process engine's count, or what
+    # a remote server reports in `usage` (0 when it reports nothing: docs/remote-engines.md).
+    prompt_total = sum(g.tokens_evaluated + g.tokens_cached for g in repeat_turns)
+    figures["kv_hit_rate"] = round(sum(g.tokens_cached for g in repeat_turns) / prompt_total, 3) if prompt_total else float("nan")
     prompt_tokens = int(statistics.median(prompt_lengths))
     for n in npcs:
         rate, decode_rate, latencies = per_n[n]
-        ceiling = llama_cpp_ceiling(backend, n, prompt_tokens, ceiling_steps)
         figures[f"interactions_per_s_{n}"] = round(rate, 3)
         figures[f"aggregate_decode_tok_s_{n}"] = round(decode_rate, 1)
         figures[f"latency_p50_ms_{n}"] = round(statistics.median(latencies), 1)
         figures[f"latency_p99_ms_{n}"] = round(percentile(latencies, 0.99), 1)
         figures[f"speedup_vs_serial_{n}"] = round(rate / serial_rate, 2)
-        figures[f"ceiling_decode_tok_s_{n}"] = round(ceiling, 1)
-        figures[f"fraction_of_ceiling_{n}"] = round(decode_rate / ceiling, 3)
-    engine = backend.engine
+        if isinstance(backend, LlamaCppBackend):
+            ceiling = llama_cpp_ceiling(backend, n, prompt_tokens, ceiling_steps)
+            figures[f"ceiling_decode_tok_s_{n}"] = round(ceiling, 1)
+            figures[f"fraction_of_ceiling_{n}"] = round(decode_rate / ceiling, 3)
+    engine = backend.engine if isinstance(backend, LlamaCppBackend) else None
     if engine is not None:
         figures["engine_peak_decoding"] = engine.stats.peak_decoding
         figures["engine_steps"] = engine.stats.steps

@@ -8,8 +8,8 @@ llama-server's `cache_prompt` does; `id_slot` picks the slot); each generated to
 `token_ms`. It streams, honours `max_tokens`, stops generating when the client closes the
 stream, and reports cached tokens in `usage` and `timings`. A "token" is 4 characters.
 
-It does not run a model: it writes one of `replies` (valid NPC outputs) chosen by the seed and
-the prompt. Failures for tests: `fail_statuses` (answered in turn, before any reply),
+It does not run a model: it writes `replies` (valid NPC outputs) in turn, each NPC (told apart
+by its prompt's opening, the system message) from its own place in the list. Failures for tests: `fail_statuses` (answered in turn, before any reply),
 `retry_after_s`, `stall_after_tokens`, `n_ctx` (400 past it, as llama-server answers), and
 `gather` (concurrency seen as a peak, not a time).
 
@@ -27,11 +27,26 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+#: Plain lines that pass a gate (no numbers, names or claims), unlike each other and of about one
+#: length (a reply costs the same whichever it is): a stand-in NPC says them in turn, so no reply
+#: repeats an earlier one (the gate refuses repeats).
 DEFAULT_REPLIES = (
-    {"dialogue": "Welcome, traveller. The road north is open today.", "emotion": "happy"},
-    {"dialogue": "Keep your voice down; the captain is sleeping.", "emotion": "neutral"},
-    {"dialogue": "Bread is two silver a loaf, fresh this morning.", "emotion": "neutral"},
-    {"dialogue": "I have not seen anyone pass since dawn.", "emotion": "neutral"},
+    {"dialogue": "Welcome, traveller. The road is quiet today.", "emotion": "neutral"},
+    {"dialogue": "Keep your voice down, friend; it is so late.", "emotion": "neutral"},
+    {"dialogue": "I have not seen anyone pass by since dawn.", "emotion": "neutral"},
+    {"dialogue": "Mind the mud out there, it rained all night.", "emotion": "neutral"},
+    {"dialogue": "Ask me again after my long watch is over.", "emotion": "neutral"},
+    {"dialogue": "That is a question for wiser heads than me.", "emotion": "neutral"},
+    {"dialogue": "Fine weather for walking, if you ask me so.", "emotion": "neutral"},
+    {"dialogue": "Hm. I would rather not talk about that here.", "emotion": "neutral"},
+    {"dialogue": "Go on, then. I am listening to you, friend.", "emotion": "neutral"},
+    {"dialogue": "Stay out of trouble and we will get along.", "emotion": "neutral"},
+    {"dialogue": "Some days nothing happens. Today is one.", "emotion": "neutral"},
+    {"dialogue": "You look tired. Rest a while by the fire.", "emotion": "neutral"},
+    {"dialogue": "Ha! You have a strange way of asking that.", "emotion": "neutral"},
+    {"dialogue": "Keep to the lit streets after dark, friend.", "emotion": "neutral"},
+    {"dialogue": "Whatever you heard, it is only half true.", "emotion": "neutral"},
+    {"dialogue": "Be quick about it, I have work to do here.", "emotion": "neutral"},
 )
 _CHARS_PER_TOKEN = 4
 
@@ -74,6 +89,7 @@ class StandInEngine:
         self._port = port
         self._failures = deque(self.config.fail_statuses)
         self._slot_prompts: list[str] = [""] * self.config.slots
+        self._turns: dict[str, int] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="stand-in-engine", daemon=True)
         self._server: asyncio.Server | None = None
@@ -195,7 +211,7 @@ class StandInEngine:
             stats.cached_tokens += cached
             stats.prompt_tokens += prompt_tokens
             await asyncio.sleep((prompt_tokens - cached) * self.config.prompt_token_ms / 1000)
-            text = self._reply(request, prompt)
+            text = self._reply(prompt)
             pieces = [text[i : i + _CHARS_PER_TOKEN] for i in range(0, len(text), _CHARS_PER_TOKEN)]
             limit = int(request.get("max_tokens") or len(pieces))
             finish = "stop" if len(pieces) <= limit else "length"
@@ -206,6 +222,10 @@ class StandInEngine:
             }  # fmt: skip
             timings = {"cache_n": cached, "prompt_n": prompt_tokens - cached, "predicted_n": len(pieces)}
             chat = path == "/v1/chat/completions"
+            if self.config.stall_after_tokens is not None and not request.get("stream"):
+                await reader.read(1)  # a stalled server: no answer until the client gives up
+                stats.dropped += 1
+                return False
             if not request.get("stream"):
                 await asyncio.sleep(len(pieces) * self.config.token_ms / 1000)
                 stats.generated_tokens += len(pieces)
@@ -261,9 +281,11 @@ class StandInEngine:
                 self._free.put_nowait(slot)
         return best
 
-    def _reply(self, request: dict[str, Any], prompt: str) -> str:
-        digest = hashlib.sha256(f"{request.get('seed')}:{prompt}".encode()).digest()
-        reply = self.config.replies[digest[0] % len(self.config.replies)]
+    def _reply(self, prompt: str) -> str:
+        npc = hashlib.sha256(prompt[:400].encode()).hexdigest()
+        turn = self._turns.get(npc, int(npc[:4], 16))
+        self._turns[npc] = turn + 1
+        reply = self.config.replies[turn % len(self.config.replies)]
         return json.dumps(
             {"dialogue": reply["dialogue"], "intent": "none", "emotion": reply.get("emotion", "neutral"), "mutations": []}
         )

@@ -150,8 +150,12 @@ def load_with_progress(what: str, load: Callable[[], InferenceBackend], out: Tex
 
 
 def _placement(backend: InferenceBackend) -> str:
-    """ " on vulkan:0 (NVIDIA ..., 29 layers)" or " on the CPU" for a local model; "" otherwise."""
+    """ " on vulkan:0 (NVIDIA ..., 29 layers)" or " on the CPU" for a local model, what a remote
+    server is and serves at once, "" otherwise."""
     extra = backend.fingerprint().extra
+    if "base_url" in extra and "engine" in extra:
+        retries = "retries continue the words shown" if extra.get("continues_output") else "retries start over"
+        return f" ({extra['engine']}, {extra['slots']} at once, {extra['structured_output']} output, {retries})"
     if "device" not in extra:
         return ""
     if extra["device"] == "cpu":

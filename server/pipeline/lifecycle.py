@@ -85,6 +85,11 @@ class GovernancePipeline:
         self.time_decisions: TimeDecisions = time_decisions or ClockTimeDecisions()
         self.counters: Counter[str] = Counter()
         self._counters_lock = threading.Lock()
+        #: One ending plans and commits at a time: interactions that finish together (a remote
+        #: server's slots all answer at once) would otherwise invalidate each other's plans in
+        #: turn until one gave up. Planning is CPU under the GIL anyway; other writers to the
+        #: store (the game's world state) still make a plan stale, and it is planned again.
+        self._commit_lock = threading.Lock()
         self._specials: tuple[str, ...] | None = None
 
     def _special_tokens(self) -> tuple[str, ...]:
@@ -355,6 +360,18 @@ class GovernancePipeline:
             # A clarify without a record has nothing to write.
             run.timer.lap(phase)
             return build(self.store.memory_hash(run.scopes))
+        with self._commit_lock:
+            return self._plan_and_commit(run, phase, writes, build, complete_interaction)
+
+    def _plan_and_commit(
+        self,
+        run: InteractionRun,
+        phase: str,
+        writes: list,
+        build: Callable[[str], InteractionResult],
+        complete_interaction: str | None,
+    ) -> InteractionResult:
+        recorder = self.recorder
         for plans in range(_MAX_PLANS):
             planned = self.store.plan(writes, complete_interaction=complete_interaction, hash_scopes=run.scopes)
             if not planned.ok:

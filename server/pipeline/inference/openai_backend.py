@@ -146,9 +146,13 @@ class OpenAICompatibleBackend(InferenceBackend):
         return self.template is not None and self.schema_mode == "grammar"
 
     def generate(self, request: GenerationRequest) -> Generation:
-        return self.generate_streaming(request, lambda _text: True)
+        """One reply in one response: nobody watches it grow, so no event per token to parse."""
+        return self._generate(request, None)
 
     def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:
+        return self._generate(request, observe)
+
+    def _generate(self, request: GenerationRequest, observe: Observer | None) -> Generation:
         path, body, prefix = self._request(request)
         slot = self._slots.take(request.npc_id) if self._slots is not None else None
         if slot is not None:
@@ -156,10 +160,30 @@ class OpenAICompatibleBackend(InferenceBackend):
         started = time.perf_counter()
         deadline = time.monotonic() + (request.timeout_ms / 1000 if request.timeout_ms else self.config.timeout_s)
         try:
-            return self._stream(path, body, prefix, observe, started, deadline)
+            if observe is not None:
+                return self._stream(path, body, prefix, observe, started, deadline)
+            body = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
+            reply = self.http.post_json(path, body, deadline=deadline)
         finally:
             if self._slots is not None:
                 self._slots.give_back(slot, request.npc_id)
+        ended = time.perf_counter()
+        try:
+            choice = reply["choices"][0]
+            text = (choice["message"]["content"] if "message" in choice else choice["text"]) or ""
+        except (KeyError, IndexError, TypeError) as exc:
+            raise BackendError(f"unexpected reply shape from {self.config.base_url}{path}: {str(reply)[:300]}") from exc
+        usage = {**(reply.get("usage") or {}), "timings": reply.get("timings") or {}}
+        prompt_tokens, cached = _prompt_usage(usage)
+        return Generation(
+            text=prefix + text,
+            tokens_evaluated=max(0, prompt_tokens - cached),
+            tokens_cached=cached,
+            tokens_generated=int(usage.get("completion_tokens") or 0),
+            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            ttft_ms=(ended - started) * 1000,
+            total_ms=(ended - started) * 1000,
+        )
 
     def _stream(
         self, path: str, body: dict[str, Any], prefix: str, observe: Observer, started: float, deadline: float

@@ -19,6 +19,10 @@ class RecordingBackend(InferenceBackend):
     def max_concurrency(self) -> int:
         return self.inner.max_concurrency
 
+    @property
+    def continues_output(self) -> bool:
+        return self.inner.continues_output
+
     def generate(self, request: GenerationRequest) -> Generation:
         generation = self.inner.generate(request)
         self.calls.append((request, generation))  # list.append is atomic: safe from many threads

@@ -177,11 +177,10 @@ def test_a_stalled_stream_is_a_timeout(stand_in: list[StandInEngine], tmp_path: 
     engine = _start(stand_in, slots=1, token_ms=0, stall_after_tokens=3)
     backend = _backend(engine, stall_s=1.0, retry=1)
     result = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend).interact(ask("Hello?", npc="guard"))
-    assert result.fallback_used and result.receipt.backend_failure == "timeout"
-    with pytest.raises(BackendTimeout, match="sent nothing for 1 s"):
-        backend.generate(_any_request(tmp_path))
-    wait_for(lambda: engine.stats.dropped == 2, "the stand-in to see both stalled streams closed")
-    backend.close()
+    assert result.fallback_used and result.receipt.backend_failure == "timeout", result.receipt.fallback_reason
+    with backend, pytest.raises(BackendTimeout, match="sent nothing for 1 s in the middle of a reply"):
+        backend.generate_streaming(_any_request(tmp_path), lambda text: True)
+    wait_for(lambda: engine.stats.dropped == 2, "the stand-in to see both stalled requests closed")
 
 
 def _any_request(tmp_path: Path):  # type: ignore[no-untyped-def]
