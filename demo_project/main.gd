@@ -113,6 +113,8 @@ func player_status(status: LoreguardSidecarStatus) -> String:
 			return "The townsfolk are waking up (loading their minds: %d s)..." % int(status.loading_s)
 		LoreguardSidecarStatus.State.READY:
 			return "Brom and Mira are ready to talk."
+		LoreguardSidecarStatus.State.MODEL_UNREACHABLE:
+			return "The townsfolk's minds are far away (the model server is unreachable); they keep to set phrases."
 		LoreguardSidecarStatus.State.RESTARTING:
 			if status.attempt == 0:
 				return "The townsfolk lost their train of thought; reconnecting..."

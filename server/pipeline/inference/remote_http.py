@@ -228,7 +228,8 @@ class RemoteHTTP:
                     wait = _retry_after(response.headers.get("Retry-After")) or self.retry.backoff(failures)
                 elif response.status_code >= 500:
                     self.breaker.failed()
-                    error = BackendUnavailable(message) if response.status_code in (502, 503, 504) else BackendError(message)
+                    down = response.status_code in (502, 503, 504)  # a proxy with no server, or one restarting
+                    error = BackendUnavailable(f"the model server is unreachable: {message}") if down else BackendError(message)
                     wait = self.retry.backoff(failures)
                 else:
                     self.breaker.succeeded()  # the server is up; the request is what it refuses

@@ -214,6 +214,9 @@ func interact(context: Dictionary, timeout_ms: int = -1, on_chunk: Callable = Ca
 	var result := await request("interact", body, timeout_ms, on_chunk)
 	if result.ok:
 		result.line = LoreguardLine.from_reply(result.body)
+		var receipt: Dictionary = result.body.get("receipt") if result.body.get("receipt") is Dictionary else {}
+		var failure: Variant = receipt.get("backend_failure")
+		_launcher.model_answered(str(failure) if failure != null else "", str(receipt.get("fallback_reason", "")))
 	if debug_forwarder != null:
 		debug_forwarder.pull()
 	return result

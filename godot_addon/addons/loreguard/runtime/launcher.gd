@@ -160,11 +160,26 @@ func session_opened() -> void:
 	_restarts = 0
 	if supervisor.pid > 0:
 		supervisor.answered = true  # from now on an exit is a crash, worth a restart
+	_set_status(_ready_status())
+
+
+## An interaction's reply came back: whether its model answered (`backend_failure` of its receipt,
+## "" when the model answered). "unreachable" turns READY into MODEL_UNREACHABLE; a reply from the
+## model turns it back.
+func model_answered(backend_failure: String, why: String) -> void:
+	var state := status.state
+	if backend_failure == "unreachable" and state == LoreguardSidecarStatus.State.READY:
+		_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.MODEL_UNREACHABLE, why))
+	elif backend_failure.is_empty() and state == LoreguardSidecarStatus.State.MODEL_UNREACHABLE:
+		_set_status(_ready_status())
+
+
+func _ready_status() -> LoreguardSidecarStatus:
 	var ready := LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.READY, "connected to " + address)
 	ready.device = _device
 	if _device != "":
 		ready.reason += "; the model runs on " + _device
-	_set_status(ready)
+	return ready
 
 
 ## The connection dropped (the client has already failed what was in flight).
@@ -173,7 +188,7 @@ func connection_lost() -> void:
 		vetted = false  # whatever answers on the port next is checked again
 		if supervisor.pid < 0 and _probe_until_ms >= 0:
 			launch()  # nothing listens there: no need to wait out the probe
-	if status.state == LoreguardSidecarStatus.State.READY:
+	if status.state in [LoreguardSidecarStatus.State.READY, LoreguardSidecarStatus.State.MODEL_UNREACHABLE]:
 		var why := "lost the connection to %s: %s" % [address, dealer.last_error]
 		_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.RESTARTING, why))
 

@@ -21,6 +21,9 @@ enum State {
 	## The launched sidecar is downloading its model (loreguard/sidecar/allow_model_download on):
 	## `download_fraction()` of `download_total_mib`; at 1.0 it checks the file's sha256.
 	DOWNLOADING_MODEL,
+	## Connected, but the sidecar's model server (`serve --backend openai`) is unreachable: NPCs
+	## answer with their fallback lines until a reply comes from the model again (then READY).
+	MODEL_UNREACHABLE,
 }
 
 ## Where the sidecar stands.
@@ -69,7 +72,7 @@ static func device_of(body: Dictionary) -> String:
 
 
 ## The state's name as in the docs: "starting", "downloading_model", "loading_model", "ready",
-## "restarting", "failed".
+## "model_unreachable", "restarting", "failed".
 func state_name() -> String:
 	return (State.find_key(state) as String).to_lower()
 
@@ -97,6 +100,8 @@ func describe() -> String:
 			return "Loading the dialogue model… %d s" % int(loading_s)
 		State.READY:
 			return "Ready to talk."
+		State.MODEL_UNREACHABLE:
+			return "The model server is unreachable; NPCs answer with their fallback lines."
 		State.RESTARTING:
 			return "The dialogue engine stopped; restarting it (try %d of %d)…" % [attempt, max_attempts]
 	return "Dialogue is unavailable: %s" % reason

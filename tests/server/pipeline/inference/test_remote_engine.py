@@ -256,3 +256,13 @@ def test_serve_checks_the_server_before_it_listens(tmp_path: Path, capsys: pytes
     assert code == 2
     err = capsys.readouterr().err
     assert f"loreguard: the model server is unreachable: {url}" in err and "listening" not in err
+
+
+def test_a_warm_up_evaluates_the_npcs_prompt_into_the_slot_it_will_use(stand_in: list[StandInEngine], tmp_path: Path) -> None:
+    engine = _start(stand_in, slots=2, token_ms=0)
+    with _backend(engine, chat_template="chatml") as backend:
+        request = _any_request(tmp_path)
+        warmed = backend.warm("guard", request.prompt)
+        assert warmed.outcome == "warmed" and warmed.tokens_evaluated == warmed.tokens > 0
+        again = backend.warm("guard", request.prompt)
+        assert again.outcome == "already" and again.tokens_evaluated <= 1
