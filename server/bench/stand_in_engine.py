@@ -90,6 +90,8 @@ class StandInEngine:
         self._failures = deque(self.config.fail_statuses)
         self._slot_prompts: list[str] = [""] * self.config.slots
         self._turns: dict[str, int] = {}
+        self._slot_used: list[int] = [0] * self.config.slots
+        self._uses = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="stand-in-engine", daemon=True)
         self._server: asyncio.Server | None = None
@@ -262,7 +264,7 @@ class StandInEngine:
 
     async def _take_slot(self, wanted: Any, prompt: str) -> int:
         """The slot asked for (waiting until it is free), else the free one whose cached prompt
-        shares most with this one."""
+        shares at least half of this one, else the free one used longest ago."""
         assert self._free is not None
         if isinstance(wanted, int) and 0 <= wanted < self.config.slots:
             while True:
@@ -271,11 +273,19 @@ class StandInEngine:
                     if slot != wanted:
                         self._free.put_nowait(slot)
                 if wanted in free:
+                    self._uses += 1
+                    self._slot_used[wanted] = self._uses
                     return wanted
                 await asyncio.sleep(0.001)
         first = await self._free.get()
         others = [self._free.get_nowait() for _ in range(self._free.qsize())]
         best = max([first, *others], key=lambda s: (_common_prefix(self._slot_prompts[s], prompt), -s))
+        if _common_prefix(self._slot_prompts[best], prompt) < len(prompt) // 2:
+            # As llama-server's --slot-prompt-similarity (0.5): an unlike prompt takes the slot
+            # used longest ago rather than evicting a near match.
+            best = min([first, *others], key=lambda s: (self._slot_used[s], s))
+        self._uses += 1
+        self._slot_used[best] = self._uses
         for slot in [first, *others]:
             if slot != best:
                 self._free.put_nowait(slot)

@@ -65,7 +65,8 @@ class OpenAICompatibleConfig(FrozenModel):
     temperature: float = Field(default=0.7, ge=0)
     top_k: int = Field(default=40, ge=0)
     top_p: float = Field(default=0.95, gt=0, le=1)
-    #: Sequences the server generates at once, where it does not say itself (`--parallel`).
+    #: Sequences to ask for at once (`--parallel`): this sidecar's share of a server others use
+    #: too; 0: all the server says it has.
     slots: int = Field(default=0, ge=0)
     #: A built-in name (`chatml`, `gemma`) or Jinja source of the served model's chat template,
     #: for raw completions; None: the server's own where it publishes it (llama-server).
@@ -130,10 +131,14 @@ class OpenAICompatibleBackend(InferenceBackend):
         source = self.config.chat_template or self.engine.chat_template
         self.bos_token = self.config.bos_token or self.engine.bos_token
         eos = self.config.eos_token or self.engine.eos_token
-        self.template = ChatTemplate(source, bos_token=self.bos_token, eos_token=eos) if source else None
+        self.template = _usable(ChatTemplate(source, bos_token=self.bos_token, eos_token=eos)) if source else None
         mode = self.config.schema_mode
         self.schema_mode = mode if mode != "auto" else ("grammar" if self.engine.kind in _GBNF_ENGINES else "json_schema")
-        self._slots = SlotTable(self.engine.slots) if self.engine.kind == "llama-server" else None
+        # Each NPC keeps a llama-server slot only when this sidecar has them all: sidecars sharing
+        # a server (each with its --parallel share) leave the choice to the server, which picks
+        # the free slot whose cached prompt is most alike.
+        owns_slots = self.engine.kind == "llama-server" and self.engine.slots_from == "server"
+        self._slots = SlotTable(self.engine.slots) if owns_slots else None
 
     @property
     def max_concurrency(self) -> int:
@@ -188,7 +193,9 @@ class OpenAICompatibleBackend(InferenceBackend):
     def _stream(
         self, path: str, body: dict[str, Any], prefix: str, observe: Observer, started: float, deadline: float
     ) -> Generation:
-        text, finish, usage, pieces, first_at = prefix, "stop", {}, 0, 0.0
+        text, pieces, first_at = prefix, 0, 0.0
+        finish: Literal["stop", "length", "aborted"] = "stop"
+        usage: dict[str, Any] = {}
         with self.http.events(path, body, deadline=deadline) as events:
             for event in events:
                 usage = event.get("usage") or usage
@@ -212,7 +219,7 @@ class OpenAICompatibleBackend(InferenceBackend):
             tokens_evaluated=max(0, prompt_tokens - cached),
             tokens_cached=cached,
             tokens_generated=int(usage.get("completion_tokens") or pieces),
-            finish_reason=finish,  # type: ignore[arg-type]
+            finish_reason=finish,
             ttft_ms=((first_at or ended) - started) * 1000,
             total_ms=(ended - started) * 1000,
         )
@@ -304,6 +311,17 @@ class OpenAICompatibleBackend(InferenceBackend):
 
     def close(self) -> None:
         self.http.close()
+
+
+def _usable(template: ChatTemplate) -> ChatTemplate | None:
+    """`template` if it renders a split prompt (a server's template may call functions our
+    renderer lacks); None sends chat messages instead, and the server renders them."""
+    probe_messages = [{"role": "system", "content": "system text"}, {"role": "user", "content": "user text"}]
+    try:
+        template.render(probe_messages)
+    except Exception:  # noqa: BLE001 - any failure of a foreign Jinja template means "not usable"
+        return None
+    return template
 
 
 def _piece(choice: dict[str, Any]) -> str:

@@ -29,8 +29,8 @@ class RemoteEngine(FrozenModel):
     kind: EngineKind
     #: The model name every request carries.
     model: str
-    #: Sequences the server generates at once: its own figure where it publishes one, else the
-    #: user's `slots`, else 1.
+    #: Sequences this sidecar asks the server for at once: the user's `slots` (at most the
+    #: server's), else the server's own figure where it publishes one, else a default.
     slots: int
     #: Where `slots` came from: `server` (it said), `user` (`--parallel`) or `default`.
     slots_from: Literal["server", "user", "default"]
@@ -69,10 +69,10 @@ def probe(http: RemoteHTTP, *, model: str | None, slots: int) -> RemoteEngine:
     if isinstance(props, dict) and "total_slots" in props:
         kind = "llama-server"
     server_slots, n_ctx, template = _capacity(kind, entry, props, _optional(http, "/server_info") if kind == "sglang" else None)
-    if server_slots:
+    if slots:  # the user's share: several sidecars may share one server
+        found, source = min(slots, server_slots) if server_slots else slots, "user"
+    elif server_slots:
         found, source = server_slots, "server"
-    elif slots:
-        found, source = slots, "user"
     else:
         # vLLM does not publish --max-num-seqs (256 by default): 8 at once keeps a game's NPCs
         # moving without flooding a shared server; --parallel says otherwise.

@@ -109,9 +109,13 @@ def _request_for(backend: OpenAICompatibleBackend, tmp_path: Path):  # type: ign
     return recording.calls[0][0]
 
 
-def test_each_npc_keeps_its_slot_so_its_prefix_is_reused(stand_in: list[StandInEngine], tmp_path: Path) -> None:
-    engine = _start(stand_in, slots=2, token_ms=0)
-    backend = _backend(engine)
+@pytest.mark.parametrize("share", [0, 2])
+def test_each_npc_keeps_its_slot_so_its_prefix_is_reused(share: int, stand_in: list[StandInEngine], tmp_path: Path) -> None:
+    # share 0: this sidecar has all the server's slots and gives each NPC its own; 2: a share of
+    # a server other sidecars use too, where the server picks the slot with the most alike prompt.
+    engine = _start(stand_in, slots=2 if not share else 4, token_ms=0)
+    backend = _backend(engine, slots=share)
+    assert backend.max_concurrency == 2 and backend.engine.slots_from == ("user" if share else "server")
     pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
     first = {npc: pipeline.interact(ask("Hello.", npc=npc)) for npc in ("guard", "merchant")}
     second = {npc: pipeline.interact(ask("And the weather?", npc=npc)) for npc in ("guard", "merchant")}
