@@ -183,7 +183,13 @@ def compile_schema(schema: dict[str, Any], *, after_prefix: str = "") -> Compile
     assistant prefill) needs the rest of the language, not all of it. Only starts inside the
     object's first property, a plain string, are supported (`streaming.continuation_prefix`).
     """
-    return _compile_cached(json.dumps(schema, separators=(",", ":"), ensure_ascii=False), after_prefix)
+    schema_json = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+    return _compile_rest(schema_json, after_prefix) if after_prefix else _compile_cached(schema_json, "")
+
+
+@lru_cache(maxsize=16)  # its own cache: every continued output has a prefix of its own
+def _compile_rest(schema_json: str, after_prefix: str) -> CompiledGrammar:
+    return _compile_cached.__wrapped__(schema_json, after_prefix)
 
 
 @lru_cache(maxsize=64)
@@ -209,6 +215,8 @@ def _rest_after(compiler: _Compiler, schema: dict[str, Any], prefix: str) -> tup
         written = json.loads('"' + prefix[len(opening) :] + '"')
     except ValueError as exc:
         raise UnsupportedSchema("the continued output's start is not a valid open JSON string") from exc
+    if "maxLength" not in first:
+        raise UnsupportedSchema("strings need maxLength")
     low, high = int(first.get("minLength", 0)), int(first["maxLength"])
     if len(written) > high:
         raise UnsupportedSchema(f"the continued output's start is longer than {high} characters")

@@ -198,9 +198,9 @@ class OpenAICompatibleBackend(InferenceBackend):
         usage: dict[str, Any] = {}
         with self.http.events(path, body, deadline=deadline) as events:
             for event in events:
-                usage = event.get("usage") or usage
+                usage = {**usage, **(event.get("usage") or {})}
                 if event.get("timings"):
-                    usage = {**usage, "timings": event["timings"]}
+                    usage["timings"] = event["timings"]
                 choice = (event.get("choices") or [{}])[0]
                 piece = _piece(choice)
                 if piece:

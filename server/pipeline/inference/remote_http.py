@@ -5,13 +5,15 @@ busy (429 with `Retry-After`), or stops sending in the middle of a reply. Every 
 becomes a `BackendError` subclass within the generation's deadline, so the interaction falls
 back at once and nothing is applied:
 
-* connection refused, a reset, 502/503/504: retried with backoff (`RetryPolicy`) while the
-  deadline allows; each such failure counts towards the circuit;
+* connection refused, a reset, 502/503/504, a reply broken off: retried with backoff
+  (`RetryPolicy`) while the deadline allows; each such failure counts towards the circuit;
 * 429: retried after `Retry-After` (or the backoff) when that fits the deadline, else
   `BackendBusy`; it does not count towards the circuit (the server answered);
-* no byte for `stall_s`: `BackendTimeout`;
-* any other 4xx: `BackendError` with the server's own message (the server is up; the request
-  is wrong: a model it does not have, a prompt longer than its context).
+* no byte for `stall_s` in a streamed reply: `BackendTimeout` (a whole reply, which sends
+  nothing until it is written, is limited only by the deadline);
+* the deadline: `BackendTimeout`, the connection closed; it does not count towards the circuit;
+* any other 4xx or a 500: `BackendError` with the server's own message (the server is up; the
+  request is what it refuses: a model it does not have, a prompt longer than its context).
 
 After `CircuitBreaker.threshold` failures in a row the circuit opens: calls fail at once with
 `BackendUnavailable` ("the model server is unreachable") instead of each waiting out its own
@@ -84,6 +86,12 @@ class CircuitBreaker:
             f"trying again in {max(0.0, self.cooldown_s - waited):.1f} s"
         )
 
+    def settle(self) -> None:
+        """After a call: a half-open trial that recorded neither success nor failure (it gave up
+        first) lets the next call try instead."""
+        with self._lock:
+            self._trial = False if self._opened_at is not None else self._trial
+
     def succeeded(self) -> None:
         with self._lock:
             self._failures = 0
@@ -143,19 +151,29 @@ class RemoteHTTP:
         return _json(response.content, f"{self.base_url}{path}")
 
     def post_json(self, path: str, body: dict[str, Any], *, deadline: float) -> dict[str, Any]:
-        with self._open(path, body, deadline) as response:
-            data = response.read()
-        reply = _json(data, f"{self.base_url}{path}")
+        """One JSON reply. The server sends nothing until the whole reply is written, so the
+        only limit on the wait is the deadline (a stall cannot be told from a long reply)."""
+        where = f"{self.base_url}{path}"
+        with self._open(path, body, deadline, streamed=False) as response:
+            data = self._read(response, where, deadline, streamed=False)
+        reply = _json(data, where)
         if not isinstance(reply, dict):
-            raise BackendError(f"{self.base_url}{path} answered JSON that is not an object: {data[:200]!r}")
+            raise BackendError(f"{where} answered JSON that is not an object: {data[:200]!r}")
         return reply
 
     @contextmanager
     def events(self, path: str, body: dict[str, Any], *, deadline: float) -> Iterator[Iterator[dict[str, Any]]]:
         """POST `path` with `"stream": true`; the server-sent events' JSON payloads. Leaving the
-        block closes the connection: the server stops generating for a client that is gone."""
-        with self._open(path, body, deadline) as response:
-            yield self._payloads(response, path, deadline)
+        block closes the connection: the server stops generating for a client that is gone. At
+        the deadline the connection is closed too, whatever the server is doing."""
+        with self._open(path, body, deadline, streamed=True) as response:
+            watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), response.close)
+            watchdog.daemon = True
+            watchdog.start()
+            try:
+                yield self._payloads(response, path, deadline)
+            finally:
+                watchdog.cancel()
 
     def _payloads(self, response: httpx.Response, path: str, deadline: float) -> Iterator[dict[str, Any]]:
         where = f"{self.base_url}{path}"
@@ -163,6 +181,8 @@ class RemoteHTTP:
             for line in response.iter_lines():
                 if time.monotonic() > deadline:
                     raise BackendTimeout(f"{where} ran past the generation's deadline")
+                if line.startswith("error:"):  # llama-server reports a failure mid-stream this way
+                    raise BackendError(f"{where} failed mid-stream: {_server_message(line[6:].strip().encode())}")
                 if not line.startswith("data:"):
                     continue  # blank separators, `: ping` comments, `event:` names
                 data = line[len("data:") :].strip()
@@ -173,70 +193,100 @@ class RemoteHTTP:
                     raise BackendError(f"{where} failed mid-stream: {_server_message(data.encode())}")
                 if isinstance(payload, dict):
                     yield payload
-        except httpx.TimeoutException as exc:
-            self.breaker.failed()
-            raise BackendTimeout(f"{where} sent nothing for {self.stall_s:g} s in the middle of a reply") from exc
-        except httpx.HTTPError as exc:
-            self.breaker.failed()
-            raise BackendUnavailable(f"the model server is unreachable: {where} broke off a reply ({_cause(exc)})") from exc
+        except (httpx.HTTPError, httpx.StreamError) as exc:
+            raise self._broken_off(exc, where, deadline, streamed=True) from exc
+
+    def _read(self, response: httpx.Response, where: str, deadline: float, *, streamed: bool) -> bytes:
+        try:
+            return response.read()
+        except (httpx.HTTPError, httpx.StreamError) as exc:
+            raise self._broken_off(exc, where, deadline, streamed=streamed) from exc
+
+    def _broken_off(self, exc: Exception, where: str, deadline: float, *, streamed: bool) -> BackendError:
+        """The error for a reply that stopped coming. Only the server's fault counts towards the
+        circuit: running out of the caller's own deadline does not."""
+        if time.monotonic() >= deadline - 0.05:
+            return BackendTimeout(f"{where} ran past the generation's deadline")
+        self.breaker.failed()
+        if isinstance(exc, httpx.TimeoutException) and streamed:
+            return BackendTimeout(f"{where} sent nothing for {self.stall_s:g} s in the middle of a reply")
+        return BackendUnavailable(f"the model server is unreachable: {where} broke off a reply ({_cause(exc)})")
 
     @contextmanager
-    def _open(self, path: str, body: dict[str, Any], deadline: float) -> Iterator[httpx.Response]:
+    def _open(self, path: str, body: dict[str, Any], deadline: float, *, streamed: bool) -> Iterator[httpx.Response]:
         """The response to POST `path` once its status is 200, after retries; closed on exit."""
         where = f"{self.base_url}{path}"
         payload = json.dumps(body).encode()
         failures = 0
         while True:
-            self.breaker.before_call(self.base_url)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise BackendTimeout(f"{where}: the generation's deadline passed before the server answered")
-            timeout = httpx.Timeout(min(self.stall_s, left), connect=min(self.connect_s, left), pool=left)
-            request = self._client.build_request(
-                "POST", path, content=payload, headers={"Content-Type": "application/json"}, timeout=timeout
-            )
-            wait: float | None
+            self.breaker.before_call(self.base_url)
             try:
-                response = self._client.send(request, stream=True)
-            except httpx.TimeoutException as exc:
-                self.breaker.failed()
-                failures += 1
-                error: BackendError = BackendTimeout(f"{where} did not answer within {min(self.stall_s, left):.1f} s")
-                error.__cause__ = exc
-                wait = self.retry.backoff(failures)
-            except httpx.HTTPError as exc:
-                self.breaker.failed()
-                failures += 1
-                error = BackendUnavailable(f"the model server is unreachable: {self.base_url} ({_cause(exc)})")
-                error.__cause__ = exc
-                wait = self.retry.backoff(failures)
-            else:
-                if response.status_code == 200:
-                    self.breaker.succeeded()
-                    try:
-                        yield response
-                    finally:
-                        response.close()
-                    return
-                data = response.read()
-                response.close()
-                failures += 1
-                message = f"{where} answered {response.status_code}: {_server_message(data)}"
-                if response.status_code == 429:
-                    self.breaker.succeeded()  # busy, not down
-                    error = BackendBusy(message)
-                    wait = _retry_after(response.headers.get("Retry-After")) or self.retry.backoff(failures)
-                elif response.status_code >= 500:
-                    self.breaker.failed()
-                    down = response.status_code in (502, 503, 504)  # a proxy with no server, or one restarting
-                    error = BackendUnavailable(f"the model server is unreachable: {message}") if down else BackendError(message)
-                    wait = self.retry.backoff(failures)
-                else:
-                    self.breaker.succeeded()  # the server is up; the request is what it refuses
-                    raise BackendError(message)
+                response, error, wait = self._try(path, payload, left, streamed=streamed, failures=failures)
+            finally:
+                self.breaker.settle()  # a half-open trial that recorded nothing is given back
+            if response is not None:
+                try:
+                    yield response
+                finally:
+                    response.close()
+                return
+            failures += 1
             if failures >= self.retry.attempts or time.monotonic() + wait >= deadline:
                 raise error
             time.sleep(wait)
+
+    def _try(
+        self, path: str, payload: bytes, left: float, *, streamed: bool, failures: int
+    ) -> tuple[httpx.Response | None, BackendError, float]:
+        """One try: (the 200 response, -, -), or (None, the error, the wait before the next)."""
+        where = f"{self.base_url}{path}"
+        # Streamed, a silent gap of stall_s is a stall; whole, the reply takes as long as it takes.
+        read_s = min(self.stall_s, left) if streamed else left
+        timeout = httpx.Timeout(read_s, connect=min(self.connect_s, left), pool=left)
+        request = self._client.build_request(
+            "POST", path, content=payload, headers={"Content-Type": "application/json"}, timeout=timeout
+        )
+        backoff = self.retry.backoff(failures + 1)
+        try:
+            response = self._client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            # Only a limit of the server's own making counts towards the circuit: connecting, or
+            # a streamed reply's silence; not the caller's deadline, nor our own pool.
+            if isinstance(exc, httpx.ConnectTimeout):
+                servers = self.connect_s < left
+            else:
+                servers = streamed and isinstance(exc, httpx.ReadTimeout) and self.stall_s < left
+            if servers:
+                self.breaker.failed()
+            error: BackendError = BackendTimeout(f"{where} did not answer within {min(read_s, left):.1f} s")
+            error.__cause__ = exc
+            return None, error, backoff
+        except httpx.HTTPError as exc:
+            self.breaker.failed()
+            error = BackendUnavailable(f"the model server is unreachable: {self.base_url} ({_cause(exc)})")
+            error.__cause__ = exc
+            return None, error, backoff
+        if response.status_code == 200:
+            self.breaker.succeeded()
+            return response, BackendError(""), 0.0
+        try:
+            data = self._read(response, where, time.monotonic() + left, streamed=False)
+        finally:
+            response.close()
+        message = f"{where} answered {response.status_code}: {_server_message(data)}"
+        if response.status_code == 429:
+            self.breaker.succeeded()  # busy, not down
+            return None, BackendBusy(message), _retry_after(response.headers.get("Retry-After")) or backoff
+        if response.status_code in (502, 503, 504):  # a proxy with no server behind it, or one restarting
+            self.breaker.failed()
+            return None, BackendUnavailable(f"the model server is unreachable: {message}"), backoff
+        # The server is up and refuses the request (a 4xx, or a 500 for what it was asked):
+        # another try would be refused too.
+        self.breaker.succeeded()
+        raise BackendError(message)
 
     def close(self) -> None:
         self._client.close()
@@ -280,6 +330,6 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-def _cause(exc: httpx.HTTPError) -> str:
+def _cause(exc: Exception) -> str:
     text = str(exc) or type(exc).__name__
     return text.split("] ", 1)[-1] if text.startswith("[Errno") else text

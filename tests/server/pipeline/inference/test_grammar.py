@@ -116,3 +116,20 @@ def test_unbounded_or_unknown_schemas_are_refused(schema: dict, message: str) ->
 def test_no_mutations_allowed_means_an_empty_list_only() -> None:
     grammar = compile_schema(output_schema((), GenerationLimits(mutations=0)))
     assert '"\\"mutations\\"" ": " "[]"' in grammar.gbnf
+
+
+def test_the_rest_after_a_continued_start_is_the_rest_of_the_language_and_its_bound() -> None:
+    from loreguard.server.pipeline.streaming import continuation_prefix
+
+    schema = output_schema(_offers(), LIMITS)
+    whole = compile_schema(schema)
+    prefix = continuation_prefix('Halt! "Who" goes')
+    rest = compile_schema(schema, after_prefix=prefix)
+    written = len('Halt! "Who" goes')
+    # The dialogue goes on for at most what its bound leaves, closes, and the object follows.
+    assert rest.gbnf.startswith(f'root ::= char{{0,{LIMITS.dialogue_chars - written}}} "\\"" ", " "\\"intent\\""')
+    # Exactly the opening and the written characters (each bounded at 4 bytes) less.
+    assert whole.max_bytes - rest.max_bytes == len('{"dialogue": "') + 4 * written
+    for bad in ('{"dialogue": "Halt\\', '{"dialogue": "Ha\\u00', '{"emotion": "', '{"dialogue": "' + "a" * 999):
+        with pytest.raises(UnsupportedSchema):
+            compile_schema(schema, after_prefix=bad)

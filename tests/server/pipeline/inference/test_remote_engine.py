@@ -178,10 +178,13 @@ def test_429_asking_longer_than_the_deadline_is_busy_at_once(stand_in: list[Stan
 
 
 def test_a_stalled_stream_is_a_timeout(stand_in: list[StandInEngine], tmp_path: Path) -> None:
+    # A whole reply sends nothing until it is written: only the deadline (3 s) limits it. A
+    # streamed one that goes silent for stall_s (1 s) has stalled.
     engine = _start(stand_in, slots=1, token_ms=0, stall_after_tokens=3)
-    backend = _backend(engine, stall_s=1.0, retry=1)
+    backend = _backend(engine, stall_s=1.0, retry=1, timeout_s=3.0)
     result = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend).interact(ask("Hello?", npc="guard"))
     assert result.fallback_used and result.receipt.backend_failure == "timeout", result.receipt.fallback_reason
+    assert not backend.circuit_open()  # its own deadline is not the server's failure
     with backend, pytest.raises(BackendTimeout, match="sent nothing for 1 s in the middle of a reply"):
         backend.generate_streaming(_any_request(tmp_path), lambda text: True)
     wait_for(lambda: engine.stats.dropped == 2, "the stand-in to see both stalled requests closed")
@@ -270,3 +273,33 @@ def test_a_warm_up_evaluates_the_npcs_prompt_into_the_slot_it_will_use(stand_in:
         assert warmed.outcome == "warmed" and warmed.tokens_evaluated == warmed.tokens > 0
         again = backend.warm("guard", request.prompt)
         assert again.outcome == "already" and again.tokens_evaluated <= 1
+
+
+def test_a_reply_still_coming_at_the_deadline_is_cut_there(stand_in: list[StandInEngine], tmp_path: Path) -> None:
+    engine = _start(stand_in, slots=1, token_ms=300)  # a reply of ~30 tokens takes ~9 s
+    with _backend(engine, timeout_s=1.0, stall_s=10.0) as backend:
+        started = time.monotonic()
+        with pytest.raises(BackendTimeout, match="deadline"):
+            backend.generate_streaming(_any_request(tmp_path), lambda text: True)
+        assert time.monotonic() - started < 8  # not the reply's 9 s, nor the 10 s stall limit
+        assert not backend.circuit_open()
+    wait_for(lambda: engine.stats.dropped == 1, "the stand-in to see the stream closed at the deadline")
+
+
+def test_the_circuit_lets_one_call_try_after_its_cooldown() -> None:
+    from loreguard.server.pipeline.inference import BackendUnavailable
+    from loreguard.server.pipeline.inference.remote_http import CircuitBreaker
+
+    breaker = CircuitBreaker(threshold=2, cooldown_s=0.0)
+    breaker.failed()
+    breaker.before_call("x")  # one failure: still closed
+    breaker.failed()
+    assert breaker.is_open and breaker.opened == 1
+    breaker.before_call("x")  # the cooldown (0 s) is over: this call is the trial
+    with pytest.raises(BackendUnavailable, match="failed 2 times in a row"):
+        breaker.before_call("x")  # the others still fail fast while it runs
+    breaker.settle()  # the trial gave up before the server said anything
+    breaker.before_call("x")  # so the next call tries
+    breaker.succeeded()
+    assert not breaker.is_open
+    breaker.before_call("x")
