@@ -303,3 +303,13 @@ def test_the_circuit_lets_one_call_try_after_its_cooldown() -> None:
     breaker.succeeded()
     assert not breaker.is_open
     breaker.before_call("x")
+
+
+def test_max_tokens_is_honoured_and_a_cut_off_reply_says_length(stand_in: list[StandInEngine], tmp_path: Path) -> None:
+    engine = _start(stand_in, slots=1, token_ms=0)
+    with _backend(engine) as backend:
+        request = _any_request(tmp_path).model_copy(update={"output_schema": None, "max_tokens": 3})
+        whole = backend.generate(request)
+        streamed = backend.generate_streaming(request, lambda text: True)
+    assert whole.finish_reason == streamed.finish_reason == "length"
+    assert whole.text == streamed.text and len(whole.text) == 12 and whole.tokens_generated == 3  # 3 tokens of 4 characters
