@@ -186,7 +186,7 @@ class OpenAICompatibleBackend(InferenceBackend):
             tokens_cached=cached,
             tokens_generated=int(usage.get("completion_tokens") or 0),
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
-            ttft_ms=(ended - started) * 1000,
+            ttft_ms=(ended - started) * 1000,  # a whole reply's first token is not seen: its end stands in
             total_ms=(ended - started) * 1000,
         )
 
