@@ -145,8 +145,11 @@ def load_with_progress(what: str, load: Callable[[], InferenceBackend], out: Tex
     finally:
         done.set()
         ticker.join()
-        where = _placement(backend) if backend is not None else ""
-        print(f"\rloaded {what}{where} in {time.monotonic() - started:.1f} s      ", file=out, flush=True)
+        seconds = time.monotonic() - started
+        if backend is not None:
+            print(f"\rloaded {what}{_placement(backend)} in {seconds:.1f} s      ", file=out, flush=True)
+        else:  # the error itself follows, from whoever catches it
+            print(f"\rcould not load {what} ({seconds:.1f} s)      ", file=out, flush=True)
 
 
 def _placement(backend: InferenceBackend) -> str:

@@ -263,6 +263,7 @@ def test_serve_checks_the_server_before_it_listens(tmp_path: Path, capsys: pytes
     assert code == 2
     err = capsys.readouterr().err
     assert f"loreguard: the model server is unreachable: {url}" in err and "listening" not in err
+    assert f"could not load remote model at {url}" in err and "loaded" not in err
 
 
 def test_a_warm_up_evaluates_the_npcs_prompt_into_the_slot_it_will_use(stand_in: list[StandInEngine], tmp_path: Path) -> None:
