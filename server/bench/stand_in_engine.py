@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -207,7 +208,7 @@ class StandInEngine:
                     self._gathered.set()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._gathered.wait(), 60)
-            cached = _common_prefix(self._slot_prompts[slot], prompt) // _CHARS_PER_TOKEN
+            cached = _shared(self._slot_prompts[slot], prompt) // _CHARS_PER_TOKEN
             prompt_tokens = len(prompt) // _CHARS_PER_TOKEN
             self._slot_prompts[slot] = prompt
             stats.cached_tokens += cached
@@ -279,8 +280,8 @@ class StandInEngine:
                 await asyncio.sleep(0.001)
         first = await self._free.get()
         others = [self._free.get_nowait() for _ in range(self._free.qsize())]
-        best = max([first, *others], key=lambda s: (_common_prefix(self._slot_prompts[s], prompt), -s))
-        if _common_prefix(self._slot_prompts[best], prompt) < len(prompt) // 2:
+        best = max([first, *others], key=lambda s: (_shared(self._slot_prompts[s], prompt), -s))
+        if _shared(self._slot_prompts[best], prompt) < len(prompt) // 2:
             # As llama-server's --slot-prompt-similarity (0.5): an unlike prompt takes the slot
             # used longest ago rather than evicting a near match.
             best = min([first, *others], key=lambda s: (self._slot_used[s], s))
@@ -301,17 +302,13 @@ class StandInEngine:
         )
 
 
+def _shared(a: str, b: str) -> int:
+    """Characters `a` and `b` start with in common."""
+    return len(os.path.commonprefix([a, b]))
+
+
 def _delta(piece: str, chat: bool) -> dict[str, Any]:
     return {"delta": {"content": piece}} if chat else {"text": piece}
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] | None:

@@ -20,9 +20,10 @@ pytestmark = pytest.mark.slow
 
 def test_the_status_says_the_model_server_is_unreachable_and_recovers(tmp_path: Path) -> None:
     # Three 503s: the first interaction's three tries fail and open the circuit; after its
-    # cooldown one request goes through, and the stand-in answers from then on.
+    # cooldown (a millisecond, so nothing waits on time) one request goes through, and the
+    # stand-in answers from then on.
     engine = StandInEngine(StandInConfig(slots=2, token_ms=1, fail_statuses=[503, 503, 503])).start()
-    config = OpenAICompatibleConfig(base_url=engine.url, retry=3, circuit_threshold=3, circuit_cooldown_s=1.0)
+    config = OpenAICompatibleConfig(base_url=engine.url, retry=3, circuit_threshold=3, circuit_cooldown_s=0.001)
     backend = OpenAICompatibleBackend(config)
     sidecar = Sidecar(demo_store(tmp_path / "memory.sqlite"), backend, SidecarConfig(port=0))
     sidecar.start()

@@ -158,7 +158,7 @@ class OpenAICompatibleBackend(InferenceBackend):
         return self._generate(request, observe)
 
     def _generate(self, request: GenerationRequest, observe: Observer | None) -> Generation:
-        path, body, prefix = self._request(request)
+        path, body, prefix = self._request(request, streamed=observe is not None)
         slot = self._slots.take(request.npc_id) if self._slots is not None else None
         if slot is not None:
             body["id_slot"] = slot
@@ -167,7 +167,6 @@ class OpenAICompatibleBackend(InferenceBackend):
         try:
             if observe is not None:
                 return self._stream(path, body, prefix, observe, started, deadline)
-            body = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
             reply = self.http.post_json(path, body, deadline=deadline)
         finally:
             if self._slots is not None:
@@ -178,7 +177,7 @@ class OpenAICompatibleBackend(InferenceBackend):
             text = (choice["message"]["content"] if "message" in choice else choice["text"]) or ""
         except (KeyError, IndexError, TypeError) as exc:
             raise BackendError(f"unexpected reply shape from {self.config.base_url}{path}: {str(reply)[:300]}") from exc
-        usage = {**(reply.get("usage") or {}), "timings": reply.get("timings") or {}}
+        usage = _usage_of(reply)
         prompt_tokens, cached = _prompt_usage(usage)
         return Generation(
             text=prefix + text,
@@ -224,7 +223,7 @@ class OpenAICompatibleBackend(InferenceBackend):
             total_ms=(ended - started) * 1000,
         )
 
-    def _request(self, request: GenerationRequest) -> tuple[str, dict[str, Any], str]:
+    def _request(self, request: GenerationRequest, *, streamed: bool) -> tuple[str, dict[str, Any], str]:
         """The endpoint, the body and the output's given start (already written)."""
         prefix = request.output_prefix if self.continues_output else ""
         fields, max_tokens = self._schema_fields(request.output_schema, request.max_tokens, prefix)
@@ -235,10 +234,11 @@ class OpenAICompatibleBackend(InferenceBackend):
             "temperature": self.config.temperature,
             "top_p": self.config.top_p,
             "top_k": self.config.top_k,
-            "stream": True,
-            "stream_options": {"include_usage": True},
+            "stream": streamed,
             **fields,
         }
+        if streamed:  # usage in a last event (vLLM refuses stream_options without a stream)
+            body["stream_options"] = {"include_usage": True}
         if self.engine.kind == "llama-server":
             body["cache_prompt"] = True  # keep the evaluated prompt in the slot for the next turn
         if self.template is None:
@@ -287,7 +287,7 @@ class OpenAICompatibleBackend(InferenceBackend):
             reply = self.http.post_json("/v1/completions", body, deadline=time.monotonic() + self.config.timeout_s)
         finally:
             self._slots.give_back(slot, npc_id)
-        prompt_tokens, cached = _prompt_usage({**(reply.get("usage") or {}), "timings": reply.get("timings") or {}})
+        prompt_tokens, cached = _prompt_usage(_usage_of(reply))
         outcome: Literal["warmed", "already"] = "already" if prompt_tokens and cached >= prompt_tokens - 1 else "warmed"
         return WarmResult(outcome=outcome, tokens=prompt_tokens, tokens_evaluated=max(0, prompt_tokens - cached))
 
@@ -330,6 +330,11 @@ def _piece(choice: dict[str, Any]) -> str:
     if isinstance(delta, dict):
         return str(delta.get("content") or "")
     return str(choice.get("text") or "")
+
+
+def _usage_of(reply: dict[str, Any]) -> dict[str, Any]:
+    """A whole reply's `usage`, with llama-server's `timings` in it."""
+    return {**(reply.get("usage") or {}), "timings": reply.get("timings") or {}}
 
 
 def _prompt_usage(usage: dict[str, Any]) -> tuple[int, int]:

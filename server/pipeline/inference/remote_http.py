@@ -64,9 +64,8 @@ class CircuitBreaker:
         self._opened_at: float | None = None
         self._trial = False
         self._lock = threading.Lock()
-        #: Times the circuit opened, and calls it refused (for `stats` and tests).
+        #: Times the circuit opened.
         self.opened = 0
-        self.refused = 0
 
     @property
     def is_open(self) -> bool:
@@ -80,7 +79,6 @@ class CircuitBreaker:
             if waited >= self.cooldown_s and not self._trial:
                 self._trial = True  # this call tries the server; the others still fail fast
                 return
-            self.refused += 1
         raise BackendUnavailable(
             f"the model server is unreachable: {where} failed {self.threshold} times in a row; "
             f"trying again in {max(0.0, self.cooldown_s - waited):.1f} s"
@@ -320,10 +318,8 @@ def _retry_after(value: str | None) -> float | None:
     """Seconds from a `Retry-After` header: a number, or an HTTP date."""
     if not value:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    if value.strip().replace(".", "", 1).isdigit():
+        return float(value)
     try:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError):

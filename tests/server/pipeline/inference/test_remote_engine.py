@@ -243,7 +243,7 @@ class _Html(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def log_message(self, *args: object) -> None:
-        pass
+        """Quiet: a request line per GET would only clutter the test's output."""
 
 
 class _html_server:  # noqa: N801 - used as a context manager, like a function
