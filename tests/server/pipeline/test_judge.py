@@ -103,7 +103,10 @@ def test_the_real_model_judges_in_its_own_kv_sequence(tmp_path: Path, llama_back
     """A verdict in grammar; the NPC's prompt and most of its reply come from the cache, so the
     judge's question is most of what it evaluates; a judge past its time gives way."""
     store = demo_store(tmp_path / "m.sqlite")
-    pipeline = GovernancePipeline(store, llama_backend, JUDGED, judge_backend=llama_backend)
+    # A generous judge deadline: this test is about the verdict and the cache, and a loaded CI
+    # machine once took past the default 3 s (the 1 ms judge below is the one that must give way).
+    config = JUDGED.model_copy(update={"judge_timeout_ms": 120_000})
+    pipeline = GovernancePipeline(store, llama_backend, config, judge_backend=llama_backend)
     # The judge is asked only about a reply every deterministic gate passed: with the embedded
     # model a line's three attempts can all fail a hard rule first, so ask until one gets there.
     judge = None
