@@ -18,6 +18,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     suites = bench.add_subparsers(dest="suite", required=True, metavar="SUITE")
     _interactions(_suite(suites, "governance", _governance, "full interactions with the scripted model"))
     _interactions(_suite(suites, "audit", _audit, "the same with and without the audit recorder"))
+    soak = _suite(suites, "soak", _soak, "a long game with the scripted model: latency, size, RSS per window; replay; recall")
+    soak.add_argument("--interactions", type=int, default=20_000, help="interactions in the game")
+    soak.add_argument("--npcs", type=int, default=50, help="NPCs the player talks to (Zipf: a few get most lines)")
+    soak.add_argument("--window", type=int, default=1_000, help="interactions per reported window")
+    soak.add_argument("--planted", type=int, default=60, help="memories told early and asked about at the end")
     roundtrip = _suite(suites, "roundtrip", _roundtrip, "hello round trips through the sidecar vs a raw pyzmq echo")
     roundtrip.add_argument("--round-trips", type=int, default=5000, help="hello round trips to time")
     load = _suite(suites, "load", _load, "asyncio clients through the sidecar (scripted model)")
@@ -134,6 +139,20 @@ def _audit(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench.governance import bench_audit
 
     return bench_audit(interactions=args.interactions)
+
+
+def _soak(args: argparse.Namespace) -> Mapping[str, object]:
+    import sys
+
+    from loreguard.server.bench.soak import bench_soak
+
+    return bench_soak(
+        npcs=args.npcs,
+        interactions=args.interactions,
+        window=args.window,
+        planted=args.planted,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
 
 
 def _roundtrip(args: argparse.Namespace) -> Mapping[str, object]:

@@ -42,6 +42,7 @@ from loreguard.server.pipeline.prompt import assemble_prompt
 from loreguard.server.pipeline.retry import escalate, repair_message
 from loreguard.server.pipeline.run import ClockTimeDecisions, InteractionRun, PhaseTimer, TimeDecisions
 from loreguard.server.pipeline.sink import AuditSink
+from loreguard.server.pipeline.snapshot import ScoredEpisode
 from loreguard.server.pipeline.streaming import StreamSession
 
 __all__ = ["GovernancePipeline", "PipelineConfig"]
@@ -153,6 +154,11 @@ class GovernancePipeline:
         (`InferenceBackend.warm`). Reads memory, writes nothing; `UnknownNpcError` if no such NPC."""
         run = self._prepare(InteractionContext(npc_id=npc_id, trigger_reason=TriggerReason.PLAYER_UTTERANCE), quiet=True)
         return assemble_prompt(run.first_snapshot, self.config.prompt_boundary).before_new_message()
+
+    def recall(self, context: InteractionContext) -> tuple[ScoredEpisode, ...]:
+        """The memories the prompt for `context` would hold, best first: what the NPC would
+        remember if asked now. Reads memory, writes nothing; `UnknownNpcError` if no such NPC."""
+        return self._prepare(context, quiet=True).first_snapshot.episodic
 
     def _record_halt(self, run: InteractionRun, halt: LifecycleHalt) -> str | None:
         """The black box keeps halted interactions too: a record with the inputs, the attempts
