@@ -4,17 +4,49 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import EpisodicEntry
 
 
 class MemoryPolicy(FrozenModel):
-    #: Episodic entries kept per NPC; past this the weakest are pruned.
-    episodic_limit: int = Field(default=256, ge=1, le=100_000)
-    #: Strength multiplier per interaction since an entry was written.
+    #: Episodic entries an NPC's long-term memory holds (conversation exchanges and notes); past
+    #: this its oldest are consolidated (`consolidation`). The prompt shows a few of them
+    #: (`NpcBounds.max_episodic`), chosen by retrieval.
+    episodic_limit: int = Field(default=512, ge=1, le=100_000)
+    #: Strength multiplier per interaction since an entry was written (the forgetting curve
+    #: retrieval's recency follows).
     episodic_decay: float = Field(default=0.97, gt=0.0, le=1.0)
+    #: How many of the oldest entries one consolidation looks at (default: an eighth of the limit)...
+    consolidate_oldest: int | None = Field(default=None, ge=1, le=100_000)
+    #: ...and how many of them it keeps, the most significant (default: a quarter of those).
+    consolidate_keep: int | None = Field(default=None, ge=0, le=100_000)
+
+    @property
+    def consolidation_block(self) -> int:
+        if self.consolidate_oldest is not None:
+            return self.consolidate_oldest
+        return min(self.episodic_limit, max(2, self.episodic_limit // 8))
+
+    @property
+    def consolidation_keep(self) -> int:
+        if self.consolidate_keep is not None:
+            return self.consolidate_keep
+        return min(self.consolidation_block - 1, max(1, self.consolidation_block // 4))
+
+    @model_validator(mode="after")
+    def _frees_room(self) -> MemoryPolicy:
+        if self.consolidation_keep >= self.consolidation_block:
+            raise ValueError(
+                f"consolidate_keep ({self.consolidation_keep}) must be below consolidate_oldest ({self.consolidation_block}):"
+                " a consolidation that keeps everything it looks at frees nothing"
+            )
+        if self.consolidation_block > self.episodic_limit:
+            raise ValueError(
+                f"consolidate_oldest ({self.consolidation_block}) must be at most episodic_limit ({self.episodic_limit})"
+            )
+        return self
 
 
 def episodic_strength(entry: EpisodicEntry, now_interaction: int, decay: float) -> float:

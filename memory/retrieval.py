@@ -4,43 +4,29 @@ Every list comes out in a strict total order, so the same memory and the same pl
 the same prompt whatever order the entries were written in:
 
 * episodic: score descending, then interaction index descending (newer first), then text, then
-  sequence number;
+  sequence number; relevance is BM25 over the NPC's whole long-term memory (`recall`);
 * beliefs: score descending, then belief id (unique in a scope).
 
 Only content decides the order, never the order entries were written in: the sequence number
 is the last resort, between entries whose content is identical (so their order cannot show in
 the prompt). Scores are rounded to 1e-9 before comparing so that the order never hangs on the
 last bit of a float.
+
+`keywords` (the one normaliser for matching words) lives in `text` and is re-exported here.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 
 from pydantic import Field
 
 from loreguard.memory.policy import episodic_strengths
-from loreguard.memory.text import is_unspaced, stem, word_tokens
+from loreguard.memory.recall import RecallIndex
+from loreguard.memory.text import STOPWORDS, keywords
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import Belief, EpisodicEntry
-
-#: Words too common to signal relevance.
-STOPWORDS = frozenset(
-    """a about after again all am an and any are as at be been but by can could did do does for
-    from had has have he her here him his how i if in into is it its just me my no not now of on
-    or our out over she so some than that the their them then there these they this to too up us
-    was we were what when where which who why will with would you your yours""".split()
-)
-
-
-@lru_cache(maxsize=8192)
-def keywords(text: str) -> frozenset[str]:
-    """Folded content words of `text` in any script, each as its `stem` (so "quests" and "quest"
-    are one keyword): stopwords out, and 1-2 letter words out except the two-character pieces of
-    unspaced scripts (Chinese, Japanese)."""
-    return frozenset(stem(w) for w in word_tokens(text) if (len(w) > 2 or is_unspaced(w)) and w not in STOPWORDS)
-
 
 class RetrievalWeights(FrozenModel):
     recency: float = Field(default=0.3, ge=0.0)
@@ -74,27 +60,25 @@ def relevance(entry_words: frozenset[str], query_words: frozenset[str]) -> float
     return len(entry_words & query_words) / len(query_words)
 
 
-def score_episodic(entry: EpisodicEntry, query: RetrievalQuery, query_words: frozenset[str]) -> float:
-    return _score_episodes([entry], query, query_words)[0]
+def score_episodic(entry: EpisodicEntry, query: RetrievalQuery, relevance: float) -> float:
+    return _score_episodes([entry], query, [relevance])[0]
 
 
-def _score_episodes(entries: Sequence[EpisodicEntry], query: RetrievalQuery, query_words: frozenset[str]) -> list[float]:
-    """Each entry's score (it runs for every entry of a scope on every interaction, so the
-    query's parts are looked up once). The one formula: recency (strength over significance, at
-    most 1), relevance and significance, weighted, rounded to 1e-9."""
+def _score_episodes(entries: Sequence[EpisodicEntry], query: RetrievalQuery, relevance: Sequence[float]) -> list[float]:
+    """Each entry's score from its relevance (`RecallIndex.relevance`, 0 to 1). The one formula:
+    recency (strength over significance, at most 1: the forgetting curve), relevance and
+    significance, weighted, rounded to 1e-9."""
     w = query.weights
     w_recency, w_relevance, w_significance = w.recency, w.relevance, w.significance
     strengths = episodic_strengths(entries, query.now_interaction, query.decay)
-    n_words = len(query_words)
     return [
         round(
             w_recency * min(strength / max(entry.significance, 1e-9), 1.0)
-            # `relevance`, inlined (a call per entry was a tenth of retrieval)
-            + w_relevance * (len(keywords(entry.text) & query_words) / n_words if n_words else 0.0)
+            + w_relevance * rel
             + w_significance * entry.significance,
             9,
         )
-        for entry, strength in zip(entries, strengths, strict=True)
+        for entry, strength, rel in zip(entries, strengths, relevance, strict=True)
     ]
 
 
@@ -103,21 +87,47 @@ def score_belief(belief: Belief, query: RetrievalQuery, query_words: frozenset[s
     return round(w.relevance * relevance(keywords(belief.content), query_words) + w.confidence * belief.confidence, 9)
 
 
-def retrieve_episodic(entries: Iterable[EpisodicEntry], query: RetrievalQuery) -> tuple[tuple[EpisodicEntry, float], ...]:
-    """The best `max_episodic` entries with their scores, in the documented order."""
+#: The newest memories scored whatever the player said: an older memory comes back only when the
+#: player's line shares a word with it (so retrieval costs the same in a store of thousands).
+RECENT_CANDIDATES = 64
+
+
+def retrieve_episodic(
+    entries: Iterable[EpisodicEntry], query: RetrievalQuery, index: RecallIndex | None = None
+) -> tuple[tuple[EpisodicEntry, float], ...]:
+    """The best `max_episodic` entries with their scores, in the documented order.
+
+    The candidates are the newest `RECENT_CANDIDATES` entries and every entry sharing a keyword
+    with the player's line. `index` is the NPC's whole long-term memory (`RecallIndex`), from
+    which relevance takes its word rarities; without it, one is built from `entries`."""
     if not query.max_episodic:
         return ()  # a prompt without memories (the task does not need them)
     words = keywords(query.player_input)
     excluded = set(query.exclude_tags)
-    kept = [e for e in entries if excluded.isdisjoint(e.tags)]
+    kept = sorted((e for e in entries if excluded.isdisjoint(e.tags)), key=_by_seq)
+    if index is None:
+        index = RecallIndex.of(kept)
+    relevance = index.relevance(words) if words else {}
+    seqs = [e.seq for e in kept]
+    chosen = {i for i in range(max(0, len(kept) - RECENT_CANDIDATES), len(kept))}
+    for seq in relevance:
+        at = bisect.bisect_left(seqs, seq)
+        if at < len(seqs) and seqs[at] == seq:
+            chosen.add(at)
+    candidates = [kept[i] for i in sorted(chosen)]
     # Sorted on (-score, -at_interaction, text, seq) built in place of a key function, then the
     # position (a stable sort's tie-break, should two entries share a seq), so the entry and
     # score that follow are never compared.
-    scores = _score_episodes(kept, query, words)
+    scores = _score_episodes(candidates, query, [relevance.get(e.seq, 0.0) for e in candidates])
     ranked = sorted(
-        (-score, -e.at_interaction, e.text, e.seq, i, e, score) for i, (e, score) in enumerate(zip(kept, scores, strict=True))
+        (-score, -e.at_interaction, e.text, e.seq, i, e, score)
+        for i, (e, score) in enumerate(zip(candidates, scores, strict=True))
     )
     return tuple((e, score) for *_, e, score in ranked[: query.max_episodic])
+
+
+def _by_seq(entry: EpisodicEntry) -> int:
+    return entry.seq
 
 
 def retrieve_beliefs(beliefs: Iterable[Belief], query: RetrievalQuery) -> tuple[tuple[Belief, float], ...]:
@@ -130,3 +140,6 @@ def retrieve_beliefs(beliefs: Iterable[Belief], query: RetrievalQuery) -> tuple[
     ]
     scored.sort(key=lambda pair: (-pair[1], pair[0].id))
     return tuple(scored[: query.max_beliefs])
+
+
+__all__ = ["STOPWORDS", "RetrievalQuery", "RetrievalWeights", "keywords", "relevance", "retrieve_beliefs", "retrieve_episodic"]

@@ -37,6 +37,7 @@ from loreguard.memory.hashing import (
     sha256_hex,
 )
 from loreguard.memory.policy import MemoryPolicy
+from loreguard.memory.recall import RecallIndex
 from loreguard.memory.schema import Transaction, migrate
 from loreguard.memory.state import StoredState, read_state, replace_contents
 from loreguard.memory.transitions import BatchPlan, RowChange, plan_batch
@@ -45,6 +46,7 @@ from loreguard.schemas.memory import (
     AddCanonicalFact,
     Authority,
     BatchResult,
+    MemoryKind,
     MemoryWrite,
     ScopeMemory,
     SetWorldState,
@@ -76,6 +78,8 @@ class StoreView:
     scope_hashes: tuple[tuple[str, str], ...]
     #: Per scope: (kind, entry id) -> sha256 of the entry's canonical JSON (read-only).
     entry_digests: Mapping[str, Mapping[tuple[str, str], str]]
+    #: The NPC's episodic memory indexed by keyword (read-only), for retrieval's relevance.
+    recall: RecallIndex
 
     @property
     def memory_hash(self) -> str:
@@ -128,6 +132,8 @@ class MemoryStore:
     #: Per scope: the sorted lines its hash covers (`hashing.scope_lines`), made on first use and
     #: kept in step with `_entry_digests` by every commit.
     _scope_lines: dict[str, list[str]]
+    #: Per scope: its episodic entries indexed by keyword (`recall`), made on first use.
+    _recall: dict[str, RecallIndex]
     _profiles: dict[str, NpcProfile]
     _profile_hashes: dict[str, str]
     _world: WorldDefinition | None
@@ -228,6 +234,7 @@ class MemoryStore:
                 scope_hashes=hashes,
                 # Safe to share: a scope's digest map is replaced on commit, never changed in place.
                 entry_digests={name: self._entry_digests.get(name, {}) for name in names},
+                recall=self._recall_index(npc_id),
             )
 
     def world_hash(self) -> str | None:
@@ -255,6 +262,13 @@ class MemoryStore:
         if lines is None:
             lines = self._scope_lines[name] = scope_lines(self._entry_digests.get(name, {}))
         return lines
+
+    def _recall_index(self, name: str) -> RecallIndex:
+        """The scope's episodic index, built on first use and then kept in step by every commit."""
+        index = self._recall.get(name)
+        if index is None:
+            index = self._recall[name] = RecallIndex.of(self._scopes[name].episodic)
+        return index
 
     def _scope_hash(self, name: str) -> str:
         self.scope(name)
@@ -415,6 +429,7 @@ class MemoryStore:
         self._entry_digests = loaded.entry_digests
         self._scope_hashes = {}
         self._scope_lines = {}
+        self._recall = {}
         self._profiles = loaded.profiles
         self._profile_hashes = {}
         self._world = loaded.world
@@ -489,6 +504,10 @@ class MemoryStore:
             if audit is not None:
                 audit_log.append(db, planned.audit_seq, audit)
         # Only after the commit succeeded does anyone see the new state.
+        for name, memory in plan.scopes.items():
+            index = self._recall.get(name)
+            if index is not None:
+                self._recall[name] = _recall_after(index, self._scopes.get(name), memory, plan.changes)
         self._scopes = {**self._scopes, **plan.scopes}
         self._entry_digests.update(planned.digests)
         self._scope_lines.update(planned.lines)
@@ -580,6 +599,22 @@ def _write_changes(db: sqlite3.Connection, changes: Iterable[RowChange]) -> None
         db.executemany(_UPSERT_ENTRY, upserts)
     if deletes:
         db.executemany(_DELETE_ENTRY, deletes)
+
+
+def _recall_after(index: RecallIndex, old: ScopeMemory | None, new: ScopeMemory, changes: Iterable[RowChange]) -> RecallIndex:
+    """The episodic index of `new`, derived from `old`'s by the batch's episodic row changes."""
+    mine = [c for c in changes if c.scope == new.scope and c.kind is MemoryKind.EPISODIC]
+    if not mine:
+        return index
+    # New entries have the highest sequence numbers: look for them from the end.
+    added = []
+    for entry in reversed(new.episodic):
+        if entry.seq in index.words:
+            break
+        added.append(entry)
+    deleted = {c.entry_id for c in mine if c.action == "delete"}
+    removed = [e.seq for e in (old.episodic if old is not None and deleted else ()) if e.id in deleted]
+    return index.changed(added=reversed(added), removed=removed)
 
 
 def _remove_line(lines: list[str], line: str) -> None:

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 from loreguard.schemas.text import fold, stem, words
 
-__all__ = ["fold", "is_unspaced", "stem", "word_tokens", "words"]
+__all__ = ["STOPWORDS", "fold", "is_unspaced", "keywords", "stem", "word_tokens", "words"]
 
 #: A run of letters or digits in any script (underscore is a separator, as punctuation is).
 _WORD = re.compile(r"[^\W_]+")
@@ -58,3 +58,20 @@ def word_tokens(text: str) -> tuple[str, ...]:
 def is_unspaced(word: str) -> bool:
     """True for a piece of an unspaced script: a keyword although it has only one or two characters."""
     return _UNSPACED.fullmatch(word) is not None
+
+
+#: Words too common to signal relevance.
+STOPWORDS = frozenset(
+    """a about after again all am an and any are as at be been but by can could did do does for
+    from had has have he her here him his how i if in into is it its just me my no not now of on
+    or our out over she so some than that the their them then there these they this to too up us
+    was we were what when where which who why will with would you your yours""".split()
+)
+
+
+@lru_cache(maxsize=8192)
+def keywords(text: str) -> frozenset[str]:
+    """Folded content words of `text` in any script, each as its `stem` (so "quests" and "quest"
+    are one keyword): stopwords out, and 1-2 letter words out except the two-character pieces of
+    unspaced scripts (Chinese, Japanese)."""
+    return frozenset(stem(w) for w in word_tokens(text) if (len(w) > 2 or is_unspaced(w)) and w not in STOPWORDS)

@@ -21,8 +21,10 @@ from typing import Any, Literal
 
 from loreguard.memory.authority import check_identity, check_write
 from loreguard.memory.claims import find_contradictions
+from loreguard.memory.consolidation import keep_most_significant, oldest_block
 from loreguard.memory.hashing import canonical_json
-from loreguard.memory.policy import MemoryPolicy, episodic_strengths
+from loreguard.memory.policy import MemoryPolicy
+from loreguard.memory.recall import RecallIndex
 from loreguard.schemas.memory import (
     WORLD_SCOPE,
     AddCanonicalFact,
@@ -358,23 +360,15 @@ def _upsert(scope: str, kind: MemoryKind, entry_id: str, seq: int, model: object
 
 
 def _prune_episodic(work: _Scratch, now_interaction: int, policy: MemoryPolicy) -> list[RowChange]:
-    """Drop the weakest entries past the limit: lowest strength first, then the oldest (the
-    order `(strength, at_interaction, text, seq)`, a strict one since `seq` is unique)."""
-    excess = len(work.episodic) - policy.episodic_limit
-    if excess <= 0:
+    """Past the limit, consolidate the oldest entries (`consolidation`): the most significant of
+    them stay, the rest are deleted. Deterministic: content decides, never write order."""
+    if len(work.episodic) <= policy.episodic_limit:
         return []
     entries = list(work.episodic.values())
-    strengths = episodic_strengths(entries, now_interaction, policy.episodic_decay)
-    if excess == 1:
-        # The usual case (one append past the limit): the weakest, ties broken as the order says.
-        weakest = min(strengths)
-        if strengths.count(weakest) == 1:
-            doomed = [entries[strengths.index(weakest)]]
-        else:
-            doomed = [min((e for e, s in zip(entries, strengths, strict=True) if s == weakest), key=_TIE_ORDER)]
-    else:
-        ranked = heapq.nsmallest(excess, zip(strengths, entries, strict=True), key=lambda p: (p[0], *_TIE_ORDER(p[1])))
-        doomed = [entry for _, entry in ranked]
+    excess = len(entries) - policy.episodic_limit
+    block = oldest_block(entries, max(policy.consolidation_block, excess))
+    keep = min(policy.consolidation_keep, len(block) - excess)  # never above the limit after
+    _, doomed = keep_most_significant(block, keep, RecallIndex.of(entries))
     dropped = []
     for entry in doomed:
         del work.episodic[entry.id]

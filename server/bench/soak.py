@@ -21,7 +21,7 @@ import random
 import statistics
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +191,7 @@ def bench_soak(
         pipeline = GovernancePipeline(store, ScriptedBackend(outputs), recorder=recorder)
         first_seq = store.audit_rows(last=1)[0][0] + 1 if store.audit_rows(last=1) else 1
         lost = 0
+        fallback_reasons: Counter[str] = Counter()
         p50s: list[float] = []
         for start in range(0, interactions, window):
             samples = []
@@ -200,6 +201,8 @@ def bench_soak(
                 result = pipeline.interact(ctx)
                 samples.append((time.perf_counter_ns() - began) / 1000)
                 lost += result.audit_record_id is None
+                if result.fallback_used:
+                    fallback_reasons[str(result.receipt.fallback_reason).split(" -> ")[0][:80]] += 1
             samples.sort()
             n = start // window
             p50s.append(statistics.median(samples))
@@ -240,6 +243,7 @@ def bench_soak(
             "npcs": npcs,
             "lost": lost + (interactions - records),
             "fallbacks": pipeline.counters["fallback"],
+            "fallback_reasons": "; ".join(f"{n}x {why}" for why, n in fallback_reasons.most_common(3)) or "none",
             "last_vs_first_window_p50": round(p50s[-1] / p50s[0], 2),
             "db_bytes": db_bytes,
             "db_bytes_per_interaction": round(db_bytes / interactions),

@@ -64,6 +64,7 @@ def prepare(
         derived=derived,
         max_attempts=max_attempts,
         decay=decay,
+        recall=view.recall,
     )
     timer.lap("snapshot")
     return InteractionRun(

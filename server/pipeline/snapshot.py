@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from loreguard.memory.hashing import content_hash
 from loreguard.memory.memo import IdentityMemo
+from loreguard.memory.recall import RecallIndex
 from loreguard.memory.retrieval import RetrievalQuery, retrieve_beliefs, retrieve_episodic
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext
@@ -291,6 +292,10 @@ def _offers(context: InteractionContext, profile: NpcProfile, constraints: Const
     )
 
 
+def _seq(entry: EpisodicEntry) -> int:
+    return entry.seq
+
+
 def build_snapshot(
     *,
     context: InteractionContext,
@@ -307,6 +312,7 @@ def build_snapshot(
     derived: Mapping[str, JsonScalar],
     max_attempts: int,
     decay: float,
+    recall: RecallIndex | None = None,
 ) -> StateSnapshot:
     bounds = profile.bounds
     sections = set(contract.sections)
@@ -320,20 +326,23 @@ def build_snapshot(
         max_beliefs=bounds.max_beliefs if Section.BELIEFS in sections else 0,
         belief_threshold=bounds.belief_threshold,
         decay=decay,
-        exclude_tags=(EXCHANGE_TAG,),
     )
-    exchanges: tuple[EpisodicEntry, ...] = ()
     all_exchanges: list[EpisodicEntry] = []  # by seq, as memory keeps them
-    others: list[EpisodicEntry] = []  # what retrieval may pick from (it leaves exchanges out)
+    others: list[EpisodicEntry] = []
     for entry in npc_memory.episodic:
         (all_exchanges if EXCHANGE_TAG in entry.tags else others).append(entry)
-    if Section.EXCHANGES in sections and bounds.max_exchanges:
-        exchanges = tuple(all_exchanges[conversation_window(len(all_exchanges), bounds.max_exchanges) :])
+    # The conversation shows the newest exchanges; older ones are memories like any other, which
+    # retrieval brings back when the player's line calls for them.
+    window = conversation_window(len(all_exchanges), bounds.max_exchanges)
+    shown = Section.EXCHANGES in sections and bounds.max_exchanges
+    exchanges = tuple(all_exchanges[window:]) if shown else ()
     # What the NPC noted or came to believe in the turns the prompt replays is in those turns'
     # replies (approved changes only): the memory sections do not list it a second time.
     noted, believed = _replayed_changes(exchanges)
     memories = [e for e in others if not (MODEL_TAG in e.tags and e.text in noted)] if noted else others
-    episodes = retrieve_episodic(memories, query)
+    if window:
+        memories = sorted(memories + all_exchanges[:window], key=_seq)
+    episodes = retrieve_episodic(memories, query, recall)
     beliefs = retrieve_beliefs([b for b in npc_memory.beliefs if (b.id, b.content) not in believed], query)
     return StateSnapshot(
         npc_id=profile.id,
@@ -352,7 +361,7 @@ def build_snapshot(
         derived_keys=tuple(sorted(k for k in derived if k in state)),
         state_claims=tuple((key, claims[key]) for key, _ in shown_state if key in claims),
         episodic=tuple(ScoredEpisode(entry=e, score=s) for e, s in episodes),
-        episodic_available=len(npc_memory.episodic) - len(all_exchanges),
+        episodic_available=len(memories),
         beliefs=tuple(ScoredBelief(belief=b, score=s) for b, s in beliefs),
         beliefs_available=len(npc_memory.beliefs),
         exchanges=exchanges,

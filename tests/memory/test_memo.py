@@ -11,7 +11,8 @@ from factories import eldmoor_world, guard_profile
 from loreguard.memory import MemoryPolicy, MemoryStore, RetrievalQuery, episodic_strength, memory_hash
 from loreguard.memory.memo import IdentityMemo
 from loreguard.memory.policy import episodic_strengths
-from loreguard.memory.retrieval import keywords, relevance, retrieve_episodic, score_episodic
+from loreguard.memory.recall import RecallIndex
+from loreguard.memory.retrieval import keywords, retrieve_episodic, score_episodic
 from loreguard.memory.transitions import _prune_episodic, _Scratch
 from loreguard.schemas import (
     WORLD_SCOPE,
@@ -83,20 +84,30 @@ def test_strengths_of_a_scope_equal_each_entry_strength() -> None:
         assert episodic_strengths(entries, now, 0.97) == [episodic_strength(e, now, 0.97) for e in entries]
 
 
-def test_pruning_drops_what_a_full_sort_would() -> None:
-    """The order is (strength, at_interaction, text, seq); ties in strength are frequent here."""
+def test_consolidation_keeps_the_most_significant_of_the_oldest() -> None:
+    """Past the limit, the oldest block is ranked by significance × information (ties: newer
+    first) and all but the best `keep` are dropped; memory ends at or under its limit, and the
+    choice does not depend on the order the entries were written in."""
     rng = random.Random(7)
     for trial in range(200):
         entries = _entries(rng, rng.randrange(2, 40))
         limit = rng.randrange(1, len(entries) + 1)
-        now = rng.randrange(0, 40)
-        policy = MemoryPolicy(episodic_limit=limit, episodic_decay=rng.choice([0.5, 0.97, 1.0]))
-        work = _Scratch(ScopeMemory(scope="npc", episodic=tuple(entries)))
-        dropped = [change.entry_id for change in _prune_episodic(work, now, policy)]
-        ranked = sorted(
-            entries, key=lambda e: (episodic_strength(e, now, policy.episodic_decay), e.at_interaction, e.text, e.seq)
-        )
-        assert dropped == [e.id for e in ranked[: len(entries) - limit]], trial
+        policy = MemoryPolicy(episodic_limit=limit)
+        index = RecallIndex.of(entries)
+        excess = len(entries) - limit
+        block = sorted(entries, key=lambda e: e.seq)[: max(policy.consolidation_block, excess)]
+        keep = min(policy.consolidation_keep, len(block) - excess)
+        value = {e.seq: e.significance * sum(index.idf(w) for w in sorted(keywords(e.text))) for e in block}
+        ranked = sorted(block, key=lambda e: (-round(value[e.seq], 9), -e.seq))
+        expected = sorted(e.id for e in ranked[keep:])
+        for order in (entries, list(reversed(entries))):
+            work = _Scratch(ScopeMemory(scope="npc", episodic=tuple(order)))
+            dropped = [change.entry_id for change in _prune_episodic(work, 0, policy)]
+            if len(entries) <= limit:
+                assert dropped == [], trial
+                continue
+            assert sorted(dropped) == expected, trial
+            assert len(entries) - len(dropped) <= limit, trial
 
 
 def test_episodic_scores_equal_the_formula() -> None:
@@ -107,18 +118,19 @@ def test_episodic_scores_equal_the_formula() -> None:
 
 def _check_scores(entries: list[EpisodicEntry], query: RetrievalQuery) -> None:
     words = keywords(query.player_input)
+    relevant = RecallIndex.of(entries).relevance(words)
     w = query.weights
     for entry in entries:
         strength = episodic_strength(entry, query.now_interaction, query.decay)
         expected = round(
             w.recency * min(strength / max(entry.significance, 1e-9), 1.0)
-            + w.relevance * relevance(keywords(entry.text), words)
+            + w.relevance * relevant.get(entry.seq, 0.0)
             + w.significance * entry.significance,
             9,
         )
-        assert score_episodic(entry, query, words) == expected
+        assert score_episodic(entry, query, relevant.get(entry.seq, 0.0)) == expected
     assert [s for _, s in retrieve_episodic(entries, query)] == sorted(
-        (score_episodic(e, query, words) for e in entries), reverse=True
+        (score_episodic(e, query, relevant.get(e.seq, 0.0)) for e in entries), reverse=True
     )
 
 
@@ -174,15 +186,15 @@ def test_a_row_changed_twice_in_one_batch_is_stored_as_its_last_change(tmp_path:
     again = UpsertBelief(scope="guard", belief_id="b1", content="second", confidence=0.5)
     removed = RemoveEntry(scope="guard", kind=MemoryKind.BELIEF, entry_id="b1")
     assert store.apply([write(removed), write(again)]).committed
-    strong = [AppendEpisodic(scope="guard", text=f"big {i}", significance=1.0, at_interaction=0) for i in range(2)]
-    weak = AppendEpisodic(scope="guard", text="nothing", significance=0.0, at_interaction=0)
-    assert store.apply([write(op) for op in strong]).committed
-    assert store.apply([write(weak)]).committed  # appended, then pruned at once: never stored
+    notes = [AppendEpisodic(scope="guard", text=f"note {i}", significance=0.5, at_interaction=0) for i in range(3)]
+    # The third passes the limit of 2 and consolidates the oldest, written in this same batch:
+    # appended, then dropped at once, never stored.
+    assert store.apply([write(op) for op in notes]).committed
     assert [b.content for b in store.scope("guard").beliefs] == ["second"]
-    assert [e.text for e in store.scope("guard").episodic] == ["big 0", "big 1"]
+    assert [e.text for e in store.scope("guard").episodic] == ["note 1", "note 2"]
     in_ram = store.memory_hash()
     store.close()
     with MemoryStore(path) as reopened:
         assert [b.content for b in reopened.scope("guard").beliefs] == ["second"]
-        assert [e.text for e in reopened.scope("guard").episodic] == ["big 0", "big 1"]
+        assert [e.text for e in reopened.scope("guard").episodic] == ["note 1", "note 2"]
         assert reopened.memory_hash() == in_ram

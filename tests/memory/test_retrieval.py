@@ -96,7 +96,7 @@ def test_threshold_and_limits(store: MemoryStore) -> None:
     assert ids == ["player_honest", "captain_fair", "dragon_real"]
 
 
-def test_decay_counts_interactions_and_prunes_weakest(tmp_path: Path) -> None:
+def test_past_its_limit_memory_keeps_the_significant_among_its_oldest(tmp_path: Path) -> None:
     with MemoryStore(tmp_path / "p.sqlite", policy=MemoryPolicy(episodic_limit=3, episodic_decay=0.5)) as store:
         store.register_npc(guard_profile())
         for i, (text, significance) in enumerate([("old but vital", 1.0), ("trivial", 0.1), ("medium", 0.5), ("fresh", 0.3)]):
@@ -109,5 +109,6 @@ def test_decay_counts_interactions_and_prunes_weakest(tmp_path: Path) -> None:
                 ]
             )
         kept = [e.text for e in store.scope("guard").episodic]
-        # At interaction 3: old=1.0*0.125, trivial=0.1*0.25, medium=0.5*0.5, fresh=0.3 -> trivial goes.
+        # The fourth passes the limit of 3: of the two oldest (a limit of 3 consolidates two and
+        # keeps one), the vital one stays however old it is.
         assert kept == ["old but vital", "medium", "fresh"]

@@ -1,0 +1,117 @@
+"""An NPC's long-term episodic memory as an inverted index, and BM25 relevance over it.
+
+Retrieval has to find the one entry about the player's sister among a thousand about the weather,
+every interaction, in time that does not grow with the store. The index maps each keyword (the
+one text normaliser, `text.keywords`) to the entries holding it, so a query touches only
+the entries that share a word with it. It is a persistent value: `changed` returns a new index
+and leaves the old one as it was, so an interaction that took a view of memory keeps reading the
+index of that view while a commit builds the next one.
+
+Relevance is BM25 (Okapi, k1 = 1.2, b = 0.75) with each keyword counted once per entry (memories
+are a sentence or two; a word said twice in one is not twice as relevant), scaled by the query's
+best possible score so it lies in [0, 1] like the other parts of the retrieval score. BM25's
+inverse document frequency is what lets "Kalix" (one entry) outweigh "compass" (forty). The
+arithmetic is floats in a fixed order, rounded where it is compared; nothing here depends on dict
+or set order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from loreguard.memory.text import keywords
+from loreguard.schemas.memory import EpisodicEntry
+
+K1 = 1.2
+B = 0.75
+
+
+def _empty() -> Mapping[str, tuple[int, ...]]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class RecallIndex:
+    """Keyword -> the sequence numbers of the entries holding it (ascending), and each entry's
+    keywords. Build one with `RecallIndex.of`; derive the next with `changed`."""
+
+    postings: Mapping[str, tuple[int, ...]] = field(default_factory=_empty)
+    words: Mapping[int, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+    total_words: int = 0
+
+    @classmethod
+    def of(cls, entries: Iterable[EpisodicEntry]) -> RecallIndex:
+        return cls().changed(added=entries)
+
+    def changed(self, *, added: Iterable[EpisodicEntry] = (), removed: Iterable[int] = ()) -> RecallIndex:
+        """The index once `removed` (sequence numbers) are gone and `added` are in; self stays."""
+        postings = dict(self.postings)
+        words = dict(self.words)
+        total = self.total_words
+        rebuilt: dict[str, set[int]] = {}  # words that lost an entry: their postings, rebuilt once
+        for seq in removed:
+            gone = words.pop(seq, None)
+            if gone is None:
+                continue
+            total -= len(gone)
+            for word in gone:
+                rebuilt.setdefault(word, set(postings.get(word, ()))).discard(seq)
+        for word in sorted(rebuilt):
+            seqs = rebuilt[word]
+            if seqs:
+                postings[word] = tuple(sorted(seqs))
+            else:
+                del postings[word]
+        for entry in added:
+            if entry.seq in words:
+                continue
+            mine = keywords(entry.text)
+            words[entry.seq] = mine
+            total += len(mine)
+            for word in mine:
+                seqs = postings.get(word, ())
+                # New entries take the highest sequence numbers: usually an append.
+                postings[word] = seqs + (entry.seq,) if not seqs or seqs[-1] < entry.seq else tuple(sorted((*seqs, entry.seq)))
+        return RecallIndex(MappingProxyType(postings), MappingProxyType(words), total)
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def idf(self, word: str) -> float:
+        """BM25's inverse document frequency: always positive, highest for the rarest words."""
+        df = len(self.postings.get(word, ()))
+        n = len(self.words)
+        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+    def relevance(self, query_words: Iterable[str], among: Iterable[int] | None = None) -> dict[int, float]:
+        """seq -> BM25 of the entries sharing a keyword with the query (those in `among`, when
+        given), divided by the best score the query could reach: 1.0 is an entry of average
+        length holding every query word the index knows. Words in more than half of the
+        entries are left out of the query."""
+        n = len(self.words)
+        if not n:
+            return {}
+        average = self.total_words / n if self.total_words else 1.0
+        allowed = None if among is None else set(among)
+        scores: dict[int, float] = {}
+        best = 0.0
+        for word in sorted(set(query_words)):
+            seqs = self.postings.get(word)
+            if not seqs or len(seqs) * 2 > n:
+                # In most of the NPC's memories ("player", its own name): it tells none apart,
+                # and walking it would make every query cost the whole store.
+                continue
+            idf = self.idf(word)
+            best += idf
+            for seq in seqs:
+                if allowed is not None and seq not in allowed:
+                    continue
+                length = len(self.words[seq])
+                gain = idf * (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * length / average))
+                scores[seq] = scores.get(seq, 0.0) + gain
+        if best <= 0.0:
+            return {}
+        return {seq: min(1.0, score / best) for seq, score in scores.items()}
