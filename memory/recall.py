@@ -65,6 +65,7 @@ class RecallIndex:
                 postings[word] = tuple(sorted(seqs))
             else:
                 del postings[word]
+        appended: dict[str, list[int]] = {}
         for entry in added:
             if entry.seq in words:
                 continue
@@ -72,9 +73,14 @@ class RecallIndex:
             words[entry.seq] = mine
             total += len(mine)
             for word in mine:
-                seqs = postings.get(word, ())
-                # New entries take the highest sequence numbers: usually an append.
-                postings[word] = seqs + (entry.seq,) if not seqs or seqs[-1] < entry.seq else tuple(sorted((*seqs, entry.seq)))
+                appended.setdefault(word, []).append(entry.seq)
+        for word, new in appended.items():
+            seqs = postings.get(word, ())
+            # New entries take the highest sequence numbers: usually an append.
+            if new == sorted(new) and (not seqs or seqs[-1] < new[0]):
+                postings[word] = seqs + tuple(new)
+            else:
+                postings[word] = tuple(sorted((*seqs, *new)))
         return RecallIndex(MappingProxyType(postings), MappingProxyType(words), total)
 
     def __len__(self) -> int:

@@ -64,7 +64,8 @@ _BODIES = (
     "I keep my eyes on the gate",
     "folk talk, but little of it is true",
 )
-_CLOSERS = ("Mind yourself.", "Safe travels.", "Ask me again tomorrow.", "That is all I know.", "Go well.", "Stay warm.")
+#: Short enough (under the gate's `min_repeat_words`) to close many replies in a row.
+_CLOSERS = ("Mind yourself.", "Safe travels.", "Be careful.", "Farewell then.", "Go well.", "Stay warm.")
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,9 @@ def bench_soak(
                 samples.append((time.perf_counter_ns() - began) / 1000)
                 lost += result.audit_record_id is None
                 if result.fallback_used:
-                    fallback_reasons[str(result.receipt.fallback_reason).split(" -> ")[0][:80]] += 1
+                    failures = [f.rule_id or f.gate.value for a in result.receipt.attempts for f in a.failures]
+                    why = str(result.receipt.fallback_reason).split(" -> ")[0][:60]
+                    fallback_reasons[f"{why} ({', '.join(sorted(set(failures))) or 'no gate'})"] += 1
             samples.sort()
             n = start // window
             p50s.append(statistics.median(samples))
