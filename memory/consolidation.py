@@ -31,7 +31,9 @@ def information(entry: EpisodicEntry, index: RecallIndex) -> float:
     return sum(index.idf(word) for word in sorted(index.words.get(entry.seq, ())))
 
 
-def keep_most_significant(block: Sequence[EpisodicEntry], keep: int, index: RecallIndex) -> tuple[list[EpisodicEntry], list[EpisodicEntry]]:
+def keep_most_significant(
+    block: Sequence[EpisodicEntry], keep: int, index: RecallIndex
+) -> tuple[list[EpisodicEntry], list[EpisodicEntry]]:
     """(kept, dropped) of `block`: the `keep` entries with the highest significance × information,
     each list oldest first."""
     ranked = sorted(block, key=lambda e: (-round(e.significance * information(e, index), 9), -e.seq))

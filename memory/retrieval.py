@@ -28,6 +28,7 @@ from loreguard.memory.text import STOPWORDS, keywords
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import Belief, EpisodicEntry
 
+
 class RetrievalWeights(FrozenModel):
     recency: float = Field(default=0.3, ge=0.0)
     relevance: float = Field(default=0.45, ge=0.0)

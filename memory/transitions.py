@@ -13,7 +13,6 @@ belief's sequence number, so it shifts no id of the batch's other entries.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter

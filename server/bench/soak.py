@@ -117,9 +117,7 @@ def _reply(turn: int, player_line: str) -> str:
     opener, body = _OPENERS[(turn // len(_BODIES)) % len(_OPENERS)], _BODIES[turn % len(_BODIES)]
     dialogue = f"{opener} {body}. {_CLOSERS[(turn // 99) % len(_CLOSERS)]}"
     mutations = (
-        [{"kind": "append_episodic", "text": f"The player told me: {player_line}"[:200], "significance": 0.4}]
-        if turn % 2
-        else []
+        [{"kind": "append_episodic", "text": f"The player told me: {player_line}"[:200], "significance": 0.4}] if turn % 2 else []
     )
     return json.dumps({"dialogue": dialogue, "emotion": "neutral", "mutations": mutations})
 

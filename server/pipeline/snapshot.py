@@ -292,6 +292,28 @@ def _offers(context: InteractionContext, profile: NpcProfile, constraints: Const
     )
 
 
+def _conversation_and_memories(
+    npc_memory: ScopeMemory, max_exchanges: int
+) -> tuple[list[EpisodicEntry], tuple[EpisodicEntry, ...], list[EpisodicEntry], set[tuple[str, str]]]:
+    """(every exchange, the exchanges the conversation shows, the memories retrieval picks from,
+    the beliefs the shown turns wrote), all in memory's order (by seq)."""
+    all_exchanges: list[EpisodicEntry] = []
+    others: list[EpisodicEntry] = []
+    for entry in npc_memory.episodic:
+        (all_exchanges if EXCHANGE_TAG in entry.tags else others).append(entry)
+    # The conversation shows the newest exchanges; older ones are memories like any other, which
+    # retrieval brings back when the player's line calls for them.
+    window = conversation_window(len(all_exchanges), max_exchanges) if max_exchanges else len(all_exchanges)
+    exchanges = tuple(all_exchanges[window:]) if max_exchanges else ()
+    # What the NPC noted or came to believe in the turns the prompt replays is in those turns'
+    # replies (approved changes only): the memory sections do not list it a second time.
+    noted, believed = _replayed_changes(exchanges)
+    memories = [e for e in others if not (MODEL_TAG in e.tags and e.text in noted)] if noted else others
+    if window:
+        memories = sorted(memories + all_exchanges[:window], key=_seq)
+    return all_exchanges, exchanges, memories, believed
+
+
 def _seq(entry: EpisodicEntry) -> int:
     return entry.seq
 
@@ -327,21 +349,9 @@ def build_snapshot(
         belief_threshold=bounds.belief_threshold,
         decay=decay,
     )
-    all_exchanges: list[EpisodicEntry] = []  # by seq, as memory keeps them
-    others: list[EpisodicEntry] = []
-    for entry in npc_memory.episodic:
-        (all_exchanges if EXCHANGE_TAG in entry.tags else others).append(entry)
-    # The conversation shows the newest exchanges; older ones are memories like any other, which
-    # retrieval brings back when the player's line calls for them.
-    window = conversation_window(len(all_exchanges), bounds.max_exchanges)
-    shown = Section.EXCHANGES in sections and bounds.max_exchanges
-    exchanges = tuple(all_exchanges[window:]) if shown else ()
-    # What the NPC noted or came to believe in the turns the prompt replays is in those turns'
-    # replies (approved changes only): the memory sections do not list it a second time.
-    noted, believed = _replayed_changes(exchanges)
-    memories = [e for e in others if not (MODEL_TAG in e.tags and e.text in noted)] if noted else others
-    if window:
-        memories = sorted(memories + all_exchanges[:window], key=_seq)
+    all_exchanges, exchanges, memories, believed = _conversation_and_memories(
+        npc_memory, bounds.max_exchanges if Section.EXCHANGES in sections else 0
+    )
     episodes = retrieve_episodic(memories, query, recall)
     beliefs = retrieve_beliefs([b for b in npc_memory.beliefs if (b.id, b.content) not in believed], query)
     return StateSnapshot(
