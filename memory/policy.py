@@ -18,22 +18,23 @@ class MemoryPolicy(FrozenModel):
     #: Strength multiplier per interaction since an entry was written (the forgetting curve
     #: retrieval's recency follows).
     episodic_decay: float = Field(default=0.97, gt=0.0, le=1.0)
-    #: How many of the oldest entries one consolidation looks at (default: an eighth of the limit)...
+    #: How many of the oldest entries one consolidation looks at (default: half the limit)...
     consolidate_oldest: int | None = Field(default=None, ge=1, le=100_000)
-    #: ...and how many of them it keeps, the most significant (default: a quarter of those).
+    #: ...and how many of them it keeps, the most significant (default: all but an eighth of the
+    #: limit, so a memory worth keeping competes with many, and room frees in steps).
     consolidate_keep: int | None = Field(default=None, ge=0, le=100_000)
 
     @property
     def consolidation_block(self) -> int:
         if self.consolidate_oldest is not None:
             return self.consolidate_oldest
-        return min(self.episodic_limit, max(2, self.episodic_limit // 8))
+        return min(self.episodic_limit, max(2, self.episodic_limit // 2))
 
     @property
     def consolidation_keep(self) -> int:
         if self.consolidate_keep is not None:
             return self.consolidate_keep
-        return min(self.consolidation_block - 1, max(1, self.consolidation_block // 4))
+        return max(0, min(self.consolidation_block - 1, self.consolidation_block - max(1, self.episodic_limit // 8)))
 
     @model_validator(mode="after")
     def _frees_room(self) -> MemoryPolicy:

@@ -3,8 +3,10 @@
 Every list comes out in a strict total order, so the same memory and the same player input give
 the same prompt whatever order the entries were written in:
 
-* episodic: score descending, then interaction index descending (newer first), then text, then
-  sequence number; relevance is BM25 over the NPC's whole long-term memory (`recall`);
+* episodic: up to half the places go to the memories the player's line calls for (relevance
+  descending); the rest by score descending; each list then by interaction index descending
+  (newer first), then text, then sequence number. Relevance is BM25 over the NPC's whole
+  long-term memory (`recall`), so an old memory comes back when it is asked about;
 * beliefs: score descending, then belief id (unique in a scope).
 
 Only content decides the order, never the order entries were written in: the sequence number
@@ -91,12 +93,16 @@ def score_belief(belief: Belief, query: RetrievalQuery, query_words: frozenset[s
 #: The newest memories scored whatever the player said: an older memory comes back only when the
 #: player's line shares a word with it (so retrieval costs the same in a store of thousands).
 RECENT_CANDIDATES = 64
+#: Relevance (0 to 1) at which a memory counts as called for by the player's line.
+RELEVANCE_FLOOR = 0.3
 
 
 def retrieve_episodic(
     entries: Iterable[EpisodicEntry], query: RetrievalQuery, index: RecallIndex | None = None
 ) -> tuple[tuple[EpisodicEntry, float], ...]:
-    """The best `max_episodic` entries with their scores, in the documented order.
+    """The best `max_episodic` entries with their scores, in the documented order: first up to
+    half of them (rounded up) that the player's line calls for (relevance at least
+    `RELEVANCE_FLOOR`, most relevant first), then the best of the rest by score.
 
     The candidates are the newest `RECENT_CANDIDATES` entries and every entry sharing a keyword
     with the player's line. `index` is the NPC's whole long-term memory (`RecallIndex`), from
@@ -116,15 +122,23 @@ def retrieve_episodic(
         if at < len(seqs) and seqs[at] == seq:
             chosen.add(at)
     candidates = [kept[i] for i in sorted(chosen)]
-    # Sorted on (-score, -at_interaction, text, seq) built in place of a key function, then the
-    # position (a stable sort's tie-break, should two entries share a seq), so the entry and
-    # score that follow are never compared.
     scores = _score_episodes(candidates, query, [relevance.get(e.seq, 0.0) for e in candidates])
+    # Sorted on tuples built in place of a key function, ending with the position (a stable
+    # sort's tie-break, should two entries share a seq), so the entries are never compared.
+    called_for = sorted(
+        (-round(relevance[e.seq], 9), -e.at_interaction, e.text, e.seq, i)
+        for i, e in enumerate(candidates)
+        if relevance.get(e.seq, 0.0) >= RELEVANCE_FLOOR
+    )[: (query.max_episodic + 1) // 2]
+    first = [i for *_, i in called_for]
+    taken = set(first)
     ranked = sorted(
-        (-score, -e.at_interaction, e.text, e.seq, i, e, score)
+        (-score, -e.at_interaction, e.text, e.seq, i)
         for i, (e, score) in enumerate(zip(candidates, scores, strict=True))
+        if i not in taken
     )
-    return tuple((e, score) for *_, e, score in ranked[: query.max_episodic])
+    order = first + [i for *_, i in ranked][: query.max_episodic - len(first)]
+    return tuple((candidates[i], scores[i]) for i in order)
 
 
 def _by_seq(entry: EpisodicEntry) -> int:

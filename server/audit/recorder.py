@@ -23,6 +23,7 @@ from loreguard.schemas.audit import AuditRecord, AuditTimings, DebugPackage, Mem
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import ScopeMemory
 from loreguard.schemas.receipt import InteractionResult, ModelFingerprint
+from loreguard.server.audit.manifests import chunk_names, chunked, entry_rows
 
 #: Records kept in RAM per NPC for `audit.tail`; the log on disk keeps all of them.
 DEFAULT_RING_SIZE = 50
@@ -106,16 +107,19 @@ class AuditRecorder:
             self._remember(record)
 
     def _scope_blobs(self, blobs: dict[str, str], memory: ScopeMemory, scope_hash: str, digests: Mapping) -> None:
-        """A scope is a manifest of its entries' digests (named by the scope hash, which the
-        replay checks after restoring it) plus one blob per entry: an interaction that adds
-        one memory stores one new entry, not the whole scope again."""
-        entries = []
+        """A scope is a manifest of chunks of its entries' digests (`manifests`; named by the
+        scope hash, which the replay checks after restoring it) plus one blob per entry: an
+        interaction that adds one memory stores one new entry and one new chunk, not the whole
+        scope again."""
+        rows = []
         for kind, entry_id, entry in scope_entries(memory):
             digest = digests[(kind.value, entry_id)]
-            entries.append([kind.value, entry_id, digest])
+            rows.append([kind.value, entry_id, digest])
             self._blob(blobs, digest, partial(_json_text, entry))
-        manifest = {"scope": memory.scope, "entries": sorted(entries)}
-        blobs[scope_hash] = canonical_json(manifest).decode("utf-8")
+        manifest, chunks = chunked(memory.scope, sorted(rows))
+        for name, text in chunks.items():
+            self._blob(blobs, name, partial(str, text))
+        blobs[scope_hash] = manifest
 
     def _blob(self, blobs: dict[str, str], digest: str, make: Callable[[], str]) -> None:
         """Add a blob unless it is stored already; `make` serializes only when needed."""
@@ -178,9 +182,12 @@ def export_package(store: MemoryStore, selection: PackageSelection, *, exported_
     wanted = {digest for r in records for digest in (*r.before.blob_hashes(), r.config)}
     found = store.audit_blobs(wanted)
     manifests = [json.loads(found[digest]) for r in records for _, digest in r.before.scopes if digest in found]
-    entries = {digest for m in manifests for _, _, digest in m["entries"]}
+    chunks = {name for m in manifests for name in chunk_names(m)}
+    found.update(store.audit_blobs(chunks - set(found)))
+    parsed = {name: json.loads(found[name]) for name in chunks if name in found}
+    entries = {digest for m in manifests for _, _, digest in entry_rows(m, parsed)}
     found.update(store.audit_blobs(entries - set(found)))
-    missing = sorted((wanted | entries) - set(found))
+    missing = sorted((wanted | chunks | entries) - set(found))
     if missing:
         raise LookupError(f"the audit log lacks blobs {missing[:3]}; the data folder is damaged")
     return DebugPackage(

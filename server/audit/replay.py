@@ -25,6 +25,7 @@ from loreguard.schemas.audit import AuditRecord, DebugPackage
 from loreguard.schemas.memory import MemoryKind, ScopeMemory
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import AttemptRecord, ModelFingerprint
+from loreguard.server.audit.manifests import entry_rows
 from loreguard.server.audit.recorder import AuditRecorder
 from loreguard.server.pipeline.config import PipelineConfig
 from loreguard.server.pipeline.errors import LifecycleHalt
@@ -271,7 +272,8 @@ class Replayer:
 
 def _scope(blobs: Mapping[str, Any], digest: str) -> ScopeMemory:
     manifest = blobs[digest]
-    return build_scope(manifest["scope"], ((MemoryKind(kind), blobs[entry]) for kind, _, entry in manifest["entries"]))
+    rows = entry_rows(manifest, blobs)
+    return build_scope(manifest["scope"], ((MemoryKind(kind), blobs[entry]) for kind, _, entry in rows))
 
 
 def _groups(record: AuditRecord, *, live: bool) -> dict[DriftKind, object]:

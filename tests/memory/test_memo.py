@@ -12,7 +12,7 @@ from loreguard.memory import MemoryPolicy, MemoryStore, RetrievalQuery, episodic
 from loreguard.memory.memo import IdentityMemo
 from loreguard.memory.policy import episodic_strengths
 from loreguard.memory.recall import RecallIndex
-from loreguard.memory.retrieval import keywords, retrieve_episodic, score_episodic
+from loreguard.memory.retrieval import RELEVANCE_FLOOR, keywords, retrieve_episodic, score_episodic
 from loreguard.memory.transitions import _prune_episodic, _Scratch
 from loreguard.schemas import (
     WORLD_SCOPE,
@@ -129,9 +129,14 @@ def _check_scores(entries: list[EpisodicEntry], query: RetrievalQuery) -> None:
             9,
         )
         assert score_episodic(entry, query, relevant.get(entry.seq, 0.0)) == expected
-    assert [s for _, s in retrieve_episodic(entries, query)] == sorted(
-        (score_episodic(e, query, relevant.get(e.seq, 0.0)) for e in entries), reverse=True
-    )
+    found = retrieve_episodic(entries, query)
+    assert sorted(s for _, s in found) == sorted(score_episodic(e, query, relevant.get(e.seq, 0.0)) for e in entries)
+    # Up to half the places for what the line calls for, most relevant first; then by score.
+    called = [relevant.get(e.seq, 0.0) for e, _ in found[: (query.max_episodic + 1) // 2]]
+    first = len([r for r in called if r >= RELEVANCE_FLOOR])
+    assert called[:first] == sorted(called[:first], reverse=True)
+    rest = [s for _, s in found[first:]]
+    assert rest == sorted(rest, reverse=True)
 
 
 def test_kept_hash_lines_give_the_hash_of_memory_recomputed(tmp_path: Path) -> None:

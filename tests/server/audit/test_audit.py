@@ -20,6 +20,7 @@ from loreguard.schemas import InteractionContext
 from loreguard.schemas.audit import PackageSelection
 from loreguard.server.audit import AuditRecorder
 from loreguard.server.audit.commands import attach
+from loreguard.server.audit.manifests import chunk_names, entry_rows
 from loreguard.server.audit.package import (
     MAGIC,
     PackageError,
@@ -220,8 +221,9 @@ def test_a_package_holds_what_a_replay_needs(package_files: dict[str, Path]) -> 
     assert first.before.interactions == 0 and first.receipt.memory_hash_before
     named = {h for r in package.records for h in (*r.before.blob_hashes(), r.config)}
     manifests = [package.blobs[digest] for r in package.records for _, digest in r.before.scopes]
-    entries = {digest for m in manifests for _, _, digest in m["entries"]}
-    assert set(package.blobs) == named | entries, "exactly the blobs the records need"
+    chunks = {name for m in manifests for name in chunk_names(m)}
+    entries = {digest for m in manifests for _, _, digest in entry_rows(m, package.blobs)}
+    assert set(package.blobs) == named | chunks | entries, "exactly the blobs the records need"
     assert {m["scope"] for m in manifests} == {"guard", "merchant", "@world"}
     assert {package.blobs[r.before.profile]["id"] for r in package.records} == {"guard", "merchant"}
     assert package.blobs[first.config]["pipeline"]["retry"]["max_attempts"] >= 2
@@ -318,7 +320,8 @@ def test_a_damaged_memory_image_is_a_failure_not_a_crash(package_files: dict[str
     package, _ = decode_package(package_files["json"].read_bytes())
     digest = package.records[0].before.scopes[0][1]
     blobs = dict(package.blobs)
-    blobs[digest] = {**blobs[digest], "entries": blobs[digest]["entries"][:-1]}  # one memory lost
+    last_chunk = chunk_names(blobs[digest])[-1]
+    blobs[last_chunk] = {"entries": blobs[last_chunk]["entries"][:-1]}  # one memory lost
     report = Replayer(package.model_copy(update={"blobs": blobs})).run()
     assert report.results[0].kind is DriftKind.FAILURE
     assert "memory_hash_before" in report.results[0].details[0]
