@@ -4,10 +4,12 @@ from loreguard.memory.audit_log import AuditEntry
 from loreguard.memory.authority import MINIMUM_AUTHORITY, check_write
 from loreguard.memory.errors import (
     AuditWriteError,
+    MemoryFileError,
     MemoryStoreError,
     SchemaVersionError,
     SlotConflictError,
     SlotCorruptError,
+    SlotFormatError,
     SlotNotFoundError,
     StalePlanError,
     StoreClosedError,
@@ -32,6 +34,7 @@ __all__ = [
     "BatchPlan",
     "Durability",
     "MINIMUM_AUTHORITY",
+    "MemoryFileError",
     "MemoryPolicy",
     "MemoryStore",
     "MemoryStoreError",
@@ -42,6 +45,7 @@ __all__ = [
     "SchemaVersionError",
     "SlotConflictError",
     "SlotCorruptError",
+    "SlotFormatError",
     "StoreView",
     "SlotNotFoundError",
     "StalePlanError",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -22,6 +23,9 @@ class AuditEntry:
     npc_id: str
     record: str
     blobs: Mapping[str, str]
+    #: The blobs the record names directly (config, profile, world, scope manifests): what a
+    #: retention prune reads to find the blobs still needed.
+    refs: tuple[str, ...] = ()
 
 
 def next_seq(db: sqlite3.Connection) -> int:
@@ -35,7 +39,8 @@ def append(db: sqlite3.Connection, seq: int, entry: AuditEntry) -> None:
     taken, a full disk or an I/O error raise `AuditWriteError`, and the caller rolls back."""
     try:
         db.executemany("INSERT OR IGNORE INTO audit_blobs(hash, data) VALUES (?, ?)", sorted(entry.blobs.items()))
-        db.execute("INSERT INTO audit(seq, npc_id, record) VALUES (?, ?, ?)", (seq, entry.npc_id, entry.record))
+        db.execute("INSERT INTO audit(seq, npc_id, record) VALUES (?, ?, ?)", (seq, entry.npc_id, _packed(entry.record)))
+        db.executemany("INSERT OR IGNORE INTO audit_refs(seq, hash) VALUES (?, ?)", [(seq, h) for h in sorted(set(entry.refs))])
     except sqlite3.Error as exc:
         raise AuditWriteError(f"the audit record could not be written ({exc}); nothing was changed") from exc
 
@@ -59,9 +64,20 @@ def rows(
         sql += " AND seq <= ?"
         params.append(last_seq)
     if last is None:
-        return [(int(seq), record) for seq, record in db.execute(sql + " ORDER BY seq", params)]
+        return [(int(seq), _unpacked(record)) for seq, record in db.execute(sql + " ORDER BY seq", params)]
     newest = db.execute(sql + " ORDER BY seq DESC LIMIT ?", [*params, last]).fetchall()
-    return [(int(seq), record) for seq, record in reversed(newest)]
+    return [(int(seq), _unpacked(record)) for seq, record in reversed(newest)]
+
+
+def _packed(record: str) -> bytes:
+    """A record as the log stores it: its JSON, deflated. Records are mostly prompts, which
+    repeat the NPC's persona and facts; deflating keeps the save file about a fifth the size."""
+    return zlib.compress(record.encode("utf-8"), 6)
+
+
+def _unpacked(stored: str | bytes) -> str:
+    """A stored record's JSON: deflated (schema 3 on) or plain text (written before)."""
+    return zlib.decompress(stored).decode("utf-8") if isinstance(stored, bytes) else stored
 
 
 def blobs(db: sqlite3.Connection, hashes: Iterable[str]) -> dict[str, str]:
@@ -72,3 +88,57 @@ def blobs(db: sqlite3.Connection, hashes: Iterable[str]) -> dict[str, str]:
 
 def blob_hashes(db: sqlite3.Connection) -> set[str]:
     return {row[0] for row in db.execute("SELECT hash FROM audit_blobs")}
+
+
+def doomed(db: sqlite3.Connection, keep_per_npc: int, pinned: Iterable[int] = ()) -> dict[str, list[int]]:
+    """Per NPC, the log positions a retention of `keep_per_npc` records prunes: all but its
+    newest `keep_per_npc`, never a position in `pinned`, oldest first."""
+    rows = db.execute(
+        "SELECT npc_id, seq FROM (SELECT npc_id, seq, ROW_NUMBER() OVER (PARTITION BY npc_id ORDER BY seq DESC) AS newer "
+        "FROM audit) WHERE newer > ? ORDER BY npc_id, seq",
+        (keep_per_npc,),
+    )
+    kept = set(pinned)
+    found: dict[str, list[int]] = {}
+    for npc_id, seq in rows:
+        if seq not in kept:
+            found.setdefault(npc_id, []).append(int(seq))
+    return found
+
+
+def pinned_by_slots(db: sqlite3.Connection) -> set[int]:
+    """Per save slot, each NPC's newest record at or before the position the slot was saved at:
+    the record that led to the saved state, which a bug report from a loaded save replays."""
+    return {
+        int(seq)
+        for (seq,) in db.execute(
+            "SELECT MAX(a.seq) FROM slots s JOIN audit a ON a.seq <= s.audit_seq WHERE s.audit_seq IS NOT NULL "
+            "GROUP BY s.name, a.npc_id"
+        )
+    }
+
+
+def prune(db: sqlite3.Connection, seqs: Iterable[int]) -> tuple[int, int]:
+    """Delete the records at `seqs` and every blob no remaining record needs (inside the
+    caller's transaction); returns (records, blobs) deleted."""
+    wanted = json.dumps(sorted(set(seqs)))
+    # The flag lives in the caller's transaction: should anything below fail, the rollback lowers it.
+    db.execute("UPDATE meta SET value = 1 WHERE key = 'audit_pruning'")
+    records = db.execute("DELETE FROM audit WHERE seq IN (SELECT value FROM json_each(?))", (wanted,)).rowcount
+    db.execute("DELETE FROM audit_refs WHERE seq IN (SELECT value FROM json_each(?))", (wanted,))
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS audit_live (hash TEXT PRIMARY KEY)")
+    db.execute("DELETE FROM audit_live")
+    db.execute("INSERT OR IGNORE INTO audit_live SELECT hash FROM audit_refs")
+    # A manifest names its chunks; a chunk (or a first-format manifest) names its entries.
+    db.execute(
+        "INSERT OR IGNORE INTO audit_live SELECT c.value FROM audit_blobs b JOIN audit_live l ON b.hash = l.hash, "
+        "json_each(b.data, '$.chunks') c"
+    )
+    db.execute(
+        "INSERT OR IGNORE INTO audit_live SELECT json_extract(e.value, '$[2]') FROM audit_blobs b "
+        "JOIN audit_live l ON b.hash = l.hash, json_each(b.data, '$.entries') e"
+    )
+    blobs = db.execute("DELETE FROM audit_blobs WHERE hash NOT IN (SELECT hash FROM audit_live)").rowcount
+    db.execute("DELETE FROM audit_live")
+    db.execute("UPDATE meta SET value = 0 WHERE key = 'audit_pruning'")
+    return int(records), int(blobs)

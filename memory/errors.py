@@ -16,12 +16,20 @@ class SlotNotFoundError(MemoryStoreError, LookupError):
 
 
 class SlotCorruptError(MemoryStoreError):
-    """A save slot's content does not match its recorded memory hash."""
+    """A save slot's content is damaged: cut short, not JSON, or not matching its memory hash."""
+
+
+class SlotFormatError(MemoryStoreError):
+    """The slot was written by a newer Loreguard, in a format this one does not read."""
 
 
 class SlotConflictError(MemoryStoreError):
     """A save slot cannot be loaded over the current designer data: a saved belief has the id of
     a canonical fact the designer added since. Nothing was loaded."""
+
+
+class MemoryFileError(MemoryStoreError):
+    """The file is not a SQLite database Loreguard can read (truncated, overwritten, not one)."""
 
 
 class SchemaVersionError(MemoryStoreError):

@@ -9,7 +9,7 @@ from pathlib import Path
 from loreguard.memory.errors import SchemaVersionError
 from loreguard.schemas.memory import WORLD_SCOPE
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA_V1 = """
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -52,9 +52,43 @@ def _add_audit_log(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
+# Version 3: the audit log gets a retention policy. Records and blobs stay append-only to anyone
+# who opens the file, except inside a prune, which raises the `audit_pruning` flag in its own
+# transaction (`audit_log.prune`). `audit_refs` lists the blobs each record names directly, so
+# a prune finds the blobs still needed without reading every record; a slot remembers the log
+# position it was saved at, so a prune keeps the records that led to it.
+_PRUNABLE = "BEGIN SELECT RAISE(ABORT, 'the audit log is append-only (only a retention prune removes records)'); END"
+_AUDIT_V3 = (
+    "CREATE TABLE audit_refs (seq INTEGER NOT NULL, hash TEXT NOT NULL, PRIMARY KEY (seq, hash))",
+    "INSERT INTO meta(key, value) VALUES ('audit_pruning', 0)",
+    "ALTER TABLE slots ADD COLUMN audit_seq INTEGER",
+    *(f"DROP TRIGGER {table}_no_delete" for table in ("audit", "audit_blobs")),
+    *(
+        f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table} "
+        f"WHEN (SELECT value FROM meta WHERE key = 'audit_pruning') IS NOT 1 {_PRUNABLE}"
+        for table in ("audit", "audit_blobs", "audit_refs")
+    ),
+    f"CREATE TRIGGER audit_refs_no_update BEFORE UPDATE ON audit_refs {_APPEND_ONLY}",
+    # The records written before: the blobs each names directly.
+    "INSERT OR IGNORE INTO audit_refs(seq, hash) "
+    "SELECT seq, json_extract(record, '$.config') FROM audit WHERE json_extract(record, '$.config') IS NOT NULL",
+    "INSERT OR IGNORE INTO audit_refs(seq, hash) "
+    "SELECT seq, json_extract(record, '$.before.profile') FROM audit WHERE json_extract(record, '$.before.profile') IS NOT NULL",
+    "INSERT OR IGNORE INTO audit_refs(seq, hash) "
+    "SELECT seq, json_extract(record, '$.before.world') FROM audit WHERE json_extract(record, '$.before.world') IS NOT NULL",
+    "INSERT OR IGNORE INTO audit_refs(seq, hash) "
+    "SELECT a.seq, json_extract(s.value, '$[1]') FROM audit a, json_each(a.record, '$.before.scopes') s",
+)
+
+
+def _add_audit_retention(db: sqlite3.Connection) -> None:
+    for statement in _AUDIT_V3:
+        db.execute(statement)
+
+
 #: Migration hook: MIGRATIONS[n] upgrades a database from version n to n + 1, inside the
 #: transaction that also records the new version.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_audit_log}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_audit_log, 2: _add_audit_retention}
 
 
 class Transaction:
@@ -79,6 +113,9 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
     """Create the tables of a new file, or bring an older file up to `SCHEMA_VERSION`."""
     has_version = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'").fetchone()
     if not has_version:
+        # Pages a retention prune frees can be given back to the file system a few at a time
+        # (`PRAGMA incremental_vacuum`); it must be set before the first table exists.
+        db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         with Transaction(db):
             for statement in _SCHEMA_V1.split(";"):
                 if statement.strip():

@@ -1,6 +1,8 @@
 """Save slots: a canonical JSON image of every memory row, stored with its memory hash.
 
-Format 2 (this one) is checked against the memory hash as it is now, which covers the next
+A slot's image is stored deflated since schema 3; format is the image's layout, not its
+storage. A slot of a format newer than this code reads is refused (`SlotFormatError`), never
+guessed at. Format 2 (this one) is checked against the memory hash as it is now, which covers the next
 sequence number. Format 1 slots, saved when the memory hash covered the scopes only, are
 checked against that older hash and then load like any other: the image itself always held the
 next sequence number.
@@ -16,9 +18,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import zlib
 from typing import Any
 
-from loreguard.memory.errors import SlotConflictError, SlotCorruptError, SlotNotFoundError
+from loreguard.memory.errors import SlotConflictError, SlotCorruptError, SlotFormatError, SlotNotFoundError
 from loreguard.memory.hashing import canonical_json, memory_hash_of, scope_hash_of, sha256_hex
 from loreguard.memory.state import StoredState, replace_contents
 from loreguard.memory.transitions import identity_clashes
@@ -41,12 +44,13 @@ def image(db: sqlite3.Connection) -> str:
     return canonical_json(rows).decode("utf-8")
 
 
-def write(db: sqlite3.Connection, slot: str, slot_image: str, digest: str) -> None:
-    """Store an image under `slot` (inside the caller's transaction), replacing an older one."""
+def write(db: sqlite3.Connection, slot: str, slot_image: str, digest: str, *, audit_seq: int | None = None) -> None:
+    """Store an image under `slot` (inside the caller's transaction), replacing an older one;
+    `audit_seq` is the audit log's last position when it was saved."""
     db.execute(
-        "INSERT INTO slots(name, image, memory_hash) VALUES (?, ?, ?) "
-        "ON CONFLICT(name) DO UPDATE SET image=excluded.image, memory_hash=excluded.memory_hash",
-        (slot, slot_image, digest),
+        "INSERT INTO slots(name, image, memory_hash, audit_seq) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(name) DO UPDATE SET image=excluded.image, memory_hash=excluded.memory_hash, audit_seq=excluded.audit_seq",
+        (slot, zlib.compress(slot_image.encode("utf-8"), 6), digest, audit_seq),
     )
 
 
@@ -86,7 +90,18 @@ def _read(db: sqlite3.Connection, slot: str) -> dict[str, Any]:
     row = db.execute("SELECT image, memory_hash FROM slots WHERE name = ?", (slot,)).fetchone()
     if row is None:
         raise SlotNotFoundError(f"no save slot {slot!r}")
-    saved: dict[str, Any] = json.loads(row[0])
+    # Deflated since schema 3 (a slot is the whole memory: it compresses about 5x); text before.
+    stored = row[0]
+    try:
+        saved: dict[str, Any] = json.loads(zlib.decompress(stored) if isinstance(stored, bytes) else stored)
+        found = saved.get("format", 1)
+    except (zlib.error, ValueError, AttributeError) as exc:
+        raise SlotCorruptError(f"save slot {slot!r} is damaged or cut short ({exc}); nothing was loaded") from None
+    if not isinstance(found, int) or found > SLOT_FORMAT:
+        raise SlotFormatError(
+            f"save slot {slot!r} was written by a newer Loreguard (slot format {found}; this one reads up to "
+            f"{SLOT_FORMAT}); nothing was loaded"
+        )
     if _image_hash(saved) != row[1]:
         raise SlotCorruptError(f"save slot {slot!r} does not match its memory hash")
     return saved

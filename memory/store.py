@@ -24,7 +24,7 @@ from pathlib import Path
 from loreguard.memory import audit_log, slots
 from loreguard.memory.audit_log import AuditEntry
 from loreguard.memory.entries import entry_key, kind_entries
-from loreguard.memory.errors import AuditWriteError, StalePlanError, StoreClosedError, UnknownScopeError
+from loreguard.memory.errors import AuditWriteError, MemoryFileError, StalePlanError, StoreClosedError, UnknownScopeError
 from loreguard.memory.hashing import (
     canonical_json,
     combine_scope_hashes,
@@ -153,9 +153,15 @@ class MemoryStore:
         self.policy = policy or MemoryPolicy()
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={durability.value}")
-        migrate(self._db, self.path)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={durability.value}")
+            migrate(self._db, self.path)
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            self._db = None
+            # A truncated or overwritten file: say so, and leave it as it is for the user to look at.
+            raise MemoryFileError(f"{self.path} is not a readable Loreguard memory file ({exc}); nothing was changed") from None
         self._counters: dict[str, int] = {}
         self._version = 0
         self._install(read_state(self._db))
@@ -395,12 +401,14 @@ class MemoryStore:
     # --- save slots ----------------------------------------------------------------------
 
     def save(self, slot: str) -> str:
-        """Copy all memory, profiles and counts into `slot` atomically. Returns the memory hash."""
+        """Copy all memory, profiles and counts into `slot` atomically. Returns the memory hash.
+        The slot notes the audit log's position, so a retention prune keeps the records that
+        led to it (`prune_audit`); the log itself is not copied."""
         with self._lock:
             digest = self.memory_hash()
             image = slots.image(self.db)
             with self._transaction() as db:
-                slots.write(db, slot, image, digest)
+                slots.write(db, slot, image, digest, audit_seq=self._next_audit_seq - 1)
             return digest
 
     def load(self, slot: str) -> str:
@@ -538,6 +546,41 @@ class MemoryStore:
     def audit_blob_hashes(self) -> set[str]:
         with self._lock:
             return audit_log.blob_hashes(self.db)
+
+    def audit_doomed(self, keep_per_npc: int, *, pinned: Iterable[int] = ()) -> dict[str, list[int]]:
+        """Per NPC, the records a retention of `keep_per_npc` would prune (see `prune_audit`)."""
+        if keep_per_npc < 1:
+            raise ValueError(f"audit retention must keep at least 1 record per NPC; got {keep_per_npc}")
+        with self._lock:
+            return audit_log.doomed(self.db, keep_per_npc, {*pinned, *audit_log.pinned_by_slots(self.db)})
+
+    def prune_audit(self, seqs: Iterable[int]) -> tuple[int, int]:
+        """Delete these audit records and every blob no remaining record needs, in one
+        transaction; returns (records, blobs) deleted. Take `seqs` from `audit_doomed`, which
+        keeps each NPC's newest records and the records save slots were saved after. Freed pages
+        go back to the file system when they pass a quarter of the file."""
+        with self._lock:
+            with self._transaction() as db:
+                deleted = audit_log.prune(db, seqs)
+            (pages,) = self.db.execute("PRAGMA page_count").fetchone()
+            (free,) = self.db.execute("PRAGMA freelist_count").fetchone()
+            if free * 4 > pages:
+                try:
+                    self.vacuum()
+                except sqlite3.OperationalError:
+                    # A full disk: the pruned pages stay free inside the file, reused by the next
+                    # writes, and the next prune tries again. Nothing is lost.
+                    self._counters["vacuum_failed"] = self._counters.get("vacuum_failed", 0) + 1
+            return deleted
+
+    def vacuum(self) -> None:
+        """Give the file's free pages back to the file system, where the file allows it piecemeal
+        (files created since schema version 3). A full disk stops it with nothing lost; the next
+        call goes on."""
+        with self._lock:
+            (mode,) = self.db.execute("PRAGMA auto_vacuum").fetchone()
+            if mode == 2:  # INCREMENTAL
+                self.db.execute("PRAGMA incremental_vacuum").fetchall()
 
     # --- replay support --------------------------------------------------------------------
 

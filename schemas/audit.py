@@ -29,8 +29,9 @@ class MemoryImage(FrozenModel):
 
     Scope memories, the profile, the world definition and the pipeline config are blobs named
     by their content hash; the same memory before two interactions is stored once. A scope's
-    blob is a manifest of `[kind, entry id, entry hash]` triples, and each entry is a blob of its
-    own, so a new episodic memory costs one new entry blob and a manifest.
+    blob is a manifest of chunks of `[kind, entry id, entry hash]` triples, and each entry is a
+    blob of its own, so a new episodic memory costs one new entry blob, one chunk and a manifest
+    (`loreguard.server.audit.manifests`).
     """
 
     #: (scope, scope hash) for the NPC and the world, sorted by scope.

@@ -11,8 +11,9 @@ its hash is seen, which keeps recording cheap (`loreguard bench audit` measures 
 from __future__ import annotations
 
 import json
+import logging
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
@@ -24,9 +25,13 @@ from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import ScopeMemory
 from loreguard.schemas.receipt import InteractionResult, ModelFingerprint
 from loreguard.server.audit.manifests import chunk_names, chunked, entry_rows
+from loreguard.server.audit.retention import AuditPrune, AuditRetention
+from loreguard.server.audit.retention import prune as retention_prune
 
-#: Records kept in RAM per NPC for `audit.tail`; the log on disk keeps all of them.
+#: Records kept in RAM per NPC for `audit.tail`; the log on disk keeps more (`retention`).
 DEFAULT_RING_SIZE = 50
+
+_log = logging.getLogger("loreguard.audit")
 
 
 class NoRecordsError(LookupError):
@@ -34,7 +39,14 @@ class NoRecordsError(LookupError):
 
 
 class AuditRecorder:
-    def __init__(self, store: MemoryStore, *, fingerprint: ModelFingerprint | None, ring_size: int = DEFAULT_RING_SIZE) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        fingerprint: ModelFingerprint | None,
+        ring_size: int = DEFAULT_RING_SIZE,
+        retention: AuditRetention | None = None,
+    ) -> None:
         if isinstance(ring_size, bool) or not isinstance(ring_size, int) or ring_size < 1:
             # A ring of 0 would keep nothing for `audit.tail` (and a negative one fail at the
             # first record): refused at start-up, not discovered by the first tail.
@@ -45,6 +57,12 @@ class AuditRecorder:
         self.store = store
         self.fingerprint = fingerprint
         self.ring_size = ring_size
+        #: None: the log keeps every record.
+        self.retention = retention
+        self._since_prune = 0
+        #: Log positions an export in progress needs (a prune keeps them).
+        self._pins: Counter[int] = Counter()
+        self.last_prune: AuditPrune | None = None
         self._lock = threading.Lock()
         self._rings: dict[str, deque[AuditRecord]] = {}
         self._known_blobs = store.audit_blob_hashes()
@@ -98,13 +116,40 @@ class AuditRecorder:
             model=self.fingerprint,
             timings=timings,
         )
-        return record, AuditEntry(npc_id=record.npc_id, record=record.model_dump_json(), blobs=blobs)
+        refs = (config_hash, *record.before.blob_hashes())
+        return record, AuditEntry(npc_id=record.npc_id, record=record.model_dump_json(), blobs=blobs, refs=refs)
 
     def committed(self, record: AuditRecord, entry: AuditEntry) -> None:
-        """The record's transaction committed: its blobs are stored, and it is the newest."""
+        """The record's transaction committed: its blobs are stored, and it is the newest.
+        Every `retention.every` records, the log is pruned (`retention`); the pipeline calls
+        this under its commit lock, so no other record is being built meanwhile."""
         with self._lock:
             self._known_blobs.update(entry.blobs)
             self._remember(record)
+            self._since_prune += 1
+            due = self.retention is not None and self._since_prune >= self.retention.every
+        if due:
+            self.prune()
+
+    def prune(self) -> AuditPrune:
+        """Apply the retention policy now (see `retention.prune`). An archive that cannot be
+        written leaves every record in place; the next prune tries again."""
+        if self.retention is None:
+            return AuditPrune()
+        with self._lock:
+            self._since_prune = 0
+            pinned = frozenset(self._pins)
+        try:
+            done = retention_prune(self.store, self.retention, self._archive_package, pinned=pinned)
+        except OSError as exc:
+            _log.warning("audit retention: the archive could not be written (%s); nothing was pruned", exc)
+            return AuditPrune()
+        with self._lock:
+            if done.blobs:
+                # Blobs a pruned record alone needed are gone: a later record stores them again.
+                self._known_blobs = self.store.audit_blob_hashes()
+            self.last_prune = done
+        return done
 
     def _scope_blobs(self, blobs: dict[str, str], memory: ScopeMemory, scope_hash: str, digests: Mapping) -> None:
         """A scope is a manifest of chunks of its entries' digests (`manifests`; named by the
@@ -155,8 +200,25 @@ class AuditRecorder:
         """Records from the log on disk, in log order."""
         return read_records(self.store, PackageSelection(npc_id=npc_id, first_seq=first_seq, last_seq=last_seq, last=last))
 
+    def _archive_package(self, selection: PackageSelection) -> DebugPackage:
+        from importlib.metadata import version
+
+        return export_package(self.store, selection, exported_by=f"loreguard {version('loreguard')}")
+
     def export(self, selection: PackageSelection, *, exported_by: str) -> DebugPackage:
-        return export_package(self.store, selection, exported_by=exported_by)
+        """A package of the selected records; no prune removes them while it is being read."""
+        floor = selection.first_seq or 1
+        with self._lock:
+            pins = [
+                seq for seq, _ in self.store.audit_rows(npc_id=selection.npc_id, after=floor - 1, last_seq=selection.last_seq)
+            ]
+            self._pins.update(pins)
+        try:
+            return export_package(self.store, selection, exported_by=exported_by)
+        finally:
+            with self._lock:
+                self._pins.subtract(pins)
+                self._pins = +self._pins
 
 
 def _json_text(value: Any) -> str:

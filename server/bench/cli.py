@@ -23,6 +23,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     soak.add_argument("--npcs", type=int, default=50, help="NPCs the player talks to (Zipf: a few get most lines)")
     soak.add_argument("--window", type=int, default=1_000, help="interactions per reported window")
     soak.add_argument("--planted", type=int, default=60, help="memories told early and asked about at the end")
+    soak.add_argument("--audit-keep", type=int, default=200, help="audit records kept per NPC (0: keep all)")
     roundtrip = _suite(suites, "roundtrip", _roundtrip, "hello round trips through the sidecar vs a raw pyzmq echo")
     roundtrip.add_argument("--round-trips", type=int, default=5000, help="hello round trips to time")
     load = _suite(suites, "load", _load, "asyncio clients through the sidecar (scripted model)")
@@ -151,6 +152,7 @@ def _soak(args: argparse.Namespace) -> Mapping[str, object]:
         interactions=args.interactions,
         window=args.window,
         planted=args.planted,
+        keep_per_npc=args.audit_keep or None,
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )
 

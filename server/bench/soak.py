@@ -155,12 +155,14 @@ def bench_soak(
     planted: int = 60,
     seed: int = 7,
     policy: MemoryPolicy | None = None,
+    keep_per_npc: int | None = 200,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, object]:
     """Run the long game; figures per window and at the end (see the module's docstring)."""
     from loreguard.schemas.audit import PackageSelection
     from loreguard.server.audit import AuditRecorder
     from loreguard.server.audit.replay import Replayer
+    from loreguard.server.audit.retention import AuditRetention
 
     rng = random.Random(seed)
     profiles = _profiles(npcs)
@@ -186,7 +188,10 @@ def bench_soak(
         store.load_world(WorldDefinition(id="eldmoor", lore="A walled river town."))
         for profile in profiles:
             store.register_npc(profile)
-        recorder = AuditRecorder(store, fingerprint=None)
+        retention = (
+            AuditRetention(keep_per_npc=keep_per_npc, every=window, archive=Path(tmp) / "archive") if keep_per_npc else None
+        )
+        recorder = AuditRecorder(store, fingerprint=None, retention=retention)
         pipeline = GovernancePipeline(store, ScriptedBackend(outputs), recorder=recorder)
         first_seq = store.audit_rows(last=1)[0][0] + 1 if store.audit_rows(last=1) else 1
         lost = 0
@@ -216,7 +221,9 @@ def bench_soak(
             if progress is not None:
                 progress(f"window {n}: p50 {p50s[-1]:.0f} us, db {_db_bytes(path) / 1e6:.1f} MB, rss {_rss_bytes() / 1e6:.0f} MB")
 
-        records = len(store.audit_rows(after=first_seq - 1))
+        records = store.audit_rows(last=1)[0][0] - first_seq + 1  # log positions taken (pruned or not)
+        archive_bytes = sum(p.stat().st_size for p in (Path(tmp) / "archive").glob("*.lgp"))
+        kept_records = len(store.audit_rows())
         last = min(window, interactions)
         package = recorder.export(PackageSelection(last=last), exported_by="bench soak")
         replayer = Replayer(package)
@@ -248,6 +255,9 @@ def bench_soak(
             "last_vs_first_window_p50": round(p50s[-1] / p50s[0], 2),
             "db_bytes": db_bytes,
             "db_bytes_per_interaction": round(db_bytes / interactions),
+            "audit_keep_per_npc": keep_per_npc or "all",
+            "audit_records_kept": kept_records,
+            "archive_bytes": archive_bytes,
             "replayed": len(package.records),
             "replay_exact": exact,
             "replay_ms_per_record": round(replay_s * 1000 / max(1, len(package.records)), 2),

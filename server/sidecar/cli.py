@@ -24,6 +24,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.add_argument("--port", type=int, default=7878)
     serve.add_argument("--data", default="loreguard-data", help="folder for memory (SQLite) and audit records")
     serve.add_argument(
+        "--audit-keep", type=_at_least_one, default=1000,
+        help="audit records kept per NPC, the newest (docs/long-play.md); older ones are archived to --audit-archive, then pruned",
+    )  # fmt: skip
+    serve.add_argument(
+        "--audit-archive", default=None,
+        help="folder for pruned audit records as debug packages (default: DATA/audit-archive; 'none': prune without a copy)",
+    )  # fmt: skip
+    serve.add_argument(
         "--backend", choices=["llama", "openai", "scripted"], default="llama",
         help="in-process llama.cpp (default), an OpenAI-compatible HTTP server, or recorded outputs replayed in a loop",
     )  # fmt: skip
@@ -66,6 +74,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from loreguard.server.audit.retention import AuditRetention
     from loreguard.server.sidecar.serve import serve
     from loreguard.server.sidecar.transport import SidecarConfig
 
@@ -79,11 +88,29 @@ def _serve(args: argparse.Namespace) -> int:
         queue_size=args.queue_size,
         request_timeout_ms=args.timeout_ms,
         launch_token=args.launch_token,
+        audit_retention=AuditRetention(keep_per_npc=args.audit_keep, archive=_archive(args)),
     )
     return serve(
         load, what, Path(args.data), config, judge=_judge_setup(args, what), parent_pid=args.parent_pid,
         stall_limit_s=args.stall_limit_s,
     )  # fmt: skip
+
+
+def _at_least_one(text: str) -> int:
+    """A count of 1 or more (argparse says which option and exits 2 otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must keep at least 1 record per NPC (got {value}); the newest is what a replay needs")
+    return value
+
+
+def _archive(args: argparse.Namespace) -> Path | None:
+    if args.audit_archive == "none":
+        return None
+    return Path(args.audit_archive) if args.audit_archive else Path(args.data) / "audit-archive"
 
 
 def _with_lifeline(parent_pid: int | None, step: Callable[[], _T]) -> _T:

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from loreguard.memory import MemoryStore
-from loreguard.memory.errors import SlotConflictError, SlotCorruptError, SlotNotFoundError, UnknownScopeError
+from loreguard.memory.errors import SlotConflictError, SlotCorruptError, SlotFormatError, SlotNotFoundError, UnknownScopeError
 from loreguard.schemas.audit import PackageSelection
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import (
@@ -287,7 +287,11 @@ class Dispatcher:
                 details={"slot": body.slot, "cause": "slot_conflict"},
             ) from None
         except SlotCorruptError as exc:
-            raise ProtocolError(ErrorCode.INTERNAL, f"save slot {body.slot!r} is corrupt: {exc}") from None
+            raise ProtocolError(
+                ErrorCode.INVALID, f"save slot {body.slot!r} is corrupt: {exc}", details={"slot": body.slot, "cause": "corrupt"}
+            ) from None
+        except SlotFormatError as exc:
+            raise ProtocolError(ErrorCode.INVALID, str(exc), details={"slot": body.slot, "cause": "newer_format"}) from None
 
     def on_audit_tail(self, body: AuditTailRequest) -> AuditTailReply:
         if body.npc_id is not None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TextIO
 
-from loreguard.memory import MemoryStore
+from loreguard.memory import MemoryStore, MemoryStoreError
 from loreguard.server.models.backends import load_with_progress
 from loreguard.server.pipeline import PipelineConfig
 from loreguard.server.pipeline.gate import GateConfig
@@ -69,15 +69,18 @@ def serve(
 
         watch = ParentWatch(parent_pid, parent_died).start()
     data.mkdir(parents=True, exist_ok=True)
+    try:  # before the model: a memory file that cannot be read stops the launch in a second, not a minute
+        store = MemoryStore(data / "memory.sqlite")
+    except MemoryStoreError as exc:
+        print(f"cannot open the memory file: {exc}", file=out, flush=True)
+        return 2
     backend = load_with_progress(what, backend_factory, out)
     judge = judge or JudgeSetup()
     judge_backend = None
     if judge.mode == "model":
         judge_backend = load_with_progress(judge.what, judge.factory, out) if judge.factory else backend
     pipeline_config = PipelineConfig(gate=GateConfig(semantic_judge=judge.mode != "off"), judge_timeout_ms=judge.timeout_ms)
-    sidecar = Sidecar(
-        MemoryStore(data / "memory.sqlite"), backend, config, pipeline_config=pipeline_config, judge_backend=judge_backend
-    )
+    sidecar = Sidecar(store, backend, config, pipeline_config=pipeline_config, judge_backend=judge_backend)
     running.append(sidecar)
     if judge.mode != "off":
         print(f"semantic judge: {judge.describe()}", file=out, flush=True)

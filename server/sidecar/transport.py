@@ -24,6 +24,7 @@ from zmq.utils.monitor import parse_monitor_message
 from loreguard.memory import MemoryStore
 from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, InteractRequest, Limits
 from loreguard.server.audit import AuditRecorder
+from loreguard.server.audit.retention import AuditRetention
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 from loreguard.server.pipeline.inference.base import InferenceBackend
 from loreguard.server.sidecar.codec import ProtocolError, decode_request, encode_error, encode_reply, internal_error
@@ -55,8 +56,10 @@ class SidecarConfig:
     request_timeout_ms: int = 60_000
     #: How long shutdown waits for the interaction in progress.
     shutdown_grace_s: float = 30.0
-    #: Audit records kept in RAM per NPC for `audit.tail` (the log on disk keeps all).
+    #: Audit records kept in RAM per NPC for `audit.tail`.
     audit_ring_size: int = 50
+    #: How many records the log on disk keeps per NPC (None: all of them).
+    audit_retention: AuditRetention | None = None
     #: Interactions run at once (different NPCs); None: as many as the backend serves together.
     workers: int | None = None
     #: Echoed in `hello` (see HelloReply.launch_token).
@@ -135,7 +138,9 @@ class Sidecar:
         self.stats = SidecarStats()
         fingerprint = backend.fingerprint()
         #: Every interaction is recorded; a record that cannot be written fails the interaction.
-        self.recorder = AuditRecorder(store, fingerprint=fingerprint, ring_size=self.config.audit_ring_size)
+        self.recorder = AuditRecorder(
+            store, fingerprint=fingerprint, ring_size=self.config.audit_ring_size, retention=self.config.audit_retention
+        )
         self.pipeline = GovernancePipeline(store, backend, pipeline_config, judge_backend=judge_backend, recorder=self.recorder)
         limits = Limits(
             max_message_bytes=self.config.max_message_bytes,

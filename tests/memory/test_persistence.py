@@ -294,14 +294,15 @@ def test_equal_scopes_with_another_next_seq_hash_differently(store: MemoryStore)
 
 def test_a_slot_saved_before_the_hash_covered_next_seq_still_loads(store: MemoryStore) -> None:
     import json
+    import zlib
 
     from loreguard.memory.hashing import scope_hash_of, sha256_hex
 
     assert store.apply([_episode(1)]).committed
     store.save("old")
     expected_scopes = {name: store.scope(name) for name in ("guard", WORLD_SCOPE)}
-    text, _ = store.db.execute("SELECT image, memory_hash FROM slots WHERE name = 'old'").fetchone()
-    image = json.loads(text)
+    stored, _ = store.db.execute("SELECT image, memory_hash FROM slots WHERE name = 'old'").fetchone()
+    image = json.loads(zlib.decompress(stored))
     image["format"] = 1
     digests: dict[str, dict[tuple[str, str], str]] = {name: {} for name, _, _ in image["scopes"]}
     for scope, kind, entry_id, _, data in image["entries"]:
