@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from pydantic import Field
 
@@ -111,7 +112,7 @@ def retrieve_episodic(
         return ()  # a prompt without memories (the task does not need them)
     words = keywords(query.player_input)
     excluded = set(query.exclude_tags)
-    kept = sorted((e for e in entries if excluded.isdisjoint(e.tags)), key=_by_seq)
+    kept = sorted((e for e in entries if excluded.isdisjoint(e.tags)) if excluded else entries, key=_BY_SEQ)
     if index is None:
         index = RecallIndex.of(kept)
     relevance = index.relevance(words) if words else {}
@@ -141,8 +142,7 @@ def retrieve_episodic(
     return tuple((candidates[i], scores[i]) for i in order)
 
 
-def _by_seq(entry: EpisodicEntry) -> int:
-    return entry.seq
+_BY_SEQ = attrgetter("seq")
 
 
 def retrieve_beliefs(beliefs: Iterable[Belief], query: RetrievalQuery) -> tuple[tuple[Belief, float], ...]:

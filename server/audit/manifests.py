@@ -23,17 +23,29 @@ from loreguard.memory import canonical_json, sha256_hex
 _CUT_BELOW = 0x10000 // 32
 
 
-def chunked(scope: str, rows: list[list[str]]) -> tuple[str, dict[str, str]]:
-    """The manifest of a scope's sorted (kind, id, digest) rows, and its chunk blobs by hash."""
+def chunked(
+    scope: str, rows: list[list[str]], memo: dict[tuple[tuple[str, ...], ...], tuple[str, str]] | None = None
+) -> tuple[str, dict[str, str]]:
+    """The manifest of a scope's sorted (kind, id, digest) rows, and its chunk blobs by hash.
+    `memo` remembers chunks by their rows (a caller's cache; cleared when it grows large)."""
     chunks: dict[str, str] = {}
     names: list[str] = []
     start = 0
-    for i, (_, _, digest) in enumerate(rows):
-        if int(digest[:4], 16) < _CUT_BELOW or i == len(rows) - 1:
-            text = canonical_json({"entries": rows[start : i + 1]}).decode("utf-8")
-            name = sha256_hex(text)
-            chunks[name] = text
-            names.append(name)
+    last = len(rows) - 1
+    for i, row in enumerate(rows):
+        if i == last or int(row[2][:4], 16) < _CUT_BELOW:
+            part = rows[start : i + 1]
+            key = tuple(map(tuple, part))
+            made = memo.get(key) if memo is not None else None
+            if made is None:
+                text = canonical_json({"entries": part}).decode("utf-8")
+                made = (sha256_hex(text), text)
+                if memo is not None:
+                    if len(memo) > 4_096:  # a few records' worth of every NPC's chunks
+                        memo.clear()
+                    memo[key] = made
+            chunks[made[0]] = made[1]
+            names.append(made[0])
             start = i + 1
     return canonical_json({"scope": scope, "chunks": names}).decode("utf-8"), chunks
 

@@ -22,7 +22,7 @@ from loreguard.memory import AuditEntry, MemoryStore, StoreView, canonical_json
 from loreguard.memory.entries import scope_entries
 from loreguard.schemas.audit import AuditRecord, AuditTimings, DebugPackage, MemoryImage, PackageSelection
 from loreguard.schemas.interaction import InteractionContext
-from loreguard.schemas.memory import ScopeMemory
+from loreguard.schemas.memory import MemoryKind, ScopeMemory
 from loreguard.schemas.receipt import InteractionResult, ModelFingerprint
 from loreguard.server.audit.manifests import chunk_names, chunked, entry_rows
 from loreguard.server.audit.retention import AuditPrune, AuditRetention
@@ -66,6 +66,8 @@ class AuditRecorder:
         self._lock = threading.Lock()
         self._rings: dict[str, deque[AuditRecord]] = {}
         self._known_blobs = store.audit_blob_hashes()
+        #: Chunks made before, by their rows: most of a scope's chunks are the last record's.
+        self._chunk_memo: dict[tuple[tuple[str, ...], ...], tuple[str, str]] = {}
         # Refill the rings after a restart from the newest records (enough for a few NPCs).
         for _, text in store.audit_rows(last=ring_size * 8):
             self._remember(AuditRecord.model_validate_json(text))
@@ -155,13 +157,13 @@ class AuditRecorder:
         """A scope is a manifest of chunks of its entries' digests (`manifests`; named by the
         scope hash, which the replay checks after restoring it) plus one blob per entry: an
         interaction that adds one memory stores one new entry and one new chunk, not the whole
-        scope again."""
-        rows = []
-        for kind, entry_id, entry in scope_entries(memory):
-            digest = digests[(kind.value, entry_id)]
-            rows.append([kind.value, entry_id, digest])
-            self._blob(blobs, digest, partial(_json_text, entry))
-        manifest, chunks = chunked(memory.scope, sorted(rows))
+        scope again. Only entries not stored yet are serialized (usually the newest few)."""
+        rows = sorted([kind, entry_id, digest] for (kind, entry_id), digest in digests.items())
+        missing = {(kind, entry_id): digest for kind, entry_id, digest in rows if digest not in self._known_blobs}
+        if missing:
+            for kind, entry_id, entry in _entries_named(memory, missing):
+                self._blob(blobs, missing[(kind.value, entry_id)], partial(_json_text, entry))
+        manifest, chunks = chunked(memory.scope, rows, self._chunk_memo)
         for name, text in chunks.items():
             self._blob(blobs, name, partial(str, text))
         blobs[scope_hash] = manifest
@@ -219,6 +221,23 @@ class AuditRecorder:
             with self._lock:
                 self._pins.subtract(pins)
                 self._pins = +self._pins
+
+
+def _entries_named(memory: ScopeMemory, wanted: Mapping[tuple[str, str], str]) -> list[tuple[MemoryKind, str, Any]]:
+    """The scope's entries with these (kind, id) keys. New episodic entries are the newest, so
+    they are looked for from the end; the other kinds are short."""
+    found = []
+    left = set(wanted)
+    episodic = MemoryKind.EPISODIC.value
+    for entry in reversed(memory.episodic):
+        if not any(kind == episodic for kind, _ in left):
+            break
+        if (episodic, entry.id) in left:
+            left.discard((episodic, entry.id))
+            found.append((MemoryKind.EPISODIC, entry.id, entry))
+    if left:
+        found += [(kind, entry_id, entry) for kind, entry_id, entry in scope_entries(memory) if (kind.value, entry_id) in left]
+    return found
 
 
 def _json_text(value: Any) -> str:

@@ -216,6 +216,8 @@ def bench_soak(
             figures[f"window_{n:02d}_p99_us"] = round(percentile(samples, 0.99), 1)
             figures[f"window_{n:02d}_db_bytes"] = _db_bytes(path)
             figures[f"window_{n:02d}_rss_bytes"] = _rss_bytes()
+            # What RSS and the file legitimately grow with: memory held (bounded per NPC).
+            figures[f"window_{n:02d}_memory_entries"] = sum(len(store.scope(npc).episodic) for npc in ids)
             store.save("autosave")
             store.load("autosave")
             if progress is not None:

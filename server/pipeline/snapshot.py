@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from operator import attrgetter
 
 from loreguard.memory.hashing import content_hash
 from loreguard.memory.memo import IdentityMemo
@@ -310,12 +311,11 @@ def _conversation_and_memories(
     noted, believed = _replayed_changes(exchanges)
     memories = [e for e in others if not (MODEL_TAG in e.tags and e.text in noted)] if noted else others
     if window:
-        memories = sorted(memories + all_exchanges[:window], key=_seq)
+        memories = sorted(memories + all_exchanges[:window], key=_BY_SEQ)
     return all_exchanges, exchanges, memories, believed
 
 
-def _seq(entry: EpisodicEntry) -> int:
-    return entry.seq
+_BY_SEQ = attrgetter("seq")
 
 
 def build_snapshot(
