@@ -20,7 +20,7 @@ last bit of a float.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 
 from pydantic import Field
@@ -99,11 +99,15 @@ RELEVANCE_FLOOR = 0.3
 
 
 def retrieve_episodic(
-    entries: Iterable[EpisodicEntry], query: RetrievalQuery, index: RecallIndex | None = None
+    entries: Iterable[EpisodicEntry],
+    query: RetrievalQuery,
+    index: RecallIndex | None = None,
+    said: Callable[[EpisodicEntry], str] = attrgetter("text"),
 ) -> tuple[tuple[EpisodicEntry, float], ...]:
     """The best `max_episodic` entries with their scores, in the documented order: first up to
     half of them (rounded up) that the player's line calls for (relevance at least
-    `RELEVANCE_FLOOR`, most relevant first), then the best of the rest by score.
+    `RELEVANCE_FLOOR`, most relevant first), then the best of the rest by score; of exchanges
+    answering the same player line, only the first so chosen.
 
     The candidates are the newest `RECENT_CANDIDATES` entries and every entry sharing a keyword
     with the player's line. `index` is the NPC's whole long-term memory (`RecallIndex`), from
@@ -130,15 +134,21 @@ def retrieve_episodic(
         (-round(relevance[e.seq], 9), -e.at_interaction, e.text, e.seq, i)
         for i, e in enumerate(candidates)
         if relevance.get(e.seq, 0.0) >= RELEVANCE_FLOOR
-    )[: (query.max_episodic + 1) // 2]
-    first = [i for *_, i in called_for]
-    taken = set(first)
-    ranked = sorted(
-        (-score, -e.at_interaction, e.text, e.seq, i)
-        for i, (e, score) in enumerate(zip(candidates, scores, strict=True))
-        if i not in taken
     )
-    order = first + [i for *_, i in ranked][: query.max_episodic - len(first)]
+    ranked = sorted(
+        (-score, -e.at_interaction, e.text, e.seq, i) for i, (e, score) in enumerate(zip(candidates, scores, strict=True))
+    )
+    order: list[int] = []
+    seen: set[str] = set()
+    for ranking, places in ((called_for, (query.max_episodic + 1) // 2), (ranked, query.max_episodic)):
+        for *_, i in ranking:
+            if len(order) >= places:
+                break
+            # One memory per thing said: the tenth "How is the weather?" adds nothing to the first.
+            what = said(candidates[i])
+            if i not in order and what not in seen:
+                order.append(i)
+                seen.add(what)
     return tuple((candidates[i], scores[i]) for i in order)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
+from functools import lru_cache, partial
 from operator import attrgetter
 
 from loreguard.memory.hashing import content_hash
@@ -318,6 +318,15 @@ def _conversation_and_memories(
 _BY_SEQ = attrgetter("seq")
 
 
+def _said(npc_name: str, entry: EpisodicEntry) -> str:
+    """What a memory says, for telling repeats apart: an exchange is the player's line it answered
+    (`exchange_text`), so ten answers to "How is the weather?" are one thing said."""
+    if EXCHANGE_TAG not in entry.tags:
+        return entry.text
+    end = entry.text.find(f'" / {npc_name}:')
+    return entry.text[: end + 1] if end >= 0 else entry.text
+
+
 def build_snapshot(
     *,
     context: InteractionContext,
@@ -352,7 +361,7 @@ def build_snapshot(
     all_exchanges, exchanges, memories, believed = _conversation_and_memories(
         npc_memory, bounds.max_exchanges if Section.EXCHANGES in sections else 0
     )
-    episodes = retrieve_episodic(memories, query, recall)
+    episodes = retrieve_episodic(memories, query, recall, said=partial(_said, profile.name))
     beliefs = retrieve_beliefs([b for b in npc_memory.beliefs if (b.id, b.content) not in believed], query)
     return StateSnapshot(
         npc_id=profile.id,

@@ -130,7 +130,9 @@ def _check_scores(entries: list[EpisodicEntry], query: RetrievalQuery) -> None:
         )
         assert score_episodic(entry, query, relevant.get(entry.seq, 0.0)) == expected
     found = retrieve_episodic(entries, query)
-    assert sorted(s for _, s in found) == sorted(score_episodic(e, query, relevant.get(e.seq, 0.0)) for e in entries)
+    assert all(s == score_episodic(e, query, relevant.get(e.seq, 0.0)) for e, s in found)
+    # One memory per text, and every text there is (max_episodic is the whole memory here).
+    assert sorted(e.text for e, _ in found) == sorted({e.text for e in entries})
     # Up to half the places for what the line calls for, most relevant first; then by score.
     called = [relevant.get(e.seq, 0.0) for e, _ in found[: (query.max_episodic + 1) // 2]]
     first = len([r for r in called if r >= RELEVANCE_FLOOR])

@@ -145,3 +145,12 @@ def test_default_consolidation_fits_any_limit() -> None:
     for limit in (1, 2, 3, 8, 60, 512, 100_000):
         policy = MemoryPolicy(episodic_limit=limit)
         assert 0 <= policy.consolidation_keep < policy.consolidation_block <= limit
+
+
+def test_one_memory_per_thing_said() -> None:
+    """Ten answers to the same question are one memory in the prompt; the places go to other things."""
+    same = [_entry(seq, f'Player: "How is the weather?" / Guard: "Rain, day {seq}."', at=seq) for seq in range(1, 11)]
+    other = [_entry(11, 'Player: "Where is the mill?" / Guard: "North."', at=1)]
+    query = RetrievalQuery(player_input="How is the weather?", now_interaction=12, max_episodic=6)
+    found = retrieve_episodic([*same, *other], query, said=lambda e: e.text.split(" / ")[0])
+    assert [e.seq for e, _ in found] == [10, 11]  # the newest answer, then the other memory

@@ -86,6 +86,12 @@ def test_typed_errors_change_nothing(tmp_path: Path) -> None:
             client.memory("nobody")
         with pytest.raises(NotFound):
             client.load("no_such_slot")
+        client.save("damaged")
+        sidecar.store.db.execute("UPDATE slots SET image = ? WHERE name = 'damaged'", (b"\x78\x9c cut short",))
+        with pytest.raises(Invalid) as damaged:
+            client.load("damaged")
+        assert damaged.value.details == {"slot": "damaged", "cause": "corrupt"}
+        assert sidecar.store.memory_hash() == before
         with pytest.raises(NotFound):
             client.set_state({"alarm": True}, npc_id="nobody")
         with pytest.raises(Invalid) as invalid:
