@@ -23,7 +23,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     soak.add_argument("--npcs", type=int, default=50, help="NPCs the player talks to (Zipf: a few get most lines)")
     soak.add_argument("--window", type=int, default=1_000, help="interactions per reported window")
     soak.add_argument("--planted", type=int, default=60, help="memories told early and asked about at the end")
-    soak.add_argument("--audit-keep", type=int, default=200, help="audit records kept per NPC (0: keep all)")
+    soak.add_argument("--audit-keep", type=int, default=50, help="audit records kept per NPC (0: keep all)")
+    soak.add_argument(
+        "--episodic-limit", type=int, default=128,
+        help="long-term memory entries per NPC (MemoryPolicy.episodic_limit; small enough that every NPC reaches it)",
+    )  # fmt: skip
     roundtrip = _suite(suites, "roundtrip", _roundtrip, "hello round trips through the sidecar vs a raw pyzmq echo")
     roundtrip.add_argument("--round-trips", type=int, default=5000, help="hello round trips to time")
     load = _suite(suites, "load", _load, "asyncio clients through the sidecar (scripted model)")
@@ -145,6 +149,7 @@ def _audit(args: argparse.Namespace) -> Mapping[str, object]:
 def _soak(args: argparse.Namespace) -> Mapping[str, object]:
     import sys
 
+    from loreguard.memory import MemoryPolicy
     from loreguard.server.bench.soak import bench_soak
 
     return bench_soak(
@@ -153,6 +158,7 @@ def _soak(args: argparse.Namespace) -> Mapping[str, object]:
         window=args.window,
         planted=args.planted,
         keep_per_npc=args.audit_keep or None,
+        policy=MemoryPolicy(episodic_limit=args.episodic_limit),
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )
 
