@@ -192,7 +192,9 @@ def bench_soak(
             AuditRetention(keep_per_npc=keep_per_npc, every=window, archive=Path(tmp) / "archive") if keep_per_npc else None
         )
         recorder = AuditRecorder(store, fingerprint=None, retention=retention)
-        pipeline = GovernancePipeline(store, ScriptedBackend(outputs), recorder=recorder)
+        # `cycle`: a long game must not keep every request (a scripted backend otherwise does, for
+        # tests); each NPC's queue holds exactly its lines in order, so the rotation never shows.
+        pipeline = GovernancePipeline(store, ScriptedBackend(outputs, cycle=True), recorder=recorder)
         first_seq = store.audit_rows(last=1)[0][0] + 1 if store.audit_rows(last=1) else 1
         lost = 0
         fallback_reasons: Counter[str] = Counter()
