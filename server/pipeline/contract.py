@@ -9,7 +9,8 @@ Retrieval answers the question that was asked. The contract sees a `Vocabulary`:
 name what this NPC's memory holds right now (world-state keys, their state claims' subjects and
 aliases, canonical facts, beliefs). A player line that names a world-state key or a belief brings
 that section into the prompt whatever its task ("Tell me about the gate" carries the gate's
-state); a question (`is_question`: yes/no or wh-, in English, German, Spanish, French, Russian or
+state), and so does a line that calls for one of its episodic memories (retrieval's relevance
+test); a question (`is_question`: yes/no or wh-, in English, German, Spanish, French, Russian or
 Japanese) that names something the NPC knows is a lore question unless its keywords make it a
 quest or a trade, and the words of a world-state key it names count as its keywords ("Where are
 the wolves?" with `quest.wolves` set is a quest question). Words match as folded stems
@@ -25,7 +26,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from loreguard.memory.memo import IdentityMemo
-from loreguard.memory.retrieval import keywords
+from loreguard.memory.recall import RecallIndex
+from loreguard.memory.retrieval import RELEVANCE_FLOOR, keywords
 from loreguard.memory.text import fold, stem, word_tokens
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext, TaskType, TriggerReason
@@ -143,9 +145,17 @@ class Vocabulary:
     canonical: frozenset[str] = frozenset()
     #: The contents of the beliefs retrieval may return (not contradicted, confident enough).
     beliefs: frozenset[str] = frozenset()
+    #: The NPC's episodic memory, indexed: a line that calls for one of its memories brings them in.
+    memories: RecallIndex | None = None
 
     def state_keys_named(self, said: frozenset[str]) -> tuple[str, ...]:
         return tuple(key for key, names in self.state if names & said)
+
+    def recalls(self, said: frozenset[str]) -> bool:
+        """Whether the line calls for a memory (retrieval's own test: relevance at its floor)."""
+        if self.memories is None or not said:
+            return False
+        return any(score >= RELEVANCE_FLOOR for score in self.memories.relevance(said).values())
 
 
 EMPTY_VOCABULARY = Vocabulary()
@@ -183,6 +193,7 @@ def vocabulary(
     facts: Iterable[CanonicalFact],
     beliefs: Iterable[Belief],
     belief_threshold: float,
+    memories: RecallIndex | None = None,
 ) -> Vocabulary:
     """The vocabulary of an NPC's memory: pure, and the same whatever order anything came in."""
     facts = tuple(facts)
@@ -197,6 +208,7 @@ def vocabulary(
         state=tuple((key, _state_names(key, state_claims.get(key))) for key in sorted(set(state_keys))),
         canonical=canonical,
         beliefs=frozenset(believed),
+        memories=memories,
     )
 
 
@@ -247,6 +259,9 @@ def contract_for(ctx: InteractionContext, vocab: Vocabulary = EMPTY_VOCABULARY) 
         sections.add(Section.WORLD_STATE)
     if said & vocab.beliefs:
         sections.add(Section.BELIEFS)
+    if Section.EPISODIC not in sections and vocab.recalls(said):
+        # "Where did my sister Kalix hide the coin?" is a trade question by its words; Kalix is in memory.
+        sections.add(Section.EPISODIC)
     return ContextContract(
         task_type=task,
         sections=tuple(sorted(sections, key=lambda s: s.value)),

@@ -43,6 +43,7 @@ def prepare(
         [c.fact for c in world_memory.canonical + npc_memory.canonical],
         npc_memory.beliefs,
         profile.bounds.belief_threshold,
+        view.recall,
     )
     contract = contract_for(ctx, vocab)
     timer.lap("contract")

@@ -14,6 +14,7 @@ from loreguard.server.pipeline.contract import (
     Section,
     TaskType,
     Verdict,
+    Vocabulary,
     check_sufficiency,
     classify,
     contract_for,
@@ -269,3 +270,31 @@ def test_the_prompt_carries_what_the_question_asks_for(tmp_path: Path, line: str
     result = pipeline.interact(ask(line))
     assert tuple(k for k in result.receipt.context_keys if not k.startswith("canonical:")) == keys
     assert result.receipt.context_keys == backend.requests[0].prompt.context_keys
+
+
+def test_a_line_that_calls_for_a_memory_brings_memories_in_whatever_its_task() -> None:
+    from loreguard.memory.recall import RecallIndex
+    from loreguard.schemas.memory import Authority, EpisodicEntry
+
+    told = EpisodicEntry(
+        id="ep1", seq=1, text="The player's sister Sesav buried the coin under the harbour.", significance=0.3,
+        at_interaction=0, source=Authority.VALIDATED_OUTPUT,
+    )  # fmt: skip
+    chatter = [
+        EpisodicEntry(
+            id=f"ep{i}",
+            seq=i,
+            text=f"The player asked about the weather, day {i}.",
+            significance=0.3,
+            at_interaction=i,
+            source=Authority.VALIDATED_OUTPUT,
+        )  # fmt: skip
+        for i in range(2, 12)
+    ]
+    vocab = Vocabulary(memories=RecallIndex.of([told, *chatter]))
+    asked = InteractionContext(npc_id="guard", trigger_reason="player_utterance", player_input="Where did Sesav bury the coin?")
+    contract = contract_for(asked, vocab)
+    assert contract.task_type is TaskType.TRADE  # "coin" says trade...
+    assert Section.EPISODIC in contract.sections  # ...and Sesav is in memory
+    trade = InteractionContext(npc_id="guard", trigger_reason="player_utterance", player_input="What does a sword cost?")
+    assert Section.EPISODIC not in contract_for(trade, vocab).sections
