@@ -26,9 +26,17 @@ def oldest_block(entries: Iterable[EpisodicEntry], size: int) -> list[EpisodicEn
     return sorted(entries, key=lambda e: e.seq)[:size]
 
 
-def information(entry: EpisodicEntry, index: RecallIndex) -> float:
-    """The summed rarity of the entry's words in the NPC's memory (`index`)."""
-    return sum(index.idf(word) for word in sorted(index.words.get(entry.seq, ())))
+def information(entry: EpisodicEntry, index: RecallIndex, idf: dict[str, float] | None = None) -> float:
+    """The summed rarity of the entry's words in the NPC's memory (`index`); `idf` caches each
+    word's rarity across the calls of one consolidation."""
+    known = {} if idf is None else idf
+    total = 0.0
+    for word in sorted(index.words.get(entry.seq, ())):
+        rarity = known.get(word)
+        if rarity is None:
+            rarity = known[word] = index.idf(word)
+        total += rarity
+    return total
 
 
 def keep_most_significant(
@@ -36,7 +44,8 @@ def keep_most_significant(
 ) -> tuple[list[EpisodicEntry], list[EpisodicEntry]]:
     """(kept, dropped) of `block`: the `keep` entries with the highest significance × information,
     each list oldest first."""
-    ranked = sorted(block, key=lambda e: (-round(e.significance * information(e, index), 9), -e.seq))
+    idf: dict[str, float] = {}
+    ranked = sorted(block, key=lambda e: (-round(e.significance * information(e, index, idf), 9), -e.seq))
     kept = sorted(ranked[:keep], key=lambda e: e.seq)
     dropped = sorted(ranked[keep:], key=lambda e: e.seq)
     return kept, dropped

@@ -20,7 +20,7 @@ class MemoryPolicy(FrozenModel):
     episodic_decay: float = Field(default=0.97, gt=0.0, le=1.0)
     #: How many of the oldest entries one consolidation looks at (default: half the limit)...
     consolidate_oldest: int | None = Field(default=None, ge=1, le=100_000)
-    #: ...and how many of them it keeps, the most significant (default: all but an eighth of the
+    #: ...and how many of them it keeps, the most significant (default: all but a quarter of the
     #: limit, so a memory worth keeping competes with many, and room frees in steps).
     consolidate_keep: int | None = Field(default=None, ge=0, le=100_000)
 
@@ -34,7 +34,7 @@ class MemoryPolicy(FrozenModel):
     def consolidation_keep(self) -> int:
         if self.consolidate_keep is not None:
             return self.consolidate_keep
-        return max(0, min(self.consolidation_block - 1, self.consolidation_block - max(1, self.episodic_limit // 8)))
+        return max(0, min(self.consolidation_block - 1, self.consolidation_block - max(1, self.episodic_limit // 4)))
 
     @model_validator(mode="after")
     def _frees_room(self) -> MemoryPolicy:

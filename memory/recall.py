@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from loreguard.memory.memo import IdentityMemo
 from loreguard.memory.text import keywords
 from loreguard.schemas.memory import EpisodicEntry
 
@@ -75,12 +76,12 @@ class RecallIndex:
             for word in mine:
                 appended.setdefault(word, []).append(entry.seq)
         for word, new in appended.items():
-            seqs = postings.get(word, ())
+            held = postings.get(word, ())
             # New entries take the highest sequence numbers: usually an append.
-            if new == sorted(new) and (not seqs or seqs[-1] < new[0]):
-                postings[word] = seqs + tuple(new)
+            if new == sorted(new) and (not held or held[-1] < new[0]):
+                postings[word] = held + tuple(new)
             else:
-                postings[word] = tuple(sorted((*seqs, *new)))
+                postings[word] = tuple(sorted((*held, *new)))
         return RecallIndex(MappingProxyType(postings), MappingProxyType(words), total)
 
     def __len__(self) -> int:
@@ -92,16 +93,19 @@ class RecallIndex:
         n = len(self.words)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
-    def relevance(self, query_words: Iterable[str], among: Iterable[int] | None = None) -> dict[int, float]:
-        """seq -> BM25 of the entries sharing a keyword with the query (those in `among`, when
-        given), divided by the best score the query could reach: 1.0 is an entry of average
-        length holding every query word the index knows. Words in more than half of the
-        entries are left out of the query."""
+    def relevance(self, query_words: frozenset[str]) -> Mapping[int, float]:
+        """`relevance_of`, remembered for this index and this very set of words: the contract and
+        retrieval both ask it of one interaction's line (`keywords` hands them the same set)."""
+        return _RELEVANCE.get((self, query_words), lambda: MappingProxyType(self.relevance_of(query_words)))
+
+    def relevance_of(self, query_words: Iterable[str]) -> dict[int, float]:
+        """seq -> BM25 of the entries sharing a keyword with the query, divided by the best score
+        the query could reach: 1.0 is an entry of average length holding every query word the
+        index knows. Words in more than half of the entries are left out of the query."""
         n = len(self.words)
         if not n:
             return {}
         average = self.total_words / n if self.total_words else 1.0
-        allowed = None if among is None else set(among)
         scores: dict[int, float] = {}
         best = 0.0
         for word in sorted(set(query_words)):
@@ -113,11 +117,12 @@ class RecallIndex:
             idf = self.idf(word)
             best += idf
             for seq in seqs:
-                if allowed is not None and seq not in allowed:
-                    continue
                 length = len(self.words[seq])
                 gain = idf * (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * length / average))
                 scores[seq] = scores.get(seq, 0.0) + gain
         if best <= 0.0:
             return {}
         return {seq: min(1.0, score / best) for seq, score in scores.items()}
+
+
+_RELEVANCE: IdentityMemo[Mapping[int, float]] = IdentityMemo(maxsize=256)

@@ -226,7 +226,7 @@ class AuditRecorder:
 def _entries_named(memory: ScopeMemory, wanted: Mapping[tuple[str, str], str]) -> list[tuple[MemoryKind, str, Any]]:
     """The scope's entries with these (kind, id) keys. New episodic entries are the newest, so
     they are looked for from the end; the other kinds are short."""
-    found = []
+    found: list[tuple[MemoryKind, str, Any]] = []
     left = set(wanted)
     episodic = MemoryKind.EPISODIC.value
     for entry in reversed(memory.episodic):

@@ -231,9 +231,9 @@ def bench_soak(
         last = min(window, interactions)
         package = recorder.export(PackageSelection(last=last), exported_by="bench soak")
         replayer = Replayer(package)
-        began = time.perf_counter()
+        started = time.perf_counter()
         exact = sum(replayer.replay_record(record).exact for record in package.records)
-        replay_s = time.perf_counter() - began
+        replay_s = time.perf_counter() - started
         began = time.perf_counter_ns()
         before = store.save("final")
         save_ms = (time.perf_counter_ns() - began) / 1e6

@@ -56,7 +56,7 @@ def test_a_rare_word_outweighs_a_common_one() -> None:
     """BM25's rarity: the one memory naming Kalix beats forty naming the compass alone."""
     entries = [_entry(i, f"The player asked whether I sell a compass, day {i}.") for i in range(1, 41)]
     entries.append(_entry(41, "The player's sister Kalix hid a ledger under the mill."))
-    scores = RecallIndex.of(entries).relevance({"kalix", "compass", "sister"})
+    scores = RecallIndex.of(entries).relevance(frozenset({"kalix", "compass", "sister"}))
     assert max(scores, key=lambda seq: (scores[seq], seq)) == 41
     assert all(0.0 < score <= 1.0 for score in scores.values())
 
