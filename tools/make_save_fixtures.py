@@ -21,9 +21,9 @@ OUT = ROOT / "tests" / "memory" / "saves"
 
 #: (fixture name, commit whose code writes it): every slot and schema format there has been.
 FIXTURES = (
-    ("schema1-slot1", "de45057^"),  # before the audit log: schema 1, slot format 1
-    ("schema2-slot1", "fbafe75^"),  # the audit log in the file: schema 2, slot format 1
-    ("schema2-slot2", "00963fa"),  # the memory hash covers next_seq: schema 2, slot format 2
+    ("schema1-slot1", "de45057^", False),  # before the audit log: schema 1, slot format 1
+    ("schema2-slot1", "fbafe75^", False),  # the audit log in the file: schema 2, slot format 1
+    ("schema2-slot2", "00963fa", True),  # the memory hash covers next_seq: schema 2, slot format 2, records
 )
 
 # Runs inside the old code: only the API every version had.
@@ -32,7 +32,7 @@ import json, sys
 from loreguard.memory import MemoryStore
 from loreguard.schemas import AppendEpisodic, Authority, MemoryWrite, NpcProfile, SetWorldState, UpsertBelief, WorldDefinition
 
-path, expected = sys.argv[1], sys.argv[2]
+path, expected, RECORD = sys.argv[1], sys.argv[2], sys.argv[3] == "record"
 store = MemoryStore(path)
 store.load_world(WorldDefinition(id="eldmoor", lore="A walled river town.", initial_state={"gate": "open"}))
 store.register_npc(NpcProfile.model_validate({
@@ -59,6 +59,15 @@ state = {
 }
 # Memory after the save, which a load must undo.
 assert store.apply([w(AppendEpisodic(scope="guard", text="The player broke the gate.", significance=0.9, at_interaction=3))], complete_interaction="guard").committed
+if RECORD:  # a few recorded interactions, so the file holds an audit log of its version
+    from loreguard.schemas import InteractionContext
+    from loreguard.server.audit import AuditRecorder
+    from loreguard.server.pipeline import GovernancePipeline
+    from loreguard.server.pipeline.inference import ScriptedBackend
+    lines = [json.dumps({"dialogue": f"Aye, {w} is quiet tonight.", "emotion": "neutral", "mutations": []}) for w in ("the gate", "the road", "the mill")]
+    pipeline = GovernancePipeline(store, ScriptedBackend(lines), recorder=AuditRecorder(store, fingerprint=None))
+    for line in ("Good evening.", "Any news?", "What of the mill?"):
+        assert pipeline.interact(InteractionContext(npc_id="guard", trigger_reason="player_utterance", player_input=line)).audit_record_id
 store.close()
 json.dump(state, open(expected, "w"), indent=1, sort_keys=True)
 """
@@ -66,7 +75,7 @@ json.dump(state, open(expected, "w"), indent=1, sort_keys=True)
 
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
-    for name, commit in FIXTURES:
+    for name, commit, record in FIXTURES:
         with tempfile.TemporaryDirectory() as tmp:
             tree = Path(tmp) / "tree"
             subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit], check=True)
@@ -78,7 +87,12 @@ def main() -> int:
                 db = OUT / f"{name}.sqlite"
                 db.unlink(missing_ok=True)
                 env = {"PYTHONPATH": str(namespace.parent), "PATH": "/usr/bin:/bin"}
-                subprocess.run([sys.executable, "-c", _WRITER, str(db), str(OUT / f"{name}.json")], check=True, env=env, cwd=tmp)
+                subprocess.run(
+                    [sys.executable, "-c", _WRITER, str(db), str(OUT / f"{name}.json"), "record" if record else "no"],
+                    check=True,
+                    env=env,
+                    cwd=tmp,
+                )
                 # One file: fold the write-ahead log in, as a game copying its save would find it.
                 subprocess.run(
                     [
