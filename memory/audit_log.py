@@ -25,7 +25,7 @@ class AuditEntry:
     blobs: Mapping[str, str]
     #: The blobs the record names directly (config, profile, world, scope manifests): what a
     #: retention prune reads to find the blobs still needed.
-    refs: tuple[str, ...] = ()
+    refs: tuple[str, ...]
 
 
 def next_seq(db: sqlite3.Connection) -> int:

@@ -113,9 +113,6 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
     """Create the tables of a new file, or bring an older file up to `SCHEMA_VERSION`."""
     has_version = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'").fetchone()
     if not has_version:
-        # Pages a retention prune frees can be given back to the file system a few at a time
-        # (`PRAGMA incremental_vacuum`); it must be set before the first table exists.
-        db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         with Transaction(db):
             for statement in _SCHEMA_V1.split(";"):
                 if statement.strip():

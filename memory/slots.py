@@ -97,12 +97,20 @@ def _read(db: sqlite3.Connection, slot: str) -> dict[str, Any]:
         found = saved.get("format", 1)
     except (zlib.error, ValueError, AttributeError) as exc:
         raise SlotCorruptError(f"save slot {slot!r} is damaged or cut short ({exc}); nothing was loaded") from None
-    if not isinstance(found, int) or found > SLOT_FORMAT:
+    if type(found) is not int or found < 1:
+        raise SlotCorruptError(f"save slot {slot!r} names no slot format ({found!r}); nothing was loaded")
+    if found > SLOT_FORMAT:
         raise SlotFormatError(
             f"save slot {slot!r} was written by a newer Loreguard (slot format {found}; this one reads up to "
             f"{SLOT_FORMAT}); nothing was loaded"
         )
-    if _image_hash(saved) != row[1]:
+    try:
+        digest = _image_hash(saved)
+    except (KeyError, ValueError, TypeError, IndexError) as exc:
+        raise SlotCorruptError(
+            f"save slot {slot!r} is not a memory image ({type(exc).__name__}: {exc}); nothing was loaded"
+        ) from None
+    if digest != row[1]:
         raise SlotCorruptError(f"save slot {slot!r} does not match its memory hash")
     return saved
 

@@ -24,7 +24,14 @@ from pathlib import Path
 from loreguard.memory import audit_log, slots
 from loreguard.memory.audit_log import AuditEntry
 from loreguard.memory.entries import entry_key, kind_entries
-from loreguard.memory.errors import AuditWriteError, MemoryFileError, StalePlanError, StoreClosedError, UnknownScopeError
+from loreguard.memory.errors import (
+    AuditWriteError,
+    MemoryFileError,
+    MemoryStoreError,
+    StalePlanError,
+    StoreClosedError,
+    UnknownScopeError,
+)
 from loreguard.memory.hashing import (
     canonical_json,
     combine_scope_hashes,
@@ -154,18 +161,27 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         try:
+            # Before WAL (which writes the header): a new file can then give freed pages back
+            # piecemeal (`vacuum`); on an existing file this changes nothing.
+            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={durability.value}")
             migrate(self._db, self.path)
+            state = read_state(self._db)
+            next_audit_seq = audit_log.next_seq(self._db)
         except sqlite3.DatabaseError as exc:
             self._db.close()
             self._db = None
             # A truncated or overwritten file: say so, and leave it as it is for the user to look at.
             raise MemoryFileError(f"{self.path} is not a readable Loreguard memory file ({exc}); nothing was changed") from None
+        except MemoryStoreError:
+            self._db.close()
+            self._db = None
+            raise
         self._counters: dict[str, int] = {}
         self._version = 0
-        self._install(read_state(self._db))
-        self._next_audit_seq = audit_log.next_seq(self._db)
+        self._install(state)
+        self._next_audit_seq = next_audit_seq
 
     # --- lifecycle -----------------------------------------------------------------------
 

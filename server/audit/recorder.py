@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
@@ -59,9 +59,10 @@ class AuditRecorder:
         self.ring_size = ring_size
         #: None: the log keeps every record.
         self.retention = retention
-        self._since_prune = 0
-        #: Log positions an export in progress needs (a prune keeps them).
-        self._pins: Counter[int] = Counter()
+        # A first prune comes with the first record: the log a save brought may be long already.
+        self._since_prune = retention.every - 1 if retention is not None else 0
+        #: Held by a prune and by an export: a package never misses what a prune took meanwhile.
+        self._log_lock = threading.Lock()
         self.last_prune: AuditPrune | None = None
         self._lock = threading.Lock()
         self._rings: dict[str, deque[AuditRecord]] = {}
@@ -131,18 +132,22 @@ class AuditRecorder:
             self._since_prune += 1
             due = self.retention is not None and self._since_prune >= self.retention.every
         if due:
-            self.prune()
+            try:
+                self.prune()
+            except Exception:  # noqa: BLE001 - the interaction committed: a failed prune is logged, never its error
+                _log.exception("audit retention: the prune failed; every record is kept, the next prune tries again")
 
     def prune(self) -> AuditPrune:
         """Apply the retention policy now (see `retention.prune`). An archive that cannot be
-        written leaves every record in place; the next prune tries again."""
+        written leaves every record in place; the next prune tries again. Exports wait for it,
+        and it for them (`_log_lock`): neither reads what the other is deleting."""
         if self.retention is None:
             return AuditPrune()
         with self._lock:
             self._since_prune = 0
-            pinned = frozenset(self._pins)
         try:
-            done = retention_prune(self.store, self.retention, self._archive_package, pinned=pinned)
+            with self._log_lock:
+                done = retention_prune(self.store, self.retention, self._archive_package)
         except OSError as exc:
             _log.warning("audit retention: the archive could not be written (%s); nothing was pruned", exc)
             return AuditPrune()
@@ -209,18 +214,8 @@ class AuditRecorder:
 
     def export(self, selection: PackageSelection, *, exported_by: str) -> DebugPackage:
         """A package of the selected records; no prune removes them while it is being read."""
-        floor = selection.first_seq or 1
-        with self._lock:
-            pins = [
-                seq for seq, _ in self.store.audit_rows(npc_id=selection.npc_id, after=floor - 1, last_seq=selection.last_seq)
-            ]
-            self._pins.update(pins)
-        try:
+        with self._log_lock:
             return export_package(self.store, selection, exported_by=exported_by)
-        finally:
-            with self._lock:
-                self._pins.subtract(pins)
-                self._pins = +self._pins
 
 
 def _entries_named(memory: ScopeMemory, wanted: Mapping[tuple[str, str], str]) -> list[tuple[MemoryKind, str, Any]]:

@@ -27,6 +27,7 @@ from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import AttemptRecord, ModelFingerprint
 from loreguard.server.audit.manifests import entry_rows
 from loreguard.server.audit.recorder import AuditRecorder
+from loreguard.server.pipeline import consolidation
 from loreguard.server.pipeline.config import PipelineConfig
 from loreguard.server.pipeline.errors import LifecycleHalt
 from loreguard.server.pipeline.inference import (
@@ -264,7 +265,10 @@ class Replayer:
             streamed = any(a.stream is not None for a in record.receipt.attempts)
             stream = StreamSession(emit=lambda chunk: None) if streamed else None
             with suppress(LifecycleHalt):  # halted again: its record, like any other, is what is compared
-                pipeline.interact(record.context, stream=stream)
+                if record.receipt.task_type == consolidation.TASK:
+                    pipeline.consolidate(record.npc_id)  # a summary the model wrote in idle time
+                else:
+                    pipeline.interact(record.context, stream=stream)
             return recorder.tail(limit=1)[0]
         finally:
             store.close()

@@ -3,8 +3,8 @@
 A fifty-hour game writes tens of thousands of records into the memory file the game saves.
 Every `every` records the recorder prunes each NPC's log down to its newest `keep_per_npc`
 records. Three kinds of record are never pruned: the records a save slot was saved after, the
-records an export or replay in progress has pinned, and (when an `archive` folder is set) any
-record whose debug package could not be written there first. Blobs that no remaining record
+records an export in progress is reading (a prune and an export never run at once), and (when
+an `archive` folder is set) any record whose debug package could not be written there first. Blobs that no remaining record
 needs go with the records. The prune runs on the thread that committed the record that crossed
 the threshold, under the pipeline's commit lock, so no record is being built while blobs go.
 """
@@ -60,11 +60,17 @@ def prune(
         retention.archive.mkdir(parents=True, exist_ok=True)
         for npc_id, seqs in sorted(doomed.items()):
             package = export(PackageSelection(npc_id=npc_id, first_seq=seqs[0], last_seq=seqs[-1]))
-            path = retention.archive / f"{npc_id}-{seqs[0]:09d}-{seqs[-1]:09d}.lgp"
+            path = retention.archive / f"{_file_safe(npc_id)}-{seqs[0]:09d}-{seqs[-1]:09d}.lgp"
             _write_atomically(path, encode_package(package, PackageFormat.COMPRESSED))
             archived.append(path.name)
     records, blobs = store.prune_audit(seq for seqs in doomed.values() for seq in seqs)
     return AuditPrune(records=records, blobs=blobs, archived=tuple(archived))
+
+
+def _file_safe(npc_id: str) -> str:
+    """The NPC id as a file name on any system ("guard:north" is not one on Windows): letters,
+    digits, `_`, `-` and `.` kept, anything else as `~` and its code point."""
+    return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_-.") else f"~{ord(ch):x}" for ch in npc_id)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

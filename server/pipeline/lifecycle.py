@@ -17,23 +17,25 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from loreguard.memory.audit_log import AuditEntry
 from loreguard.memory.errors import StalePlanError, UnknownScopeError
 from loreguard.memory.hashing import canonical_json, sha256_hex
-from loreguard.memory.store import MemoryStore, PlannedBatch
+from loreguard.memory.store import MemoryStore, PlannedBatch, StoreView
 from loreguard.schemas.audit import AuditTimings
 from loreguard.schemas.interaction import InteractionContext, TriggerReason
 from loreguard.schemas.memory import UpsertBelief
 from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import GateFailure, InteractionOutcome, InteractionResult
+from loreguard.server.pipeline import consolidation
 from loreguard.server.pipeline.attempt import Accept, GiveUp, StreamCarry, next_step, run_attempt
 from loreguard.server.pipeline.config import PipelineConfig
 from loreguard.server.pipeline.contract import Verdict
 from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, UnknownNpcError
 from loreguard.server.pipeline.fallback import choose_fallback
 from loreguard.server.pipeline.gate import GateResult
-from loreguard.server.pipeline.inference.base import InferenceBackend
+from loreguard.server.pipeline.inference.base import BackendError, InferenceBackend
 from loreguard.server.pipeline.judge import SemanticJudge
 from loreguard.server.pipeline.mutation import plan_writes
 from loreguard.server.pipeline.output_schema import output_schema
@@ -159,6 +161,60 @@ class GovernancePipeline:
         """The memories the prompt for `context` would hold, best first: what the NPC would
         remember if asked now. Reads memory, writes nothing; `UnknownNpcError` if no such NPC."""
         return self._prepare(context, quiet=True).first_snapshot.episodic
+
+    def consolidate(self, npc_id: str) -> InteractionResult | None:
+        """Summarise what the NPC is about to forget (`consolidation`), when its memory is near
+        its limit: the model writes notes, the gate checks them, the approved ones replace the
+        fading entries, with an audit record (a refused summary is recorded and changes
+        nothing). None when nothing was due or the model could not answer. Must not overlap the
+        NPC's interactions (the sidecar runs it in the NPC's queue); `UnknownNpcError`."""
+        try:
+            view = self.store.view(npc_id)
+        except UnknownScopeError:
+            raise UnknownNpcError(f"no NPC {npc_id!r} is registered") from None
+        try:
+            summary = consolidation.summarise(view, self.store.policy, self.backend)
+        except BackendError as exc:
+            self._count("consolidation.no_model")
+            _log.info("consolidation of %s skipped: %s", npc_id, exc)
+            return None
+        if summary is None:
+            return None
+        self._count("consolidation.written" if summary.writes else "consolidation.refused")
+        with self._commit_lock:
+            return self._commit_consolidation(view, summary.writes, summary.prompt.full, partial(summary.result, view))
+
+    def _commit_consolidation(
+        self, view: StoreView, writes: list, prompt: str, build: Callable[[str], InteractionResult]
+    ) -> InteractionResult | None:
+        """Plan, record and commit a consolidation's batch (under the commit lock). None when the
+        NPC's memory changed since it was read (an interaction overlapped it)."""
+        scopes = tuple(name for name, _ in view.scope_hashes)
+        context = InteractionContext(npc_id=view.profile.id, trigger_reason=TriggerReason.CUSTOM)
+        for _ in range(_MAX_PLANS):
+            planned = self.store.plan(writes, hash_scopes=scopes)
+            if planned.next_seq_before != view.next_seq:
+                view = replace(view, next_seq=planned.next_seq_before)  # another NPC wrote: as in `_plan_and_commit`
+            if not planned.ok:  # memory's own checks refused a note the gate passed: nothing changes
+                self._count("consolidation.refused_by_memory")
+                _log.warning("consolidation of %s refused by memory: %s", view.profile.id, planned.plan.refusals)
+                return None
+            if planned.memory_hash_before != view.memory_hash:
+                self._count("consolidation.stale")
+                return None
+            result = build(planned.memory_hash_after)
+            if self.recorder is None:
+                if self._committed(planned):
+                    return result
+                continue
+            record, entry = self.recorder.entry(
+                planned.audit_seq, context=context, view=view, config=(self._config_hash, self._config_json),
+                result=result, prompts=[prompt], timings=AuditTimings(),
+            )  # fmt: skip
+            if self._committed(planned, audit=entry):
+                self.recorder.committed(record, entry)
+                return result.model_copy(update={"audit_record_id": record.record_id})
+        raise LifecycleHalt("consolidation", f"memory changed under this consolidation's commit {_MAX_PLANS} times in a row")
 
     def _record_halt(self, run: InteractionRun, halt: LifecycleHalt) -> str | None:
         """The black box keeps halted interactions too: a record with the inputs, the attempts

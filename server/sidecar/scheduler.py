@@ -4,18 +4,21 @@ Jobs wait in one bounded queue in arrival order. Each of `workers` threads takes
 whose NPC has nothing running, so interactions of one NPC apply strictly in the order they
 arrived while other NPCs proceed in parallel (the batched engine decodes their generations in
 the same steps). With one worker this is the plain FIFO a reproducible backend needs. The socket
-loop never waits for it; finished replies come back through `deliver`.
+loop never waits for it; finished replies come back through `deliver`. When no interaction
+waits or runs, a worker consolidates the memory of an NPC near its limit (`ConsolidateJob`), in
+that NPC's place in the order: its next interaction waits for it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from loreguard.memory import AuditWriteError
+from loreguard.memory import AuditWriteError, UnknownScopeError
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.wire import ErrorCode, InteractChunk, encode_chunk
 from loreguard.server.pipeline import (
@@ -24,6 +27,7 @@ from loreguard.server.pipeline import (
     InteractionCancelled,
     LifecycleHalt,
     UnknownNpcError,
+    consolidation,
 )
 from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession
 from loreguard.server.sidecar.codec import encode_error, encode_reply, internal_error
@@ -41,7 +45,15 @@ class InteractJob:
     stream: bool = False
 
 
+@dataclass(frozen=True)
+class ConsolidateJob:
+    """Summarise what the NPC is about to forget (`GovernancePipeline.consolidate`): idle-time work."""
+
+    npc_id: str
+
+
 Deliver = Callable[[bytes, bytes], None]
+_log = logging.getLogger("loreguard.sidecar")
 
 
 class InteractionScheduler:
@@ -64,6 +76,8 @@ class InteractionScheduler:
         self._stats = stats
         self._cond = threading.Condition()
         self._pending: deque[InteractJob] = deque()
+        #: NPCs whose memory is near its limit, to consolidate when no interaction waits or runs.
+        self._idle_work: deque[str] = deque()
         #: NPCs with an interaction running now.
         self._running: set[str] = set()
         self._closed = False
@@ -94,6 +108,7 @@ class InteractionScheduler:
             self._closed = True
             refused = list(self._pending)
             self._pending.clear()
+            self._idle_work.clear()
             self._cond.notify_all()
         for job in refused:
             self._stats.count("interact.refused_shutdown")
@@ -102,8 +117,9 @@ class InteractionScheduler:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
 
-    def _take(self) -> InteractJob | None:
-        """The oldest job whose NPC is idle, waiting for one; None once shut down."""
+    def _take(self) -> InteractJob | ConsolidateJob | None:
+        """The oldest job whose NPC is idle, waiting for one; with no interaction queued or
+        running, an NPC's consolidation; None once shut down."""
         with self._cond:
             while True:
                 if self._closed:
@@ -113,15 +129,25 @@ class InteractionScheduler:
                         self._pending.remove(job)
                         self._running.add(job.context.npc_id)
                         return job
+                if self._idle_work and not self._pending and not self._running:
+                    npc_id = self._idle_work.popleft()
+                    self._running.add(npc_id)  # the NPC's next interaction waits for it
+                    return ConsolidateJob(npc_id)
                 self._cond.wait()
 
-    def _done(self, job: InteractJob) -> None:
+    def _done(self, npc_id: str) -> None:
         with self._cond:
-            self._running.discard(job.context.npc_id)
+            self._running.discard(npc_id)
             self._cond.notify_all()
 
     def _run(self) -> None:
         while (job := self._take()) is not None:
+            if isinstance(job, ConsolidateJob):
+                try:
+                    self._consolidate(job.npc_id)
+                finally:
+                    self._done(job.npc_id)
+                continue
             try:
                 if not self._is_connected(job.client):
                     self._stats.count("interact.dropped_disconnected")
@@ -130,7 +156,30 @@ class InteractionScheduler:
                 if reply is not None:
                     self._deliver(job.client, reply)
             finally:
-                self._done(job)
+                self._done(job.context.npc_id)
+            self._queue_consolidation_if_due(job.context.npc_id)
+
+    def _queue_consolidation_if_due(self, npc_id: str) -> None:
+        store = self._pipeline.store
+        try:
+            due = consolidation.due(store.scope(npc_id), store.policy)
+        except UnknownScopeError:
+            return
+        if due:
+            with self._cond:
+                if npc_id not in self._idle_work:
+                    self._idle_work.append(npc_id)
+                    self._cond.notify_all()
+
+    def _consolidate(self, npc_id: str) -> None:
+        try:
+            result = self._pipeline.consolidate(npc_id)
+        except Exception:  # a bug: keep serving; memory is bounded by the store's own consolidation
+            self._stats.count("internal_errors")
+            _log.exception("consolidation of %s failed", npc_id)
+            return
+        if result is not None:
+            self._stats.count("consolidation.written" if not result.fallback_used else "consolidation.refused")
 
     def _stream(self, job: InteractJob) -> StreamSession:
         """Chunks go out as they are released; the generation stops when the client leaves."""

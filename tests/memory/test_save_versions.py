@@ -88,6 +88,9 @@ def test_a_slot_of_a_newer_format_is_refused_and_nothing_changes(tmp_path: Path)
         lambda data: data[: len(data) // 2],  # cut short
         lambda data: b"\x00" * len(data),  # overwritten
         lambda data: zlib.compress(b'{"format": 2, "scopes": '),  # not JSON
+        lambda data: zlib.compress(b'{"format": 2}'),  # JSON, but no memory image
+        lambda data: zlib.compress(b'{"format": "2", "scopes": [], "entries": []}'),  # no format number
+        lambda data: zlib.compress(b'{"format": 0, "scopes": [], "entries": []}'),
     ],
 )
 def test_a_damaged_slot_is_refused_and_nothing_changes(tmp_path: Path, damage) -> None:  # noqa: ANN001

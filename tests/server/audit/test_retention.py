@@ -53,7 +53,9 @@ def test_each_npc_keeps_its_newest_records_and_the_rest_is_archived_replayable(t
     archive = tmp_path / "archive"
     pipeline, recorder = _game(tmp_path, AuditRetention(keep_per_npc=10, every=20, archive=archive))
     store = pipeline.store
-    _play(pipeline, 30)  # 60 records: prunes after the 20th, 40th and 60th
+    _play(pipeline, 30)  # 60 records: prunes after the 1st (the first record of a run), 21st and 41st
+    assert len(_seqs(store, "guard")) == 10 + 9  # 10 kept at the 41st, and 9 of the guard's since
+    recorder.prune()
     for npc in NPCS:
         assert len(_seqs(store, npc)) == 10
     assert _seqs(store, "guard") == list(range(41, 61, 2))  # the newest, in log order
@@ -95,6 +97,59 @@ def test_a_save_keeps_the_record_that_led_to_it(tmp_path: Path) -> None:
     assert _seqs(store, "merchant") == [10, 26, 28, 30]
 
 
+def test_a_prune_that_fails_does_not_fail_the_interaction_that_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pipeline, recorder = _game(tmp_path, AuditRetention(keep_per_npc=1, every=1))
+
+    def full_disk(seqs: object) -> tuple[int, int]:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(pipeline.store, "prune_audit", full_disk)
+    with caplog.at_level(logging.ERROR, logger="loreguard.audit"):
+        _play(pipeline, 2)  # each answered, recorded and applied
+    assert "the prune failed" in caplog.text
+    assert len(pipeline.store.audit_rows()) == 4 and pipeline.store.interactions("guard") == 2
+
+
+def test_an_export_and_a_prune_never_run_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both read or delete the log only holding the recorder's log lock, so an export never
+    finds blobs gone that a prune took meanwhile."""
+    from loreguard.server.audit import recorder as recorder_module
+
+    pipeline, recorder = _game(tmp_path, AuditRetention(keep_per_npc=2, every=1_000_000))
+    _play(pipeline, 6)
+    held: list[tuple[str, bool]] = []
+    export_package, prune_audit = recorder_module.export_package, pipeline.store.prune_audit
+
+    def exporting(*args: object, **kwargs: object):  # noqa: ANN202
+        held.append(("export", recorder._log_lock.locked()))
+        return export_package(*args, **kwargs)
+
+    def pruning(seqs: object) -> tuple[int, int]:
+        held.append(("prune", recorder._log_lock.locked()))
+        return prune_audit(seqs)
+
+    monkeypatch.setattr(recorder_module, "export_package", exporting)
+    monkeypatch.setattr(pipeline.store, "prune_audit", pruning)
+    assert len(recorder.export(PackageSelection(), exported_by="test").records) == 12
+    assert recorder.prune().records == 8
+    assert held == [("export", True), ("prune", True)]
+
+
+def test_a_new_memory_file_gives_freed_pages_back(tmp_path: Path) -> None:
+    pipeline, recorder = _game(tmp_path, AuditRetention(keep_per_npc=1, every=1_000_000))
+    store = pipeline.store
+    assert store.db.execute("PRAGMA auto_vacuum").fetchone() == (2,)  # incremental
+    _play(pipeline, 60)
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (before,) = store.db.execute("PRAGMA page_count").fetchone()
+    recorder.prune()
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (after,) = store.db.execute("PRAGMA page_count").fetchone()
+    assert after < before
+
+
 def test_outside_a_prune_the_log_stays_append_only(tmp_path: Path) -> None:
     pipeline, _ = _game(tmp_path, None)
     _play(pipeline, 2)
@@ -124,3 +179,10 @@ def test_a_retention_of_nothing_is_refused(keep: int, capsys: pytest.CaptureFixt
         main(["serve", "--backend", "scripted", "--audit-keep", str(keep)])
     assert exit_.value.code == 2
     assert "must keep at least 1 record per NPC" in capsys.readouterr().err
+
+
+def test_an_archive_file_name_is_safe_on_every_system() -> None:
+    from loreguard.server.audit.retention import _file_safe
+
+    assert _file_safe("guard_north-2.b") == "guard_north-2.b"
+    assert _file_safe("guard:north/ä") == "guard~3anorth~2f~e4"
