@@ -16,6 +16,7 @@ newer entry, then to the sequence number, so the choice is a strict total order 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from loreguard.memory.recall import RecallIndex
 from loreguard.schemas.memory import EpisodicEntry
@@ -23,7 +24,7 @@ from loreguard.schemas.memory import EpisodicEntry
 
 def oldest_block(entries: Iterable[EpisodicEntry], size: int) -> list[EpisodicEntry]:
     """The `size` entries with the lowest sequence numbers, oldest first."""
-    return sorted(entries, key=lambda e: e.seq)[:size]
+    return sorted(entries, key=attrgetter("seq"))[:size]
 
 
 def information(entry: EpisodicEntry, index: RecallIndex, idf: dict[str, float] | None = None) -> float:

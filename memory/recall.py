@@ -30,17 +30,13 @@ K1 = 1.2
 B = 0.75
 
 
-def _empty() -> Mapping[str, tuple[int, ...]]:
-    return MappingProxyType({})
-
-
 @dataclass(frozen=True)
 class RecallIndex:
     """Keyword -> the sequence numbers of the entries holding it (ascending), and each entry's
     keywords. Build one with `RecallIndex.of`; derive the next with `changed`."""
 
-    postings: Mapping[str, tuple[int, ...]] = field(default_factory=_empty)
-    words: Mapping[int, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+    postings: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    words: Mapping[int, frozenset[str]] = field(default_factory=dict)
     total_words: int = 0
 
     @classmethod
@@ -83,9 +79,6 @@ class RecallIndex:
             else:
                 postings[word] = tuple(sorted((*held, *new)))
         return RecallIndex(MappingProxyType(postings), MappingProxyType(words), total)
-
-    def __len__(self) -> int:
-        return len(self.words)
 
     def idf(self, word: str) -> float:
         """BM25's inverse document frequency: always positive, highest for the rarest words."""

@@ -106,8 +106,8 @@ def retrieve_episodic(
 ) -> tuple[tuple[EpisodicEntry, float], ...]:
     """The best `max_episodic` entries with their scores, in the documented order: first up to
     half of them (rounded up) that the player's line calls for (relevance at least
-    `RELEVANCE_FLOOR`, most relevant first), then the best of the rest by score; of exchanges
-    answering the same player line, only the first so chosen.
+    `RELEVANCE_FLOOR`, most relevant first), then the best of the rest by score; of memories
+    that `said` the same thing (by default: the same text), only the first so chosen.
 
     The candidates are the newest `RECENT_CANDIDATES` entries and every entry sharing a keyword
     with the player's line. `index` is the NPC's whole long-term memory (`RecallIndex`), from
@@ -120,11 +120,10 @@ def retrieve_episodic(
     if index is None:
         index = RecallIndex.of(kept)
     relevance = index.relevance(words) if words else {}
-    seqs = [e.seq for e in kept]
-    chosen = {i for i in range(max(0, len(kept) - RECENT_CANDIDATES), len(kept))}
+    chosen = set(range(max(0, len(kept) - RECENT_CANDIDATES), len(kept)))
     for seq in relevance:
-        at = bisect.bisect_left(seqs, seq)
-        if at < len(seqs) and seqs[at] == seq:
+        at = bisect.bisect_left(kept, seq, key=_BY_SEQ)
+        if at < len(kept) and kept[at].seq == seq:
             chosen.add(at)
     candidates = [kept[i] for i in sorted(chosen)]
     scores = _score_episodes(candidates, query, [relevance.get(e.seq, 0.0) for e in candidates])

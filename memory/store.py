@@ -563,12 +563,13 @@ class MemoryStore:
         with self._lock:
             return audit_log.blob_hashes(self.db)
 
-    def audit_doomed(self, keep_per_npc: int, *, pinned: Iterable[int] = ()) -> dict[str, list[int]]:
-        """Per NPC, the records a retention of `keep_per_npc` would prune (see `prune_audit`)."""
+    def audit_doomed(self, keep_per_npc: int) -> dict[str, list[int]]:
+        """Per NPC, the records a retention of `keep_per_npc` would prune: all but its newest,
+        and never the record a save slot was saved after (see `prune_audit`)."""
         if keep_per_npc < 1:
             raise ValueError(f"audit retention must keep at least 1 record per NPC; got {keep_per_npc}")
         with self._lock:
-            return audit_log.doomed(self.db, keep_per_npc, {*pinned, *audit_log.pinned_by_slots(self.db)})
+            return audit_log.doomed(self.db, keep_per_npc, audit_log.pinned_by_slots(self.db))
 
     def prune_audit(self, seqs: Iterable[int]) -> tuple[int, int]:
         """Delete these audit records and every blob no remaining record needs, in one

@@ -129,8 +129,6 @@ class _Scratch:
 
 
 _BY_SEQ = attrgetter("seq")
-#: Among entries of equal strength, the one pruned first.
-_TIE_ORDER = attrgetter("at_interaction", "text", "seq")
 
 
 def episodic_id(seq: int) -> str:
@@ -205,7 +203,7 @@ def plan_batch(
             )
             work.episodic[episode.id] = episode
             changes.append(_upsert(op.scope, MemoryKind.EPISODIC, episode.id, seq, episode))
-            changes.extend(_prune_episodic(work, op.at_interaction, policy))
+            changes.extend(_prune_episodic(work, policy))
         elif isinstance(op, UpsertBelief):
             clash = _identity(state, scratch, MemoryKind.BELIEF, op.scope, op.belief_id)
             if clash is not None:
@@ -358,7 +356,7 @@ def _upsert(scope: str, kind: MemoryKind, entry_id: str, seq: int, model: object
     return RowChange("upsert", scope, kind, entry_id, seq, canonical_json(model).decode("utf-8"))
 
 
-def _prune_episodic(work: _Scratch, now_interaction: int, policy: MemoryPolicy) -> list[RowChange]:
+def _prune_episodic(work: _Scratch, policy: MemoryPolicy) -> list[RowChange]:
     """Past the limit, consolidate the oldest entries (`consolidation`): the most significant of
     them stay, the rest are deleted. Deterministic: content decides, never write order."""
     if len(work.episodic) <= policy.episodic_limit:

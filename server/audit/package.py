@@ -20,6 +20,7 @@ stream's bytes themselves (a deflate stream has bits that do not change what it 
 from __future__ import annotations
 
 import json
+import os
 import zlib
 from enum import Enum
 from pathlib import Path
@@ -121,9 +122,20 @@ def _validate(value: object) -> DebugPackage:
 
 
 def write_package(package: DebugPackage, path: Path, form: PackageFormat | None = None) -> PackageFormat:
-    """Write `package` to `path`; the form defaults to JSON for `*.json`, compressed otherwise."""
+    """Write `package` to `path`, whole or not at all (a half-written package never stands in for
+    the records: retention deletes them once their archive is written); the form defaults to
+    JSON for `*.json`, compressed otherwise. `OSError` (a full disk) leaves no file behind."""
     form = form or (PackageFormat.JSON if path.suffix == ".json" else PackageFormat.COMPRESSED)
-    path.write_bytes(encode_package(package, form))
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with open(partial, "wb") as out:
+            out.write(encode_package(package, form))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(partial, path)
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
     return form
 
 

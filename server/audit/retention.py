@@ -11,7 +11,6 @@ the threshold, under the pipeline's commit lock, so no record is being built whi
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,15 +43,13 @@ def prune(
     store: MemoryStore,
     retention: AuditRetention,
     export: Callable[[PackageSelection], DebugPackage],
-    *,
-    pinned: frozenset[int] = frozenset(),
 ) -> AuditPrune:
     """Archive (when asked: each NPC's pruned records as the package `export` makes of them) and
     prune what `retention` says may go. An archive that cannot be written (a full disk) raises
     `OSError` and prunes nothing."""
-    from loreguard.server.audit.package import PackageFormat, encode_package
+    from loreguard.server.audit.package import PackageFormat, write_package
 
-    doomed = store.audit_doomed(retention.keep_per_npc, pinned=pinned)
+    doomed = store.audit_doomed(retention.keep_per_npc)
     if not doomed:
         return AuditPrune()
     archived = []
@@ -61,7 +58,7 @@ def prune(
         for npc_id, seqs in sorted(doomed.items()):
             package = export(PackageSelection(npc_id=npc_id, first_seq=seqs[0], last_seq=seqs[-1]))
             path = retention.archive / f"{_file_safe(npc_id)}-{seqs[0]:09d}-{seqs[-1]:09d}.lgp"
-            _write_atomically(path, encode_package(package, PackageFormat.COMPRESSED))
+            write_package(package, path, PackageFormat.COMPRESSED)
             archived.append(path.name)
     records, blobs = store.prune_audit(seq for seqs in doomed.values() for seq in seqs)
     return AuditPrune(records=records, blobs=blobs, archived=tuple(archived))
@@ -71,17 +68,3 @@ def _file_safe(npc_id: str) -> str:
     """The NPC id as a file name on any system ("guard:north" is not one on Windows): letters,
     digits, `_`, `-` and `.` kept, anything else as `~` and its code point."""
     return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_-.") else f"~{ord(ch):x}" for ch in npc_id)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """The whole file or none of it: a half-written archive never stands in for the records."""
-    partial = path.with_name(path.name + ".partial")
-    try:
-        with open(partial, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(partial, path)
-    except OSError:
-        partial.unlink(missing_ok=True)
-        raise

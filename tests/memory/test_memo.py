@@ -102,7 +102,7 @@ def test_consolidation_keeps_the_most_significant_of_the_oldest() -> None:
         expected = sorted(e.id for e in ranked[keep:])
         for order in (entries, list(reversed(entries))):
             work = _Scratch(ScopeMemory(scope="npc", episodic=tuple(order)))
-            dropped = [change.entry_id for change in _prune_episodic(work, 0, policy)]
+            dropped = [change.entry_id for change in _prune_episodic(work, policy)]
             if len(entries) <= limit:
                 assert dropped == [], trial
                 continue
