@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import InteractionResult
+from loreguard.schemas.scene import SceneNextReply, SceneState
 from loreguard.schemas.wire import (
     MESSAGES,
     AuditExportReply,
@@ -92,8 +93,37 @@ def interact(
     return _call("interact", body, InteractionResult)
 
 
-#: The envelope type of a streamed request's partial replies.
+#: The envelope type of a streamed `interact`'s partial replies.
 CHUNK_TYPE = "interact.chunk"
+
+
+def is_chunk(envelope_type: str) -> bool:
+    """Whether an envelope is a partial reply (`interact.chunk`, `scene.next.chunk`)."""
+    return envelope_type.endswith(".chunk")
+
+
+def scene_start(scene_id: str, npcs: list[str] | tuple[str, ...], fields: dict[str, Any]) -> Call[SceneState]:
+    """Open a scene: `npcs` speak in turn; `fields` are the rest of `SceneStartRequest`."""
+    return _call("scene.start", {"scene_id": scene_id, "npcs": list(npcs), **fields}, SceneState)
+
+
+def scene_next(scene_id: str, *, to_end: bool = False, stream: bool = False) -> Call[SceneNextReply]:
+    """The scene's next line (or, `to_end`, every line to its end); with `stream`, the lines
+    also come as `scene.next.chunk` replies first (`SceneChunk` bodies)."""
+    return _call("scene.next", {"scene_id": scene_id, "to_end": to_end, "stream": stream}, SceneNextReply)
+
+
+def scene_say(scene_id: str, text: str, kind: Literal["player", "narration"], to: str | None) -> Call[SceneState]:
+    """Words said into a scene, heard (and remembered) by every NPC there."""
+    return _call("scene.say", {"scene_id": scene_id, "text": text, "kind": kind, "to": to}, SceneState)
+
+
+def scene_end(scene_id: str) -> Call[SceneState]:
+    return _call("scene.end", {"scene_id": scene_id}, SceneState)
+
+
+def scene_get(scene_id: str) -> Call[SceneState]:
+    return _call("scene.get", {"scene_id": scene_id}, SceneState)
 
 
 def memory(npc_id: str) -> Call[MemoryGetReply]:

@@ -16,6 +16,7 @@ from loreguard.schemas import wire
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import InteractionResult
+from loreguard.schemas.scene import SceneChunk, SceneNextReply, SceneState
 from loreguard.schemas.wire import decode_reply, encode_request
 
 
@@ -53,7 +54,7 @@ class Client:
             if envelope["type"] == "error":
                 raise error_from_envelope(envelope)
             yield envelope
-            if envelope["type"] != calls.CHUNK_TYPE:
+            if not calls.is_chunk(envelope["type"]):
                 return
             deadline = time.monotonic() + self.timeout_s
 
@@ -129,6 +130,37 @@ class Client:
         form: Literal["document", "json"] = "document",
     ) -> wire.AuditExportReply:
         return self.send(calls.audit_export(npc_id, last, first_seq, last_seq, form))
+
+    def scene_start(self, scene_id: str, npcs: list[str] | tuple[str, ...], **fields: Any) -> SceneState:
+        """Open a scene (`scene.start`): `npcs` speak in turn; `listeners`, `player_present`,
+        `topic`, `max_lines`, `weights`... as `SceneStartRequest` names them."""
+        return self.send(calls.scene_start(scene_id, npcs, fields))
+
+    def scene_next(
+        self, scene_id: str, *, to_end: bool = False, on_chunk: Callable[[SceneChunk], None] | None = None
+    ) -> SceneNextReply:
+        """The scene's next line (`to_end`: every line to its end). With `on_chunk`, the lines
+        stream: each validated chunk is passed to it as it arrives."""
+        call = calls.scene_next(scene_id, to_end=to_end, stream=on_chunk is not None)
+        for envelope in self._exchange(call.message_type, call.body):
+            if calls.is_chunk(envelope["type"]):
+                assert on_chunk is not None
+                on_chunk(SceneChunk.model_validate(envelope["body"]))
+            else:
+                return call.parse(envelope["body"])
+        raise AssertionError("unreachable: an exchange ends with a reply or raises")
+
+    def scene_say(
+        self, scene_id: str, text: str, *, kind: Literal["player", "narration"] = "player", to: str | None = None
+    ) -> SceneState:
+        """Words said into a scene: every NPC there hears and remembers them; `to` answers next."""
+        return self.send(calls.scene_say(scene_id, text, kind, to))
+
+    def scene_end(self, scene_id: str) -> SceneState:
+        return self.send(calls.scene_end(scene_id))
+
+    def scene_get(self, scene_id: str) -> SceneState:
+        return self.send(calls.scene_get(scene_id))
 
     def stats(self) -> wire.StatsReply:
         return self.send(calls.stats())

@@ -87,6 +87,9 @@ class StoreView:
     entry_digests: Mapping[str, Mapping[tuple[str, str], str]]
     #: The NPC's episodic memory indexed by keyword (read-only), for retrieval's relevance.
     recall: RecallIndex
+    #: Other NPCs' scopes the interaction writes (those present in a scene, who hear its line),
+    #: by scope; their hashes are in `scope_hashes` too.
+    others: tuple[ScopeMemory, ...] = ()
 
     @property
     def memory_hash(self) -> str:
@@ -237,11 +240,17 @@ class MemoryStore:
         self.scope(npc_id)
         return self._interactions.get(npc_id, 0)
 
-    def view(self, npc_id: str) -> StoreView:
-        """Everything an interaction for `npc_id` reads, as one consistent snapshot."""
+    def view(self, npc_id: str, also: Iterable[str] = ()) -> StoreView:
+        """Everything an interaction for `npc_id` reads, as one consistent snapshot; with `also`,
+        the scopes of other NPCs it writes to (a scene's listeners). `UnknownScopeError` for
+        any NPC not registered."""
         with self._lock:
             profile = self.profile(npc_id)
-            names = tuple(sorted((npc_id, WORLD_SCOPE)))
+            others = sorted(set(also) - {npc_id})
+            for name in others:
+                if name not in self._scopes:  # a replay restores listeners' memory, not their profiles
+                    raise UnknownScopeError(f"no NPC {name!r} is registered")
+            names = tuple(sorted((npc_id, WORLD_SCOPE, *others)))
             hashes = tuple((name, self._scope_hash(name)) for name in names)
             return StoreView(
                 profile=profile,
@@ -257,6 +266,7 @@ class MemoryStore:
                 # Safe to share: a scope's digest map is replaced on commit, never changed in place.
                 entry_digests={name: self._entry_digests.get(name, {}) for name in names},
                 recall=self._recall_index(npc_id),
+                others=tuple(self._scopes[name] for name in others),
             )
 
     def world_hash(self) -> str | None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, SerializerFunctionWrapHandler, StringConstraints, model_serializer
 
 from loreguard.schemas.base import FrozenModel, Identifier
 
@@ -36,6 +36,50 @@ class TaskType(str, Enum):
 
 
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+SceneText = Annotated[str, StringConstraints(max_length=2000)]
+#: A scene's topic or situation, as the designer or the game wrote it.
+SceneTopic = Annotated[str, StringConstraints(max_length=500)]
+
+
+class SceneMember(FrozenModel):
+    """An NPC in a scene, with the name the others know it by."""
+
+    npc_id: Identifier
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+class SceneLine(FrozenModel):
+    """One line said in a scene, as those present heard it."""
+
+    #: `npc`: an NPC's validated line; `player`: the player's; `narration`: the game's (what
+    #: happens, not anybody's words).
+    kind: Literal["npc", "player", "narration"]
+    #: The NPC who said it (kind `npc` only).
+    npc_id: Identifier | None = None
+    #: Who it is attributed to: the NPC's name, `Player`, or `Narrator`.
+    speaker: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    text: SceneText
+
+
+class SceneTurn(FrozenModel):
+    """Where a line stands in a scene (`scene.next`): set by the sidecar, never by a client.
+    The speaker answers what it `heard`, and the line goes to the memory of everyone `present`."""
+
+    scene_id: Identifier
+    #: This line's number among the scene's lines (1 for the first).
+    line: int = Field(ge=1, le=1000)
+    topic: SceneTopic = ""
+    #: The other NPCs present (not the speaker), in the scene's order: each hears the line.
+    present: tuple[SceneMember, ...] = Field(default=(), max_length=16)
+    #: Whether the player is there to hear it.
+    player_present: bool = False
+    #: What was said since the speaker last spoke (since the scene began, before its first
+    #: line), oldest first.
+    heard: tuple[SceneLine, ...] = Field(default=(), max_length=64)
+
+    def player_words(self) -> str:
+        """What the player said among the lines heard, one line per row."""
+        return "\n".join(line.text for line in self.heard if line.kind == "player")
 
 
 class InteractionContext(FrozenModel):
@@ -55,3 +99,21 @@ class InteractionContext(FrozenModel):
     few_shot_text: Annotated[str, StringConstraints(max_length=4000)] = ""
     #: Who else is involved (for npc_interaction triggers).
     other_npc_id: Identifier | None = None
+    #: A line of a scene (`scene.next`); None for a one-NPC interaction.
+    scene_turn: SceneTurn | None = None
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A context outside a scene serializes as it did before scenes existed, so the hashes
+        # and records of those interactions do not change.
+        data: dict[str, Any] = handler(self)
+        if data.get("scene_turn", 0) is None:
+            del data["scene_turn"]
+        return data
+
+    def said(self) -> str:
+        """What the NPC answers: the player's line, or in a scene every line it heard since it
+        last spoke (the player's among them), one per row."""
+        if self.scene_turn is None:
+            return self.player_input
+        return "\n".join(line.text for line in self.scene_turn.heard)

@@ -19,6 +19,15 @@ from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import ScopeMemory
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import InteractionResult, ModelFingerprint
+from loreguard.schemas.scene import (
+    SceneChunk,
+    SceneIdRequest,
+    SceneNextReply,
+    SceneNextRequest,
+    SceneSayRequest,
+    SceneStartRequest,
+    SceneState,
+)
 
 PROTOCOL_VERSION = 1
 SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
@@ -196,6 +205,8 @@ class InteractRequest(InteractionContext):
     #: True: the validated dialogue comes as `interact.chunk` replies as each sentence passes the
     #: gate, then `interact.ok` as usual (docs/streaming.md). A boolean, never coerced.
     stream: StrictBool = False
+    #: Set by the sidecar for a scene's lines (`scene.next`), never by a client.
+    scene_turn: None = None
 
     def context(self) -> InteractionContext:
         """The InteractionContext the pipeline runs (and the audit record keeps)."""
@@ -243,6 +254,11 @@ MESSAGES: dict[str, MessageSpec] = {
     "audit.tail": MessageSpec(request=AuditTailRequest, reply=AuditTailReply, authority="none"),
     "audit.export": MessageSpec(request=AuditExportRequest, reply=AuditExportReply, authority="none"),
     "stats": MessageSpec(request=Empty, reply=StatsReply, authority="none"),
+    "scene.start": MessageSpec(request=SceneStartRequest, reply=SceneState, authority="game_system"),
+    "scene.next": MessageSpec(request=SceneNextRequest, reply=SceneNextReply, authority="none", chunk=SceneChunk),
+    "scene.say": MessageSpec(request=SceneSayRequest, reply=SceneState, authority="none"),
+    "scene.end": MessageSpec(request=SceneIdRequest, reply=SceneState, authority="game_system"),
+    "scene.get": MessageSpec(request=SceneIdRequest, reply=SceneState, authority="none"),
 }
 
 

@@ -92,6 +92,7 @@ class AuditRecorder:
         config_hash, config_json = config
         self._blob(blobs, config_hash, lambda: config_json)
         memories = {view.npc.scope: view.npc, view.world_memory.scope: view.world_memory}
+        memories.update((other.scope, other) for other in view.others)
         for name, scope_hash in view.scope_hashes:
             if scope_hash not in self._known_blobs:
                 self._scope_blobs(blobs, memories[name], scope_hash, view.entry_digests[name])

@@ -237,11 +237,12 @@ def classify(ctx: InteractionContext, vocab: Vocabulary = EMPTY_VOCABULARY) -> T
     """The trigger decides, then the player's words: task cues, and for a question also the
     words of the world-state keys it names; a question about anything in `vocab` that no cue
     claims is a lore question."""
-    by_trigger = _task_from_trigger(ctx.trigger_reason)
+    # A scene's line answers what was said, whoever said it: its words decide, as a player's do.
+    by_trigger = _task_from_trigger(ctx.trigger_reason) if ctx.scene_turn is None else None
     if by_trigger is not None:
         return by_trigger
-    said = keywords(ctx.player_input)
-    if not is_question(ctx.player_input):
+    said = keywords(ctx.said())
+    if not is_question(ctx.said()):
         return _task_from_words(said)
     named = vocab.state_keys_named(said)
     task = _task_from_words(said.union(*(keywords(key) for key in named)))
@@ -253,8 +254,10 @@ def classify(ctx: InteractionContext, vocab: Vocabulary = EMPTY_VOCABULARY) -> T
 def contract_for(ctx: InteractionContext, vocab: Vocabulary = EMPTY_VOCABULARY) -> ContextContract:
     """The task's sections, and every section whose entries the player's line names."""
     task = classify(ctx, vocab)
-    said = keywords(ctx.player_input)
+    said = keywords(ctx.said())
     sections = set(SECTIONS[task])
+    if ctx.scene_turn is not None:
+        sections.add(Section.EXCHANGES)  # the speaker's own earlier lines in the scene
     if vocab.state_keys_named(said):
         sections.add(Section.WORLD_STATE)
     if said & vocab.beliefs:

@@ -310,12 +310,12 @@ def _hard_limit_failures(
             output.dialogue,
             limits,
             examples=snapshot.few_shot,
-            player_input=snapshot.context.player_input,
+            player_input=snapshot.context.said(),
             prompt_texts=(snapshot.persona,),
             earlier_inputs=tuple(r.player for r in snapshot.recent_replies),
         )
     )
-    hard.extend(find_self_repeats(output.dialogue, snapshot.context.player_input, snapshot.recent_replies, limits))
+    hard.extend(find_self_repeats(output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits))
     return hard
 
 
@@ -340,7 +340,7 @@ def _claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[Gat
     for i, text in enumerate(texts):
         # the dialogue answers the player's line (where a pronoun may find its subject); a
         # mutation's text answers nothing
-        context = snapshot.context.player_input if i == 0 else ""
+        context = snapshot.context.said() if i == 0 else ""
         hits = find_contradictions(text, snapshot.canonical, snapshot.world_state, state_claims, context=context)
         contradictions.extend(_contradiction_failure(hit) for hit in hits)
         # A claim the checker above already caught is not reported twice.

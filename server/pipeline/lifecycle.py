@@ -24,7 +24,7 @@ from loreguard.memory.errors import StalePlanError, UnknownScopeError
 from loreguard.memory.hashing import canonical_json, sha256_hex
 from loreguard.memory.store import MemoryStore, PlannedBatch, StoreView
 from loreguard.schemas.audit import AuditTimings
-from loreguard.schemas.interaction import InteractionContext, TriggerReason
+from loreguard.schemas.interaction import InteractionContext, SceneLine, TriggerReason
 from loreguard.schemas.memory import UpsertBelief
 from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import GateFailure, InteractionOutcome, InteractionResult
@@ -37,14 +37,14 @@ from loreguard.server.pipeline.fallback import choose_fallback
 from loreguard.server.pipeline.gate import GateResult
 from loreguard.server.pipeline.inference.base import BackendError, InferenceBackend
 from loreguard.server.pipeline.judge import SemanticJudge
-from loreguard.server.pipeline.mutation import plan_writes
+from loreguard.server.pipeline.mutation import heard_writes, plan_writes
 from loreguard.server.pipeline.output_schema import output_schema
 from loreguard.server.pipeline.preparation import prepare
 from loreguard.server.pipeline.prompt import assemble_prompt
 from loreguard.server.pipeline.retry import escalate, repair_message
 from loreguard.server.pipeline.run import ClockTimeDecisions, InteractionRun, PhaseTimer, TimeDecisions
 from loreguard.server.pipeline.sink import AuditSink
-from loreguard.server.pipeline.snapshot import ScoredEpisode
+from loreguard.server.pipeline.snapshot import ScoredEpisode, listeners
 from loreguard.server.pipeline.streaming import StreamSession
 
 __all__ = ["GovernancePipeline", "PipelineConfig"]
@@ -150,11 +150,13 @@ class GovernancePipeline:
             halt.audit_record_id = self._record_halt(run, halt)
             raise
 
-    def warm_prompt(self, npc_id: str) -> Prompt:
+    def warm_prompt(self, npc_id: str, context: InteractionContext | None = None) -> Prompt:
         """What every prompt of the NPC holds before its new message, as its next interaction
-        would assemble it (a player's line, no scene): a backend warms its cache with it
-        (`InferenceBackend.warm`). Reads memory, writes nothing; `UnknownNpcError` if no such NPC."""
-        run = self._prepare(InteractionContext(npc_id=npc_id, trigger_reason=TriggerReason.PLAYER_UTTERANCE), quiet=True)
+        would assemble it (`context`, by default a player's line outside a scene): a backend
+        warms its cache with it (`InferenceBackend.warm`). Reads memory, writes nothing;
+        `UnknownNpcError` if no such NPC."""
+        context = context or InteractionContext(npc_id=npc_id, trigger_reason=TriggerReason.PLAYER_UTTERANCE)
+        run = self._prepare(context, quiet=True)
         return assemble_prompt(run.first_snapshot, self.config.prompt_boundary).before_new_message()
 
     def recall(self, context: InteractionContext) -> tuple[ScoredEpisode, ...]:
@@ -247,9 +249,9 @@ class GovernancePipeline:
         for a warm-up, which reports nothing of the interaction it only anticipates."""
         timer = PhaseTimer(self.clock)
         try:
-            view = self.store.view(context.npc_id)
-        except UnknownScopeError:
-            raise UnknownNpcError(f"no NPC {context.npc_id!r} is registered") from None
+            view = self.store.view(context.npc_id, also=listeners(context))
+        except UnknownScopeError as exc:
+            raise UnknownNpcError(str(exc)) from None
         return prepare(
             view,
             context,
@@ -332,7 +334,8 @@ class GovernancePipeline:
             emotion=output.emotion,
             turn_message=run.turn_message,
             raw_output=run.attempts[-1].raw_output if run.attempts else "",
-        )
+            scene=run.ctx.scene_turn,
+        ) + self._heard(run, output.dialogue)
         canonical = run.first_snapshot.canonical_ids()
         for write in writes:
             if isinstance(write.op, UpsertBelief) and write.op.belief_id in canonical:
@@ -373,11 +376,12 @@ class GovernancePipeline:
             snapshot.constraints.constraints,
             snapshot.secrets,
         )
-        # The interaction still counts (it picks the next line and seed); memory does not change.
+        # The interaction still counts (it picks the next line and seed); the NPC's memory does
+        # not change (in a scene, those present remember the line they heard).
         result = self._commit(
             run,
             "fallback",
-            [],
+            self._heard(run, choice.text),
             lambda hash_after: run.result(
                 InteractionOutcome.FALLBACK,
                 choice.text,
@@ -392,6 +396,15 @@ class GovernancePipeline:
         if choice.skipped:
             self._count("fallback_lines_skipped", len(choice.skipped))
         return result
+
+    @staticmethod
+    def _heard(run: InteractionRun, dialogue: str) -> list:
+        """In a scene, the spoken line as a memory of each NPC present (none outside one)."""
+        scene = run.ctx.scene_turn
+        if scene is None or not scene.present or not dialogue:
+            return []
+        line = SceneLine(kind="npc", npc_id=run.ctx.npc_id, speaker=run.view.profile.name, text=dialogue)
+        return heard_writes(scene, line, run.view.others)
 
     def _clarify(self, run: InteractionRun) -> InteractionResult:
         # Nothing counts and nothing changes; the record still goes in the log.

@@ -15,6 +15,7 @@ import json
 from collections.abc import Sequence
 
 from loreguard.memory.hashing import canonical_json
+from loreguard.schemas.interaction import SceneLine, SceneTurn
 from loreguard.schemas.memory import AppendEpisodic, Authority, ExchangeTurn, MemoryWrite, ScopeMemory, UpsertBelief
 from loreguard.schemas.output import (
     AppendEpisodicMutation,
@@ -24,7 +25,16 @@ from loreguard.schemas.output import (
     TransformBeliefMutation,
     TransformRelationshipMutation,
 )
-from loreguard.server.pipeline.snapshot import EXCHANGE_TAG, MODEL_TAG, exchange_text, player_message, turn_reply
+from loreguard.server.pipeline.snapshot import (
+    EXCHANGE_TAG,
+    HEARD_TAG,
+    MODEL_TAG,
+    exchange_text,
+    player_message,
+    scene_line_text,
+    scene_tag,
+    turn_reply,
+)
 
 _KIND_ORDER = {"append_episodic": 0, "transform_belief": 1, "transform_relationship": 2, "emit_world_intent": 3}
 RELATIONSHIP_PREFIX = "rel."
@@ -62,12 +72,14 @@ def plan_writes(
     emotion: Emotion = Emotion.NEUTRAL,
     turn_message: str = "",
     raw_output: str = "",
+    scene: SceneTurn | None = None,
 ) -> list[MemoryWrite]:
     """The writes for an accepted output. `turn_message` is the player's message as the prompt
     put it (context included); the exchange keeps it with the reply so that later prompts replay
     the turn exactly (`player_message` when not given). The reply is `raw_output` itself when
     that says exactly what was accepted (the model's bytes, which the engine has cached), else
-    the accepted output written in the grammar's layout."""
+    the accepted output written in the grammar's layout. In a scene, the exchange is the NPC's
+    own line (what it heard is in its memory already) and is tagged with the scene."""
     writes: list[MemoryWrite] = []
     beliefs = {b.id: b for b in memory.beliefs}
 
@@ -103,19 +115,46 @@ def plan_writes(
             )
         elif isinstance(m, EmitWorldIntentMutation):
             continue  # intents go back to the game; they do not write memory
-    exchange = exchange_text(npc_name, player_input, dialogue)
+    exchange = exchange_text(npc_name, player_input if scene is None else "", dialogue)
     write(
         AppendEpisodic(
             scope=npc_id,
             text=exchange[:4000],
             significance=EXCHANGE_SIGNIFICANCE,
             at_interaction=interaction_index,
-            tags=(EXCHANGE_TAG,),
+            tags=(EXCHANGE_TAG,) if scene is None else (EXCHANGE_TAG, scene_tag(scene.scene_id)),
             turn=ExchangeTurn(
                 player=turn_message or player_message(player_input), reply=_reply(dialogue, emotion, approved, raw_output)
             ),
         )
     )
+    return writes
+
+
+def heard_writes(
+    scene: SceneTurn, line: SceneLine, memories: Sequence[ScopeMemory], source: Authority = Authority.VALIDATED_OUTPUT
+) -> list[MemoryWrite]:
+    """A line said in a scene, as a memory of each NPC present (`scene.present`, in that order):
+    one memory each, attributed to its speaker, tagged with the scene. `memories` holds the
+    present NPCs' scopes: each memory is dated by its NPC's own newest memory (the NPC's clock,
+    which the scope itself fixes, so a replay dates it the same)."""
+    by_scope = {m.scope: m for m in memories}
+    text = scene_line_text(line)[:4000]
+    writes = []
+    for member in scene.present:
+        held = by_scope[member.npc_id].episodic
+        writes.append(
+            MemoryWrite(
+                source=source,
+                op=AppendEpisodic(
+                    scope=member.npc_id,
+                    text=text,
+                    significance=EXCHANGE_SIGNIFICANCE,
+                    at_interaction=max((e.at_interaction for e in held), default=0),
+                    tags=(HEARD_TAG, scene_tag(scene.scene_id)),
+                ),
+            )
+        )
     return writes
 
 

@@ -34,13 +34,14 @@ import json
 from enum import Enum
 
 from loreguard.memory.memo import IdentityMemo
+from loreguard.schemas.interaction import SceneTurn
 from loreguard.schemas.memory import CanonicalFact, ExchangeTurn
 from loreguard.schemas.npc import FewShotExample
 from loreguard.schemas.output import MAX_DIALOGUE_CHARS, NO_INTENT, Emotion
 from loreguard.schemas.prompt import BELIEFS_HEADING, MEMORIES_HEADING, SITUATION_HEADING, WORLD_STATE_HEADING, Prompt
 from loreguard.server.pipeline.expectancy import ConstraintSet
 from loreguard.server.pipeline.intents import describe
-from loreguard.server.pipeline.snapshot import StateSnapshot, intent_value, player_message
+from loreguard.server.pipeline.snapshot import StateSnapshot, intent_value, new_message
 
 
 class PromptBoundary(str, Enum):
@@ -187,6 +188,8 @@ def _situation_section(s: StateSnapshot) -> str:
     if ctx.other_npc_id:
         situation += f" with {ctx.other_npc_id}"
     lines = [SITUATION_HEADING.rstrip("\n"), situation]
+    if ctx.scene_turn is not None:
+        lines += _scene_lines(ctx.scene_turn)
     if ctx.trigger_prompt:
         lines.append(ctx.trigger_prompt)
     if ctx.few_shot_text:
@@ -196,6 +199,16 @@ def _situation_section(s: StateSnapshot) -> str:
     if earlier:
         lines += ["", "### Earlier conversation", *earlier]
     return "\n".join(lines) + "\n\n"
+
+
+def _scene_lines(turn: SceneTurn) -> list[str]:
+    """Who is in the conversation, and what it is about."""
+    present = [m.name for m in turn.present] + (["the player"] if turn.player_present else [])
+    lines = [f"A conversation with {', '.join(present)}." if present else "You are speaking to yourself."]
+    if turn.topic:
+        lines.append(f"About: {turn.topic}")
+    lines.append("Say your next line, in your own words; answer what was just said.")
+    return lines
 
 
 def _request_section(s: StateSnapshot) -> str:
@@ -244,7 +257,7 @@ def assemble_prompt(s: StateSnapshot, boundary: PromptBoundary = PromptBoundary.
     budget_chars = s.max_chars
     n_beliefs, n_episodic, n_exchanges = len(s.beliefs), len(s.episodic), len(s.exchanges)
     fixed = [_system_section(s), _canonical_section(s), _world_state_section(s), _constraints_section(s)]
-    situation = _situation_section(s) + player_message(s.context.player_input) + _request_section(s)
+    situation = _situation_section(s) + new_message(s.context) + _request_section(s)
     correction = _correction(s)
     fixed_len = sum(len(part) for part in fixed) + len(situation) + len(correction)
 

@@ -128,7 +128,7 @@ def find_instructions_read_out(dialogue: str, snapshot: StateSnapshot) -> list[G
         # the designer's rules, not a retry's ("say '...' or anything like it" quotes the reply)
         tuple(c.text for c in snapshot.constraints.constraints if not is_retry_rule(c)),
     )
-    asked = keywords(snapshot.context.player_input)
+    asked = keywords(snapshot.context.said())
     # an intent's name as the prompt writes it ("give_item") is no word a character says
     names = [spec.type for spec in snapshot.allowed_intents if "_" in spec.type]
     for sentence in sentences(dialogue):

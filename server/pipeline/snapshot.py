@@ -17,7 +17,7 @@ from loreguard.memory.memo import IdentityMemo
 from loreguard.memory.recall import RecallIndex
 from loreguard.memory.retrieval import RetrievalQuery, retrieve_beliefs, retrieve_episodic
 from loreguard.schemas.base import FrozenModel, JsonScalar
-from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.interaction import InteractionContext, SceneLine
 from loreguard.schemas.memory import Belief, CanonicalFact, EpisodicEntry, ScopeMemory, StateClaim
 from loreguard.schemas.npc import (
     FewShotExample,
@@ -37,6 +37,19 @@ from loreguard.server.pipeline.intents import OfferedIntent, offered_intents
 EXCHANGE_TAG = "exchange"
 #: Episodic entries the model wrote (approved `append_episodic` changes).
 MODEL_TAG = "model"
+#: Episodic entries of what an NPC heard said in a scene it was present at (`scene_tag` too).
+HEARD_TAG = "heard"
+
+
+def scene_tag(scene_id: str) -> str:
+    """The tag of every memory a scene wrote: while the scene goes on, its lines are in the
+    conversation itself, so the memory section leaves these out."""
+    return f"scene:{scene_id}"
+
+
+def listeners(context: InteractionContext) -> tuple[str, ...]:
+    """The NPCs besides the speaker who hear the line and remember it (a scene's present)."""
+    return tuple(m.npc_id for m in context.scene_turn.present) if context.scene_turn is not None else ()
 
 
 def conversation_window(n_exchanges: int, max_exchanges: int) -> int:
@@ -64,6 +77,23 @@ def exchange_text(npc_name: str, player_input: str, dialogue: str | None = None)
 def player_message(player_input: str) -> str:
     """The player's side of a turn, as the prompt's last message and as memory keeps it."""
     return f'Player: "{player_input}"' if player_input else "Player: (says nothing)"
+
+
+#: A scene's new message before anyone has spoken.
+SCENE_OPENING = "(Nobody has spoken yet. You begin.)"
+
+
+def scene_line_text(line: SceneLine) -> str:
+    """One line of a scene as the NPCs present heard it and as memory keeps it."""
+    return f'{line.speaker}: "{line.text}"'
+
+
+def new_message(context: InteractionContext) -> str:
+    """What the NPC answers, as the prompt's last message: the player's line, or in a scene
+    the lines it heard since it last spoke, one per row."""
+    if context.scene_turn is None:
+        return player_message(context.player_input)
+    return "\n".join(scene_line_text(line) for line in context.scene_turn.heard) or SCENE_OPENING
 
 
 def turn_reply(dialogue: str, emotion: Emotion, mutations: Iterable[ProposedMutation]) -> str:
@@ -285,8 +315,10 @@ def _reply_changes(reply: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], 
 
 
 def _offers(context: InteractionContext, profile: NpcProfile, constraints: ConstraintSet) -> tuple[OfferedIntent, ...]:
+    # Only the player asks for an intent: in a scene, what another NPC says offers none.
+    asked = context.scene_turn.player_words() if context.scene_turn is not None else context.player_input
     return offered_intents(
-        context.player_input,
+        asked,
         profile.allowed_intents,
         forbidden=(i for c in constraints.constraints for i in c.checks.forbidden_intents),
         required=(i for c in constraints.constraints for i in c.checks.required_intents),
@@ -294,14 +326,18 @@ def _offers(context: InteractionContext, profile: NpcProfile, constraints: Const
 
 
 def _conversation_and_memories(
-    npc_memory: ScopeMemory, max_exchanges: int
+    npc_memory: ScopeMemory, max_exchanges: int, hidden_tag: str | None = None
 ) -> tuple[list[EpisodicEntry], tuple[EpisodicEntry, ...], list[EpisodicEntry], set[tuple[str, str]]]:
     """(every exchange, the exchanges the conversation shows, the memories retrieval picks from,
-    the beliefs the shown turns wrote), all in memory's order (by seq)."""
+    the beliefs the shown turns wrote), all in memory's order (by seq). Memories tagged
+    `hidden_tag` (the lines of the scene going on) are none of these."""
     all_exchanges: list[EpisodicEntry] = []
     others: list[EpisodicEntry] = []
     for entry in npc_memory.episodic:
-        (all_exchanges if EXCHANGE_TAG in entry.tags else others).append(entry)
+        if EXCHANGE_TAG in entry.tags:
+            all_exchanges.append(entry)
+        elif hidden_tag is None or hidden_tag not in entry.tags:
+            others.append(entry)
     # The conversation shows the newest exchanges; older ones are memories like any other, which
     # retrieval brings back when the player's line calls for them.
     window = conversation_window(len(all_exchanges), max_exchanges) if max_exchanges else len(all_exchanges)
@@ -351,7 +387,7 @@ def build_snapshot(
     shown_state = tuple(sorted(state.items())) if Section.WORLD_STATE in sections else ()
     claims = world.state_claims if world else {}
     query = RetrievalQuery(
-        player_input=context.player_input,
+        player_input=context.said(),
         now_interaction=interaction_index,
         max_episodic=bounds.max_episodic if Section.EPISODIC in sections else 0,
         max_beliefs=bounds.max_beliefs if Section.BELIEFS in sections else 0,
@@ -359,7 +395,9 @@ def build_snapshot(
         decay=decay,
     )
     all_exchanges, exchanges, memories, believed = _conversation_and_memories(
-        npc_memory, bounds.max_exchanges if Section.EXCHANGES in sections else 0
+        npc_memory,
+        bounds.max_exchanges if Section.EXCHANGES in sections else 0,
+        scene_tag(context.scene_turn.scene_id) if context.scene_turn is not None else None,
     )
     episodes = retrieve_episodic(memories, query, recall, said=partial(_said, profile.name))
     beliefs = retrieve_beliefs([b for b in npc_memory.beliefs if (b.id, b.content) not in believed], query)

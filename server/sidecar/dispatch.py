@@ -29,6 +29,7 @@ from loreguard.schemas.memory import (
 )
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import GateName, ModelFingerprint
+from loreguard.schemas.scene import SceneIdRequest, SceneStartRequest, SceneState
 from loreguard.schemas.wire import (
     MESSAGES,
     SUPPORTED_VERSIONS,
@@ -57,9 +58,13 @@ from loreguard.server.audit import AuditRecorder, NoRecordsError
 from loreguard.server.audit.package import PackageFormat, encode_package, package_document
 from loreguard.server.pipeline.expectancy import RuleIdCollision, rule_id_collisions, state_type_conflicts
 from loreguard.server.pipeline.fallback import FallbackProblem, fallback_problems
+from loreguard.server.scene import SceneBook, SceneProblem
 from loreguard.server.sidecar.codec import ProtocolError
 from loreguard.server.sidecar.stats import SidecarStats
 from loreguard.server.sidecar.warmup import Warmer
+
+#: Messages the socket loop queues for the inference workers instead of answering at once.
+QUEUED = frozenset({"interact", "scene.next", "scene.say"})
 
 
 def _refused(result: BatchResult, what: str) -> ProtocolError:
@@ -136,9 +141,11 @@ class Dispatcher:
         recorder: AuditRecorder,
         launch_token: str | None = None,
         warmer: Warmer | None = None,
+        scenes: SceneBook | None = None,
     ) -> None:
         self.store = store
         self.warmer = warmer
+        self.scenes = scenes if scenes is not None else SceneBook()
         self.fingerprint = fingerprint
         self.stats = stats
         self.recorder = recorder
@@ -150,13 +157,13 @@ class Dispatcher:
             limits=limits,
             launch_token=launch_token,
         )
-        # The wire table names every message; each one but `interact` (which the socket loop
-        # queues for the inference worker) is answered here by the method `on_<type>`. A message
+        # The wire table names every message; each one but those the socket loop queues for the
+        # inference workers (`QUEUED`) is answered here by the method `on_<type>`. A message
         # added to the table without its handler fails at start-up, not at the first request.
         self._handlers: dict[str, Callable[[Any], FrozenModel]] = {
             message_type: getattr(self, "on_" + message_type.replace(".", "_"))
             for message_type in MESSAGES
-            if message_type != "interact"
+            if message_type not in QUEUED
         }
 
     def handle(self, message_type: str, body: BaseModel) -> FrozenModel:
@@ -311,6 +318,47 @@ class Dispatcher:
             text = encode_package(package, PackageFormat.JSON).decode("utf-8")
             return AuditExportReply(text=text, records=len(package.records))
         return AuditExportReply(package=package_document(package), records=len(package.records))
+
+    def on_scene_start(self, body: SceneStartRequest) -> SceneState:
+        errors = []
+        seen: set[str] = set()
+        for field, ids in (("npcs", body.npcs), ("listeners", body.listeners)):
+            for i, npc_id in enumerate(ids):
+                if npc_id in seen:
+                    errors.append({"path": f"{field}.{i}", "reason": f"{npc_id!r} is in the scene already"})
+                seen.add(npc_id)
+        errors += [
+            {"path": f"weights.{npc_id}", "reason": f"{npc_id!r} is not one of the scene's speakers (npcs)"}
+            for npc_id in sorted(body.weights)
+            if npc_id not in body.npcs
+        ]
+        if errors:
+            raise ProtocolError(ErrorCode.INVALID, "scene.start refused; nothing was changed", details={"errors": errors})
+        names = {}
+        for field, ids in (("npcs", body.npcs), ("listeners", body.listeners)):
+            for i, npc_id in enumerate(ids):
+                try:
+                    names[npc_id] = self.store.profile(npc_id).name
+                except UnknownScopeError:
+                    raise ProtocolError(
+                        ErrorCode.NOT_FOUND, f"no NPC {npc_id!r} is registered ({field}.{i})",
+                        details={"npc_id": npc_id, "path": f"{field}.{i}"},
+                    ) from None  # fmt: skip
+        return self._scene(lambda: self.scenes.start(body, names))
+
+    def on_scene_end(self, body: SceneIdRequest) -> SceneState:
+        return self._scene(lambda: self.scenes.end(body.scene_id))
+
+    def on_scene_get(self, body: SceneIdRequest) -> SceneState:
+        return self._scene(lambda: self.scenes.get(body.scene_id, going_on=False).state())
+
+    @staticmethod
+    def _scene(work: Callable[[], SceneState]) -> SceneState:
+        try:
+            return work()
+        except SceneProblem as problem:
+            details = {"errors": [{"path": problem.path, "reason": problem.message}]} if problem.code == "invalid" else None
+            raise ProtocolError(ErrorCode(problem.code), problem.message, details=details) from None
 
     def on_stats(self, body: Empty) -> StatsReply:
         counters = self.stats.counters()

@@ -17,9 +17,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from loreguard.memory import AuditWriteError, UnknownScopeError
 from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.receipt import InteractionResult
+from loreguard.schemas.scene import SceneChunk, SceneNextRequest, SceneSayRequest
 from loreguard.schemas.wire import ErrorCode, InteractChunk, encode_chunk
 from loreguard.server.pipeline import (
     DeadlineExceeded,
@@ -30,6 +35,7 @@ from loreguard.server.pipeline import (
     consolidation,
 )
 from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession
+from loreguard.server.scene import SceneProblem, SceneRunner
 from loreguard.server.sidecar.codec import encode_error, encode_reply, internal_error
 from loreguard.server.sidecar.stats import SidecarStats
 
@@ -44,6 +50,25 @@ class InteractJob:
     #: Send each validated chunk as `interact.chunk` before the reply.
     stream: bool = False
 
+    @property
+    def npcs(self) -> tuple[str, ...]:
+        return (self.context.npc_id,)
+
+
+@dataclass(frozen=True)
+class SceneJob:
+    """A scene's next line(s) (`scene.next`) or words said into it (`scene.say`). It holds every
+    NPC of the scene, so it runs in each one's order: after their earlier interactions, before
+    their later ones."""
+
+    client: bytes
+    request_id: int | str
+    request: SceneNextRequest | SceneSayRequest
+    npcs: tuple[str, ...]
+    received_ns: int
+    #: Nanoseconds a line may take, from its start (from arrival for the first).
+    timeout_ns: int
+
 
 @dataclass(frozen=True)
 class ConsolidateJob:
@@ -53,6 +78,7 @@ class ConsolidateJob:
 
 
 Deliver = Callable[[bytes, bytes], None]
+T = TypeVar("T")
 _log = logging.getLogger("loreguard.sidecar")
 
 
@@ -66,6 +92,8 @@ class InteractionScheduler:
         deliver: Deliver,
         is_connected: Callable[[bytes], bool],
         stats: SidecarStats,
+        scenes: SceneRunner | None = None,
+        prefetch: Callable[[InteractionContext], None] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("the scheduler needs at least one worker")
@@ -74,8 +102,11 @@ class InteractionScheduler:
         self._deliver = deliver
         self._is_connected = is_connected
         self._stats = stats
+        self._scenes = scenes
+        #: Told the next scene line's context while a line runs (the sidecar warms its prompt).
+        self._prefetch = prefetch
         self._cond = threading.Condition()
-        self._pending: deque[InteractJob] = deque()
+        self._pending: deque[InteractJob | SceneJob] = deque()
         #: NPCs whose memory is near its limit, to consolidate when no interaction waits or runs.
         self._idle_work: deque[str] = deque()
         #: NPCs with an interaction running now.
@@ -93,7 +124,7 @@ class InteractionScheduler:
         with self._cond:
             return len(self._pending)
 
-    def submit(self, job: InteractJob) -> bool:
+    def submit(self, job: InteractJob | SceneJob) -> bool:
         """Queue a job; False when the queue is full (the caller answers `overloaded`)."""
         with self._cond:
             if self._closed or len(self._pending) >= self._queue_size:
@@ -117,27 +148,29 @@ class InteractionScheduler:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
 
-    def _take(self) -> InteractJob | ConsolidateJob | None:
-        """The oldest job whose NPC is idle, waiting for one; with no interaction queued or
-        running, an NPC's consolidation; None once shut down."""
+    def _take(self) -> InteractJob | SceneJob | ConsolidateJob | None:
+        """The oldest job whose NPCs are all idle and not waited for by an older job, waiting for
+        one; with no interaction queued or running, an NPC's consolidation; None once shut down."""
         with self._cond:
             while True:
                 if self._closed:
                     return None
+                held = set(self._running)
                 for job in self._pending:
-                    if job.context.npc_id not in self._running:
+                    if held.isdisjoint(job.npcs):
                         self._pending.remove(job)
-                        self._running.add(job.context.npc_id)
+                        self._running.update(job.npcs)
                         return job
+                    held.update(job.npcs)  # a later job of these NPCs waits for this one
                 if self._idle_work and not self._pending and not self._running:
                     npc_id = self._idle_work.popleft()
                     self._running.add(npc_id)  # the NPC's next interaction waits for it
                     return ConsolidateJob(npc_id)
                 self._cond.wait()
 
-    def _done(self, npc_id: str) -> None:
+    def _done(self, npcs: tuple[str, ...]) -> None:
         with self._cond:
-            self._running.discard(npc_id)
+            self._running.difference_update(npcs)
             self._cond.notify_all()
 
     def _run(self) -> None:
@@ -146,18 +179,19 @@ class InteractionScheduler:
                 try:
                     self._consolidate(job.npc_id)
                 finally:
-                    self._done(job.npc_id)
+                    self._done((job.npc_id,))
                 continue
             try:
                 if not self._is_connected(job.client):
                     self._stats.count("interact.dropped_disconnected")
                     continue
-                reply = self._execute(job)
+                reply = self._execute(job) if isinstance(job, InteractJob) else self._execute_scene(job)
                 if reply is not None:
                     self._deliver(job.client, reply)
             finally:
-                self._done(job.context.npc_id)
-            self._queue_consolidation_if_due(job.context.npc_id)
+                self._done(job.npcs)
+            for npc_id in job.npcs:
+                self._queue_consolidation_if_due(npc_id)
 
     def _queue_consolidation_if_due(self, npc_id: str) -> None:
         store = self._pipeline.store
@@ -198,27 +232,45 @@ class InteractionScheduler:
         if started > job.deadline_ns:
             self._stats.count("interact.timeout")
             return encode_error(job.request_id, ErrorCode.TIMEOUT, "the deadline passed while the request was queued")
+        stream = self._stream(job) if job.stream else None
+        outcome = self._guarded(
+            job.request_id,
+            f"interact for {job.context.npc_id}",
+            lambda: self._pipeline.interact(job.context, deadline_ns=job.deadline_ns, stream=stream),
+            job.context.npc_id,
+        )
+        if not isinstance(outcome, InteractionResult):
+            return outcome
+        result = outcome
+        self._stats.observe("interact", (time.perf_counter_ns() - job.received_ns) // 1000)
+        self._stats.count(f"interact.{result.receipt.outcome.value}")
+        return encode_reply(job.request_id, "interact", result)
+
+    def _guarded(self, request_id: int | str, what: str, work: Callable[[], T], npc_id: str | None = None) -> T | bytes | None:
+        """`work`'s result, or the error frame its failure answers (None: a streaming client
+        left, and no one is there to answer). `npc_id`: the NPC a `not_found` names."""
         try:
-            stream = self._stream(job) if job.stream else None
-            result = self._pipeline.interact(job.context, deadline_ns=job.deadline_ns, stream=stream)
+            return work()
         except InteractionCancelled:
             self._stats.count("interact.cancelled_disconnected")
             return None
         except UnknownNpcError as exc:
-            return encode_error(job.request_id, ErrorCode.NOT_FOUND, str(exc), {"npc_id": job.context.npc_id})
+            return encode_error(request_id, ErrorCode.NOT_FOUND, str(exc), {"npc_id": npc_id} if npc_id else None)
+        except SceneProblem as problem:
+            return encode_error(request_id, ErrorCode(problem.code), problem.message, _problem_details(problem))
         except DeadlineExceeded as exc:
             self._stats.count("interact.timeout")
-            return encode_error(job.request_id, ErrorCode.TIMEOUT, str(exc))
+            return encode_error(request_id, ErrorCode.TIMEOUT, str(exc))
         except AuditWriteError as exc:
             # Not a bug but the same promise as `internal`: nothing changed. `details.cause`
             # tells the game it is the disk, not the request.
             self._stats.count("interact.audit_failed")
-            return encode_error(job.request_id, ErrorCode.INTERNAL, str(exc), {"cause": "audit_write_failed"})
+            return encode_error(request_id, ErrorCode.INTERNAL, str(exc), {"cause": "audit_write_failed"})
         except LifecycleHalt as halt:
             # An invariant broke: nothing was applied, and the audit log has the record.
             self._stats.count("interact.halted")
             return encode_error(
-                job.request_id,
+                request_id,
                 ErrorCode.INTERNAL,
                 f"the interaction halted on an invariant breach; nothing was applied ({halt})",
                 {
@@ -230,7 +282,55 @@ class InteractionScheduler:
             )
         except Exception:  # a bug: keep serving, tell the client, log with a correlation id
             self._stats.count("internal_errors")
-            return internal_error(job.request_id, f"interact for {job.context.npc_id}")
-        self._stats.observe("interact", (time.perf_counter_ns() - job.received_ns) // 1000)
-        self._stats.count(f"interact.{result.receipt.outcome.value}")
-        return encode_reply(job.request_id, "interact", result)
+            return internal_error(request_id, what)
+
+    # --- scenes ----------------------------------------------------------------------------
+
+    def _execute_scene(self, job: SceneJob) -> bytes | None:
+        """The reply frame of a `scene.next` or `scene.say`; None when a streaming client left."""
+        assert self._scenes is not None, "scene jobs need the sidecar's scene runner"
+        scenes = self._scenes
+        started = time.perf_counter_ns()
+        self._stats.observe("queue_wait", (started - job.received_ns) // 1000)
+        request = job.request
+        if isinstance(request, SceneSayRequest):
+            said = self._guarded(job.request_id, "scene.say", lambda: scenes.say(request))
+            return encode_reply(job.request_id, "scene.say", said) if isinstance(said, BaseModel) else said
+        first = [job.received_ns]
+
+        def deadline() -> int:
+            # the first line's time counts from arrival (its wait in the queue too); each later
+            # line gets the same time from its own start
+            start = first.pop() if first else time.perf_counter_ns()
+            return start + job.timeout_ns
+
+        def stream(line: int, speaker: str) -> StreamSession | None:
+            return self._scene_stream(job, line, speaker) if request.stream else None
+
+        reply = self._guarded(
+            job.request_id,
+            f"scene.next for {request.scene_id}",
+            lambda: scenes.run(
+                request.scene_id, to_end=request.to_end, deadline_ns=deadline, stream=stream, prefetch=self._prefetch
+            ),
+        )
+        if not isinstance(reply, BaseModel):
+            return reply
+        for line in reply.lines:
+            self._stats.count(f"scene.{line.result.receipt.outcome.value}")
+        self._stats.observe("scene.next", (time.perf_counter_ns() - job.received_ns) // 1000)
+        return encode_reply(job.request_id, "scene.next", reply)
+
+    def _scene_stream(self, job: SceneJob, line: int, speaker: str) -> StreamSession:
+        def emit(chunk: ReleasedChunk) -> None:
+            body = SceneChunk(line=line, speaker=speaker, seq=chunk.seq, text=chunk.text, attempt=chunk.attempt)
+            self._deliver(job.client, encode_chunk(job.request_id, "scene.next", body))
+            self._stats.count("scene.chunks")
+
+        return StreamSession(emit=emit, wanted=lambda: self._is_connected(job.client))
+
+
+def _problem_details(problem: SceneProblem) -> dict[str, object]:
+    if problem.code == "invalid":
+        return {"errors": [{"path": problem.path, "reason": problem.message}]}
+    return {problem.path: problem.message}

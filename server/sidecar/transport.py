@@ -22,14 +22,16 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from loreguard.memory import MemoryStore
+from loreguard.schemas.scene import SceneNextRequest, SceneSayRequest
 from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, InteractRequest, Limits
 from loreguard.server.audit import AuditRecorder
 from loreguard.server.audit.retention import AuditRetention
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 from loreguard.server.pipeline.inference.base import InferenceBackend
+from loreguard.server.scene import SceneBook, SceneProblem, SceneRunner
 from loreguard.server.sidecar.codec import ProtocolError, decode_request, encode_error, encode_reply, internal_error
 from loreguard.server.sidecar.dispatch import Dispatcher
-from loreguard.server.sidecar.scheduler import InteractionScheduler, InteractJob
+from loreguard.server.sidecar.scheduler import InteractionScheduler, InteractJob, SceneJob
 from loreguard.server.sidecar.stats import SidecarStats
 from loreguard.server.sidecar.warmup import Warmer
 
@@ -148,6 +150,7 @@ class Sidecar:
             request_timeout_ms=self.config.request_timeout_ms,
         )
         self.warmer = Warmer(self.pipeline, self.stats)
+        self.scenes = SceneBook()
         self.dispatcher = Dispatcher(
             store,
             fingerprint=fingerprint,
@@ -156,6 +159,7 @@ class Sidecar:
             recorder=self.recorder,
             launch_token=self.config.launch_token,
             warmer=self.warmer,
+            scenes=self.scenes,
         )
         self._context = zmq.Context()
         self._router = self._context.socket(zmq.ROUTER)
@@ -187,6 +191,8 @@ class Sidecar:
             deliver=self._deliver,
             is_connected=self._clients.connected,
             stats=self.stats,
+            scenes=SceneRunner(self.pipeline, self.scenes),
+            prefetch=lambda context: self.warmer.request(context.npc_id, context),
         )
         self._stop = threading.Event()
         self._stopped = threading.Event()
@@ -266,6 +272,9 @@ class Sidecar:
             if isinstance(request.body, InteractRequest):  # the `interact` body (the codec's message table)
                 self._submit(client, request.id, request.body, received)
                 return
+            if isinstance(request.body, SceneNextRequest | SceneSayRequest):  # run in the scene's NPCs' order
+                self._submit_scene(client, request.id, request.body, received)
+                return
             reply = encode_reply(request.id, request.type, self.dispatcher.handle(request.type, request.body))
             self.stats.observe(request.type, (time.perf_counter_ns() - received) // 1000)
         except ProtocolError as exc:
@@ -293,6 +302,30 @@ class Sidecar:
                 details={"queue_size": self.config.queue_size},
             )  # fmt: skip
         self.stats.count("interact.queued")
+
+    def _submit_scene(
+        self, client: bytes, request_id: int | str, body: SceneNextRequest | SceneSayRequest, received: int
+    ) -> None:
+        try:
+            scene = self.scenes.get(body.scene_id)
+        except SceneProblem as problem:
+            details = {"errors": [{"path": problem.path, "reason": problem.message}]} if problem.code == "invalid" else None
+            raise ProtocolError(ErrorCode(problem.code), problem.message, request_id=request_id, details=details) from None
+        job = SceneJob(
+            client=client,
+            request_id=request_id,
+            request=body,
+            npcs=scene.npc_ids,
+            received_ns=received,
+            timeout_ns=self.config.request_timeout_ms * 1_000_000,
+        )
+        if not self.worker.submit(job):
+            self.stats.count("errors.overloaded")
+            raise ProtocolError(
+                ErrorCode.OVERLOADED, "the interaction queue is full; retry later", request_id=request_id,
+                details={"queue_size": self.config.queue_size},
+            )  # fmt: skip
+        self.stats.count("scene.queued")
 
     def _reply(self, client: bytes, frame: bytes) -> None:
         self._router.send_multipart([client, frame])

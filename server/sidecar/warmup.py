@@ -14,6 +14,7 @@ import logging
 import threading
 from collections import deque
 
+from loreguard.schemas.interaction import InteractionContext
 from loreguard.server.pipeline import GovernancePipeline, PipelineError
 from loreguard.server.pipeline.inference.base import BackendError
 from loreguard.server.sidecar.stats import SidecarStats
@@ -26,8 +27,10 @@ class Warmer:
         self._pipeline = pipeline
         self._stats = stats
         self._cond = threading.Condition()
-        #: NPC ids in the order asked, each at most once.
+        #: NPC ids in the order asked, each at most once, with the context of the line expected
+        #: (None: a player's line outside a scene).
         self._queue: deque[str] = deque()
+        self._contexts: dict[str, InteractionContext | None] = {}
         self._running: str | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="loreguard-warm", daemon=True)
@@ -35,11 +38,15 @@ class Warmer:
     def start(self) -> None:
         self._thread.start()
 
-    def request(self, npc_id: str) -> None:
-        """Queue a warm-up of the NPC (once, however often it is asked before it runs)."""
+    def request(self, npc_id: str, context: InteractionContext | None = None) -> None:
+        """Queue a warm-up of the NPC (once, however often it is asked before it runs; the
+        latest `context` asked for is the one warmed)."""
         self._stats.count("warm.requested")
         with self._cond:
-            if self._closed or npc_id in self._queue:
+            if self._closed:
+                return
+            self._contexts[npc_id] = context
+            if npc_id in self._queue:
                 return
             self._queue.append(npc_id)
             self._cond.notify()
@@ -55,28 +62,29 @@ class Warmer:
         with self._cond:
             self._closed = True
             self._queue.clear()
+            self._contexts.clear()
             self._cond.notify_all()
 
-    def _take(self) -> str | None:
+    def _take(self) -> tuple[str, InteractionContext | None] | None:
         with self._cond:
             while not self._closed and not self._queue:
                 self._cond.wait()
             if self._closed:
                 return None
             self._running = self._queue.popleft()
-            return self._running
+            return self._running, self._contexts.pop(self._running, None)
 
     def _run(self) -> None:
-        while (npc_id := self._take()) is not None:
+        while (taken := self._take()) is not None:
             try:
-                self._warm(npc_id)
+                self._warm(*taken)
             finally:
                 with self._cond:
                     self._running = None
 
-    def _warm(self, npc_id: str) -> None:
+    def _warm(self, npc_id: str, context: InteractionContext | None) -> None:
         try:
-            prompt = self._pipeline.warm_prompt(npc_id)
+            prompt = self._pipeline.warm_prompt(npc_id, context)
             result = self._pipeline.backend.warm(npc_id, prompt)
         except (PipelineError, BackendError) as exc:
             # An NPC gone since it was queued, a prompt over the context, an engine shut down:

@@ -118,6 +118,11 @@ def test_every_protocol_message_has_models() -> None:
             "audit.tail",
             "audit.export",
             "stats",
+            "scene.start",
+            "scene.next",
+            "scene.say",
+            "scene.end",
+            "scene.get",
         ]
     )
     Envelope.model_validate({"v": 1, "id": 7, "type": "hello", "body": {}})

@@ -1,0 +1,116 @@
+"""Speaking a scene's lines, and putting words said into a scene into the memory of those present.
+
+Each NPC line is one interaction of its speaker through the governance pipeline: the speaker's
+own persona, canon, rules, secrets and memory, the scene so far as the conversation, the same
+gate. Its commit also writes the line to the memory of every other NPC present, in the same
+transaction (`GovernancePipeline`, `mutation.heard_writes`). The caller runs a scene's work in
+the order of all its NPCs (`scheduler`), so a scene's line and a one-NPC interaction of one of
+its NPCs never overlap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from loreguard.schemas.interaction import InteractionContext, SceneLine, SceneTurn
+from loreguard.schemas.memory import Authority
+from loreguard.schemas.scene import SceneLineResult, SceneNextReply, SceneSayRequest, SceneState
+from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline
+from loreguard.server.pipeline.mutation import heard_writes
+from loreguard.server.pipeline.streaming import StreamSession
+from loreguard.server.pipeline.textnorm import clean_dialogue
+from loreguard.server.scene.book import Scene, SceneBook, SceneProblem
+from loreguard.server.scene.turns import next_speaker
+
+#: Makes the stream session of a line (its number, its speaker), or None not to stream.
+StreamFor = Callable[[int, str], StreamSession | None]
+#: Told the context of the line expected next, while the current one streams: the sidecar
+#: evaluates that speaker's prompt into the model's cache meanwhile (`Warmer`).
+Prefetch = Callable[[InteractionContext], None]
+
+
+class SceneRunner:
+    def __init__(self, pipeline: GovernancePipeline, book: SceneBook) -> None:
+        self.pipeline = pipeline
+        self.book = book
+
+    def next_line(
+        self,
+        scene_id: str,
+        *,
+        deadline_ns: int | None = None,
+        stream: StreamFor | None = None,
+        prefetch: Prefetch | None = None,
+    ) -> SceneLineResult:
+        """Speak the scene's next line. `SceneProblem` when it has ended; the pipeline's errors
+        (`DeadlineExceeded`, `LifecycleHalt`...) leave the scene as it was."""
+        scene = self.book.get(scene_id)
+        speaker = scene.next_speaker()
+        assert speaker is not None  # a scene going on always has one
+        context = scene.context(speaker)
+        turn = context.scene_turn
+        assert turn is not None
+        session = stream(turn.line, speaker) if stream is not None else None
+        if prefetch is not None:
+            # The next speaker's prompt up to its new message does not depend on this line: its
+            # evaluation runs beside this line's generation (the engine gives way to the line).
+            self._prefetch_next(scene, speaker, prefetch)
+        result = self.pipeline.interact(context, deadline_ns=deadline_ns, stream=session)
+        self.book.spoken(scene, speaker, result.dialogue)
+        return SceneLineResult(line=turn.line, speaker=speaker, result=result)
+
+    def run(
+        self,
+        scene_id: str,
+        *,
+        to_end: bool,
+        deadline_ns: Callable[[], int | None] = lambda: None,
+        stream: StreamFor | None = None,
+        prefetch: Prefetch | None = None,
+    ) -> SceneNextReply:
+        """One line, or (`to_end`) every line until the scene ends. Each line gets its own
+        deadline; lines spoken before one runs out stand, and the reply holds them."""
+        lines: list[SceneLineResult] = []
+        while True:
+            try:
+                lines.append(self.next_line(scene_id, deadline_ns=deadline_ns(), stream=stream, prefetch=prefetch))
+            except DeadlineExceeded:
+                if not lines:
+                    raise
+                break
+            scene = self.book.get(scene_id, going_on=False)
+            if not to_end or scene.ended:
+                break
+        return SceneNextReply(lines=tuple(lines), scene=self.book.get(scene_id, going_on=False).state())
+
+    def say(self, request: SceneSayRequest) -> SceneState:
+        """Words said into the scene: one memory for each NPC present, then the scene goes on
+        with them (the NPC they are for answers next). Nothing changes on a refusal."""
+        scene = self.book.get(request.scene_id)
+        if request.kind == "player" and not scene.request.player_may_join:
+            raise SceneProblem("invalid", "kind", f"the player may not join scene {request.scene_id!r}")
+        if request.to is not None and request.to not in scene.request.npcs:
+            raise SceneProblem("invalid", "to", f"{request.to!r} is not one of the scene's speakers")
+        text = clean_dialogue(request.text)
+        if not text:
+            raise SceneProblem("invalid", "text", "nothing is left of the text once cleaned")
+        line = SceneLine(kind=request.kind, speaker="Player" if request.kind == "player" else "Narrator", text=text)
+        store = self.pipeline.store
+        turn = SceneTurn(scene_id=scene.request.scene_id, line=max(1, scene.lines), present=scene.members)
+        result = store.apply(heard_writes(turn, line, [store.scope(npc) for npc in scene.npc_ids], Authority.GAME_SYSTEM))
+        if not result.committed:
+            raise RuntimeError(f"memory refused what was said in scene {request.scene_id!r}: {result.refusals}")
+        self.book.said(scene, line, request.to)
+        return scene.state()
+
+    @staticmethod
+    def _prefetch_next(scene: Scene, speaker: str, prefetch: Prefetch) -> None:
+        """Tell `prefetch` who will most likely speak after `speaker`: the rotation's choice if
+        this line names nobody."""
+        if scene.lines + 1 >= scene.request.max_lines:
+            return
+        spoken = scene.spoken.copy()
+        spoken[speaker] += 1
+        following = next_speaker(scene.request.npcs, scene.request.weights, spoken, speaker, None)
+        if following != speaker:
+            prefetch(scene.context(following))
