@@ -22,6 +22,7 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from loreguard.memory import MemoryStore
+from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.scene import SceneNextRequest, SceneSayRequest
 from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, InteractRequest, Limits
 from loreguard.server.audit import AuditRecorder
@@ -66,6 +67,8 @@ class SidecarConfig:
     workers: int | None = None
     #: Echoed in `hello` (see HelloReply.launch_token).
     launch_token: str | None = None
+    #: While a scene's line is spoken, prefill the next speaker's prompt beside it (`Warmer`).
+    scene_prefetch: bool = True
 
 
 class _Clients:
@@ -192,10 +195,13 @@ class Sidecar:
             is_connected=self._clients.connected,
             stats=self.stats,
             scenes=SceneRunner(self.pipeline, self.scenes),
-            prefetch=lambda context: self.warmer.request(context.npc_id, context),
+            prefetch=self._prefetch if self.config.scene_prefetch else None,
         )
         self._stop = threading.Event()
         self._stopped = threading.Event()
+
+    def _prefetch(self, context: InteractionContext) -> None:
+        self.warmer.request(context.npc_id, context)
 
     # --- replies from other threads ------------------------------------------------------
 

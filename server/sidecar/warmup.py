@@ -85,7 +85,8 @@ class Warmer:
     def _warm(self, npc_id: str, context: InteractionContext | None) -> None:
         try:
             prompt = self._pipeline.warm_prompt(npc_id, context)
-            result = self._pipeline.backend.warm(npc_id, prompt)
+            # A scene's next speaker (a context given) is prefilled beside the line being spoken.
+            result = self._pipeline.backend.warm(npc_id, prompt, alongside=context is not None)
         except (PipelineError, BackendError) as exc:
             # An NPC gone since it was queued, a prompt over the context, an engine shut down:
             # nothing was changed, and its first turn simply evaluates everything.

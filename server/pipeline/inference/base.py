@@ -115,12 +115,14 @@ class InferenceBackend(ABC):
         observe(generation.text)
         return generation
 
-    def warm(self, npc_id: str, prompt: Prompt) -> WarmResult:
+    def warm(self, npc_id: str, prompt: Prompt, *, alongside: bool = False) -> WarmResult:
         """Evaluate what `prompt` holds before its new message (the NPC's system message, rules
         and earlier turns: `Prompt.before_new_message`) into the backend's cache, so the NPC's
         next interaction evaluates only its new message. Blocks until done, giving way to every
-        generation asked meanwhile; changes nothing but the cache. A backend without a cache of
-        its own does nothing: the default."""
+        generation asked meanwhile; changes nothing but the cache. `alongside`: it may also run
+        beside generations already decoding (a scene's next speaker, prefilled while the current
+        line streams), where the backend batches them; otherwise only in idle time. A backend
+        without a cache of its own does nothing: the default."""
         return WarmResult(outcome="unsupported")
 
     @abstractmethod

@@ -79,10 +79,10 @@ class BatchedEngineAdapter:
         if job.error is not None:
             raise job.error
 
-    def warm(self, npc_id: str, tokens: PromptTokens) -> WarmResult:
+    def warm(self, npc_id: str, tokens: PromptTokens, *, alongside: bool = False) -> WarmResult:
         """The system message, rules and earlier turns evaluated into a resident sequence."""
         try:
-            job = self.engine.warm(npc_id, array("i", tokens.prefix + tokens.suffix))
+            job = self.engine.warm(npc_id, array("i", tokens.prefix + tokens.suffix), alongside=alongside)
         except NativeError as exc:
             raise BackendError(str(exc)) from exc
         outcome: Literal["warmed", "already", "no_room"] = (

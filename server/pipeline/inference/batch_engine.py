@@ -17,7 +17,9 @@ Warm-ups (`warm`): the prompt an NPC's next turn will start with, evaluated into
 sequence in idle time. A warm-up runs only while no generation is active or waiting, alone, a
 `prefill_chunk` of tokens a step; a generation that arrives meanwhile stops it after that step
 (its tokens so far stay resident) and it resumes from them once the engine is idle again. It
-never evicts anything: without a free sequence id or free KV cells it ends `no_room`.
+never evicts anything: without a free sequence id or free KV cells it ends `no_room`. A warm-up
+`alongside` (a scene's next speaker) may also start while generations decode: its chunks ride
+in their steps, after every generation's own prompt tokens, one warm-up at a time.
 
 Numerics: a generation's logits depend on which cells its tokens landed in and on what else
 shared its batches, so the text can differ from a solo run with the same seed. The backend's
@@ -79,6 +81,8 @@ class EngineJob:
     total_ms: float = 0.0
     finish: str = "length"
     #: Warm-ups: prompt tokens evaluated, and times it gave way to a generation.
+    #: `alongside`: it may run beside generations that are decoding, not only in idle time.
+    alongside: bool = False
     evaluated: int = 0
     yielded: int = 0
 
@@ -145,11 +149,12 @@ class BatchedEngine:
             self._waiting.append(job)
             self._cond.notify()
 
-    def warm(self, owner: str, prompt: array) -> EngineJob:
-        """Evaluate `prompt` into a resident sequence of `owner` in idle time and wait for it;
-        the job's `finish` says how it ended: `warmed`, `already` (resident or spilled before)
-        or `no_room`. Generations never wait for it longer than one prefill chunk."""
-        job = EngineJob(owner=owner, prompt=prompt, sampler=None, max_tokens=0, started=time.perf_counter())
+    def warm(self, owner: str, prompt: array, *, alongside: bool = False) -> EngineJob:
+        """Evaluate `prompt` into a resident sequence of `owner` in idle time (`alongside`: also
+        beside generations decoding) and wait for it; the job's `finish` says how it ended:
+        `warmed`, `already` (resident or spilled before) or `no_room`. Generations never wait
+        for it longer than one prefill chunk."""
+        job = EngineJob(owner=owner, prompt=prompt, sampler=None, max_tokens=0, started=time.perf_counter(), alongside=alongside)
         with self._cond:
             if self._closed:
                 raise EngineClosed("the inference engine is shut down")
@@ -196,7 +201,7 @@ class BatchedEngine:
                 # A warm-up gives way to any generation waiting, and starts only when idle.
                 paused = [job for job in self._active if job.warm] if self._waiting else []
                 warming = None
-                if not self._waiting and not self._active and self._warming:
+                if not self._waiting and self._warming and (not self._active or self._may_warm_alongside()):
                     warming = self._warming.popleft()
                 admitted: list[EngineJob] = []
                 while self._waiting and len(self._active) - len(paused) + len(admitted) < self.pool.max_active:
@@ -218,6 +223,11 @@ class BatchedEngine:
                     self._fail(job, EngineTimeout(f"the generation ran past its deadline after {job.generated} tokens"))
                 if self._active:
                     self._step()
+
+    def _may_warm_alongside(self) -> bool:
+        """The next warm-up may join the generations decoding: it asked to, and no other warm-up
+        is running (one at a time keeps a step's extra rows to one prefill chunk)."""
+        return self._warming[0].alongside and not any(job.warm for job in self._active)
 
     def _admit(self, job: EngineJob) -> None:
         # Reuse at most all but the last prompt token: sampling needs that token's logits.
@@ -336,7 +346,8 @@ class BatchedEngine:
         room = self.ctx.n_batch - len(tokens)
         if decoding or any(job.warm for job in self._active):
             room = min(room, self.prefill_chunk)
-        for job in self._active:
+        # generations' own prompts first: a warm-up only takes the room they leave
+        for job in sorted(self._active, key=lambda j: j.warm):
             if room <= 0:
                 break
             if job.prefilling:

@@ -94,8 +94,9 @@ class Engine(Protocol):
         """Run one generation; with `observe`, show it the text as it grows (False stops it)."""
         ...
 
-    def warm(self, npc_id: str, tokens: PromptTokens) -> WarmResult:
-        """Put `tokens` (the NPC's prompt up to its new message) in the cache in idle time."""
+    def warm(self, npc_id: str, tokens: PromptTokens, *, alongside: bool = False) -> WarmResult:
+        """Put `tokens` (the NPC's prompt up to its new message) in the cache in idle time
+        (`alongside`: also beside generations decoding, where the engine batches them)."""
         ...
 
     def invalidate(self, npc_id: str) -> bool:

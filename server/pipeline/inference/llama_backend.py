@@ -407,10 +407,10 @@ class LlamaCppBackend(InferenceBackend):
             total_ms=out.total_ms,
         )
 
-    def warm(self, npc_id: str, prompt: Prompt) -> WarmResult:
+    def warm(self, npc_id: str, prompt: Prompt, *, alongside: bool = False) -> WarmResult:
         if self._closed:
             raise BackendError("the backend is closed")
-        result = self._engine.warm(npc_id, self.warm_tokens(prompt))
+        result = self._engine.warm(npc_id, self.warm_tokens(prompt), alongside=alongside)
         if result.outcome == "warmed" and self.config.reproducible:
             with self._stats_lock:  # the batched engine counts its own (`engine.stats`)
                 self.stats.warm_tokens_evaluated += result.tokens_evaluated

@@ -273,7 +273,7 @@ class OpenAICompatibleBackend(InferenceBackend):
             response_format = {"type": "json_object", "schema": schema}
         return {"response_format": response_format}, grammar.max_tokens * _SCHEMA_TOKEN_SLACK
 
-    def warm(self, npc_id: str, prompt: Prompt) -> WarmResult:
+    def warm(self, npc_id: str, prompt: Prompt, *, alongside: bool = False) -> WarmResult:
         """On llama-server with its template: the NPC's prompt up to its new message evaluated
         into the slot it will use (one token generated and thrown away)."""
         if self.template is None or self._slots is None:

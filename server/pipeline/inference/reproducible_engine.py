@@ -118,7 +118,7 @@ class ReproducibleEngine:
         self.prefix_cache.put(npc_id, PrefixState(key=key, n_tokens=len(tokens.prefix), state=self._ctx.save_sequence()))
         return len(tokens.prefix)
 
-    def warm(self, npc_id: str, tokens: PromptTokens) -> WarmResult:
+    def warm(self, npc_id: str, tokens: PromptTokens, *, alongside: bool = False) -> WarmResult:
         """Step 1 for the NPC's prefix, between generations: evaluated from an empty cache in the
         same `n_batch` chunks as a generation would, so the saved state is the one its first
         turn would have saved. A generation asking meanwhile takes the context after the current

@@ -125,7 +125,12 @@ def test_the_same_scene_twice_gives_the_same_bytes(tmp_path: Path) -> None:
             client.scene_say("gate", "Morning.", kind="player")
             reply = client.scene_next("gate", to_end=True)
             prompts = [p for r in client.audit_tail(limit=50).records for p in r.prompts]
-            return [f"{x.speaker}:{x.result.dialogue}" for x in reply.lines], prompts, client.memory("smith").memory_hash, client.memory("guard").memory_hash
+            return (
+                [f"{x.speaker}:{x.result.dialogue}" for x in reply.lines],
+                prompts,
+                client.memory("smith").memory_hash,
+                client.memory("guard").memory_hash,
+            )
 
     first, second = run(tmp_path / "a"), run(tmp_path / "b")
     assert first == second
@@ -178,7 +183,9 @@ def test_lines_and_words_into_an_ended_or_unknown_scene_are_refused_and_change_n
             assert "scene_id" in str(caught.value.details)
         assert client.memory("guard").memory_hash == before
         with pytest.raises(Invalid) as caught:
-            client.request("interact", {"npc_id": "guard", "trigger_reason": "custom", "scene_turn": {"scene_id": "x", "line": 1}})
+            client.request(
+                "interact", {"npc_id": "guard", "trigger_reason": "custom", "scene_turn": {"scene_id": "x", "line": 1}}
+            )
         assert "scene_turn" in str(caught.value.details)
         assert client.scene_start("gate", ["guard"]).lines == 0  # an ended scene's id may open a new one
 

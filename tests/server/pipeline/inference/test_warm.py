@@ -102,3 +102,43 @@ def test_warm_ups_take_only_free_room_and_say_when_there_is_none(tmp_path: Path)
         assert pipeline.interact(ask("Good evening.", npc="merchant")).dialogue
     finally:
         backend.close()
+
+
+def test_a_warm_up_alongside_is_prefilled_in_the_steps_of_a_generation_decoding(
+    llama_backend: LlamaCppBackend, tmp_path: Path
+) -> None:
+    """A scene's next speaker: its prompt is evaluated while the current line is generated, in
+    the same steps; a plain warm-up waits for the engine to be idle."""
+    engine = llama_backend.engine
+    assert engine is not None
+    recording = Recording(llama_backend)
+    pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), recording)
+    pipeline.interact(ask("Tell me about the gate, the town and the river.", npc="guard"))
+    request, _ = recording.calls[0]
+    tokens = llama_backend.warm_tokens(pipeline.warm_prompt("merchant"))
+    prompt = array("i", tokens.prefix + tokens.suffix)
+
+    def generate_while_warming(alongside: bool) -> tuple[int, int, object]:
+        llama_backend.invalidate("merchant")
+        jobs: list[object] = []
+        warming = threading.Thread(target=lambda: jobs.append(engine.warm("merchant", prompt, alongside=alongside)))
+        before = engine.stats.warm_tokens_evaluated
+        during: list[int] = []
+
+        def observe(text: str) -> bool:
+            if not warming.is_alive() and not jobs:
+                warming.start()  # the generation is decoding now
+            during.append(engine.stats.warm_tokens_evaluated)
+            return True
+
+        llama_backend.generate_streaming(request, observe)
+        warming.join(120)
+        return before, during[-1], jobs[0]
+
+    before, last, job = generate_while_warming(alongside=True)
+    assert last > before  # chunks of the warm-up rode in the generation's steps
+    assert job.finish == "warmed" and job.yielded == 0  # type: ignore[attr-defined]
+    assert engine.warm("merchant", prompt).finish == "already"
+    before, last, job = generate_while_warming(alongside=False)
+    assert last == before  # it waited for the engine to be idle
+    assert job.finish == "warmed"  # type: ignore[attr-defined]
