@@ -4,7 +4,11 @@ extends Control
 ## Mira can hand you an item, and the scene changes only when the sidecar approved the intent.
 ## The panel shows what the governance did: fallback lines are marked, approved intents listed,
 ## and the toggle shows, per line, each attempt the model made, why one was refused, and how long
-## the line took.
+## the line took. Stand by the gate and Brom and Mira talk to each other (a LoreguardScene); pick
+## "Brom and Mira" to join their talk, and walk away to leave them to it.
+
+## The picker's entry that speaks into Brom and Mira's talk at the gate.
+const TOGETHER := "Brom and Mira (join their talk)"
 
 ## The world's lore, facts and rules, sent to the sidecar when the scene starts.
 @export var world: LoreguardWorld
@@ -32,6 +36,8 @@ var _speaking: LoreguardNPC
 @onready var _loreguard: LoreguardClient = get_node("/root/Loreguard")
 @onready var _guard: LoreguardNPC = $Guard
 @onready var _merchant: LoreguardNPC = $Merchant
+@onready var _gate_talk: LoreguardScene = $GateTalk
+@onready var _near_gate: CheckButton = %NearGate
 @onready var _gate: ColorRect = %Gate
 @onready var _gate_label: Label = %GateLabel
 @onready var _inventory_label: Label = %Inventory
@@ -60,6 +66,10 @@ func _ready() -> void:
 		npc.failed.connect(_on_failed.bind(npc))
 		npc.thinking_started.connect(_on_thinking.bind(npc, true))
 		npc.thinking_finished.connect(_on_thinking.bind(npc, false))
+	_picker.add_item(TOGETHER)
+	_near_gate.toggled.connect(_walk_to_gate)
+	_gate_talk.started.connect(func() -> void: _narrate("Brom and Mira are talking at the gate."))
+	_gate_talk.ended.connect(_on_talk_ended)
 	_guard.route("open_gate", _open_gate)
 	_merchant.route("give_item", _give_item)
 	_loreguard.status_changed.connect(_show_status)
@@ -79,10 +89,20 @@ func _process(delta: float) -> void:
 		_dots.text = ["o..", ".o.", "..o"][int(_dots_phase)]
 
 
-## Sends the text box's line to the NPC picked above it.
+## Sends the text box's line to the NPC picked above it (or into Brom and Mira's talk).
 func send() -> void:
 	var text := _input.text.strip_edges()
 	if text.is_empty() or not _input.editable:
+		return
+	if _picker.get_item_text(_picker.selected) == TOGETHER:
+		_input.clear()
+		_dialogue.append_text("[color=#9ab]You → Brom and Mira:[/color] %s\n" % _escape(text))
+		_sent_at_ms = Time.get_ticks_msec()
+		if not _gate_talk.is_running:
+			_near_gate.set_pressed_no_signal(true)
+			_gate_talk.player_present = true
+			await _gate_talk.begin()
+		await _gate_talk.say(text)
 		return
 	var npc: LoreguardNPC = _npcs()[_picker.selected]
 	_input.clear()
@@ -133,6 +153,25 @@ func _show_status(status: LoreguardSidecarStatus) -> void:
 
 func _npcs() -> Array[LoreguardNPC]:
 	return [_guard, _merchant]
+
+
+## The player comes near the gate (Brom and Mira start talking) or walks away (they stop).
+func _walk_to_gate(near: bool) -> void:
+	if near and not _gate_talk.is_running:
+		_gate_talk.player_present = true
+		await _gate_talk.begin()
+	elif not near and _gate_talk.is_running:
+		await _gate_talk.end()
+
+
+func _on_talk_ended(reason: String) -> void:
+	_near_gate.set_pressed_no_signal(false)
+	_narrate("You walk away from the gate." if reason == "ended_by_request" else "Brom and Mira fall silent.")
+
+
+func _narrate(text: String) -> void:
+	_typewriter.finish()
+	_dialogue.append_text("[color=#7f93a6][i]%s[/i][/color]\n" % text)
 
 
 func _on_thinking(npc: LoreguardNPC, thinking: bool) -> void:

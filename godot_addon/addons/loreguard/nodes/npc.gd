@@ -113,9 +113,27 @@ func interact(trigger_reason: String, player_input: String = "", extra: Dictiona
 		"tags": Array(tags),
 	}
 	context.merge(extra, true)
+	begin_line()
+	var result := await loreguard.interact(context, -1, _on_chunk if stream else Callable())
+	return finish_line(result)
+
+
+## A line of this NPC's is on its way (a `LoreguardScene` calls this for its lines, as `say()`
+## does): emits `thinking_started`.
+func begin_line() -> void:
 	is_thinking = true
 	thinking_started.emit()
-	var result := await loreguard.interact(context, -1, _on_chunk if stream else Callable())
+
+
+## A streamed piece of the line on its way: emits `dialogue_chunk` (and speaks it, with
+## `speak_chunks`).
+func chunk_line(text: String) -> void:
+	_on_chunk({"text": text})
+
+
+## The line on its way is in, or failed: emits `thinking_finished`, then `replied` and the
+## approved intents (or `failed`), exactly as for `say()`.
+func finish_line(result: LoreguardResult) -> LoreguardResult:
 	is_thinking = false
 	thinking_finished.emit()
 	last_result = result

@@ -256,6 +256,45 @@ func stats() -> LoreguardResult:
 	return await request("stats")
 
 
+## Opens a scene: `npcs` (ids) speak in turn. `options` holds the rest of `scene.start`:
+## "listeners", "player_present", "player_may_join", "topic", "location", "max_lines", "weights".
+## `LoreguardScene` is the node that does this for you.
+func scene_start(scene_id: String, npcs: PackedStringArray, options: Dictionary = {}) -> LoreguardResult:
+	var body := {"scene_id": scene_id, "npcs": Array(npcs)}
+	body.merge(options, true)
+	return await request("scene.start", body)
+
+
+## The scene's next line (`to_end`: every line to its end), as {"lines": [{"line", "speaker",
+## "result"}], "scene": {...}}. With `on_chunk`, the lines stream: `on_chunk(body)` gets each
+## `scene.next.chunk` body ({"line", "speaker", "seq", "text", "attempt"}) in order.
+func scene_next(
+	scene_id: String, to_end: bool = false, on_chunk: Callable = Callable(), timeout_ms: int = -1
+) -> LoreguardResult:
+	var body := {"scene_id": scene_id, "to_end": to_end, "stream": on_chunk.is_valid()}
+	var result := await request("scene.next", body, timeout_ms, on_chunk)
+	if debug_forwarder != null:
+		debug_forwarder.pull()
+	return result
+
+
+## Words said into a scene: every NPC there hears and remembers them. `kind` is "player" or
+## "narration" (what happens: "The bell tolls."); `to` (an NPC id) answers next.
+func scene_say(scene_id: String, text: String, kind: String = "player", to: String = "") -> LoreguardResult:
+	var body := {"scene_id": scene_id, "text": text, "kind": kind}
+	if not to.is_empty():
+		body["to"] = to
+	return await request("scene.say", body)
+
+
+func scene_end(scene_id: String) -> LoreguardResult:
+	return await request("scene.end", {"scene_id": scene_id})
+
+
+func scene_get(scene_id: String) -> LoreguardResult:
+	return await request("scene.get", {"scene_id": scene_id})
+
+
 func _session_request(type: String, key: String, body: Dictionary) -> LoreguardResult:
 	var entry: _SessionEntry = null
 	for existing in _session:
