@@ -76,6 +76,10 @@ class SceneTurn(FrozenModel):
     #: What was said since the speaker last spoke (since the scene began, before its first
     #: line), oldest first.
     heard: tuple[SceneLine, ...] = Field(default=(), max_length=64)
+    #: The speaker was told the situation (who is there, the topic) in its last line of this
+    #: scene and who is there has not changed since: the prompt shows only what it heard, since
+    #: the conversation holds the situation already (and the engine has it cached).
+    introduced: bool = False
 
     def player_words(self) -> str:
         """What the player said among the lines heard, one line per row."""

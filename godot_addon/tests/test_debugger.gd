@@ -32,6 +32,7 @@ func _run() -> void:
 	await _test_export(client)
 	await _test_panel()
 	_test_packages()
+	_test_scene_package()
 	_finish()
 
 
@@ -154,4 +155,37 @@ func _test_packages() -> void:
 	var tampered := panel.open_package(OS.get_environment("LOREGUARD_TEST_TAMPERED"))
 	_expect(tampered.contains("integrity"), "a tampered package is refused", tampered)
 	_expect(panel.records.size() == 6, "and the package on show stays")
+	panel.queue_free()
+
+
+## A package of a scene the Python side ran (Brom, the player, Mira): each line's row says its
+## scene and what its speaker heard; its detail says who heard it and ends with the
+## conversation up to it.
+func _test_scene_package() -> void:
+	var panel := LoreguardDebuggerPanel.new()
+	root.add_child(panel)
+	var error := panel.open_package(OS.get_environment("LOREGUARD_TEST_SCENE_PACKAGE"))
+	_expect(error.is_empty() and panel.records.size() == 2, "the scene's package opens", error)
+	if panel.records.size() != 2:
+		panel.queue_free()
+		return
+	var cells := LoreguardDebuggerPanel.summary(panel.records[1])
+	_expect(
+		cells[2] == "[scene gate #2] Brom: The smith is late. / Player: Is he ever on time?",
+		"row: the scene, the line, what its speaker heard",
+		cells[2]
+	)
+	panel.select(1)
+	var text := panel.detail.text
+	_expect(text.contains("scene gate, line 2 · heard by: Brom, the player"), "detail: who heard it", text.left(600))
+	_expect(
+		(
+			text
+			. ends_with(
+				"--- scene gate, lines 1 to 2 ---\n#1 guard: The smith is late.\n   Player: Is he ever on time?\n#2 merchant: Never, Brom."
+			)
+		),
+		"detail: the conversation up to this line",
+		text.right(300)
+	)
 	panel.queue_free()

@@ -13,7 +13,12 @@ def record_line(record: AuditRecord) -> str:
     """One line per interaction: who, what was said, what the gate decided, how long it took."""
     r = record.receipt
     failed = sorted({check.gate.value for a in r.attempts for check in a.gates if not check.passed})
-    said = record.context.player_input or f"<{record.context.trigger_reason.value}>"
+    scene = record.context.scene_turn
+    if scene is not None:  # a scene's line answers what its speaker heard since it last spoke
+        heard = " / ".join(f"{line.speaker}: {line.text}" for line in scene.heard)
+        said = f"[scene {scene.scene_id} #{scene.line}] {heard}"
+    else:
+        said = record.context.player_input or f"<{record.context.trigger_reason.value}>"
     return (
         f"{record.record_id:>6} {record.npc_id:<10} {_clip(said, 40)!r} -> {_clip(record.dialogue, 60)!r} "
         f"[{r.outcome.value}, {len(r.attempts)} attempt(s), failed: {','.join(failed) or '-'}"

@@ -18,6 +18,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     suites = bench.add_subparsers(dest="suite", required=True, metavar="SUITE")
     _interactions(_suite(suites, "governance", _governance, "full interactions with the scripted model"))
     _interactions(_suite(suites, "audit", _audit, "the same with and without the audit recorder"))
+    scene = _suite(suites, "scene", _scene, "scene lines against one-NPC interactions; the gap between lines, prefilled or not")
+    scene.add_argument("--scenes", type=int, default=3, help="scenes of three NPCs each")
+    scene.add_argument("--lines", type=int, default=6, help="lines per scene")
+    scene.add_argument("--facts", type=int, default=8, help="canonical facts per NPC (prompt length)")
+    scene.add_argument("--pause-s", type=float, default=1.0, help="seconds the player reads a line before the next is asked")
+    _model_options(scene)
     soak = _suite(suites, "soak", _soak, "a long game with the scripted model: latency, size, RSS per window; replay; recall")
     soak.add_argument("--interactions", type=int, default=20_000, help="interactions in the game")
     soak.add_argument("--npcs", type=int, default=50, help="NPCs the player talks to (Zipf: a few get most lines)")
@@ -161,6 +167,15 @@ def _soak(args: argparse.Namespace) -> Mapping[str, object]:
         policy=MemoryPolicy(episodic_limit=args.episodic_limit),
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )
+
+
+def _scene(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.scene import bench_scene
+
+    return bench_scene(
+        scenes=args.scenes, lines=args.lines, facts=args.facts, model=_model_path(args), threads=args.threads,
+        **_placement(args), pause_s=args.pause_s,
+    )  # fmt: skip
 
 
 def _roundtrip(args: argparse.Namespace) -> Mapping[str, object]:

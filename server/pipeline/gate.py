@@ -61,10 +61,11 @@ from loreguard.server.pipeline.intents import intent_problem, offer_problem, ref
 from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parroting import find_parroting
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
-from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS
+from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS, scene_situation
 from loreguard.server.pipeline.readout import find_instructions_read_out
 from loreguard.server.pipeline.self_repeats import find_self_repeats
 from loreguard.server.pipeline.snapshot import StateSnapshot
+from loreguard.server.pipeline.voices import find_other_voices
 
 #: Rule ids of the gate's built-in checks, so that every failure a receipt lists names the rule
 #: that failed (designer rules, canonical facts and secrets name themselves; numbers name what
@@ -311,12 +312,19 @@ def _hard_limit_failures(
             limits,
             examples=snapshot.few_shot,
             player_input=snapshot.context.said(),
-            prompt_texts=(snapshot.persona,),
+            prompt_texts=_prompt_texts(snapshot),
             earlier_inputs=tuple(r.player for r in snapshot.recent_replies),
         )
     )
     hard.extend(find_self_repeats(output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits))
+    hard.extend(find_other_voices(before or output.dialogue, snapshot.context.scene_turn, snapshot.npc_name))
     return hard
+
+
+def _prompt_texts(snapshot: StateSnapshot) -> tuple[str, ...]:
+    """Prompt text a line must not copy: the persona, and in a scene its situation."""
+    turn = snapshot.context.scene_turn
+    return (snapshot.persona,) if turn is None else (snapshot.persona, scene_situation(turn, snapshot.context.scene))
 
 
 def _constraint_failures(

@@ -74,6 +74,8 @@ INTENT_INSTRUCTION = (
     '"intent" is "none" unless the player asks for one of these and you agree; then it is the request\'s intent object:'
 )
 REQUEST_HEADING = "### Request\n"
+#: What a scene's speaker is told to do (after the situation): speak for itself only.
+SCENE_INSTRUCTION = "Say only your own next line, in your own words, answering what was just said."
 REQUEST_INSTRUCTION = "The player asks you to"
 GRANT_INSTRUCTION = "To grant it, write"
 REFUSE_INSTRUCTION = "To refuse, write"
@@ -182,14 +184,18 @@ def manifest_line(s: StateSnapshot, n_beliefs: int, n_episodic: int, n_exchanges
 
 def _situation_section(s: StateSnapshot) -> str:
     ctx = s.context
-    situation = f"Situation: {ctx.trigger_reason.value}"
-    if ctx.scene:
-        situation += f" in {ctx.scene}"
-    if ctx.other_npc_id:
-        situation += f" with {ctx.other_npc_id}"
-    lines = [SITUATION_HEADING.rstrip("\n"), situation]
     if ctx.scene_turn is not None:
-        lines += _scene_lines(ctx.scene_turn)
+        # Told once a scene (and again when who is there changes): the conversation holds it.
+        lines = [SITUATION_HEADING.rstrip("\n")]
+        if not ctx.scene_turn.introduced:
+            lines.append(scene_situation(ctx.scene_turn, ctx.scene))
+    else:
+        situation = f"Situation: {ctx.trigger_reason.value}"
+        if ctx.scene:
+            situation += f" in {ctx.scene}"
+        if ctx.other_npc_id:
+            situation += f" with {ctx.other_npc_id}"
+        lines = [SITUATION_HEADING.rstrip("\n"), situation]
     if ctx.trigger_prompt:
         lines.append(ctx.trigger_prompt)
     if ctx.few_shot_text:
@@ -201,14 +207,17 @@ def _situation_section(s: StateSnapshot) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def _scene_lines(turn: SceneTurn) -> list[str]:
-    """Who is in the conversation, and what it is about."""
+def scene_situation(turn: SceneTurn, location: str = "") -> str:
+    """A scene's situation in words: who is talking, where, about what, and what to do. The gate
+    fails a line that copies it (`find_parroting`'s prompt texts)."""
     present = [m.name for m in turn.present] + (["the player"] if turn.player_present else [])
-    lines = [f"A conversation with {', '.join(present)}." if present else "You are speaking to yourself."]
+    where = f" at {location.replace('_', ' ')}" if location else ""
+    who = ", ".join(present[:-1]) + f" and {present[-1]}" if len(present) > 1 else "".join(present) or "nobody"
+    lines = [f"Situation: you are talking with {who}{where}."]
     if turn.topic:
-        lines.append(f"About: {turn.topic}")
-    lines.append("Say your next line, in your own words; answer what was just said.")
-    return lines
+        lines.append(f"Topic: {turn.topic}")
+    lines.append(SCENE_INSTRUCTION)
+    return "\n".join(lines)
 
 
 def _request_section(s: StateSnapshot) -> str:

@@ -39,6 +39,7 @@ from loreguard.server.pipeline.prompt import (
     INTENT_INSTRUCTION,
     REFUSE_INSTRUCTION,
     RETRY_RULES_INSTRUCTION,
+    SCENE_INSTRUCTION,
     SECRET_INSTRUCTION,
 )
 from loreguard.server.pipeline.retry import REPAIR_CLOSING, REPAIR_OPENING, is_retry_rule
@@ -53,6 +54,7 @@ INSTRUCTIONS = " ".join(
         CHANGE_INSTRUCTION,
         SECRET_INSTRUCTION,
         RETRY_RULES_INSTRUCTION,
+        SCENE_INSTRUCTION,
         REPAIR_OPENING,
         REPAIR_CLOSING,
         "Output format. Examples. Rules. Correction. Facts always true. Situation. Request.",

@@ -48,6 +48,8 @@ class Scene:
     last_speaker: str | None = None
     #: The NPC the newest words named, who answers next.
     addressed: str | None = None
+    #: Per NPC: who was there (and whether the player was) when it last spoke.
+    told: dict[str, tuple[tuple[str, ...], bool]] = field(default_factory=dict)
     end_reason: Literal["max_lines", "ended_by_request"] | None = None
 
     @property
@@ -79,11 +81,16 @@ class Scene:
     def present(self, speaker: str | None) -> tuple[SceneMember, ...]:
         return tuple(m for m in self.members if m.npc_id != speaker)
 
+    def company(self, present: tuple[SceneMember, ...]) -> tuple[tuple[str, ...], bool]:
+        """Who is there besides a speaker, and whether the player is."""
+        return tuple(m.npc_id for m in present), self.player_present
+
     def context(self, speaker: str) -> InteractionContext:
         """The interaction for `speaker`'s next line: what it heard since it last spoke, who hears
         it. Its trigger is the player's line when that was the last thing said."""
         heard = tuple(self.transcript[self.heard_upto.get(speaker, 0) :][-MAX_HEARD:])
         by_player = bool(heard) and heard[-1].kind == "player"
+        present = self.present(speaker)
         return InteractionContext(
             npc_id=speaker,
             trigger_reason=TriggerReason.PLAYER_UTTERANCE if by_player else TriggerReason.NPC_INTERACTION,
@@ -92,9 +99,10 @@ class Scene:
                 scene_id=self.request.scene_id,
                 line=self.lines + 1,
                 topic=self.request.topic,
-                present=self.present(speaker),
+                present=present,
                 player_present=self.player_present,
                 heard=heard,
+                introduced=self.told.get(speaker) == self.company(present),
             ),
         )
 
@@ -144,6 +152,7 @@ class SceneBook:
             else:
                 scene.addressed = None
             scene.heard_upto[speaker] = len(scene.transcript)
+            scene.told[speaker] = scene.company(scene.present(speaker))
             scene.spoken[speaker] += 1
             scene.lines += 1
             scene.last_speaker = speaker

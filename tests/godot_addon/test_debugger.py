@@ -10,14 +10,33 @@ import threading
 from pathlib import Path
 
 import pytest
+from factories import say
 from godot_helpers import require_godot, run_godot
 from sidecar_helpers import running_sidecar
 
-from loreguard.server.audit.package import decode_package
+from loreguard.client import Client
+from loreguard.schemas.audit import PackageSelection
+from loreguard.server.audit.package import PackageFormat, decode_package, encode_package
 from loreguard.server.cli import main
 from loreguard.server.demo.run import run_demo
+from loreguard.server.pipeline.inference import ScriptedBackend
 
 pytestmark = pytest.mark.slow
+
+
+def _scene_package(data: Path) -> Path:
+    """A debug package of a two-line scene with the player's words between the lines."""
+    data.mkdir()
+    backend = ScriptedBackend([say("The smith is late."), say("Never, Brom.")])
+    with running_sidecar(data, backend) as sidecar, Client(sidecar.address) as client:
+        client.scene_start("gate", ["guard", "merchant"], player_present=True)
+        client.scene_next("gate")
+        client.scene_say("gate", "Is he ever on time?", to="merchant")
+        client.scene_next("gate")
+        package = sidecar.recorder.export(PackageSelection(), exported_by="test")
+    path = data / "scene.lgp"
+    path.write_bytes(encode_package(package, PackageFormat.COMPRESSED))
+    return path
 
 
 def test_forwarder_and_panel(tmp_path: Path) -> None:
@@ -29,6 +48,7 @@ def test_forwarder_and_panel(tmp_path: Path) -> None:
     data = bytearray(package.read_bytes())
     data[-20] ^= 0x01
     tampered.write_bytes(bytes(data))
+    scene_package = _scene_package(tmp_path / "scene")
     (tmp_path / "live").mkdir()
     with running_sidecar(tmp_path / "live") as sidecar:
         result = run_godot(
@@ -39,6 +59,7 @@ def test_forwarder_and_panel(tmp_path: Path) -> None:
                 "LOREGUARD_TEST_OUT": str(tmp_path),
                 "LOREGUARD_TEST_PACKAGE": str(package),
                 "LOREGUARD_TEST_TAMPERED": str(tampered),
+                "LOREGUARD_TEST_SCENE_PACKAGE": str(scene_package),
             },
         )
     output = result.stdout + result.stderr

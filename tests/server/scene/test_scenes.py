@@ -93,7 +93,7 @@ def test_the_second_line_continues_the_speakers_own_conversation_and_shows_what_
         assert second.prompts[0].startswith(first.prompts[0][: first.prompts[0].rindex("### Now")])
         assert '"dialogue": "Mira, seen the smith?"' in second.prompts[0]
         assert second.prompts[0].endswith('Mira: "Not today, Brom."')
-        assert "About: the missing smith" in second.prompts[0]
+        assert "Topic: the missing smith" in second.prompts[0]
         assert "Hild" not in first.prompts[0]
 
 

@@ -216,7 +216,14 @@ static func summary(record: Dictionary) -> PackedStringArray:
 	var receipt: Dictionary = _dict(record, "receipt")
 	var context: Dictionary = _dict(record, "context")
 	var said := str(context.get("player_input", ""))
-	if said.is_empty():
+	var scene := _dict(context, "scene_turn")
+	if not scene.is_empty():
+		# a scene's line answers what its speaker heard since it last spoke
+		var heard := PackedStringArray()
+		for line: Dictionary in _list(scene, "heard"):
+			heard.append("%s: %s" % [line.get("speaker", ""), line.get("text", "")])
+		said = "[scene %s #%d] %s" % [scene.get("scene_id", ""), int(scene.get("line", 0)), " / ".join(heard)]
+	elif said.is_empty():
 		said = "(%s)" % LoreguardGovernanceText.trigger(str(context.get("trigger_reason", "")))
 	return PackedStringArray(
 		[
@@ -294,7 +301,11 @@ static func describe(record: Dictionary) -> String:
 		lines.append("fallback: %s" % LoreguardGovernanceText.fallback(str(receipt["fallback_reason"]), npc, trigger))
 	if receipt.get("halt_reason") != null:
 		lines.append("halted: %s" % receipt["halt_reason"])
-	lines.append("player (%s): %s" % [LoreguardGovernanceText.trigger(trigger), context.get("player_input", "")])
+	var scene := _dict(context, "scene_turn")
+	if scene.is_empty():
+		lines.append("player (%s): %s" % [LoreguardGovernanceText.trigger(trigger), context.get("player_input", "")])
+	else:
+		lines.append_array(_describe_scene(scene))
 	lines.append("%s (%s): %s" % [npc, record.get("emotion", ""), record.get("dialogue", "")])
 	for intent: Dictionary in _list(record, "intents"):
 		var shown := LoreguardGovernanceText.intent(str(intent.get("type", "")), _dict(intent, "params"))
@@ -324,6 +335,60 @@ static func describe(record: Dictionary) -> String:
 		lines.append("")
 		lines.append("--- prompt, attempt %d ---" % (i + 1))
 		lines.append(str(prompts[i]))
+	return "\n".join(lines)
+
+
+## A scene's line: the scene, who heard it, what its speaker heard since it last spoke.
+static func _describe_scene(scene: Dictionary) -> PackedStringArray:
+	var present := PackedStringArray()
+	for member: Dictionary in _list(scene, "present"):
+		present.append(str(member.get("name", "")))
+	if scene.get("player_present", false):
+		present.append("the player")
+	var lines := PackedStringArray()
+	lines.append(
+		(
+			"scene %s, line %d · heard by: %s"
+			% [
+				scene.get("scene_id", ""),
+				int(scene.get("line", 0)),
+				", ".join(present) if not present.is_empty() else "nobody"
+			]
+		)
+	)
+	if not str(scene.get("topic", "")).is_empty():
+		lines.append("topic: %s" % scene["topic"])
+	for line: Dictionary in _list(scene, "heard"):
+		lines.append("heard %s: %s" % [line.get("speaker", ""), line.get("text", "")])
+	return lines
+
+
+## The conversation a scene's line belongs to, up to it, from the records listed: each line
+## said, the player's and the game's words among them, in order ("" for a line outside a scene).
+static func scene_transcript(all_records: Array, record: Dictionary) -> String:
+	var scene := _dict(_dict(record, "context"), "scene_turn")
+	if scene.is_empty():
+		return ""
+	var by_line := {}
+	for other: Dictionary in all_records:
+		var other_scene := _dict(_dict(other, "context"), "scene_turn")
+		if (
+			other_scene.get("scene_id") == scene.get("scene_id")
+			and int(other_scene.get("line", 0)) <= int(scene["line"])
+		):
+			by_line[int(other_scene["line"])] = other
+	var numbers := by_line.keys()
+	numbers.sort()
+	var lines := PackedStringArray(
+		["--- scene %s, lines 1 to %d ---" % [scene.get("scene_id", ""), int(scene["line"])]]
+	)
+	for number: int in numbers:
+		var line_record: Dictionary = by_line[number]
+		for heard: Dictionary in _list(_dict(_dict(line_record, "context"), "scene_turn"), "heard"):
+			if heard.get("kind") != "npc":
+				lines.append("   %s: %s" % [heard.get("speaker", ""), heard.get("text", "")])
+		var speaker := str(_dict(line_record, "receipt").get("npc_id", ""))
+		lines.append("#%d %s: %s" % [number, speaker, line_record.get("dialogue", "")])
 	return "\n".join(lines)
 
 
@@ -440,7 +505,8 @@ func _live_status() -> String:
 
 func _show_detail(index: int) -> void:
 	if index >= 0 and index < records.size():
-		detail.text = describe(records[index])
+		var conversation := scene_transcript(records, records[index])
+		detail.text = describe(records[index]) + ("\n\n" + conversation if not conversation.is_empty() else "")
 
 
 func _choose_package() -> void:

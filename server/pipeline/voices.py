@@ -1,0 +1,83 @@
+"""A scene's line that speaks for someone else: the model writing the others' lines too. Pure.
+
+A scene's prompt shows what the others said as `Mira: "..."`, and a small model goes on with
+the script: `Aye. Mira: "What do you mean?" Brom: "The hinge."`. Words put in another's mouth
+are no line of the speaker's, and what is left once they are cut was written as a script too,
+so such a line fails the gate's hard limits (`speaks_for_others`) and is retried. A speaker
+label of its own at the line's very start is output hygiene's to strip; this looks at the line as
+the model wrote it (before hygiene) for a label naming anyone else in the scene, the player or
+the narrator, anywhere, and the speaker's own past the start. A line that opens by calling its
+own speaker by name ("Brom, take the gate..." said by Brom) fails too (`speaks_to_itself`): the
+model answered as the one spoken to.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from loreguard.schemas.interaction import SceneTurn
+from loreguard.schemas.receipt import GateFailure, GateName
+from loreguard.schemas.rules import Severity
+
+SPEAKS_FOR_OTHERS_RULE = "speaks_for_others"
+#: A line that opens by calling the speaker by its own name ("Brom, take the gate..." said by
+#: Brom): the model took the others' part, answering as if spoken to.
+SPEAKS_TO_ITSELF_RULE = "speaks_to_itself"
+
+
+def find_other_voices(dialogue: str, turn: SceneTurn | None, speaker: str) -> list[GateFailure]:
+    """One failure when a scene's line (as written, before hygiene) holds a speaker label of
+    anyone in the scene; none outside a scene."""
+    if turn is None:
+        return []
+    others = tuple(m.name for m in turn.present) + ("Player", "Narrator")
+    found = _labels(others).search(dialogue) or _labels((speaker,)).search(dialogue, 1)
+    if found is None:
+        return _to_itself(dialogue, speaker)
+    evidence = dialogue[found.start() : found.end() + 40].strip()
+    return [
+        GateFailure(
+            gate=GateName.HARD_LIMITS,
+            reason=f"the line speaks for {found.group(1)} (a speaker label inside it)",
+            severity=Severity.HARD,
+            rule_id=SPEAKS_FOR_OTHERS_RULE,
+            evidence=evidence,
+        )
+    ]
+
+
+def _to_itself(dialogue: str, speaker: str) -> list[GateFailure]:
+    called = _vocative(speaker).match(dialogue)
+    if called is None:
+        return []
+    return [
+        GateFailure(
+            gate=GateName.HARD_LIMITS,
+            reason=f"the line calls its own speaker by name ({called.group(1)})",
+            severity=Severity.HARD,
+            rule_id=SPEAKS_TO_ITSELF_RULE,
+            evidence=dialogue[:80],
+        )
+    ]
+
+
+@lru_cache(maxsize=256)
+def _vocative(speaker: str) -> re.Pattern[str]:
+    """The speaker's name (or its first word) opening a line, then a comma: "Brom, ..."."""
+    first = speaker.split()[0] if speaker.split() else speaker
+    forms = sorted({speaker, first}, key=lambda f: (-len(f), f))
+    return re.compile(rf"^\W*({'|'.join(re.escape(f) for f in forms)})\s*,", re.IGNORECASE)
+
+
+@lru_cache(maxsize=256)
+def _labels(names: tuple[str, ...]) -> re.Pattern[str]:
+    """`Name:`, `Name the role:` or `Firstname:` for any of `names` (whole words, any case)."""
+    forms = set()
+    for name in names:
+        forms.add(name)
+        first = name.split()[0] if name.split() else name
+        if len(first) >= 3:
+            forms.add(first)
+    alternatives = "|".join(re.escape(f) for f in sorted(forms, key=lambda f: (-len(f), f)))
+    return re.compile(rf"(?<![\w'])({alternatives})(?: the [\w'\-]+)?\s*:(?!\d)", re.IGNORECASE)
