@@ -5,12 +5,13 @@ extends Node
 ## indicator shows while an NPC thinks, the status says the townsfolk are ready, a fallback line
 ## carries its marker, the governance view says in plain words what refused each attempt, folds
 ## and unfolds what a refused attempt said and links each entry to its line; then the editor's
-## Loreguard tab (LoreguardDebuggerPanel) over the window with the session's audit records. At
+## Loreguard tab (LoreguardDebuggerPanel) over the window with the session's audit records; then
+## the player stands by the gate, Brom and Mira talk to each other, and the player walks away. At
 ## every capture no visible Control leaves the window or is squeezed below its minimum size, and
 ## no text is cut: each label, cell and title fits its width or wraps with every line shown
 ## (tests/godot_addon/test_screenshots.py).
 
-const WATCHDOG_S := 170.0
+const WATCHDOG_S := 210.0
 const WAIT_S := 60.0
 ## [NPC node, what the player types, a name for the PNG after the answer]: GOVERNANCE_LINES in
 ## tests/godot_helpers.py, whose script the sidecar plays.
@@ -38,6 +39,7 @@ func _ready() -> void:
 	await _play()
 	await _governance_view()
 	await _editor_tab()
+	await _scene_at_gate()
 	print("screenshots: %d passed, %d failed" % [passed, failed])
 	get_tree().quit(0 if failed == 0 else 1)
 
@@ -169,6 +171,39 @@ func _editor_tab() -> void:
 	var first := panel.detail.get_line(0)
 	_expect(first.contains("its own line passed on attempt 2"), "the first record passed on attempt 2", first)
 	await _capture("editor-tab-first", backdrop)
+	layer.queue_free()
+
+
+## Standing by the gate: Brom and Mira talk to each other (the demo's LoreguardScene), their
+## lines numbered in the dialogue like any other; walking away ends the scene.
+func _scene_at_gate() -> void:
+	var talk: LoreguardScene = _demo.get_node("GateTalk")
+	var spoken: Array[String] = []
+	talk.line_spoken.connect(func(npc: LoreguardNPC, _line: LoreguardLine) -> void: spoken.append(npc.profile.id))
+	(_node("NearGate") as CheckButton).button_pressed = true
+	await _until(func() -> bool: return spoken.size() >= 2)
+	var dialogue: RichTextLabel = _node("Dialogue")
+	await _until(func() -> bool: return dialogue.visible_characters < 0)
+	var text := dialogue.get_parsed_text()
+	_expect(
+		text.contains("Brom and Mira are talking at the gate."), "the scene opens in the dialogue", text.right(400)
+	)
+	_expect(spoken.slice(0, 2) == ["guard", "merchant"], "Brom opens, Mira answers", str(spoken))
+	var first := LINES.size() + 1
+	_expect(
+		(
+			_paragraph_starting(dialogue, "#%d Brom:" % first) >= 0
+			and _paragraph_starting(dialogue, "#%d Mira:" % (first + 1)) >= 0
+		),
+		"their lines are numbered on from the player's",
+		text.right(400)
+	)
+	await _capture("scene-at-gate")
+	(_node("NearGate") as CheckButton).button_pressed = false
+	await _until(func() -> bool: return not talk.is_running)
+	await _until(func() -> bool: return dialogue.get_parsed_text().contains("You walk away from the gate."))
+	_expect(dialogue.get_parsed_text().contains("You walk away from the gate."), "walking away ends it")
+	_expect(not (_node("NearGate") as CheckButton).button_pressed, "and the toggle is off")
 
 
 func _node(unique_name: String) -> Node:

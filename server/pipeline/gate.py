@@ -53,6 +53,7 @@ from loreguard.schemas.receipt import (
     RejectedMutation,
 )
 from loreguard.schemas.rules import Severity
+from loreguard.schemas.text import norm_words
 from loreguard.server.pipeline.checks import check_constraint, mutation_texts, said_texts, secret_leaks
 from loreguard.server.pipeline.degenerate import find_degenerate
 from loreguard.server.pipeline.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
@@ -61,7 +62,7 @@ from loreguard.server.pipeline.intents import intent_problem, offer_problem, ref
 from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parroting import find_parroting
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
-from loreguard.server.pipeline.prompt import SCAFFOLDING_MARKERS, scene_situation
+from loreguard.server.pipeline.prompt import HEADING_WORDS, SCAFFOLDING_MARKERS, scene_situation
 from loreguard.server.pipeline.readout import find_instructions_read_out
 from loreguard.server.pipeline.self_repeats import find_self_repeats
 from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -289,6 +290,9 @@ def _hard_limit_failures(
     # with its bracket stripped as markup would otherwise reach the player as "task=…".
     written = scrubbed.original if scrubbed is not None else output.dialogue
     leaked = [marker for marker in SCAFFOLDING_MARKERS if marker in written]
+    words = norm_words(written)
+    if not leaked and words and all(word in HEADING_WORDS for word in words):
+        leaked = [written.strip()]  # "Situation": a heading of the prompt said as the whole line
     if leaked:
         # Small models copy the prompt's own markup; the player must never hear it.
         hard.append(

@@ -41,7 +41,7 @@ from loreguard.schemas.output import MAX_DIALOGUE_CHARS, NO_INTENT, Emotion
 from loreguard.schemas.prompt import BELIEFS_HEADING, MEMORIES_HEADING, SITUATION_HEADING, WORLD_STATE_HEADING, Prompt
 from loreguard.server.pipeline.expectancy import ConstraintSet
 from loreguard.server.pipeline.intents import describe
-from loreguard.server.pipeline.snapshot import StateSnapshot, intent_value, new_message
+from loreguard.server.pipeline.snapshot import SCENE_CUE, StateSnapshot, intent_value, new_message
 
 
 class PromptBoundary(str, Enum):
@@ -63,7 +63,10 @@ _BOUNDARY_INDEX = {
 EMOTIONS = "|".join(e.value for e in Emotion)
 #: Pieces of this module's markup. Dialogue containing one is the model copying its prompt.
 DIALOGUE_PLACEHOLDER = "<your spoken words"
-SCAFFOLDING_MARKERS = ("### ", "[manifest]", DIALOGUE_PLACEHOLDER, "Situation: ", "Player: ")
+SCAFFOLDING_MARKERS = ("### ", "[manifest]", DIALOGUE_PLACEHOLDER, "Situation: ", "Player: ", "Topic: ")
+#: The words of the prompt's headings: a line of nothing else ("Situation.") is markup said aloud.
+#: (Words a whole line of speech can be, "Now!", "True.", are not among them.)
+HEADING_WORDS = frozenset("situation topic facts rules examples correction request memories beliefs manifest".split())
 #: The instructions the prompt gives in its own words (besides the designer's rules): a reply
 #: that reads them out is no line of the NPC's (see `readout`).
 FORMAT_INSTRUCTION = "Reply with exactly one JSON object and nothing else:"
@@ -74,8 +77,8 @@ INTENT_INSTRUCTION = (
     '"intent" is "none" unless the player asks for one of these and you agree; then it is the request\'s intent object:'
 )
 REQUEST_HEADING = "### Request\n"
-#: What a scene's speaker is told to do (after the situation): speak for itself only.
-SCENE_INSTRUCTION = "Say only your own next line, in your own words, answering what was just said."
+#: What a scene's speaker is told last (`snapshot.SCENE_CUE`): to speak for itself only.
+SCENE_INSTRUCTION = SCENE_CUE
 REQUEST_INSTRUCTION = "The player asks you to"
 GRANT_INSTRUCTION = "To grant it, write"
 REFUSE_INSTRUCTION = "To refuse, write"
@@ -213,10 +216,9 @@ def scene_situation(turn: SceneTurn, location: str = "") -> str:
     present = [m.name for m in turn.present] + (["the player"] if turn.player_present else [])
     where = f" at {location.replace('_', ' ')}" if location else ""
     who = ", ".join(present[:-1]) + f" and {present[-1]}" if len(present) > 1 else "".join(present) or "nobody"
-    lines = [f"Situation: you are talking with {who}{where}."]
+    lines = [f"You are talking with {who}{where}."]
     if turn.topic:
         lines.append(f"Topic: {turn.topic}")
-    lines.append(SCENE_INSTRUCTION)
     return "\n".join(lines)
 
 

@@ -79,6 +79,8 @@ def player_message(player_input: str) -> str:
     return f'Player: "{player_input}"' if player_input else "Player: (says nothing)"
 
 
+#: The last line of a scene's new message: the speaker's turn, in its own words only.
+SCENE_CUE = "Say only your own next line, in your own words, answering what was just said."
 #: A scene's new message before anyone has spoken.
 SCENE_OPENING = "(Nobody has spoken yet. You begin.)"
 
@@ -93,7 +95,8 @@ def new_message(context: InteractionContext) -> str:
     the lines it heard since it last spoke, one per row."""
     if context.scene_turn is None:
         return player_message(context.player_input)
-    return "\n".join(scene_line_text(line) for line in context.scene_turn.heard) or SCENE_OPENING
+    heard = "\n".join(scene_line_text(line) for line in context.scene_turn.heard) or SCENE_OPENING
+    return f"{heard}\n{SCENE_CUE}"
 
 
 def turn_reply(dialogue: str, emotion: Emotion, mutations: Iterable[ProposedMutation]) -> str:

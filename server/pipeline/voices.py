@@ -8,7 +8,7 @@ label of its own at the line's very start is output hygiene's to strip; this loo
 the model wrote it (before hygiene) for a label naming anyone else in the scene, the player or
 the narrator, anywhere, and the speaker's own past the start. A line that opens by calling its
 own speaker by name ("Brom, take the gate..." said by Brom) fails too (`speaks_to_itself`): the
-model answered as the one spoken to.
+model answered as the one spoken to; so does a line that is only a name (`only_a_name`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ SPEAKS_FOR_OTHERS_RULE = "speaks_for_others"
 #: A line that opens by calling the speaker by its own name ("Brom, take the gate..." said by
 #: Brom): the model took the others' part, answering as if spoken to.
 SPEAKS_TO_ITSELF_RULE = "speaks_to_itself"
+#: A line that is nothing but a name of someone in the scene ("Brom the gate guard."): a label
+#: with the words it would have introduced missing.
+ONLY_A_NAME_RULE = "only_a_name"
 
 
 def find_other_voices(dialogue: str, turn: SceneTurn | None, speaker: str) -> list[GateFailure]:
@@ -34,7 +37,7 @@ def find_other_voices(dialogue: str, turn: SceneTurn | None, speaker: str) -> li
     others = tuple(m.name for m in turn.present) + ("Player", "Narrator")
     found = _labels(others).search(dialogue) or _labels((speaker,)).search(dialogue, 1)
     if found is None:
-        return _to_itself(dialogue, speaker)
+        return _to_itself(dialogue, speaker) or _only_a_name(dialogue, (speaker, *others))
     evidence = dialogue[found.start() : found.end() + 40].strip()
     return [
         GateFailure(
@@ -43,6 +46,22 @@ def find_other_voices(dialogue: str, turn: SceneTurn | None, speaker: str) -> li
             severity=Severity.HARD,
             rule_id=SPEAKS_FOR_OTHERS_RULE,
             evidence=evidence,
+        )
+    ]
+
+
+def _only_a_name(dialogue: str, names: tuple[str, ...]) -> list[GateFailure]:
+    said = " ".join(re.findall(r"[\w'\-]+", dialogue.casefold()))
+    forms = {form for name in names for form in (name.casefold(), name.split()[0].casefold() if name.split() else "")}
+    if not said or said not in forms:
+        return []
+    return [
+        GateFailure(
+            gate=GateName.HARD_LIMITS,
+            reason="the line is only a name",
+            severity=Severity.HARD,
+            rule_id=ONLY_A_NAME_RULE,
+            evidence=dialogue[:80],
         )
     ]
 

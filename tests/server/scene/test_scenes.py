@@ -18,6 +18,7 @@ from loreguard.schemas.scene import SceneChunk
 from loreguard.server.audit.replay import Replayer
 from loreguard.server.pipeline.inference import ScriptedBackend
 from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
+from loreguard.server.pipeline.snapshot import SCENE_CUE
 
 SECRET = "silver moon"
 SMITH = guard_profile(id="smith", name="Hild", persona="You are Hild, the town smith.", secrets=[], canonical_facts=[])
@@ -92,8 +93,10 @@ def test_the_second_line_continues_the_speakers_own_conversation_and_shows_what_
         # own reply as it wrote it, then what Mira said since
         assert second.prompts[0].startswith(first.prompts[0][: first.prompts[0].rindex("### Now")])
         assert '"dialogue": "Mira, seen the smith?"' in second.prompts[0]
-        assert second.prompts[0].endswith('Mira: "Not today, Brom."')
-        assert "Topic: the missing smith" in second.prompts[0]
+        assert second.prompts[0].endswith(f'Mira: "Not today, Brom."\n{SCENE_CUE}')
+        # told who is there and what about in the first line only: the conversation holds it
+        assert "Topic: the missing smith" in first.prompts[0][first.prompts[0].rindex("### Now") :]
+        assert "Topic:" not in second.prompts[0][second.prompts[0].rindex("### Now") :]
         assert "Hild" not in first.prompts[0]
 
 

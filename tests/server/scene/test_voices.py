@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from loreguard.schemas.interaction import SceneMember, SceneTurn
-from loreguard.server.pipeline.prompt import SCENE_INSTRUCTION, scene_situation
-from loreguard.server.pipeline.voices import SPEAKS_FOR_OTHERS_RULE, SPEAKS_TO_ITSELF_RULE, find_other_voices
+from loreguard.schemas.interaction import InteractionContext, SceneLine, SceneMember, SceneTurn
+from loreguard.server.pipeline.prompt import scene_situation
+from loreguard.server.pipeline.snapshot import SCENE_CUE, SCENE_OPENING, new_message
+from loreguard.server.pipeline.voices import ONLY_A_NAME_RULE, SPEAKS_FOR_OTHERS_RULE, SPEAKS_TO_ITSELF_RULE, find_other_voices
 
 TURN = SceneTurn(
     scene_id="gate", line=2, present=(SceneMember(npc_id="merchant", name="Mira the merchant"),), player_present=True
@@ -47,14 +48,29 @@ def test_a_line_that_calls_its_own_speaker_by_name_fails() -> None:
     assert find_other_voices("Mira, take the hinge to the smith.", TURN, "Brom the gate guard") == []
 
 
+@pytest.mark.parametrize("line", ["Brom the gate guard.", "Mira the merchant", "Mira!"])
+def test_a_line_that_is_only_a_name_fails(line: str) -> None:
+    (failure,) = find_other_voices(line, TURN, "Brom the gate guard")
+    assert failure.rule_id == ONLY_A_NAME_RULE
+
+
 def test_outside_a_scene_nothing_is_checked() -> None:
     assert find_other_voices('Aye. Mira: "What?"', None, "Brom") == []
 
 
 def test_the_situation_names_who_is_there_where_and_what_about() -> None:
     turn = TURN.model_copy(update={"topic": "the late smith"})
-    assert scene_situation(turn, "north_gate") == (
-        f"Situation: you are talking with Mira the merchant and the player at north gate.\nTopic: the late smith\n{SCENE_INSTRUCTION}"
+    assert (
+        scene_situation(turn, "north_gate")
+        == "You are talking with Mira the merchant and the player at north gate.\nTopic: the late smith"
     )
     alone = SceneTurn(scene_id="gate", line=1)
-    assert scene_situation(alone).startswith("Situation: you are talking with nobody.")
+    assert scene_situation(alone) == "You are talking with nobody."
+
+
+def test_a_scene_new_message_ends_with_the_cue_to_speak_for_oneself_only() -> None:
+    turn = TURN.model_copy(update={"heard": (SceneLine(kind="player", speaker="Player", text="Hello."),)})
+    context = InteractionContext(npc_id="guard", trigger_reason="player_utterance", scene_turn=turn)
+    assert new_message(context) == f'Player: "Hello."\n{SCENE_CUE}'
+    opening = context.model_copy(update={"scene_turn": TURN})
+    assert new_message(opening) == f"{SCENE_OPENING}\n{SCENE_CUE}"
