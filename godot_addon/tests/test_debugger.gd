@@ -178,14 +178,16 @@ func _test_scene_package() -> void:
 	panel.select(1)
 	var text := panel.detail.text
 	_expect(text.contains("scene gate, line 2 · heard by: Brom, the player"), "detail: who heard it", text.left(600))
-	_expect(
-		(
-			text
-			. ends_with(
-				"--- scene gate, lines 1 to 2 ---\n#1 guard: The smith is late.\n   Player: Is he ever on time?\n#2 merchant: Never, Brom."
-			)
-		),
-		"detail: the conversation up to this line",
-		text.right(300)
+	var conversation := (
+		"\n"
+		. join(
+			[
+				"--- scene gate, lines 1 to 2 ---",
+				"#1 guard: The smith is late.",
+				"   Player: Is he ever on time?",
+				"#2 merchant: Never, Brom.",
+			]
+		)
 	)
+	_expect(text.ends_with(conversation), "detail: the conversation up to this line", text.right(300))
 	panel.queue_free()
