@@ -202,7 +202,9 @@ func _on_replied(line: LoreguardLine, npc: LoreguardNPC) -> void:
 		_typewriter.type_text("[color=#8c8]   approved: %s[/color]\n" % _escape(shown))
 	if not line.intents.is_empty():
 		_intents_label.text = "Approved by the rules: " + ", ".join(approved_intents)
-	_governance.add_line(lines_said, line, npc.profile.display_name, latency_ms, "player_utterance")
+	# A line of Brom and Mira's talk answers the other NPC (or the player who joined it).
+	var trigger := "npc_interaction" if _gate_talk.is_running else "player_utterance"
+	_governance.add_line(lines_said, line, npc.profile.display_name, latency_ms, trigger)
 
 
 ## Scrolls the dialogue to line `number` (the governance view's "#3" links here).
