@@ -410,8 +410,7 @@ class LlamaCppBackend(InferenceBackend):
     def warm(self, npc_id: str, prompt: Prompt, *, alongside: bool = False) -> WarmResult:
         if self._closed:
             raise BackendError("the backend is closed")
-        # Beside a generation on a GPU only: on the CPU the rows slowed the line being spoken
-        # more than they saved the next (`bench scene`); there it waits for idle time.
+        # Beside a generation on a GPU only: on the CPU it slowed the line more than it saved.
         result = self._engine.warm(npc_id, self.warm_tokens(prompt), alongside=alongside and bool(self.offloaded_layers))
         if result.outcome == "warmed" and self.config.reproducible:
             with self._stats_lock:  # the batched engine counts its own (`engine.stats`)
