@@ -33,8 +33,8 @@ class RecordingBackend(InferenceBackend):
         self.calls.append((request, generation))
         return generation
 
-    def warm(self, npc_id: str, prompt: Prompt) -> WarmResult:
-        return self.inner.warm(npc_id, prompt)
+    def warm(self, npc_id: str, prompt: Prompt, *, alongside: bool = False) -> WarmResult:
+        return self.inner.warm(npc_id, prompt, alongside=alongside)
 
     def fingerprint(self) -> ModelFingerprint:
         return self.inner.fingerprint()
