@@ -66,6 +66,9 @@ class SceneTurn(FrozenModel):
     The speaker answers what it `heard`, and the line goes to the memory of everyone `present`."""
 
     scene_id: Identifier
+    #: The memory's sequence number when the scene started: with `scene_id`, names this scene
+    #: among all that used the id (the tag of its memories).
+    run: int = Field(default=0, ge=0)
     #: This line's number among the scene's lines (1 for the first).
     line: int = Field(ge=1, le=1000)
     topic: SceneTopic = ""

@@ -86,6 +86,9 @@ class SceneLineResult(FrozenModel):
 class SceneNextReply(FrozenModel):
     lines: tuple[SceneLineResult, ...]
     scene: SceneState
+    #: With `to_end`: why the lines stopped before the scene's end (`timeout`, `halted`,
+    #: `audit_write_failed`, `ended`: ended meanwhile); the lines spoken stand. None otherwise.
+    stopped: Literal["timeout", "halted", "audit_write_failed", "ended"] | None = None
 
 
 class SceneChunk(FrozenModel):

@@ -85,6 +85,11 @@ func _run() -> void:
 	_check(said.ok and said.body.get("next_speaker") == "merchant", "the NPC the player named answers next: %s" % said)
 	var next := await talk.next_line()
 	_check(next.ok and spoken == ["merchant: Rope, yes! Two silver."], "Mira answered the player: %s" % [spoken])
+	var refused := await talk.say("Hello?", "player", "nobody")
+	_check(
+		not refused.ok and refused.error.code == LoreguardError.INVALID and talk.is_running,
+		"words the sidecar refuses change nothing: the scene goes on: %s" % refused
+	)
 	await talk.end()
 	_check(reasons == ["ended_by_request"] and not talk.is_running, "walking away ended it: %s" % [reasons])
 	var late := await loreguard.scene_say(talk.id(), "Wait!")

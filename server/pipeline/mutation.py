@@ -122,7 +122,7 @@ def plan_writes(
             text=exchange[:4000],
             significance=EXCHANGE_SIGNIFICANCE,
             at_interaction=interaction_index,
-            tags=(EXCHANGE_TAG,) if scene is None else (EXCHANGE_TAG, scene_tag(scene.scene_id)),
+            tags=(EXCHANGE_TAG,) if scene is None else (EXCHANGE_TAG, scene_tag(scene.scene_id, scene.run)),
             turn=ExchangeTurn(
                 player=turn_message or player_message(player_input), reply=_reply(dialogue, emotion, approved, raw_output)
             ),
@@ -151,7 +151,7 @@ def heard_writes(
                     text=text,
                     significance=EXCHANGE_SIGNIFICANCE,
                     at_interaction=max((e.at_interaction for e in held), default=0),
-                    tags=(HEARD_TAG, scene_tag(scene.scene_id)),
+                    tags=(HEARD_TAG, scene_tag(scene.scene_id, scene.run)),
                 ),
             )
         )

@@ -41,10 +41,11 @@ MODEL_TAG = "model"
 HEARD_TAG = "heard"
 
 
-def scene_tag(scene_id: str) -> str:
-    """The tag of every memory a scene wrote: while the scene goes on, its lines are in the
-    conversation itself, so the memory section leaves these out."""
-    return f"scene:{scene_id}"
+def scene_tag(scene_id: str, run: int) -> str:
+    """The tag of every memory a scene wrote (`run`: which of the scenes with that id): while
+    the scene goes on, its lines are in the conversation itself, so the memory section leaves
+    these out; other scenes' memories, under the same id too, are memories like any other."""
+    return f"scene:{scene_id}@{run}"
 
 
 def listeners(context: InteractionContext) -> tuple[str, ...]:
@@ -400,7 +401,7 @@ def build_snapshot(
     all_exchanges, exchanges, memories, believed = _conversation_and_memories(
         npc_memory,
         bounds.max_exchanges if Section.EXCHANGES in sections else 0,
-        scene_tag(context.scene_turn.scene_id) if context.scene_turn is not None else None,
+        scene_tag(context.scene_turn.scene_id, context.scene_turn.run) if context.scene_turn is not None else None,
     )
     episodes = retrieve_episodic(memories, query, recall, said=partial(_said, profile.name))
     beliefs = retrieve_beliefs([b for b in npc_memory.beliefs if (b.id, b.content) not in believed], query)

@@ -37,6 +37,9 @@ class SceneProblem(Exception):
 @dataclass
 class Scene:
     request: SceneStartRequest
+    #: The memory's sequence number when the scene started: with its id, names this scene among
+    #: all that used the id (its memories' tag), across restarts.
+    run: int
     #: The speakers, then the listeners, with their names.
     members: tuple[SceneMember, ...]
     player_present: bool
@@ -97,6 +100,7 @@ class Scene:
             scene=self.request.location,
             scene_turn=SceneTurn(
                 scene_id=self.request.scene_id,
+                run=self.run,
                 line=self.lines + 1,
                 topic=self.request.topic,
                 present=present,
@@ -112,10 +116,11 @@ class SceneBook:
         self._lock = threading.Lock()
         self._scenes: OrderedDict[str, Scene] = OrderedDict()
 
-    def start(self, request: SceneStartRequest, names: dict[str, str]) -> SceneState:
-        """Open a scene; `names` gives each of its NPCs' names (the caller checked they exist)."""
+    def start(self, request: SceneStartRequest, names: dict[str, str], run: int) -> SceneState:
+        """Open a scene; `names` gives each of its NPCs' names (the caller checked they exist);
+        `run` is the memory's sequence number now (`Scene.run`)."""
         members = tuple(SceneMember(npc_id=npc, name=names[npc]) for npc in request.npcs + request.listeners)
-        scene = Scene(request=request, members=members, player_present=request.player_present)
+        scene = Scene(request=request, run=run, members=members, player_present=request.player_present)
         with self._lock:
             current = self._scenes.get(request.scene_id)
             if current is not None and not current.ended:
@@ -142,8 +147,10 @@ class SceneBook:
                 scene.end_reason = "ended_by_request"
             return scene.state()
 
-    def spoken(self, scene: Scene, speaker: str, dialogue: str) -> None:
-        """The speaker's line is said (an empty one, a clarify, still takes its turn)."""
+    def spoken(self, scene: Scene, speaker: str, dialogue: str, *, remembered: bool = True) -> None:
+        """The speaker's line is said (an empty one, a clarify, still takes its turn). Not
+        `remembered` (a fallback or clarify writes no exchange of the speaker's): what it heard,
+        and its own line, come to it again with its next line, and so does the situation."""
         with self._lock:
             if dialogue:
                 name = next(m.name for m in scene.members if m.npc_id == speaker)
@@ -151,8 +158,9 @@ class SceneBook:
                 scene.addressed = named_in(dialogue, scene.members[: len(scene.request.npcs)], speaker)
             else:
                 scene.addressed = None
-            scene.heard_upto[speaker] = len(scene.transcript)
-            scene.told[speaker] = scene.company(scene.present(speaker))
+            if remembered:
+                scene.heard_upto[speaker] = len(scene.transcript)
+                scene.told[speaker] = scene.company(scene.present(speaker))
             scene.spoken[speaker] += 1
             scene.lines += 1
             scene.last_speaker = speaker

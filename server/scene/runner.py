@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from loreguard.memory import AuditWriteError
 from loreguard.schemas.interaction import InteractionContext, SceneLine, SceneTurn
 from loreguard.schemas.memory import Authority
+from loreguard.schemas.receipt import InteractionOutcome
 from loreguard.schemas.scene import SceneLineResult, SceneNextReply, SceneSayRequest, SceneState
-from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline
+from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, LifecycleHalt
 from loreguard.server.pipeline.mutation import heard_writes
 from loreguard.server.pipeline.streaming import StreamSession
 from loreguard.server.pipeline.textnorm import clean_dialogue
@@ -24,6 +26,8 @@ from loreguard.server.scene.turns import next_speaker
 
 #: Makes the stream session of a line (its number, its speaker), or None not to stream.
 StreamFor = Callable[[int, str], StreamSession | None]
+#: Why a `to_end` run stopped before the scene's end, by the error that stopped it.
+_STOPPED: dict[type, str] = {DeadlineExceeded: "timeout", LifecycleHalt: "halted", AuditWriteError: "audit_write_failed"}
 #: Told the context of the line expected next, while the current one streams: the sidecar
 #: evaluates that speaker's prompt into the model's cache meanwhile (`Warmer`).
 Prefetch = Callable[[InteractionContext], None]
@@ -36,15 +40,17 @@ class SceneRunner:
 
     def next_line(
         self,
-        scene_id: str,
+        scene: Scene,
         *,
         deadline_ns: int | None = None,
         stream: StreamFor | None = None,
         prefetch: Prefetch | None = None,
     ) -> SceneLineResult:
         """Speak the scene's next line. `SceneProblem` when it has ended; the pipeline's errors
-        (`DeadlineExceeded`, `LifecycleHalt`...) leave the scene as it was."""
-        scene = self.book.get(scene_id)
+        (`DeadlineExceeded`, `LifecycleHalt`...) leave the scene as it was. `scene` is the very
+        scene asked for: its id may name a newer scene by now, with other NPCs."""
+        if scene.ended:
+            raise SceneProblem("invalid", "scene_id", f"scene {scene.request.scene_id!r} has ended ({scene.end_reason})")
         speaker = scene.next_speaker()
         assert speaker is not None  # a scene going on always has one
         context = scene.context(speaker)
@@ -56,12 +62,12 @@ class SceneRunner:
             # evaluation runs beside this line's generation (the engine gives way to the line).
             self._prefetch_next(scene, speaker, prefetch)
         result = self.pipeline.interact(context, deadline_ns=deadline_ns, stream=session)
-        self.book.spoken(scene, speaker, result.dialogue)
+        self.book.spoken(scene, speaker, result.dialogue, remembered=result.receipt.outcome is InteractionOutcome.VALIDATED)
         return SceneLineResult(line=turn.line, speaker=speaker, result=result)
 
     def run(
         self,
-        scene_id: str,
+        scene: Scene,
         *,
         to_end: bool,
         deadline_ns: Callable[[], int | None] = lambda: None,
@@ -69,24 +75,28 @@ class SceneRunner:
         prefetch: Prefetch | None = None,
     ) -> SceneNextReply:
         """One line, or (`to_end`) every line until the scene ends. Each line gets its own
-        deadline; lines spoken before one runs out stand, and the reply holds them."""
+        deadline. Lines spoken stand: when a later one cannot be spoken (its deadline, a halt,
+        the audit log, the scene ended meanwhile), the reply holds the earlier ones and says why
+        it stopped; only a first line's failure is the request's error."""
         lines: list[SceneLineResult] = []
-        while True:
+        stopped: str | None = None
+        while not stopped:
             try:
-                lines.append(self.next_line(scene_id, deadline_ns=deadline_ns(), stream=stream, prefetch=prefetch))
-            except DeadlineExceeded:
+                lines.append(self.next_line(scene, deadline_ns=deadline_ns(), stream=stream, prefetch=prefetch))
+            except (DeadlineExceeded, LifecycleHalt, AuditWriteError, SceneProblem) as exc:
                 if not lines:
                     raise
+                stopped = _STOPPED.get(type(exc), "ended")
                 break
-            scene = self.book.get(scene_id, going_on=False)
             if not to_end or scene.ended:
                 break
-        return SceneNextReply(lines=tuple(lines), scene=self.book.get(scene_id, going_on=False).state())
+        return SceneNextReply(lines=tuple(lines), scene=scene.state(), stopped=stopped)
 
-    def say(self, request: SceneSayRequest) -> SceneState:
+    def say(self, scene: Scene, request: SceneSayRequest) -> SceneState:
         """Words said into the scene: one memory for each NPC present, then the scene goes on
         with them (the NPC they are for answers next). Nothing changes on a refusal."""
-        scene = self.book.get(request.scene_id)
+        if scene.ended:
+            raise SceneProblem("invalid", "scene_id", f"scene {request.scene_id!r} has ended ({scene.end_reason})")
         if request.kind == "player" and not scene.request.player_may_join:
             raise SceneProblem("invalid", "kind", f"the player may not join scene {request.scene_id!r}")
         if request.to is not None and request.to not in scene.request.npcs:
@@ -96,7 +106,7 @@ class SceneRunner:
             raise SceneProblem("invalid", "text", "nothing is left of the text once cleaned")
         line = SceneLine(kind=request.kind, speaker="Player" if request.kind == "player" else "Narrator", text=text)
         store = self.pipeline.store
-        turn = SceneTurn(scene_id=scene.request.scene_id, line=max(1, scene.lines), present=scene.members)
+        turn = SceneTurn(scene_id=scene.request.scene_id, run=scene.run, line=max(1, scene.lines), present=scene.members)
         result = store.apply(heard_writes(turn, line, [store.scope(npc) for npc in scene.npc_ids], Authority.GAME_SYSTEM))
         if not result.committed:
             raise RuntimeError(f"memory refused what was said in scene {request.scene_id!r}: {result.refusals}")

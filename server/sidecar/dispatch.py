@@ -29,7 +29,7 @@ from loreguard.schemas.memory import (
 )
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import GateName, ModelFingerprint
-from loreguard.schemas.scene import SceneIdRequest, SceneStartRequest, SceneState
+from loreguard.schemas.scene import MAX_SCENE_NPCS, SceneIdRequest, SceneStartRequest, SceneState
 from loreguard.schemas.wire import (
     MESSAGES,
     SUPPORTED_VERSIONS,
@@ -332,6 +332,10 @@ class Dispatcher:
             for npc_id in sorted(body.weights)
             if npc_id not in body.npcs
         ]
+        if len(body.npcs) + len(body.listeners) > MAX_SCENE_NPCS:
+            errors.append(
+                {"path": "listeners", "reason": f"a scene holds at most {MAX_SCENE_NPCS} NPCs, speakers and listeners together"}
+            )
         if errors:
             raise ProtocolError(ErrorCode.INVALID, "scene.start refused; nothing was changed", details={"errors": errors})
         names = {}
@@ -344,7 +348,7 @@ class Dispatcher:
                         ErrorCode.NOT_FOUND, f"no NPC {npc_id!r} is registered ({field}.{i})",
                         details={"npc_id": npc_id, "path": f"{field}.{i}"},
                     ) from None  # fmt: skip
-        return self._scene(lambda: self.scenes.start(body, names))
+        return self._scene(lambda: self.scenes.start(body, names, self.store.next_seq))
 
     def on_scene_end(self, body: SceneIdRequest) -> SceneState:
         return self._scene(lambda: self.scenes.end(body.scene_id))

@@ -35,7 +35,7 @@ from loreguard.server.pipeline import (
     consolidation,
 )
 from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession
-from loreguard.server.scene import SceneProblem, SceneRunner
+from loreguard.server.scene import Scene, SceneProblem, SceneRunner
 from loreguard.server.sidecar.codec import encode_error, encode_reply, internal_error
 from loreguard.server.sidecar.stats import SidecarStats
 
@@ -64,6 +64,8 @@ class SceneJob:
     client: bytes
     request_id: int | str
     request: SceneNextRequest | SceneSayRequest
+    #: The scene asked for (its id may name a newer scene by the time the job runs).
+    scene: Scene
     npcs: tuple[str, ...]
     received_ns: int
     #: Nanoseconds a line may take, from its start (from arrival for the first).
@@ -294,7 +296,7 @@ class InteractionScheduler:
         self._stats.observe("queue_wait", (started - job.received_ns) // 1000)
         request = job.request
         if isinstance(request, SceneSayRequest):
-            said = self._guarded(job.request_id, "scene.say", lambda: scenes.say(request))
+            said = self._guarded(job.request_id, "scene.say", lambda: scenes.say(job.scene, request))
             return encode_reply(job.request_id, "scene.say", said) if isinstance(said, BaseModel) else said
         first = [job.received_ns]
 
@@ -310,9 +312,7 @@ class InteractionScheduler:
         reply = self._guarded(
             job.request_id,
             f"scene.next for {request.scene_id}",
-            lambda: scenes.run(
-                request.scene_id, to_end=request.to_end, deadline_ns=deadline, stream=stream, prefetch=self._prefetch
-            ),
+            lambda: scenes.run(job.scene, to_end=request.to_end, deadline_ns=deadline, stream=stream, prefetch=self._prefetch),
         )
         if not isinstance(reply, BaseModel):
             return reply

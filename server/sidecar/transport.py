@@ -321,6 +321,7 @@ class Sidecar:
             client=client,
             request_id=request_id,
             request=body,
+            scene=scene,
             npcs=scene.npc_ids,
             received_ns=received,
             timeout_ns=self.config.request_timeout_ms * 1_000_000,

@@ -25,7 +25,7 @@ SMITH = guard_profile(id="smith", name="Hild", persona="You are Hild, the town s
 
 
 def _scene_texts(client: Client, npc_id: str) -> list[str]:
-    return [e.text for e in client.memory(npc_id).memory.episodic if "scene:gate" in e.tags]
+    return [e.text for e in client.memory(npc_id).memory.episodic if any(t.startswith("scene:gate@") for t in e.tags)]
 
 
 def _replay_all(sidecar: object) -> list[bool]:

@@ -21,7 +21,8 @@ signal line_started(npc: LoreguardNPC, number: int)
 signal line_chunk(npc: LoreguardNPC, text: String)
 ## A line was spoken (validated, or an authored fallback: `line.fallback_used`).
 signal line_spoken(npc: LoreguardNPC, line: LoreguardLine)
-## The scene is over: "max_lines", "ended_by_request" (`end()`), or "failed".
+## The scene is over: "max_lines", "ended_by_request" (`end()`), or "failed" (a line could not
+## be spoken, or the sidecar lost the scene).
 signal ended(reason: String)
 ## A request failed; `error.code` is a LoreguardError code.
 signal failed(error: LoreguardError)
@@ -58,7 +59,8 @@ var is_running: bool = false
 ## NPC lines spoken so far.
 var lines_spoken: int = 0
 var _speakers: Dictionary = {}  # npc id -> LoreguardNPC
-var _running_line: bool = false
+## Which `begin()` the running loop belongs to: a loop of an earlier run stops at once.
+var _run_id: int = 0
 
 
 ## The scene's id on the sidecar.
@@ -105,6 +107,8 @@ func begin() -> LoreguardResult:
 	for path in listeners:
 		var npc := get_node_or_null(path) as LoreguardNPC
 		if npc != null:
+			if not npc.is_registered:
+				await npc.registered
 			listening.append(npc.profile.id)
 	var options := {
 		"listeners": Array(listening),
@@ -120,27 +124,33 @@ func begin() -> LoreguardResult:
 		return _fail(result.error)
 	is_running = true
 	lines_spoken = 0
+	_run_id += 1
 	started.emit()
 	if auto_continue:
-		_run.call_deferred()
+		_run.call_deferred(_run_id)
 	return result
 
 
 ## Speaks the scene's next line; the result's body is the `scene.next` reply.
 func next_line() -> LoreguardResult:
 	var loreguard := client()
-	_running_line = true
 	var state: Variant = (await loreguard.scene_get(id())).body
+	if not is_running:  # ended meanwhile: no line is asked for
+		return LoreguardResult.failure(LoreguardError.new(LoreguardError.CLIENT, "%s: the scene has ended" % name))
 	var speaker: LoreguardNPC = _speakers.get(state.get("next_speaker", "") if state is Dictionary else "")
 	if speaker != null:
 		speaker.begin_line()
 		line_started.emit(speaker, lines_spoken + 1)
 	var result := await loreguard.scene_next(id(), false, _on_chunk if stream else Callable())
-	_running_line = false
 	if not result.ok:
 		if speaker != null:
 			speaker.finish_line(result)
-		return _fail(result.error)
+		failed.emit(result.error)
+		await _finish_if_over()
+		if is_running:  # a line that could not be spoken ends the scene, there and here
+			await loreguard.scene_end(id())
+			_finish("failed")
+		return result
 	for entry: Variant in result.body.get("lines", []):
 		var npc: LoreguardNPC = _speakers.get(str(entry.get("speaker", "")))
 		var line := LoreguardLine.from_reply(entry.get("result", {}))
@@ -167,7 +177,8 @@ func next_line() -> LoreguardResult:
 func say(text: String, kind: String = "player", to: String = "") -> LoreguardResult:
 	var result := await client().scene_say(id(), text, kind, to)
 	if not result.ok:
-		return _fail(result.error)
+		failed.emit(result.error)  # a refused line changes nothing: the scene goes on
+		await _finish_if_over()
 	return result
 
 
@@ -180,10 +191,10 @@ func end() -> LoreguardResult:
 	return result
 
 
-func _run() -> void:
-	while is_running:
+func _run(run_id: int) -> void:
+	while is_running and run_id == _run_id:
 		var result := await next_line()
-		if not result.ok or not is_running:
+		if not result.ok or not is_running or run_id != _run_id:
 			return
 		if pause_between_lines_s > 0.0:
 			await get_tree().create_timer(pause_between_lines_s).timeout
@@ -206,11 +217,20 @@ func _finish(reason: String) -> void:
 
 func _fail(error: LoreguardError) -> LoreguardResult:
 	failed.emit(error)
-	if is_running and error.code != LoreguardError.INVALID:
-		_finish("failed")
-	elif is_running:
-		_finish("ended_by_request")  # the sidecar says the scene is over
 	return LoreguardResult.failure(error)
+
+
+## After a failed request: asks the sidecar where the scene stands, and ends it here when it is
+## over there (ended, or unknown to a restarted sidecar). A refusal of one request (a bad `to`,
+## a line that timed out) leaves the scene going on.
+func _finish_if_over() -> void:
+	if not is_running:
+		return
+	var state := await client().scene_get(id())
+	if not state.ok and state.error.code == LoreguardError.NOT_FOUND:
+		_finish("failed")
+	elif state.ok and bool(state.body.get("ended", false)):
+		_finish(str(state.body.get("end_reason", "max_lines")))
 
 
 func _current_scene_name() -> String:

@@ -60,6 +60,10 @@ const BUILT_IN_RULES := {
 	# parroting.py, self_repeats.py
 	"parroting": "copied words instead of answering",
 	"repeats_itself": "gave an earlier answer again, to a different question",
+	# voices.py, a scene's line
+	"speaks_for_others": "spoke for someone else in the scene",
+	"speaks_to_itself": "spoke to itself by name, as if someone else were talking",
+	"only_a_name": "said only a name",
 	# gate.py, numbers in the line against the context
 	"ungrounded_numbers": "named an amount nothing in the scene backs up",
 }
@@ -138,6 +142,7 @@ const _QUOTES_EVIDENCE := [
 	"meta_text",
 	"sentence_fragment",
 	"repeats_itself",
+	"speaks_for_others",
 ]
 
 static var _compiled: Array[RegEx] = []
