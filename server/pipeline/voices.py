@@ -39,15 +39,7 @@ def find_other_voices(dialogue: str, turn: SceneTurn | None, speaker: str) -> li
     if found is None:
         return _to_itself(dialogue, speaker) or _only_a_name(dialogue, (speaker, *others))
     evidence = dialogue[found.start() : found.end() + 40].strip()
-    return [
-        GateFailure(
-            gate=GateName.HARD_LIMITS,
-            reason=f"the line speaks for {found.group(1)} (a speaker label inside it)",
-            severity=Severity.HARD,
-            rule_id=SPEAKS_FOR_OTHERS_RULE,
-            evidence=evidence,
-        )
-    ]
+    return [_failure(SPEAKS_FOR_OTHERS_RULE, f"the line speaks for {found.group(1)} (a speaker label inside it)", evidence)]
 
 
 def _only_a_name(dialogue: str, names: tuple[str, ...]) -> list[GateFailure]:
@@ -55,30 +47,18 @@ def _only_a_name(dialogue: str, names: tuple[str, ...]) -> list[GateFailure]:
     forms = {form for name in names for form in (name.casefold(), name.split()[0].casefold() if name.split() else "")}
     if not said or said not in forms:
         return []
-    return [
-        GateFailure(
-            gate=GateName.HARD_LIMITS,
-            reason="the line is only a name",
-            severity=Severity.HARD,
-            rule_id=ONLY_A_NAME_RULE,
-            evidence=dialogue[:80],
-        )
-    ]
+    return [_failure(ONLY_A_NAME_RULE, "the line is only a name", dialogue[:80])]
 
 
 def _to_itself(dialogue: str, speaker: str) -> list[GateFailure]:
     called = _vocative(speaker).match(dialogue)
     if called is None:
         return []
-    return [
-        GateFailure(
-            gate=GateName.HARD_LIMITS,
-            reason=f"the line calls its own speaker by name ({called.group(1)})",
-            severity=Severity.HARD,
-            rule_id=SPEAKS_TO_ITSELF_RULE,
-            evidence=dialogue[:80],
-        )
-    ]
+    return [_failure(SPEAKS_TO_ITSELF_RULE, f"the line calls its own speaker by name ({called.group(1)})", dialogue[:80])]
+
+
+def _failure(rule_id: str, reason: str, evidence: str) -> GateFailure:
+    return GateFailure(gate=GateName.HARD_LIMITS, reason=reason, severity=Severity.HARD, rule_id=rule_id, evidence=evidence)
 
 
 @lru_cache(maxsize=256)

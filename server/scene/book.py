@@ -33,6 +33,12 @@ class SceneProblem(Exception):
         self.path = path
         self.message = message
 
+    def details(self) -> dict[str, object]:
+        """The protocol error's details: `invalid` names the field as schema errors do."""
+        if self.code == "invalid":
+            return {"errors": [{"path": self.path, "reason": self.message}]}
+        return {self.path: self.message}
+
 
 @dataclass
 class Scene:

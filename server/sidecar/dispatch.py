@@ -361,8 +361,7 @@ class Dispatcher:
         try:
             return work()
         except SceneProblem as problem:
-            details = {"errors": [{"path": problem.path, "reason": problem.message}]} if problem.code == "invalid" else None
-            raise ProtocolError(ErrorCode(problem.code), problem.message, details=details) from None
+            raise ProtocolError(ErrorCode(problem.code), problem.message, details=problem.details()) from None
 
     def on_stats(self, body: Empty) -> StatsReply:
         counters = self.stats.counters()

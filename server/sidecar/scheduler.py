@@ -259,7 +259,7 @@ class InteractionScheduler:
         except UnknownNpcError as exc:
             return encode_error(request_id, ErrorCode.NOT_FOUND, str(exc), {"npc_id": npc_id} if npc_id else None)
         except SceneProblem as problem:
-            return encode_error(request_id, ErrorCode(problem.code), problem.message, _problem_details(problem))
+            return encode_error(request_id, ErrorCode(problem.code), problem.message, problem.details())
         except DeadlineExceeded as exc:
             self._stats.count("interact.timeout")
             return encode_error(request_id, ErrorCode.TIMEOUT, str(exc))
@@ -328,9 +328,3 @@ class InteractionScheduler:
             self._stats.count("scene.chunks")
 
         return StreamSession(emit=emit, wanted=lambda: self._is_connected(job.client))
-
-
-def _problem_details(problem: SceneProblem) -> dict[str, object]:
-    if problem.code == "invalid":
-        return {"errors": [{"path": problem.path, "reason": problem.message}]}
-    return {problem.path: problem.message}

@@ -301,13 +301,7 @@ class Sidecar:
             received_ns=received,
             deadline_ns=received + self.config.request_timeout_ms * 1_000_000,
         )
-        if not self.worker.submit(job):
-            self.stats.count("errors.overloaded")
-            raise ProtocolError(
-                ErrorCode.OVERLOADED, "the interaction queue is full; retry later", request_id=request_id,
-                details={"queue_size": self.config.queue_size},
-            )  # fmt: skip
-        self.stats.count("interact.queued")
+        self._queue(job, "interact.queued")
 
     def _submit_scene(
         self, client: bytes, request_id: int | str, body: SceneNextRequest | SceneSayRequest, received: int
@@ -315,8 +309,9 @@ class Sidecar:
         try:
             scene = self.scenes.get(body.scene_id)
         except SceneProblem as problem:
-            details = {"errors": [{"path": problem.path, "reason": problem.message}]} if problem.code == "invalid" else None
-            raise ProtocolError(ErrorCode(problem.code), problem.message, request_id=request_id, details=details) from None
+            raise ProtocolError(
+                ErrorCode(problem.code), problem.message, request_id=request_id, details=problem.details()
+            ) from None
         job = SceneJob(
             client=client,
             request_id=request_id,
@@ -326,13 +321,17 @@ class Sidecar:
             received_ns=received,
             timeout_ns=self.config.request_timeout_ms * 1_000_000,
         )
+        self._queue(job, "scene.queued")
+
+    def _queue(self, job: InteractJob | SceneJob, counter: str) -> None:
+        """Hand a job to the scheduler, or answer `overloaded` when its queue is full."""
         if not self.worker.submit(job):
             self.stats.count("errors.overloaded")
             raise ProtocolError(
-                ErrorCode.OVERLOADED, "the interaction queue is full; retry later", request_id=request_id,
+                ErrorCode.OVERLOADED, "the interaction queue is full; retry later", request_id=job.request_id,
                 details={"queue_size": self.config.queue_size},
             )  # fmt: skip
-        self.stats.count("scene.queued")
+        self.stats.count(counter)
 
     def _reply(self, client: bytes, frame: bytes) -> None:
         self._router.send_multipart([client, frame])
