@@ -41,6 +41,7 @@ from loreguard.schemas.receipt import InteractionResult
 from loreguard.schemas.scene import SceneChunk
 from loreguard.schemas.wire import InteractChunk
 from loreguard.server.bench.inference import bench_profiles, bench_world
+from loreguard.server.bench.streaming import warm_and_wait
 from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
@@ -121,14 +122,6 @@ def _sidecar(data: Path, profiles: list[NpcProfile], config: LlamaCppConfig, *, 
     )
     sidecar.start()
     return sidecar
-
-
-def _warm(client: Client, npc_ids: list[str]) -> None:
-    for npc_id in npc_ids:
-        client.warm(npc_id)
-    pause = threading.Event()  # never set: an interruptible pause between polls
-    while client.stats().counters.get("warm.pending", 0):
-        pause.wait(0.05)
 
 
 def _scene_line(client: Client, scene_id: str) -> tuple[float, float | None, float, str, InteractionResult]:
@@ -225,7 +218,7 @@ def bench_scene(
             sidecar = _sidecar(Path(tmp) / name, profiles, config, prefetch=prefetch)
             try:
                 with Client(sidecar.address, timeout_s=3600) as client:
-                    _warm(client, [p.id for p in profiles])
+                    warm_and_wait([client], [p.id for p in profiles])
                     if prefetch:
                         _play(client, compared, scenes, lines, "npc", True, progress)
                         _play(client, with_prefill, scenes, lines, "on", False, progress, pause_s)

@@ -84,7 +84,7 @@ def _sidecar(data: Path, npcs: int, facts: int, config: LlamaCppConfig) -> Sidec
     return sidecar
 
 
-def _warm(clients: list[Client], npc_ids: list[str]) -> tuple[float, dict[str, int]]:
+def warm_and_wait(clients: list[Client], npc_ids: list[str]) -> tuple[float, dict[str, int]]:
     """Warm the NPCs on every sidecar, as a game does when they enter the scene, and wait until
     the warm-ups are done (`stats` counter `warm.pending`); the time it took and the outcomes."""
     started = time.perf_counter()
@@ -241,9 +241,9 @@ def bench_streaming(
         stream_side = _sidecar(Path(tmp) / "stream", npcs, facts, config)
         try:
             with Client(plain_side.address, timeout_s=3600) as plain, Client(stream_side.address, timeout_s=3600) as streamed:
-                warm_ms, warm_outcomes = _warm([plain, streamed], [f"npc_{n}" for n in range(npcs)])
+                warm_ms, warm_outcomes = warm_and_wait([plain, streamed], [f"npc_{n}" for n in range(npcs)])
                 # The same-work NPCs are warmed apart (not counted in the rotation's warm-up).
-                _warm([plain, streamed], [f"same_npc_{n}" for n in range(npcs)])
+                warm_and_wait([plain, streamed], [f"same_npc_{n}" for n in range(npcs)])
                 for round_ in range(rounds):
                     line = _LINES[round_ % len(_LINES)]
                     for n in range(npcs):

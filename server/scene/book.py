@@ -53,7 +53,6 @@ class Scene:
     #: Per NPC: how many transcript lines there were when it last spoke.
     heard_upto: dict[str, int] = field(default_factory=dict)
     spoken: Counter[str] = field(default_factory=Counter)
-    lines: int = 0
     last_speaker: str | None = None
     #: The NPC the newest words named, who answers next.
     addressed: str | None = None
@@ -64,6 +63,11 @@ class Scene:
     @property
     def npc_ids(self) -> tuple[str, ...]:
         return tuple(m.npc_id for m in self.members)
+
+    @property
+    def lines(self) -> int:
+        """NPC lines spoken so far."""
+        return sum(self.spoken.values())
 
     @property
     def ended(self) -> bool:
@@ -168,7 +172,6 @@ class SceneBook:
                 scene.heard_upto[speaker] = len(scene.transcript)
                 scene.told[speaker] = scene.company(scene.present(speaker))
             scene.spoken[speaker] += 1
-            scene.lines += 1
             scene.last_speaker = speaker
             if scene.lines >= scene.request.max_lines and not scene.ended:
                 scene.end_reason = "max_lines"
