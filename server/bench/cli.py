@@ -140,6 +140,16 @@ def _model_path(args: argparse.Namespace) -> str | None:
     return str(choose_model(args.model, assume_yes=args.yes).path)
 
 
+def _model_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The catalogue's settings for `--model` (sampler, stop tokens, context): a bench of a
+    catalogue model drives it as `serve` does. Empty for the embedded model and other files."""
+    if args.model is None:
+        return {}
+    from loreguard.server.models.resolve import choose_model
+
+    return dict(choose_model(args.model, assume_yes=args.yes).settings)
+
+
 def _governance(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench.governance import bench_governance
 
@@ -204,7 +214,8 @@ def _quality(args: argparse.Namespace) -> Mapping[str, object]:
 
     runs = ("before", "after") if args.run == "both" else (args.run,)
     return bench_quality(
-        lines=args.lines, runs=runs, model=args.model, threads=args.threads, **_placement(args), judge=args.judge
+        lines=args.lines, runs=runs, model=_model_path(args), model_settings=_model_settings(args), threads=args.threads,
+        **_placement(args), judge=args.judge,
     )
 
 

@@ -297,13 +297,15 @@ def bench_quality(
     lines: int | None = None,
     runs: tuple[str, ...] = ("before", "after"),
     model: str | None = None,
+    model_settings: dict[str, object] | None = None,
     threads: int | None = None,
     gpu_layers: int = 0,
     device: str = "auto",
     judge: bool = False,
 ) -> dict[str, object]:
     """The named runs (see the module's docstring; both by default, one after the other) on the
-    first `lines` of `QUALITY_LINES` (all by default); `judge`: the `after` run with the semantic judge asked in
+    first `lines` of `QUALITY_LINES` (all by default); `model_settings`: the catalogue's settings for
+    `model` (`ModelChoice.settings`); `judge`: the `after` run with the semantic judge asked in
     each NPC's own sequence."""
     chosen = QUALITY_LINES[: max(1, lines)] if lines is not None else QUALITY_LINES
     settings: tuple[tuple[str, dict[str, object], Callable[[], tuple[NpcProfile, ...]]], ...] = (
@@ -319,7 +321,8 @@ def bench_quality(
             # what puts the prompt and the reply in the cache for the judge's question.
             judged = judge and name == "after"
             config = LlamaCppConfig(
-                model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, device=device, reproducible=not judged, **sampling
+                model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, device=device, reproducible=not judged,
+                **{**(model_settings or {}), **sampling},
             )
             with LlamaCppBackend(config) as backend:
                 figures.update(_run(name, backend, npcs(), chosen, Path(tmp), judge=judged))

