@@ -59,8 +59,16 @@ def run_godot(
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **(env or {})},
+        env=game_environment(project, env),
     )
+
+
+def game_environment(project: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a test's game runs in: the demo project asks for `--model auto` (the
+    strongest model installed), so a test that launches its sidecar names the embedded model
+    unless it names another: its figures then do not depend on what this machine has pulled."""
+    pinned = {"LOREGUARD_MODEL": "embedded"} if project == DEMO_PROJECT else {}
+    return {**os.environ, **pinned, **(env or {})}
 
 
 @lru_cache(maxsize=8)

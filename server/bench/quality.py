@@ -28,6 +28,7 @@ Every line heard is printed to stderr: read them.
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import tempfile
@@ -223,6 +224,9 @@ def _run(
             file=sys.stderr,
             flush=True,
         )
+        for attempt in attempts:  # what the model wrote each time, heard or not: the lines to read and label
+            print(f"    attempt {attempt.attempt}: {_written(attempt.raw_output)!r} "
+                  f"failed={sorted({f.rule_id or f.gate.value for f in attempt.failures})}", file=sys.stderr, flush=True)  # fmt: skip
     n = len(lines)
     figures: dict[str, object] = {
         f"{name}_first_attempt_pass_rate": round(first_pass / n, 3),
@@ -242,6 +246,15 @@ def _run(
         figures.update(_judge_cost(name, judged))
     store.close()
     return figures
+
+
+def _written(raw: str) -> str:
+    """The dialogue the model wrote in a raw output (the raw text where it is no JSON object)."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return str(value.get("dialogue", raw)) if isinstance(value, dict) else raw
 
 
 def _shown(intent: WorldIntent) -> str:

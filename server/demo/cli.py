@@ -14,7 +14,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add `demo` to `loreguard`'s subcommands."""
     demo = commands.add_parser("demo", help="run the demo conversation through the governance pipeline")
     demo.add_argument("--data", help="keep memory in this folder (default: a temporary one)")
-    add_model_options(demo, engine=True)
+    add_model_options(demo, engine=True, default="auto")
     demo.add_argument("--scripted", action="store_true", help="replay recorded model outputs instead of running the model")
     demo.add_argument("--interactive", metavar="NPC", help="after the scripted turns, chat with this NPC (guard, merchant)")
     demo.set_defaults(handler=_demo)

@@ -20,6 +20,11 @@ from typing import Literal, TextIO
 
 from loreguard.server.pipeline.inference.base import InferenceBackend
 
+#: `--model auto`: the strongest model this machine serves in time (server/models/auto.py).
+AUTO_MODEL = "auto"
+#: `--model embedded`: the SmolLM2-135M inside the package, by name.
+EMBEDDED_MODEL = "embedded"
+
 #: A description of the backend ("llama-3.2-3b", "remote model at …") and a function loading it.
 BackendLoader = tuple[str, Callable[[], InferenceBackend]]
 
@@ -29,7 +34,7 @@ class BackendChoice:
     """Which backend to load, with what settings (the command line's `--backend`, `--model`...)."""
 
     kind: Literal["llama", "openai", "scripted"] = "llama"
-    #: llama: a GGUF path, a catalogue name or hf:REPO/FILE; None: the embedded model.
+    #: llama: a GGUF path, a catalogue name, hf:REPO/FILE or `auto`; None: the embedded model.
     model: str | None = None
     #: llama: download a model that is not installed without asking.
     assume_yes: bool = False
@@ -80,9 +85,12 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
 
     # A device this build lacks is refused before a model is chosen, let alone downloaded.
     placement = choose_device(choice.device, choice.gpu_layers)
+    model = None if choice.model == EMBEDDED_MODEL else choice.model
+    if model == AUTO_MODEL:
+        model = _auto_model(choice, on_gpu=placement.gpu_layers != 0)
     # A path, a catalogue name or hf:REPO/FILE; checked (and pulled, with consent) before loading.
     resolved = choose_model(
-        choice.model,
+        model,
         assume_yes=choice.assume_yes,
         memory_budget_mib=choice.memory_budget_mib,
         kv_budget_mib=choice.kv_budget_mib,
@@ -101,6 +109,22 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
     )
     what = resolved.entry.name if resolved.entry else resolved.path.name
     return what, lambda: LlamaCppBackend(local)
+
+
+def _auto_model(choice: BackendChoice, *, on_gpu: bool) -> str | None:
+    """`--model auto`: the strongest model that answers in time here (server/models/auto.py),
+    said in one line on stderr. A download is allowed where a named model's would be: with --yes,
+    or asked at a terminal (never for a game, which cannot answer)."""
+    from loreguard.server.models.auto import pick_model
+    from loreguard.server.models.catalogue import load_catalogue
+    from loreguard.server.models.pull import offline
+    from loreguard.server.models.resolve import is_installed
+
+    installed = frozenset(e.name for e in load_catalogue().models if e.first_words is not None and is_installed(e))
+    may_download = not offline() and (choice.assume_yes or (not choice.for_game and sys.stdin.isatty()))
+    pick = pick_model(on_gpu=on_gpu, installed=installed, may_download=may_download)
+    print(pick.reason, file=sys.stderr, flush=True)
+    return pick.model
 
 
 def _chat_template(name: str) -> dict[str, object]:

@@ -66,6 +66,17 @@ class RegistryPackages(FrozenModel):
         return self.member.format(n=n)
 
 
+class FirstWords(FrozenModel):
+    """How long the model took to its first validated words (`bench first-line`, the demo's first
+    line to a warmed NPC, median), where it was measured: what `--model auto` decides on."""
+
+    #: Seconds on `cpu_cores` CPU cores.
+    cpu_s: float = Field(gt=0)
+    cpu_cores: int = Field(ge=1)
+    #: Seconds with every layer on a GPU, where measured.
+    gpu_s: float | None = Field(default=None, gt=0)
+
+
 class CatalogueEntry(FrozenModel):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
     params: str
@@ -94,6 +105,8 @@ class CatalogueEntry(FrozenModel):
     #: Asks about its own replies by default (`serve --judge auto`): the bar is 1.5B parameters
     #: (see the catalogue's `_about`).
     judge_capable: bool = False
+    #: Measured latency (None: never measured here, so `--model auto` never picks it).
+    first_words: FirstWords | None = None
 
     @model_validator(mode="after")
     def _registry_is_pinned(self) -> CatalogueEntry:

@@ -49,11 +49,14 @@ def _pull(args: argparse.Namespace) -> int:
     return pull_model(args.name)
 
 
-def add_model_options(parser: argparse.ArgumentParser, *, engine: bool = False) -> None:
-    """`--model` and what goes with it; `engine`: the batched engine's options too."""
+def add_model_options(parser: argparse.ArgumentParser, *, engine: bool = False, default: str | None = None) -> None:
+    """`--model` and what goes with it (`default`: the model when none is named; None: the
+    embedded one); `engine`: the batched engine's options too."""
     parser.add_argument(
-        "--model", help="a GGUF file, a catalogue name (`loreguard models list`) or hf:REPO/FILE "
-        "(default: the embedded SmolLM2-135M-Instruct)",
+        "--model", default=default,
+        help="a GGUF file, a catalogue name (`loreguard models list`), hf:REPO/FILE, `embedded` (SmolLM2-135M-Instruct, "
+        "inside the package) or `auto` (the strongest model that answers within 8 s on this machine's CPU, 3 s on a GPU) "
+        f"(default: {default or 'embedded'})",
     )  # fmt: skip
     parser.add_argument("--yes", action="store_true", help="download a --model that is not installed without asking")
     parser.add_argument(

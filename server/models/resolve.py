@@ -25,7 +25,7 @@ from loreguard.server.models.pull import (
     require_hub,
     verify,
 )
-from loreguard.server.models.registry import installed_from_registry, pull_hub_or_registry, registry_source
+from loreguard.server.models.registry import installed_from_registry, pull_hub_or_registry, registry_file, registry_source
 from loreguard.server.pipeline.inference.gguf_header import GGUFHeader, NotGGUF, read_header
 
 #: Context given to a model outside the catalogue when its GGUF allows at least this much.
@@ -113,6 +113,19 @@ def _locate(text: str, *, assume_yes: bool, stdin: TextIO, out: TextIO, step_pct
     return _installed_or_pulled(hub_file, entry.name, entry.download_mib, entry.size_bytes, entry.sha256,
                                 assume_yes=assume_yes, stdin=stdin, out=out, step_pct=step_pct,
                                 registry=registry_source(entry, hub_file)), entry  # fmt: skip
+
+
+def is_installed(entry: CatalogueEntry) -> bool:
+    """Whether the entry's file is on this machine (the Hub cache or a registry-assembled file),
+    without touching the network or hashing: what `--model auto` may pick without a download.
+    The file is verified as usual when it is then chosen."""
+    hub_file = HubFile(entry.repo, entry.file, entry.revision)
+    try:
+        if cached_file(hub_file) is not None:
+            return True
+    except ModelError:  # no Hub client (a bundle): only the registry folder counts
+        pass
+    return registry_source(entry, hub_file) is not None and registry_file(entry).is_file()
 
 
 def _check_template(path: Path, header: GGUFHeader, entry: CatalogueEntry | None) -> None:

@@ -58,6 +58,7 @@ from loreguard.server.pipeline.checks import check_constraint, mutation_texts, s
 from loreguard.server.pipeline.degenerate import find_degenerate
 from loreguard.server.pipeline.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.hygiene import Scrubbed, scrub_dialogue
+from loreguard.server.pipeline.register import find_assistant_register
 from loreguard.server.pipeline.intents import intent_problem, offer_problem, refusal, requested
 from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parroting import find_parroting
@@ -305,6 +306,8 @@ def _hard_limit_failures(
             )
         )
     hard.extend(find_instructions_read_out(written, snapshot))
+    # What the model wrote, so an assistant's closing that hygiene cut as a fragment still counts.
+    hard.extend(find_assistant_register(written, snapshot.npc_name))
     # Special tokens are looked for before hygiene stripped them as markup: a model that
     # writes its own template is broken whatever is left.
     limits = snapshot.output_limits

@@ -146,6 +146,16 @@ def _redirect_output(path: Path) -> None:
     os.close(fd)
 
 
+def _on_gpu(args: argparse.Namespace) -> bool:
+    """Whether the dialogue model runs on a GPU (`--device`, `--gpu-layers`)."""
+    from loreguard.server.pipeline.inference.devices import DeviceError, choose_device
+
+    try:
+        return choose_device(args.device, args.gpu_layers).gpu_layers != 0
+    except DeviceError:  # already refused when the model was chosen; here only a question
+        return False
+
+
 def _judge_setup(args: argparse.Namespace, what: str) -> JudgeSetup:
     from loreguard.server.models.catalogue import load_catalogue
     from loreguard.server.sidecar.serve import JudgeSetup
@@ -155,6 +165,11 @@ def _judge_setup(args: argparse.Namespace, what: str) -> JudgeSetup:
             raise SystemExit("--judge-model and --judge-url need --judge model")
         entry = load_catalogue().get(what) if args.backend == "llama" else None
         capable = entry is not None and entry.judge_capable
+        if capable and not _on_gpu(args):
+            # Measured (README, "The semantic judge"): the 1.5B's question on 2 CPU cores costs about what its reply
+            # does, so a judge there doubles the player's wait; on a GPU it is a fraction of it.
+            because = f"since on the CPU asking {what} about each reply would about double the wait for it"
+            return JudgeSetup(mode="off", timeout_ms=args.judge_timeout_ms, off_because=because)
         return JudgeSetup(mode="model" if capable else "off", timeout_ms=args.judge_timeout_ms, what=f"{what} (judge-capable)")
     if args.judge != "model" or not (args.judge_model or args.judge_url):
         if args.judge_model or args.judge_url:

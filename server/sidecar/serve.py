@@ -30,6 +30,8 @@ class JudgeSetup:
     timeout_ms: int = 3000
     factory: Callable[[], InferenceBackend] | None = None
     what: str = "the dialogue model"
+    #: Why `--judge auto` left the judge off, said in one line at start ("": nothing to say).
+    off_because: str = ""
 
     def describe(self) -> str:
         if self.mode == "keyword":
@@ -84,6 +86,8 @@ def serve(
     running.append(sidecar)
     if judge.mode != "off":
         print(f"semantic judge: {judge.describe()}", file=out, flush=True)
+    elif judge.off_because:
+        print(f"semantic judge: off, {judge.off_because} (--judge model turns it on)", file=out, flush=True)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: sidecar.request_stop())
     stalls = None

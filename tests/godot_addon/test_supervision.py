@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from factories import say
-from godot_helpers import DEMO_PROJECT, DEMO_SCENE_SCRIPT, godot_command, run_godot
+from godot_helpers import DEMO_PROJECT, DEMO_SCENE_SCRIPT, game_environment, godot_command, run_godot
 from sidecar_helpers import free_port, running_sidecar
 from waiting import wait_for
 
@@ -56,7 +56,7 @@ def _run_until_ready(env: dict[str, str]) -> tuple[subprocess.Popen[str], int, s
     the output lines so far (a thread keeps reading the rest)."""
     game = subprocess.Popen(
         godot_command(["res://tests/wait_ready.tscn"], project=DEMO_PROJECT),
-        env=env,
+        env=game_environment(DEMO_PROJECT, env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -21,7 +21,8 @@ const REQUEST_TIMEOUT_MS := "loreguard/sidecar/request_timeout_ms"
 const JUDGE := "loreguard/sidecar/judge"
 const JUDGE_TIMEOUT_MS := "loreguard/sidecar/judge_timeout_ms"
 ## The dialogue model of a sidecar the addon launches, passed as `--model`: a catalogue name
-## (`loreguard models list`), hf:REPO/FILE or a GGUF path; empty: the embedded model. A model that
+## (`loreguard models list`), hf:REPO/FILE, a GGUF path, `auto` (the strongest installed model
+## that answers in time on the player's machine); empty: the embedded model. A model that
 ## is not installed is downloaded only with ALLOW_MODEL_DOWNLOAD on; else pull it first
 ## (`loreguard models pull NAME`).
 const MODEL := "loreguard/sidecar/model"

@@ -1,0 +1,71 @@
+"""The assistant's register: a line an instruct model writes as a helpful assistant, not as the NPC.
+
+An instruct model (Qwen2.5-Coder 1.5B and 0.5B here) turns a task-like prompt into an
+assistant's answer even with the character frame in its system message (`prompt.character_frame`):
+it offers its services ("How may I assist you?", "Let me know if you have any other questions"),
+refuses like a policy ("I'm sorry, but I can't comply with your request"), asks for context
+("Could you please provide more context?") and talks about the input ("No other words
+provided"). No NPC says those; a player who hears one hears the machine. Each pattern below is one
+such turn of phrase, written narrowly, since an NPC may well say "I can't help you there" or
+"What do you need?"; the ordinary-lines corpora (tests/server/pipeline/data) hold them to no false
+positive. A line that fails is retried with the reason, which names the NPC to speak as.
+"""
+
+from __future__ import annotations
+
+import re
+
+from loreguard.schemas.receipt import GateFailure, GateName, Severity
+
+ASSISTANT_REGISTER_RULE = "assistant_register"
+
+_HELP = r"(?:help|assist|aid)"
+_PATTERNS = tuple(
+    re.compile(pattern, re.IGNORECASE)
+    for pattern in (
+        # offering its services
+        rf"\b(?:how|what) (?:else )?(?:can|may|could|shall) i (?:do|{_HELP}) (?:for )?(?:you|today)\b",
+        rf"\bhow may i {_HELP}\b",
+        rf"\bis there (?:anything|something) (?:else |more )?(?:\w+ )?(?:i can (?:do|{_HELP})|you(?:'d| would) like (?:to discuss|to know|help|assistance)|you need (?:to discuss|help|assistance))\b",
+        r"\b(?:let me know|feel free to ask|don't hesitate to ask) if\b",
+        r"\bif you have any (?:other |more |further |specific )?(?:questions|concerns|requests)\b",
+        r"\bdo you have (?:a|any) (?:other |more |further |specific )?(?:questions?|requests?|concerns?)\b",
+        rf"\b(?:need|want|require) (?:any )?(?:further |more |additional )?(?:assistance|help) with\b",
+        rf"\bi(?:'m| am) (?:here|happy|glad|always happy) to {_HELP}\b",
+        rf"\bi(?:'d| would) be (?:happy|glad|delighted) to {_HELP}\b",
+        r"\bassist (?:you )?(?:with|in)\b",
+        # refusing like a policy
+        r"\b(?:can't|cannot|can not|am unable to|won't be able to|unable to|not able to) (?:assist|comply|fulfil|fulfill)\b",
+        r"\bcomply with (?:your|that|this|the) request\b",
+        r"\b(?:can't|cannot|unable to) (?:provide|share|give) (?:that |this |any |such )?(?:information|details|content)\b",
+        # asking for context
+        r"\b(?:provide|give|share) (?:me )?(?:with )?(?:more|some|additional|further) (?:context|details|information)\b",
+        r"\bcould you (?:please )?(?:clarify|elaborate|rephrase|explain what you mean)\b",
+        r"\bplease (?:provide|clarify|specify|elaborate|rephrase)\b",
+        r"\bwhat you(?:'re| are) referring to\b",
+        r"\bclarify your (?:question|request)\b",
+        # talking about the input or the answer
+        r"\b(?:no|the) (?:other |more |further )?(?:words|text|input|information|context|details|description) (?:was |were )?provided\b",
+        r"\b(?:your|the|this) (?:question|query|prompt|request) (?:is|was) (?:unclear|not clear|ambiguous)\b",
+    )
+)
+
+
+def find_assistant_register(dialogue: str, npc_name: str) -> list[GateFailure]:
+    """One failure naming the first assistant's phrase in `dialogue`, or none."""
+    plain = dialogue.replace("\u2019", "'")
+    for pattern in _PATTERNS:
+        match = pattern.search(plain)
+        if match is not None:
+            phrase = match.group(0)
+            return [
+                GateFailure(
+                    gate=GateName.HARD_LIMITS,
+                    reason=f"speaks as a helpful assistant ({phrase!r}), not as {npc_name}: say it as {npc_name} would, "
+                    "in a person's own words",
+                    severity=Severity.HARD,
+                    rule_id=ASSISTANT_REGISTER_RULE,
+                    evidence=phrase,
+                )
+            ]
+    return []
