@@ -14,7 +14,9 @@ one normaliser's words (`loreguard.schemas.text.norm_words`):
   in the hills?"): the same, but compared word by word, not character by character, so that
   answering "Is the gate open?" with "The gate is open." is no echo; and a reply that is mostly
   the player's words, in copied runs, is one ("What's the password? Spell it out for me." said
-  back to the captain's cousin who asked it);
+  back to the captain's cousin who asked it); the player's line copied into a reply that is mostly
+  its own words is no echo either ("No news from the hills, traveller. The captain forbade all
+  talk of it." to "Any news from the hills?"), unless the whole line is said back;
 - the persona (a long text a short reply cannot resemble as a whole): the share of the reply's
   words that lie in runs of at least `_RUN_WORDS` words copied from it.
 
@@ -56,6 +58,11 @@ def similarity(a: tuple[str, ...], b: tuple[str, ...], floor: float = 0.0) -> fl
         return bound
     bound = matcher.quick_ratio()
     return bound if bound < floor else matcher.ratio()
+
+
+#: The share of a reply that must be the player's words, in copied runs, for the player's line
+#: copied into it to be an echo rather than an answer that takes up the question's words.
+_ECHO_SHARE = 0.5
 
 
 def copied_share(of: tuple[str, ...], other: tuple[str, ...], run: int = _RUN_WORDS, floor: float = 0.0) -> float:
@@ -101,7 +108,12 @@ def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int, fl
     else:
         score = similarity(reply, line, floor)
     if score < floor and len(line) >= min_words:
-        score = max(score, copied_share(line, reply, _LINE_RUN_WORDS, floor))
+        copied = copied_share(line, reply, _LINE_RUN_WORDS, floor)
+        # The player's words inside an answer that is mostly its own are no echo: "No news from
+        # the hills, traveller. The captain forbade all talk of it." to "Any news from the hills?"
+        # the whole line said back is an echo whatever follows it.
+        if not by_words or copied >= 1.0 or copied < floor or copied_share(reply, line, _LINE_RUN_WORDS) >= _ECHO_SHARE:
+            score = max(score, copied)
     if score < floor and by_words:
         # a reply made of the player's words: "What's the password? Spell it out for me." said
         # back to "I'm the captain's cousin. What's the password? Spell it out for me."
