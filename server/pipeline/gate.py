@@ -58,6 +58,7 @@ from loreguard.server.pipeline.checks import check_constraint, mutation_texts, s
 from loreguard.server.pipeline.degenerate import find_degenerate
 from loreguard.server.pipeline.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.hygiene import Scrubbed, scrub_dialogue
+from loreguard.server.pipeline.premise import find_agreed_false_claims
 from loreguard.server.pipeline.register import find_assistant_register
 from loreguard.server.pipeline.intents import intent_problem, offer_problem, refusal, requested
 from loreguard.server.pipeline.mutation import stored_key
@@ -358,6 +359,9 @@ def _claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[Gat
         context = snapshot.context.said() if i == 0 else ""
         hits = find_contradictions(text, snapshot.canonical, snapshot.world_state, state_claims, context=context)
         contradictions.extend(_contradiction_failure(hit) for hit in hits)
+        if i == 0 and not hits:  # a yes to the player's false claim says it too (`premise`)
+            agreed = find_agreed_false_claims(text, context, snapshot.canonical, snapshot.world_state, state_claims)
+            contradictions.extend(_contradiction_failure(hit, agreed=True) for hit in agreed)
         # A claim the checker above already caught is not reported twice.
         caught = {hit.label for hit in hits}
         for problem in find_number_problems(text, subjects):
@@ -367,7 +371,7 @@ def _claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[Gat
     return contradictions, ungrounded
 
 
-def _contradiction_failure(hit: Contradiction) -> GateFailure:
+def _contradiction_failure(hit: Contradiction, *, agreed: bool = False) -> GateFailure:
     """A contradicted claim fails hard (retried with a repair that names the value that holds),
     whether it is a canonical fact's or a world-state key's; the rule is the fact's id, or
     `world_state:KEY` as the prompt's context keys name the key."""
@@ -379,7 +383,8 @@ def _contradiction_failure(hit: Contradiction) -> GateFailure:
         gate=GateName.CANONICAL,
         reason=(
             f"contradicts {what}: {hit.subject} {hit.attribute} is {hit.canonical_value}, "
-            f"output says {'not ' if hit.negated else ''}{hit.asserted}"
+            + (f"and the output agrees with the player that it is {'not ' if hit.negated else ''}{hit.asserted}: "
+               f"tell them they are wrong" if agreed else f"output says {'not ' if hit.negated else ''}{hit.asserted}")
         ),
         severity=Severity.HARD,
         rule_id=rule_id,

@@ -14,7 +14,7 @@ from loreguard.schemas import AppendEpisodic, Authority, MemoryWrite, UpsertBeli
 from loreguard.schemas.prompt import NEW_MESSAGE_HEADINGS
 from loreguard.server.pipeline import PipelineConfig, UnknownNpcError
 from loreguard.server.pipeline.expectancy import ConstraintSet
-from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt
+from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt, character_frame
 
 
 def _pipeline_with_memory(tmp_path: Path, **profile_overrides: object):  # noqa: ANN202
@@ -50,10 +50,12 @@ def test_bounds_and_manifest(tmp_path: Path) -> None:
 
 
 def test_truncation_drops_episodic_then_beliefs_never_facts(tmp_path: Path) -> None:
-    pipeline, backend = _pipeline_with_memory(tmp_path, bounds={"max_episodic": 10, "max_beliefs": 8, "max_chars": 1900})
+    # room for everything but two episodic memories, whatever the character frame's length
+    budget = 1900 + len(character_frame("Brom the Gate Guard"))
+    pipeline, backend = _pipeline_with_memory(tmp_path, bounds={"max_episodic": 10, "max_beliefs": 8, "max_chars": budget})
     pipeline.interact(ask("Who is the king?"))
     prompt = backend.requests[0].prompt
-    assert len(prompt.full) <= 1900 and not prompt.over_budget
+    assert len(prompt.full) <= budget and not prompt.over_budget
     assert "The king of Eldmoor is named Arthur." in prompt.full
     assert prompt.full.count("- Memory ") < 10
     assert prompt.full.count("- Belief ") == 8  # beliefs go only once episodic memories are gone
