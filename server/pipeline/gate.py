@@ -58,14 +58,14 @@ from loreguard.server.pipeline.checks import check_constraint, mutation_texts, s
 from loreguard.server.pipeline.degenerate import find_degenerate
 from loreguard.server.pipeline.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.hygiene import Scrubbed, scrub_dialogue
-from loreguard.server.pipeline.premise import find_agreed_false_claims
-from loreguard.server.pipeline.register import find_assistant_register
 from loreguard.server.pipeline.intents import intent_problem, offer_problem, refusal, requested
 from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parroting import find_parroting
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
+from loreguard.server.pipeline.premise import find_agreed_false_claims
 from loreguard.server.pipeline.prompt import HEADING_WORDS, SCAFFOLDING_MARKERS, scene_situation
 from loreguard.server.pipeline.readout import find_instructions_read_out
+from loreguard.server.pipeline.register import find_assistant_register
 from loreguard.server.pipeline.self_repeats import find_self_repeats
 from loreguard.server.pipeline.snapshot import StateSnapshot
 from loreguard.server.pipeline.voices import find_other_voices

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 
-from loreguard.schemas.receipt import GateFailure, GateName, Severity
+from loreguard.schemas.receipt import GateFailure, GateName
+from loreguard.schemas.rules import Severity
 
 ASSISTANT_REGISTER_RULE = "assistant_register"
 
@@ -30,7 +31,7 @@ _PATTERNS = tuple(
         r"\b(?:let me know|feel free to ask|don't hesitate to ask) if\b",
         r"\bif you have any (?:other |more |further |specific )?(?:questions|concerns|requests)\b",
         r"\bdo you have (?:a|any) (?:other |more |further |specific )?(?:questions?|requests?|concerns?)\b",
-        rf"\b(?:need|want|require) (?:any )?(?:further |more |additional )?(?:assistance|help) with\b",
+        r"\b(?:need|want|require) (?:any )?(?:further |more |additional )?(?:assistance|help) with\b",
         rf"\bi(?:'m| am) (?:here|happy|glad|always happy) to {_HELP}\b",
         rf"\bi(?:'d| would) be (?:happy|glad|delighted) to {_HELP}\b",
         r"\bassist (?:you )?(?:with|in)\b",

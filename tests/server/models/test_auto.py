@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from loreguard.server.cli import main
-from loreguard.server.models.auto import BAR_S, expected_first_words_s, pick_model
+from loreguard.server.models.auto import expected_first_words_s, pick_model
 from loreguard.server.models.catalogue import Catalogue, FirstWords, load_catalogue
 
 
