@@ -52,9 +52,32 @@ _PATTERNS = tuple(
 )
 
 
+NARRATES_PLAYER_RULE = "narrates_the_player"
+#: The prompt's own word for whom the NPC talks to, in a sentence about them: the model narrating
+#: the scene ("The player asks you to open the gate for me.", qwen2.5-coder-0.5b) instead of
+#: speaking to the one in front of it. Nobody in the world calls them "the player".
+_NARRATION = re.compile(
+    r"\bthe player(?:'s)? (?:asks|asked|wants|wanted|says|said|is asking|has asked|tells|told|requests|requested|"
+    r"is|was|has|needs|would like)\b",
+    re.IGNORECASE,
+)
+
+
 def find_assistant_register(dialogue: str, npc_name: str) -> list[GateFailure]:
-    """One failure naming the first assistant's phrase in `dialogue`, or none."""
+    """One failure naming the first assistant's phrase in `dialogue` (or its narration of "the
+    player"), or none."""
     plain = dialogue.replace("\u2019", "'")
+    narration = _NARRATION.search(plain)
+    if narration is not None:
+        return [
+            GateFailure(
+                gate=GateName.HARD_LIMITS,
+                reason=f"tells about {narration.group(0)!r} instead of speaking to them: answer as {npc_name}, to 'you'",
+                severity=Severity.HARD,
+                rule_id=NARRATES_PLAYER_RULE,
+                evidence=narration.group(0),
+            )
+        ]
     for pattern in _PATTERNS:
         match = pattern.search(plain)
         if match is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from loreguard.server.pipeline.register import ASSISTANT_REGISTER_RULE, find_assistant_register
+from loreguard.server.pipeline.register import ASSISTANT_REGISTER_RULE, NARRATES_PLAYER_RULE, find_assistant_register
 
 ASSISTANT = (
     # each written by qwen2.5-coder-1.5b or -0.5b to the demo NPCs' lines
@@ -53,6 +53,23 @@ def test_an_assistants_line_fails_and_names_the_npc_to_speak_as(line: str) -> No
 @pytest.mark.parametrize("line", IN_CHARACTER)
 def test_an_npc_speaking_near_those_words_passes(line: str) -> None:
     assert find_assistant_register(line, "Brom") == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [  # qwen2.5-coder-0.5b, to the guard's player lines
+        "The player asks you to open the gate for me.",
+        "The player asks you to travel at night, but the guard has not allowed it.",
+        "The player wants a lantern.",
+    ],
+)
+def test_a_line_that_narrates_the_player_fails(line: str) -> None:
+    (failure,) = find_assistant_register(line, "Brom")
+    assert failure.rule_id == NARRATES_PLAYER_RULE and "answer as Brom" in failure.reason
+
+
+def test_a_player_in_the_world_is_no_narration() -> None:
+    assert find_assistant_register("The lute player at the inn plays till dawn.", "Brom") == []
 
 
 def test_a_typographic_apostrophe_is_the_same_phrase() -> None:
