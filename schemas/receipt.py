@@ -77,6 +77,9 @@ class FindingKind(str, Enum):
     META_TEXT = "meta_text"
     #: A trailing piece of a sentence (`..., and the`), as when generation is cut short.
     SENTENCE_FRAGMENT = "sentence_fragment"
+    #: A sentence in a helpful assistant's register beside the NPC's own (`Do you have any other
+    #: questions?`): stripped; a line of nothing else fails `assistant_register`.
+    ASSISTANT_REGISTER = "assistant_register"
 
 
 class FindingAction(str, Enum):

@@ -307,8 +307,8 @@ def _hard_limit_failures(
             )
         )
     hard.extend(find_instructions_read_out(written, snapshot))
-    # What the model wrote, so an assistant's closing that hygiene cut as a fragment still counts.
-    hard.extend(find_assistant_register(written, snapshot.npc_name))
+    # What is left once hygiene stripped an assistant's sentences beside the NPC's own.
+    hard.extend(find_assistant_register(output.dialogue, snapshot.npc_name))
     # Special tokens are looked for before hygiene stripped them as markup: a model that
     # writes its own template is broken whatever is left.
     limits = snapshot.output_limits

@@ -31,6 +31,7 @@ from loreguard.schemas.output import Emotion
 from loreguard.schemas.receipt import FindingAction, FindingKind, GateFailure, GateName, OutputFinding
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import fold
+from loreguard.server.pipeline.register import without_assistant_sentences
 from loreguard.server.pipeline.textnorm import clean_dialogue
 
 #: The rule id of the failure when stripping left no dialogue; every other hygiene failure is
@@ -253,6 +254,14 @@ class _Scrubber:
                 self.found(FindingKind.META_TEXT, match.group(0).strip(" (.!?"), reject=True)
                 return
 
+    def assistant(self) -> None:
+        """Sentences in an assistant's register beside the NPC's own are not the NPC's (`register`)."""
+        kept, removed = without_assistant_sentences(self.text)
+        for sentence in removed:
+            self.found(FindingKind.ASSISTANT_REGISTER, sentence)
+        if removed and not self.strict:
+            self.text = kept
+
     def tidy(self) -> None:
         if self.changed:
             text = _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACES.sub(" ", self.text))
@@ -331,6 +340,7 @@ def scrub_dialogue(
     scrubber.label(names)  # a label after a direction: `*nods* Brom: ...`
     scrubber.other_label()  # another character's, only when the NPC's own was not there
     scrubber.meta()
+    scrubber.assistant()
     scrubber.tidy()
     scrubber.fragment(cut=cut_at is not None and len(text) >= cut_at)
     failures = [

@@ -5,7 +5,10 @@ assistant's answer even with the character frame in its system message (`prompt.
 it offers its services ("How may I assist you?", "Let me know if you have any other questions"),
 refuses like a policy ("I'm sorry, but I can't comply with your request"), asks for context
 ("Could you please provide more context?") and talks about the input ("No other words
-provided"). No NPC says those; a player who hears one hears the machine. Each pattern below is one
+provided"). No NPC says those; a player who hears one hears the machine. Such a sentence beside the
+NPC's own is stripped by output hygiene (`without_assistant_sentences`: "He's still called Arthur.
+Do you have any other questions?" is heard as its first sentence); a line of nothing else fails.
+Each pattern below is one
 such turn of phrase, written narrowly, since an NPC may well say "I can't help you there" or
 "What do you need?"; the ordinary-lines corpora (tests/server/pipeline/data) hold them to no false
 positive. A line that fails is retried with the reason, which names the NPC to speak as.
@@ -63,6 +66,32 @@ _NARRATION = re.compile(
 )
 
 
+#: A sentence: up to and with its end punctuation, or the unfinished rest.
+_SENTENCE = re.compile(r"[^.!?]*(?:[.!?]+[\"')\]]*|$)")
+
+
+def assistant_phrase(text: str) -> str | None:
+    """The first assistant's phrase in `text`, or None."""
+    plain = text.replace("\u2019", "'")
+    for pattern in _PATTERNS:
+        match = pattern.search(plain)
+        if match is not None:
+            return match.group(0)
+    return None
+
+
+def without_assistant_sentences(dialogue: str) -> tuple[str, tuple[str, ...]]:
+    """`dialogue` less its sentences in the assistant's register, and those sentences; unchanged
+    when every sentence is one (nothing of the NPC's would be left: the gate fails it whole).
+    "He's still called Arthur. Do you have any other questions?" keeps its first sentence."""
+    sentences = [m.group(0) for m in _SENTENCE.finditer(dialogue) if m.group(0).strip()]
+    removed = tuple(s.strip() for s in sentences if assistant_phrase(s) is not None)
+    if not removed or len(removed) == len(sentences):
+        return dialogue, ()
+    kept = "".join(s for s in sentences if assistant_phrase(s) is None)
+    return " ".join(kept.split()), removed
+
+
 def find_assistant_register(dialogue: str, npc_name: str) -> list[GateFailure]:
     """One failure naming the first assistant's phrase in `dialogue` (or its narration of "the
     player"), or none."""
@@ -78,18 +107,16 @@ def find_assistant_register(dialogue: str, npc_name: str) -> list[GateFailure]:
                 evidence=narration.group(0),
             )
         ]
-    for pattern in _PATTERNS:
-        match = pattern.search(plain)
-        if match is not None:
-            phrase = match.group(0)
-            return [
-                GateFailure(
-                    gate=GateName.HARD_LIMITS,
-                    reason=f"speaks as a helpful assistant ({phrase!r}), not as {npc_name}: say it as {npc_name} would, "
-                    "in a person's own words",
-                    severity=Severity.HARD,
-                    rule_id=ASSISTANT_REGISTER_RULE,
-                    evidence=phrase,
-                )
-            ]
-    return []
+    phrase = assistant_phrase(plain)
+    if phrase is None:
+        return []
+    return [
+        GateFailure(
+            gate=GateName.HARD_LIMITS,
+            reason=f"speaks as a helpful assistant ({phrase!r}), not as {npc_name}: say it as {npc_name} would, "
+            "in a person's own words",
+            severity=Severity.HARD,
+            rule_id=ASSISTANT_REGISTER_RULE,
+            evidence=phrase,
+        )
+    ]

@@ -121,7 +121,8 @@ def test_reading_an_intent_name_out_is_the_prompt_read_out(tmp_path: Path) -> No
         tmp_path / "m.sqlite", [say("The player asks you to give_item. Fine."), say("Here, love.")], profile=merchant
     )
     result = pipeline.interact(ask("Sell me rope.", npc="merchant"))
-    assert [f.rule_id for f in result.receipt.attempts[0].failures] == ["prompt_instructions"]
+    # it also tells about "the player" instead of speaking to them (`register`)
+    assert [f.rule_id for f in result.receipt.attempts[0].failures] == ["prompt_instructions", "narrates_the_player"]
     assert result.dialogue == "Here, love."
 
 

@@ -57,6 +57,9 @@ const BUILT_IN_RULES := {
 	"emphasis": "used asterisks for emphasis",
 	"meta_text": "spoke about itself as an AI or about the text",
 	"sentence_fragment": "left a sentence unfinished",
+	# register.py
+	"assistant_register": "spoke like a helpful assistant, not as the character",
+	"narrates_the_player": "talked about the player instead of to them",
 	# parroting.py, self_repeats.py
 	"parroting": "copied words instead of answering",
 	"repeats_itself": "gave an earlier answer again, to a different question",
@@ -117,6 +120,10 @@ const _REASONS: Array[Array] = [
 	["^missing required intent (.+)$", "did not take an action a rule requires: %s"],
 	["^forbidden emotion (.+)$", "showed a feeling a rule forbids: %s"],
 	["^reveals secret (.+)$", "gave away a secret"],
+	[
+		"^contradicts canonical fact [^:]+: (.*), and the output agrees with the player that it is (.*): tell",
+		"agreed with the player's wrong claim: %s, not %s"
+	],
 	["^contradicts canonical fact [^:]+: (.*), output says (.*)$", "contradicted a fact of the world: %s, not %s"],
 	["^contradicts world state [^:]+: (.*), output says (.*)$", "contradicted the game's state: %s, not %s"],
 	["^states an amount \\((.*)\\) that nothing in its context gives$", "named an amount nothing backs up: %s"],
@@ -141,6 +148,7 @@ const _QUOTES_EVIDENCE := [
 	"emphasis",
 	"meta_text",
 	"sentence_fragment",
+	"assistant_register",
 	"repeats_itself",
 	"speaks_for_others",
 ]
