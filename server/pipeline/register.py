@@ -48,6 +48,8 @@ _PATTERNS = tuple(
         r"\bplease (?:provide|clarify|specify|elaborate|rephrase)\b",
         r"\bwhat you(?:'re| are) referring to\b",
         r"\bclarify your (?:question|request)\b",
+        r"\bclarification\b",
+        r"\bask me for (?:support|assistance)\b",
         # talking about the input or the answer
         r"\b(?:no|the) (?:other |more |further )?(?:words|text|input|information|context|details|description) (?:was |were )?provided\b",
         r"\b(?:your|the|this) (?:question|query|prompt|request) (?:is|was) (?:unclear|not clear|ambiguous)\b",

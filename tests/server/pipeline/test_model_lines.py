@@ -1,7 +1,8 @@
-"""Lines the real embedded model wrote, labelled by hand (issue 31): every broken one is caught by
-the rule its label names, every ordinary one passes first time. The data file says where the
-lines come from; `unchecked` lines (incoherent, out of character) have no check and are only
-counted."""
+"""Lines real models wrote, labelled by hand: every broken one is caught by the rule its label
+names, every ordinary one passes first time. Two corpora: `model_lines.json`, the embedded
+SmolLM2-135M (issue 31), and `coder_lines.json`, Qwen2.5-Coder-1.5B and -0.5B Instruct (issue 45).
+Each data file says where its lines come from; `unchecked` lines (incoherent, out of character)
+have no check and are only counted, and must not be flagged by a check meant for something else."""
 
 from __future__ import annotations
 
@@ -19,16 +20,21 @@ from loreguard.schemas import InteractionOutcome, InteractionResult
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference import ScriptedBackend
 
-DATA = Path(__file__).parent / "data" / "model_lines.json"
+DATA = Path(__file__).parent / "data"
+CORPORA = ("model_lines", "coder_lines")
 SPECIALS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
 
 
-def _lines() -> list[dict[str, Any]]:
-    return json.loads(DATA.read_text(encoding="utf-8"))["lines"]
+def _lines(corpus: str = "model_lines") -> list[dict[str, Any]]:
+    return json.loads((DATA / f"{corpus}.json").read_text(encoding="utf-8"))["lines"]
 
 
-def _checked() -> list[dict[str, Any]]:
-    return [line for line in _lines() if not line["id"].startswith("unchecked_")]
+def _cases() -> list[Any]:
+    return [
+        pytest.param(line, id=f"{corpus}:{line['id']}")
+        for corpus in CORPORA
+        for line in _lines(corpus)
+    ]
 
 
 def _run(tmp_path: Path, case: dict[str, Any]) -> InteractionResult:
@@ -48,10 +54,14 @@ def _first_rules(result: InteractionResult) -> set[str]:
     return {f.rule_id or "" for f in first.failures} | {f.kind.value for f in first.findings if f.action.value != "mapped"}
 
 
-@pytest.mark.parametrize("case", _checked(), ids=lambda c: c["id"])
+@pytest.mark.parametrize("case", _cases())
 def test_a_labelled_model_line(case: dict[str, Any], tmp_path: Path) -> None:
     result = _run(tmp_path, case)
     rules = _first_rules(result)
+    if case["id"].startswith("unchecked_"):
+        # broken in a way no check judges: whatever happens, no check meant for something else fires
+        assert not rules & {"parroting", "repeats_itself", "assistant_register", "narrates_the_player"}, rules
+        return
     if case["expect"] is None:
         assert result.outcome is InteractionOutcome.VALIDATED and not result.receipt.attempts[0].failures, rules
         assert result.dialogue == case["dialogue"]
@@ -73,3 +83,12 @@ def test_the_corpus_covers_every_category_of_issue_31() -> None:
     ):
         assert counts[category] >= 1, category
     assert sum(n for c, n in counts.items() if c != "ordinary" and not c.startswith("incoherent")) >= 30
+
+
+def test_the_coder_corpus_holds_both_models_and_what_they_break() -> None:
+    lines = _lines("coder_lines")
+    assert len(lines) >= 100
+    assert {line["model"] for line in lines} == {"qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"}
+    counts = Counter(line["category"].split(":")[0] for line in lines)
+    for category in ("ordinary", "assistant's register", "narrates the player", "agrees with a false claim", "unchecked"):
+        assert counts[category] >= 1, category

@@ -24,6 +24,7 @@ ASSISTANT = (
     "Hello, traveler. I'm Brom, the guard at the north gate of Eldmoor. Do you have a question?",
     "What can I do for you today?",
     "I'd be happy to help with that. Can you please explain it to me?",
+    "Please ask me for clarification or support.",
 )
 
 IN_CHARACTER = (
