@@ -24,10 +24,15 @@ from loreguard.schemas.wire import decode_reply, encode_request
 
 class AsyncClient:
     def __init__(
-        self, address: str = DEFAULT_ADDRESS, *, timeout_s: float = 120.0, context: zmq.asyncio.Context | None = None
+        self, address: str = DEFAULT_ADDRESS, *, timeout_s: float | None = None, context: zmq.asyncio.Context | None = None
     ) -> None:
+        """`timeout_s`: how long to wait for each reply (for each part of a streamed one) before
+        `NoReply`. None (the default) follows the sidecar, as `Client` does: an interaction's
+        reply is waited for as long as its deadline allows plus `calls.DEADLINE_MARGIN_S`."""
         self.address = address
         self.timeout_s = timeout_s
+        #: The sidecar's deadline of an interaction, once `hello` told it.
+        self.deadline_ms: int | None = None
         self._socket = (context or zmq.asyncio.Context.instance()).socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.connect(address)
@@ -52,7 +57,16 @@ class AsyncClient:
             else:
                 future.set_result(envelope["body"])
 
+    async def _wait_s(self, message_type: str, body: dict[str, Any]) -> float:
+        """How long to wait for the reply to a request (`timeout_s`, or what the sidecar's deadline allows)."""
+        if self.timeout_s is not None:
+            return self.timeout_s
+        if message_type in calls.DEADLINE_BOUND and self.deadline_ms is None:
+            await self.hello()
+        return calls.reply_wait_s(message_type, body, self.deadline_ms)
+
     async def request(self, message_type: str, body: dict[str, Any]) -> dict[str, Any]:
+        wait_s = await self._wait_s(message_type, body)
         if self._reader is None:
             self._reader = asyncio.create_task(self._read())
         request_id = next(self._ids)
@@ -60,15 +74,16 @@ class AsyncClient:
         self._pending[request_id] = future
         await self._socket.send(encode_request(request_id, message_type, body))
         try:
-            return await asyncio.wait_for(future, self.timeout_s)
+            return await asyncio.wait_for(future, wait_s)
         except TimeoutError:
-            raise NoReply(f"no reply to {message_type} from {self.address} within {self.timeout_s}s") from None
+            raise NoReply(f"no reply to {message_type} from {self.address} within {wait_s:g}s") from None
         finally:
             self._pending.pop(request_id, None)
 
     async def _exchange(self, message_type: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """Send one request; yield its partial replies and then its reply envelope. Each must
-        come within `timeout_s` of the one before."""
+        come within the request's wait (`_wait_s`) of the one before."""
+        wait_s = await self._wait_s(message_type, body)
         if self._reader is None:
             self._reader = asyncio.create_task(self._read())
         request_id = next(self._ids)
@@ -78,9 +93,9 @@ class AsyncClient:
             await self._socket.send(encode_request(request_id, message_type, body))
             while True:
                 try:
-                    envelope = await asyncio.wait_for(queue.get(), self.timeout_s)
+                    envelope = await asyncio.wait_for(queue.get(), wait_s)
                 except TimeoutError:
-                    raise NoReply(f"no reply to {message_type} from {self.address} within {self.timeout_s}s") from None
+                    raise NoReply(f"no reply to {message_type} from {self.address} within {wait_s:g}s") from None
                 if envelope["type"] == "error":
                     raise error_from_envelope(envelope)
                 yield envelope
@@ -95,7 +110,9 @@ class AsyncClient:
     # The same methods as `Client`, awaitable; `calls` says what each sends and what comes back.
 
     async def hello(self, client: str = "loreguard.client") -> wire.HelloReply:
-        return await self.send(calls.hello(client))
+        reply = await self.send(calls.hello(client))
+        self.deadline_ms = reply.limits.request_timeout_ms
+        return reply
 
     async def load_world(self, world: WorldDefinition | dict[str, Any]) -> wire.WorldLoadReply:
         return await self.send(calls.load_world(world))

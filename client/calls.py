@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import InteractionResult
-from loreguard.schemas.scene import SceneNextReply, SceneState
+from loreguard.schemas.scene import MAX_SCENE_LINES, SceneNextReply, SceneState
 from loreguard.schemas.wire import (
     MESSAGES,
     AuditExportReply,
@@ -29,6 +29,30 @@ from loreguard.schemas.wire import (
 ReplyT = TypeVar("ReplyT", bound=BaseModel)
 
 DEFAULT_ADDRESS = "tcp://127.0.0.1:7878"
+
+#: How long a client waits for a reply that no deadline bounds (every message but an
+#: interaction's), unless it is given a `timeout_s`.
+DEFAULT_TIMEOUT_S = 120.0
+#: How much longer than the sidecar's deadline a client waits for an interaction's reply: the
+#: sidecar answers by its deadline however slow the model (the NPC's fallback line, when the
+#: model had none ready); this covers sending it on a loaded machine.
+DEADLINE_MARGIN_S = 5.0
+
+
+#: Messages answered by the sidecar's deadline (the model speaks), not at once.
+DEADLINE_BOUND = frozenset({"interact", "scene.next"})
+
+
+def reply_wait_s(message_type: str, body: dict[str, Any], deadline_ms: int | None) -> float:
+    """How long a request's reply may take from a sidecar whose interactions have `deadline_ms`
+    (`hello`'s `limits.request_timeout_ms`): an `interact` or one `scene.next` line its deadline
+    plus `DEADLINE_MARGIN_S`; every line of a scene to its end (each line has a deadline of its
+    own), as many deadlines as a scene may have lines; any other message (or with no deadline
+    known) `DEFAULT_TIMEOUT_S`."""
+    if message_type not in DEADLINE_BOUND or deadline_ms is None:
+        return DEFAULT_TIMEOUT_S
+    lines = MAX_SCENE_LINES if message_type == "scene.next" and body.get("to_end") else 1
+    return lines * deadline_ms / 1000 + DEADLINE_MARGIN_S
 
 
 @dataclass(frozen=True)

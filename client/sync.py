@@ -22,14 +22,33 @@ from loreguard.schemas.wire import decode_reply, encode_request
 
 class Client:
     def __init__(
-        self, address: str = DEFAULT_ADDRESS, *, timeout_s: float = 120.0, context: zmq.Context[zmq.Socket[bytes]] | None = None
+        self,
+        address: str = DEFAULT_ADDRESS,
+        *,
+        timeout_s: float | None = None,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
     ) -> None:
+        """`timeout_s`: how long to wait for each reply (for each part of a streamed one) before
+        `NoReply`. None (the default) follows the sidecar: an interaction's reply is waited for
+        as long as its deadline allows (`hello`'s `limits.request_timeout_ms`, asked once before
+        the first interaction unless `hello` was called) plus `calls.DEADLINE_MARGIN_S`; any
+        other reply for `calls.DEFAULT_TIMEOUT_S` (`calls.reply_wait_s`)."""
         self.address = address
         self.timeout_s = timeout_s
+        #: The sidecar's deadline of an interaction, once `hello` told it.
+        self.deadline_ms: int | None = None
         self._socket = (context or zmq.Context.instance()).socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.connect(address)
         self._ids = itertools.count(1)
+
+    def _wait_s(self, message_type: str, body: dict[str, Any]) -> float:
+        """How long to wait for the reply to a request (`timeout_s`, or what the sidecar's deadline allows)."""
+        if self.timeout_s is not None:
+            return self.timeout_s
+        if message_type in calls.DEADLINE_BOUND and self.deadline_ms is None:
+            self.hello()
+        return calls.reply_wait_s(message_type, body, self.deadline_ms)
 
     def request(self, message_type: str, body: dict[str, Any]) -> dict[str, Any]:
         """Send one request and return the reply body; raise the typed error on an error reply."""
@@ -40,14 +59,15 @@ class Client:
 
     def _exchange(self, message_type: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """Send one request; yield its partial replies (`*.chunk`) and then its reply envelope.
-        Each message must come within `timeout_s` of the one before."""
+        Each message must come within the request's wait (`_wait_s`) of the one before."""
+        wait_s = self._wait_s(message_type, body)
         request_id = next(self._ids)
         self._socket.send(encode_request(request_id, message_type, body))
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + wait_s
         while True:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0 or not self._socket.poll(remaining_ms):
-                raise NoReply(f"no reply to {message_type} from {self.address} within {self.timeout_s}s")
+                raise NoReply(f"no reply to {message_type} from {self.address} within {wait_s:g}s")
             envelope = decode_reply(self._socket.recv())
             if envelope.get("id") != request_id:
                 continue  # a late reply to a request that already timed out
@@ -56,7 +76,7 @@ class Client:
             yield envelope
             if not calls.is_chunk(envelope["type"]):
                 return
-            deadline = time.monotonic() + self.timeout_s
+            deadline = time.monotonic() + wait_s
 
     def send(self, call: Call[ReplyT]) -> ReplyT:
         return call.parse(self.request(call.message_type, call.body))
@@ -64,7 +84,9 @@ class Client:
     # One method per message; `calls` says what each sends and what comes back.
 
     def hello(self, client: str = "loreguard.client") -> wire.HelloReply:
-        return self.send(calls.hello(client))
+        reply = self.send(calls.hello(client))
+        self.deadline_ms = reply.limits.request_timeout_ms
+        return reply
 
     def load_world(self, world: WorldDefinition | dict[str, Any]) -> wire.WorldLoadReply:
         return self.send(calls.load_world(world))

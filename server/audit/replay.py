@@ -38,6 +38,7 @@ from loreguard.server.pipeline.inference import (
     GenerationRequest,
     InferenceBackend,
 )
+from loreguard.server.pipeline.inference.base import Observer
 from loreguard.server.pipeline.lifecycle import GovernancePipeline
 from loreguard.server.pipeline.run import InteractionRun
 from loreguard.server.pipeline.streaming import StreamSession
@@ -128,6 +129,15 @@ class RecordedTimeDecisions:
         # further attempt only because its time or deadline ran out then.
         return attempt > self._recorded_attempts
 
+    def generation_timeout_ms(self, run: InteractionRun) -> int | None:
+        # The recorded outputs answer at once; a generation the deadline cut has no attempt in
+        # the record, and `over_time_budget` stops the replay before it.
+        return None
+
+
+#: How a stream's cut reason begins when the backend failed mid-generation (`IncrementalGate.backend_failed`).
+_BACKEND_CUT = "backend: "
+
 
 class RecordedOutputs(InferenceBackend):
     """The model of a governance replay: the record's raw outputs, attempt by attempt."""
@@ -161,6 +171,18 @@ class RecordedOutputs(InferenceBackend):
             tokens_generated=attempt.tokens_generated,
             finish_reason="aborted" if aborted else "stop",
         )
+
+    def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:
+        """The recorded output shown at once; a streamed attempt the backend broke off after words
+        were released (a deadline's cut, a dropped connection) breaks off here too, for the same
+        recorded reason, so the incremental gate ends it the same way."""
+        generation = self.generate(request)
+        observe(generation.text)
+        attempt = self._record.receipt.attempts[self._next - 1] if request.purpose == "dialogue" else None
+        cut = attempt.stream.cut if attempt is not None and attempt.stream is not None else None
+        if cut is not None and cut.reason.startswith(_BACKEND_CUT):
+            raise BackendError(cut.reason.removeprefix(_BACKEND_CUT))
+        return generation
 
     @staticmethod
     def _judged(attempt: AttemptRecord | None) -> Generation:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from loreguard.client import Client
+from loreguard.client import Client, LoreguardError, NoReply
 from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionResult
 from loreguard.server.demo import demo_npcs, demo_world
@@ -118,7 +118,11 @@ def run_demo(
                 rows = [["#", "npc", "attempts", "failed gates", "fallback", "intents", "mutations ok/rej", "ms"]]
                 for n, turn in enumerate(TURNS, start=1):
                     start = time.perf_counter()
-                    result = client.interact(context_for(turn))
+                    try:
+                        result = client.interact(context_for(turn))
+                    except (LoreguardError, NoReply) as exc:  # one line, and the demo goes on
+                        print(f"{n}. [{turn.shows}] no answer: {exc}\n", file=out)
+                        continue
                     rows.append(_row(n, result, (time.perf_counter() - start) * 1000))
                     # A live model does what it does: the label says what the line was written to provoke.
                     label = f"written to provoke: {turn.shows}" if live else turn.shows

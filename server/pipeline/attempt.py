@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from loreguard.memory.hashing import sha256_hex
+from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import AttemptRecord, GateFailure
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.config import PipelineConfig
@@ -32,7 +33,7 @@ from loreguard.server.pipeline.judge import SemanticJudge
 from loreguard.server.pipeline.parroting import PARROTING_RULE
 from loreguard.server.pipeline.parsing import parse_output
 from loreguard.server.pipeline.prompt import assemble_prompt
-from loreguard.server.pipeline.run import InteractionRun
+from loreguard.server.pipeline.run import InteractionRun, TimeDecisions
 from loreguard.server.pipeline.self_repeats import REPEATS_ITSELF_RULE
 from loreguard.server.pipeline.snapshot import StateSnapshot
 from loreguard.server.pipeline.streaming import IncrementalGate, chunk_ends, continuation_prefix
@@ -73,6 +74,7 @@ def run_attempt(
     carry: StreamCarry,
     *,
     backend: InferenceBackend,
+    time_decisions: TimeDecisions,
     config: PipelineConfig,
     schema: dict[str, Any],
     judge: SemanticJudge | None,
@@ -81,11 +83,10 @@ def run_attempt(
 ) -> Attempted | GiveUp:
     """Attempt number `snapshot.attempt`: its prompt, generation and gate, appended to
     `run.attempts` (and `run.prompts`); `GiveUp` when the backend failed before any word was
-    out. Raises `InteractionCancelled` when the stream's client left during the generation."""
+    out, or the deadline cut the generation (`_gave_up`). Raises `InteractionCancelled` when
+    the stream's client left during the generation."""
     n = snapshot.attempt
     prompt = assemble_prompt(snapshot, config.prompt_boundary)
-    if n == 1:
-        run.manifest, run.context_keys = prompt.manifest, prompt.context_keys
     run.timer.lap(f"prompt.{n}")
     request = GenerationRequest(
         npc_id=run.ctx.npc_id,
@@ -95,20 +96,22 @@ def run_attempt(
         output_schema=schema,
         output_prefix=continuation_prefix(carry.continued) if carry.continued or carry.avoid else "",
         avoid_start=carry.avoid,
+        timeout_ms=time_decisions.generation_timeout_ms(run),
     )
     watcher = _incremental_gate(run, snapshot, carry, config, judge is not None, special_tokens)
     try:
         generation = _generate(backend, request, watcher)
     except BackendError as exc:
         run.timer.lap(f"inference.{n}")
-        run.backend_failure = backend_failure(exc)
-        return GiveUp(f"backend: {exc}")
+        cut = isinstance(exc, BackendTimeout) and request.timeout_ms is not None and time_decisions.over_time_budget(run, n)
+        return _gave_up(run, prompt, n, exc, cut=cut, count=count)
     run.timer.lap(f"inference.{n}")
     if run.stream is not None and run.stream.cancelled:
         count("stream_cancelled", 1)
         raise InteractionCancelled(f"inference.{n}")
     run.prompts.append(prompt.full)
     if n == 1:
+        run.manifest, run.context_keys = prompt.manifest, prompt.context_keys
         run.ttft_ms = generation.ttft_ms
     run.turn_message = prompt.player_turn
 
@@ -116,7 +119,8 @@ def run_attempt(
     whole: GateResult | None = None
     if watcher is None or watcher.failed is None:  # else a sentence failed: the generation stopped there
         hygiene = run.view.profile.output_hygiene
-        asked = judge.for_reply(prompt, generation.text) if judge is not None else None
+        time_left_ms = time_decisions.generation_timeout_ms(run)
+        asked = judge.for_reply(prompt, generation.text, time_left_ms) if judge is not None else None
         whole = validate(
             parse, generation.text, snapshot, config.gate, asked, hygiene, special_tokens, config.generation.dialogue_chars
         )
@@ -144,6 +148,19 @@ def run_attempt(
         count(f"gate_failed.{failure.gate.value}", 1)
     run.timer.lap(f"gate.{n}")
     return Attempted(gate=gate, judged=judged, watcher=watcher)
+
+
+def _gave_up(run: InteractionRun, prompt: Prompt, n: int, exc: BackendError, *, cut: bool, count: Count) -> GiveUp:
+    """No output from attempt `n`: the deadline `cut` its generation (`time_budget`; the record
+    keeps nothing of the attempt, as its replay, whose time decisions stop before it, never asks
+    for it), or the backend failed (`backend`, with the prompt's manifest and why)."""
+    if cut:
+        count("deadline_cut", 1)
+        return GiveUp("time_budget")
+    if n == 1:
+        run.manifest, run.context_keys = prompt.manifest, prompt.context_keys
+    run.backend_failure = backend_failure(exc)
+    return GiveUp(f"backend: {exc}")
 
 
 def backend_failure(exc: BackendError) -> str:

@@ -24,5 +24,9 @@ class PipelineConfig(FrozenModel):
     #: With the semantic judge on (`gate.semantic_judge`): how long its model may take before
     #: the keyword check stands in.
     judge_timeout_ms: int = Field(default=3000, ge=1)
+    #: With a deadline (`GovernancePipeline.interact`): a generation still running this long
+    #: before it is cut, and no attempt starts after that, so the answer (the NPC's fallback
+    #: line when the model had none ready) commits and is sent by the deadline.
+    deadline_margin_ms: int = Field(default=250, ge=0)
     #: How a streamed interaction cuts its reply into chunks (`interact` with `stream`).
     streaming: StreamingConfig = StreamingConfig()

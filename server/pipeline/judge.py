@@ -98,11 +98,14 @@ class SemanticJudge:
         self.model_failures = 0
         self.timeouts = 0
 
-    def for_reply(self, prompt: Prompt, raw: str) -> Judge:
-        """The gate's judge for one attempt: its prompt and the model's raw output."""
-        return lambda output, snapshot: self.judge(output, snapshot, prompt=prompt, raw=raw)
+    def for_reply(self, prompt: Prompt, raw: str, time_left_ms: int | None = None) -> Judge:
+        """The gate's judge for one attempt: its prompt and the model's raw output. The judge's
+        model is waited for no longer than `time_left_ms` (the interaction's deadline) either."""
+        return lambda output, snapshot: self.judge(output, snapshot, prompt=prompt, raw=raw, time_left_ms=time_left_ms)
 
-    def judge(self, output: ParsedOutput, snapshot: StateSnapshot, *, prompt: Prompt, raw: str) -> JudgeVerdict:
+    def judge(
+        self, output: ParsedOutput, snapshot: StateSnapshot, *, prompt: Prompt, raw: str, time_left_ms: int | None = None
+    ) -> JudgeVerdict:
         """The verdict on a reply (see the module's docstring); each failure's reason says which
         judge found it ("judge: ..." or "keyword judge: ...")."""
         items = judged_items(snapshot)
@@ -110,7 +113,8 @@ class SemanticJudge:
             return JudgeVerdict()
         if self.backend is None:
             return JudgeVerdict(failures=tuple(keyword_judge(output, snapshot)))
-        record = self._ask(snapshot, judge_prompt(prompt, raw, judge_question(items)), [i for i, _, _ in items])
+        timeout_ms = min((t for t in (self.timeout_ms, time_left_ms) if t is not None), default=None)
+        record = self._ask(snapshot, judge_prompt(prompt, raw, judge_question(items)), [i for i, _, _ in items], timeout_ms)
         if record.outcome != "verdict":
             self.model_failures += 1
             self.timeouts += record.outcome == "timeout"
@@ -128,7 +132,7 @@ class SemanticJudge:
         )
         return JudgeVerdict(failures=failures, record=record)
 
-    def _ask(self, snapshot: StateSnapshot, prompt: Prompt, ids: list[str]) -> JudgeRecord:
+    def _ask(self, snapshot: StateSnapshot, prompt: Prompt, ids: list[str], timeout_ms: int | None) -> JudgeRecord:
         assert self.backend is not None
         request = GenerationRequest(
             npc_id=snapshot.npc_id,
@@ -138,7 +142,7 @@ class SemanticJudge:
             max_tokens=len(json.dumps({"broken": sorted(ids, key=len)[-MAX_BROKEN:]})) + 8,
             output_schema=verdict_schema(ids),
             purpose="judge",
-            timeout_ms=self.timeout_ms,
+            timeout_ms=timeout_ms,
         )
         try:
             generation = self.backend.generate(request)

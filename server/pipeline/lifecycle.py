@@ -119,8 +119,13 @@ class GovernancePipeline:
         disjoint scopes, and each commit re-plans if another committed first). Interactions of
         one NPC must not overlap; the sidecar's scheduler keeps them in arrival order.
 
-        `deadline_ns` is a time on the pipeline's clock. Past it, no further model call starts
-        and nothing is committed: `DeadlineExceeded` is raised with memory unchanged.
+        `deadline_ns` is a time on the pipeline's clock by which the interaction answers, however
+        slow the model: a generation still running `PipelineConfig.deadline_margin_ms` before it
+        is cut, no attempt starts after that, and the answer is the NPC's fallback line
+        (`fallback_reason` `time_budget`) unless a reply was accepted (or, streamed, released)
+        by then. Nothing of a cut generation is applied or recorded as an attempt. Only a
+        deadline already past before the first attempt raises `DeadlineExceeded`, with memory
+        unchanged.
 
         With `stream`, the reply is released chunk by chunk as it passes the incremental gate
         (`streaming`): the chunks always add up to the result's dialogue (a fallback line is one
@@ -129,6 +134,8 @@ class GovernancePipeline:
         """
         run = self._prepare(context)
         run.deadline_ns = deadline_ns
+        if deadline_ns is not None:
+            run.cut_ns = deadline_ns - self.config.deadline_margin_ms * 1_000_000
         run.time_budget_ms = self.config.retry.time_budget_ms
         if stream is not None:
             stream.clock_ms = run.timer.elapsed_ms
@@ -136,10 +143,8 @@ class GovernancePipeline:
         try:
             if run.sufficiency.verdict is Verdict.CLARIFY:
                 return self._clarify(run)
+            # What is ready by the cut commits: an accepted reply, or the fallback line.
             accepted, warnings, fallback_reason = self._attempts(run)
-            if run.stream is None or not run.stream.released:
-                # Once words are out they stand: a released reply commits past the deadline.
-                self._check_deadline(run, "commit")
             if accepted is not None:
                 return self._apply(run, accepted, warnings)
             result = self._fallback(run, fallback_reason)
@@ -282,14 +287,16 @@ class GovernancePipeline:
             released = carry.released
             if released is not None and self.time_decisions.out_of_time_after_release(run, snapshot.attempt):
                 return released, released.failures, ""  # words are out: they are the reply
+            if snapshot.attempt == 1:
+                self._check_deadline(run, "inference.1")  # past before it began: nothing to answer
             if self.time_decisions.over_time_budget(run, snapshot.attempt):
                 return None, (), "time_budget"
-            self._check_deadline(run, f"inference.{snapshot.attempt}")
             attempted = run_attempt(
                 run,
                 snapshot,
                 carry,
                 backend=self.backend,
+                time_decisions=self.time_decisions,
                 config=self.config,
                 schema=schema,
                 judge=judge,

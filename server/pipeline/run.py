@@ -62,6 +62,9 @@ class InteractionRun:
     context_keys: tuple[str, ...] = ()
     #: When the interaction must be answered, on the pipeline's clock; None: no deadline.
     deadline_ns: int | None = None
+    #: When a generation still running is cut and no attempt may start: the deadline less the
+    #: time the answer needs to commit (`PipelineConfig.deadline_margin_ms`); None: no deadline.
+    cut_ns: int | None = None
     #: The retry budget's wall-clock time (`RetryPolicy.time_budget_ms`).
     time_budget_ms: float = math.inf
     #: The player's message as the latest attempt's prompt ended on it (with its correction, if
@@ -139,12 +142,19 @@ class TimeDecisions(Protocol):
     ran out of time does so after the same attempts however fast the replay runs."""
 
     def over_time_budget(self, run: InteractionRun, attempt: int) -> bool:
-        """Whether the retry budget's wall-clock time is spent before `attempt` starts."""
+        """Whether the time for attempts is spent before `attempt` starts (or when a generation
+        ended in a timeout): the retry budget's wall-clock time, or the interaction's deadline
+        less its commit margin (`InteractionRun.cut_ns`)."""
         ...
 
     def out_of_time_after_release(self, run: InteractionRun, attempt: int) -> bool:
         """Whether a streamed reply whose words are out ends at them instead of trying `attempt`
         from them: the retry budget or the interaction's deadline is spent."""
+        ...
+
+    def generation_timeout_ms(self, run: InteractionRun) -> int | None:
+        """How long a model call starting now may take before it is cut (the generation's, the
+        judge's): the time left to `InteractionRun.cut_ns`, at least 1 ms; None: no limit."""
         ...
 
 
@@ -153,8 +163,13 @@ class ClockTimeDecisions:
     budget and its deadline (both on the pipeline's clock, which the timer reads)."""
 
     def over_time_budget(self, run: InteractionRun, attempt: int) -> bool:
-        return run.timer.elapsed_ms() > run.time_budget_ms
+        past_cut = run.cut_ns is not None and run.timer.clock() >= run.cut_ns
+        return past_cut or run.timer.elapsed_ms() > run.time_budget_ms
 
     def out_of_time_after_release(self, run: InteractionRun, attempt: int) -> bool:
-        past_deadline = run.deadline_ns is not None and run.timer.clock() > run.deadline_ns
-        return self.over_time_budget(run, attempt) or past_deadline
+        return self.over_time_budget(run, attempt)
+
+    def generation_timeout_ms(self, run: InteractionRun) -> int | None:
+        if run.cut_ns is None:
+            return None
+        return max(1, math.ceil((run.cut_ns - run.timer.clock()) / 1_000_000))

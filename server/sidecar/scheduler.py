@@ -114,6 +114,9 @@ class InteractionScheduler:
         #: NPCs with an interaction running now.
         self._running: set[str] = set()
         self._closed = False
+        #: Shutdown stopped waiting for interactions still running (`shutdown`'s grace ran out):
+        #: the store and sockets close under them, and nothing they end with can be answered.
+        self._abandoned = False
         self.workers = workers
         self._threads = [threading.Thread(target=self._run, name=f"loreguard-interact-{i}", daemon=True) for i in range(workers)]
 
@@ -149,6 +152,12 @@ class InteractionScheduler:
         deadline = time.monotonic() + timeout_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        running = sum(thread.is_alive() for thread in self._threads)
+        if running:
+            self._abandoned = True
+            _log.warning(
+                "%d interaction(s) still running after the %g s shutdown grace: they will not be answered", running, timeout_s
+            )
 
     def _take(self) -> InteractJob | SceneJob | ConsolidateJob | None:
         """The oldest job whose NPCs are all idle and not waited for by an older job, waiting for
@@ -282,7 +291,12 @@ class InteractionScheduler:
                     "audit_record_id": halt.audit_record_id,
                 },
             )
-        except Exception:  # a bug: keep serving, tell the client, log with a correlation id
+        except Exception as exc:
+            if self._abandoned:  # the store closed under it at shutdown: no bug, and no one to tell
+                self._stats.count("interact.abandoned_at_shutdown")
+                _log.info("%s ended after shutdown (%s: %s); not answered", what, type(exc).__name__, exc)
+                return None
+            # a bug: keep serving, tell the client, log with a correlation id
             self._stats.count("internal_errors")
             return internal_error(request_id, what)
 

@@ -13,6 +13,7 @@ interactions are dropped before inference.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -37,6 +38,7 @@ from loreguard.server.sidecar.stats import SidecarStats
 from loreguard.server.sidecar.warmup import Warmer
 
 _POLL_MS = 100
+_log = logging.getLogger("loreguard.sidecar")
 
 
 class CannotListen(RuntimeError):
@@ -186,7 +188,10 @@ class Sidecar:
         self._clients = _Clients()
         self._reply_sockets = threading.local()
         self._sender_sockets: list[zmq.Socket] = []
+        #: Held while a worker sends and while `_close` closes the senders: a reply never goes to
+        #: a socket closed under it. Sends never block (no high-water mark), so it is brief.
         self._sender_lock = threading.Lock()
+        self._senders_closed = False
         self.worker = InteractionScheduler(
             self.pipeline,
             workers=self.config.workers or backend.max_concurrency,
@@ -206,14 +211,21 @@ class Sidecar:
     # --- replies from other threads ------------------------------------------------------
 
     def _deliver(self, client: bytes, frame: bytes) -> None:
-        sock = getattr(self._reply_sockets, "socket", None)
-        if sock is None:
-            sock = self._context.socket(zmq.PUSH)
-            sock.connect(self._replies_address)
-            self._reply_sockets.socket = sock
-            with self._sender_lock:
+        """Hand a reply to the socket loop; after shutdown (an interaction that outlived
+        `shutdown_grace_s`) it is dropped with a log line: there is no socket left to send on."""
+        with self._sender_lock:
+            if self._senders_closed:
+                self.stats.count("replies.dropped_after_shutdown")
+                _log.info("a reply was dropped: the sidecar had already shut down when its interaction ended")
+                return
+            sock = getattr(self._reply_sockets, "socket", None)
+            if sock is None:
+                sock = self._context.socket(zmq.PUSH)
+                sock.setsockopt(zmq.SNDHWM, 0)
+                sock.connect(self._replies_address)
+                self._reply_sockets.socket = sock
                 self._sender_sockets.append(sock)
-        sock.send_multipart([client, frame])
+            sock.send_multipart([client, frame])
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -352,6 +364,7 @@ class Sidecar:
 
     def _close(self) -> None:
         with self._sender_lock:
+            self._senders_closed = True
             for sock in self._sender_sockets:
                 sock.close(linger=0)
         self._router.disable_monitor()

@@ -5,6 +5,7 @@ streamed one is watched from the caller's thread."""
 from __future__ import annotations
 
 import threading
+import time
 from array import array
 from typing import Literal
 
@@ -32,7 +33,9 @@ class BatchedEngineAdapter:
     def generate(self, request: EngineRequest, observe: Observer | None) -> EngineOutput:
         """`observe` runs on the caller's thread, never the engine's: a slow check delays only
         this generation's stop, not the other NPCs decoding in the same batch. The timeout and
-        TTFT count from when the caller asked: waiting for a slot is part of them."""
+        TTFT count from when the caller asked: waiting for a slot is part of them. At the
+        timeout the caller stops waiting even while the engine is inside a long step (a chunk
+        of prefill on a slow CPU); the engine ends the job before its next step."""
         tokens = request.tokens
         prompt = array("i", tokens.prefix + tokens.suffix + request.forced)
         job = EngineJob(
@@ -42,7 +45,10 @@ class BatchedEngineAdapter:
         )  # fmt: skip
         try:
             if observe is None:
-                self.engine.run(job)
+                self.engine.submit(job)
+                self._wait(job, job.done)
+                if job.error is not None:
+                    raise job.error
             else:
                 self._watch(job, observe)
         except EngineTimeout as exc:
@@ -66,7 +72,7 @@ class BatchedEngineAdapter:
         self.engine.submit(job)
         shown = 0
         while True:
-            grew.wait()
+            self._wait(job, grew)
             grew.clear()
             ended = job.done.is_set()
             out = bytes(job.out)
@@ -78,6 +84,14 @@ class BatchedEngineAdapter:
                 break
         if job.error is not None:
             raise job.error
+
+    @staticmethod
+    def _wait(job: EngineJob, event: threading.Event) -> None:
+        """Wait for `event` until the job's deadline; past it, stop the job (`EngineTimeout`)."""
+        left = None if job.deadline is None else max(0.0, job.deadline - time.perf_counter())
+        if not event.wait(left) and not job.done.is_set():
+            job.cancel = True  # the engine frees its slot before its next step
+            raise EngineTimeout(f"the generation ran past its deadline after {job.generated} tokens")
 
     def warm(self, npc_id: str, tokens: PromptTokens, *, alongside: bool = False) -> WarmResult:
         """The system message, rules and earlier turns evaluated into a resident sequence."""

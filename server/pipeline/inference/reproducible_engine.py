@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from loreguard.server.pipeline.inference.base import BackendError, BackendTimeout, Observer, WarmResult
 from loreguard.server.pipeline.inference.engine import EngineOutput, EngineRequest, PromptTokens, decode_prefix, finish_reason
@@ -70,10 +71,15 @@ class ReproducibleEngine:
         another NPC's generation to finish."""
         started = time.perf_counter()
         deadline = request.deadline(started)
+
+        def in_time() -> bool:  # asked between chunks of prefill: a long prompt is cut too
+            return deadline is None or time.perf_counter() <= deadline
+
         tokens, sampler = request.tokens, request.sampler
-        evaluated = self._load_prefix(request.npc_id, tokens)
+        evaluated = self._load_prefix(request.npc_id, tokens, in_time)
         cached = len(tokens.prefix) - evaluated
-        self._ctx.evaluate(tokens.suffix + request.forced)
+        if not self._ctx.evaluate(tokens.suffix + request.forced, proceed=in_time):
+            raise BackendTimeout("the generation ran past its deadline during its prompt")
         evaluated += len(tokens.suffix) + len(request.forced)
 
         out = bytearray(request.output_prefix)
@@ -106,15 +112,18 @@ class ReproducibleEngine:
             full_filters=sampler.full_filters,
         )
 
-    def _load_prefix(self, npc_id: str, tokens: PromptTokens) -> int:
-        """Leave exactly the NPC's prefix in the KV cache; return how many tokens were evaluated."""
+    def _load_prefix(self, npc_id: str, tokens: PromptTokens, in_time: Callable[[], bool]) -> int:
+        """Leave exactly the NPC's prefix in the KV cache; return how many tokens were evaluated.
+        `BackendTimeout` when `in_time` turns False between chunks (nothing is saved)."""
         key = tokens.prefix_key
         cached = self.prefix_cache.get(npc_id, key)
         if cached is not None:
             self._ctx.restore_sequence(cached.state, cached.n_tokens)
             return 0
         self._ctx.clear()
-        self._ctx.evaluate(tokens.prefix)
+        if not self._ctx.evaluate(tokens.prefix, proceed=in_time):
+            self._ctx.clear()
+            raise BackendTimeout("the generation ran past its deadline during its prompt")
         self.prefix_cache.put(npc_id, PrefixState(key=key, n_tokens=len(tokens.prefix), state=self._ctx.save_sequence()))
         return len(tokens.prefix)
 

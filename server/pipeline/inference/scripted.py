@@ -3,13 +3,15 @@ governance plane, with no model in the loop."""
 
 from __future__ import annotations
 
-import time
+import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
 
 from loreguard.memory.hashing import sha256_hex
 from loreguard.schemas.receipt import ModelFingerprint
 from loreguard.server.pipeline.inference.base import (
+    BackendError,
+    BackendTimeout,
     BackendUnavailable,
     Generation,
     GenerationRequest,
@@ -55,8 +57,11 @@ class ScriptedBackend(InferenceBackend):
         #: requests are then not kept either.
         self.cycle = cycle
         self.requests: list[GenerationRequest] = []
-        #: Seconds each dialogue generation takes, like a model's (a game's wait states show).
+        #: Seconds each dialogue generation takes, like a model's (a game's wait states show). A
+        #: request's `timeout_ms` cuts the wait short, as it cuts a model's generation, and so
+        #: does `close`.
         self.latency_s = latency_s
+        self._closed = threading.Event()
         #: What this stand-in model calls its special tokens (none unless a test says so).
         self._special_tokens = tuple(sorted(set(special_tokens)))
         #: Honour `output_prefix` (a streamed retry continuing released words): the script then
@@ -104,7 +109,7 @@ class ScriptedBackend(InferenceBackend):
             if self.cycle:
                 queue.append(text)
             if self.latency_s > 0:
-                time.sleep(self.latency_s)
+                self._take_time(request)
             if self.continues:
                 text = request.output_prefix + text
         return Generation(
@@ -113,8 +118,20 @@ class ScriptedBackend(InferenceBackend):
             tokens_generated=max(1, len(text) // 4),
         )
 
+    def _take_time(self, request: GenerationRequest) -> None:
+        """Wait `latency_s`, or until the request's timeout or `close`, whichever comes first."""
+        timeout_s = request.timeout_ms / 1000 if request.timeout_ms is not None else None
+        if self._closed.wait(self.latency_s if timeout_s is None else min(self.latency_s, timeout_s)):
+            raise BackendError("the scripted backend was closed during a generation")
+        if timeout_s is not None and timeout_s < self.latency_s:
+            raise BackendTimeout(f"the scripted line takes {self.latency_s:g} s: cut at its deadline after {timeout_s:g} s")
+
     def fingerprint(self) -> ModelFingerprint:
         return ModelFingerprint(backend=self.name, file_name="", header_sha256=sha256_hex(b"scripted"))
+
+    def close(self) -> None:
+        """Ends any latency being waited out (`BackendError`), as closing a model ends its calls."""
+        self._closed.set()
 
     def special_tokens(self) -> tuple[str, ...]:
         return self._special_tokens

@@ -132,14 +132,21 @@ def test_serve_switches_the_semantic_judge_on(tmp_path: Path, judge: str) -> Non
     assert ("semantic judge: keyword check" in output) is (judge == "keyword")
 
 
-def test_auto_asks_the_judge_for_a_judge_capable_catalogue_model_only() -> None:
+def test_auto_asks_the_judge_for_a_judge_capable_catalogue_model_on_a_gpu_only(monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
     from loreguard.server.models.catalogue import load_catalogue
+    from loreguard.server.sidecar import cli
     from loreguard.server.sidecar.cli import _judge_setup
 
-    args = argparse.Namespace(judge="auto", judge_model=None, judge_url=None, judge_timeout_ms=3000, backend="llama")
-    assert _judge_setup(args, "qwen2.5-1.5b").mode == "model"
+    args = argparse.Namespace(
+        judge="auto", judge_model=None, judge_url=None, judge_timeout_ms=3000, backend="llama", device="auto", gpu_layers=None
+    )
+    # on the CPU (device auto): the judge would about double the wait for each reply, so it stays off and says so
+    on_cpu = _judge_setup(args, "qwen2.5-coder-1.5b")
+    assert on_cpu.mode == "off" and "about double the wait" in on_cpu.off_because
+    monkeypatch.setattr(cli, "_on_gpu", lambda args: True)
+    assert _judge_setup(args, "qwen2.5-coder-1.5b").mode == "model"
     assert _judge_setup(args, "qwen2.5-0.5b").mode == "off"
     assert _judge_setup(args, "SmolLM2-135M-Instruct-Q8_0.gguf").mode == "off"  # the embedded model
     assert _judge_setup(argparse.Namespace(**{**vars(args), "backend": "openai"}), "qwen2.5-1.5b").mode == "off"
