@@ -49,7 +49,7 @@ def test_cli_demo_and_bench(tmp_path: Path, capsys) -> None:  # noqa: ANN001
 
 @pytest.mark.model
 def test_demo_with_the_embedded_model(tmp_path: Path, capsys) -> None:  # noqa: ANN001
-    assert main(["demo", "--data", str(tmp_path)]) == 0
+    assert main(["demo", "--model", "embedded", "--data", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "SmolLM2-135M-Instruct.Q4_1.gguf via llama.cpp" in out
     assert "silver moon" not in out.lower()

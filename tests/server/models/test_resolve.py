@@ -83,7 +83,7 @@ def test_a_chat_template_that_does_not_render_is_one_line(tmp_path: Path, capsys
 
 
 def test_a_model_over_the_memory_budget_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    err = _one_line_error(capsys, ["demo", "--memory-budget-mib", "300"])
+    err = _one_line_error(capsys, ["demo", "--model", "embedded", "--memory-budget-mib", "300"])
     assert "more than the memory budget of 300 MiB" in err and "SmolLM2-135M" in err
 
 
