@@ -91,6 +91,8 @@ def pick_model(
         why = f"~{expected:.1f} s to its first words on {where}, within {bar:.0f} s"
         if entry.name not in installed:
             why += f"; downloading it once ({entry.download_mib} MiB)"
+        if passed_over:  # the stronger ones, and why not them
+            why += "; " + "; ".join(passed_over)
         return AutoPick(entry, f"model: {entry.name}, the strongest that answers in time here ({why})")
     because = "; ".join(passed_over) or "no catalogue model has a measured latency"
     return AutoPick(None, f"model: the embedded smollm2-135m ({because}; bar {bar:.0f} s on {where})")
