@@ -65,9 +65,10 @@ def run_godot(
 
 def game_environment(project: Path, env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a test's game runs in: the demo project asks for `--model auto` (the
-    strongest model installed), so a test that launches its sidecar names the embedded model
-    unless it names another: its figures then do not depend on what this machine has pulled."""
-    pinned = {"LOREGUARD_MODEL": "embedded"} if project == DEMO_PROJECT else {}
+    strongest model installed), so a test that launches its sidecar names no model unless it
+    names one (an empty LOREGUARD_MODEL: the launch command as written, the embedded model): what
+    it sees then does not depend on what this machine has pulled."""
+    pinned = {"LOREGUARD_MODEL": ""} if project == DEMO_PROJECT else {}
     return {**os.environ, **pinned, **(env or {})}
 
 

@@ -36,7 +36,7 @@ class PausingBackend(ScriptedBackend):
 
     def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:
         text = self.generate(request).text
-        pause_at = text.index(". ") + 2 if "story" in request.prompt.full else -1
+        pause_at = text.index(". ") + 2 if "story" in request.prompt.player_turn else -1  # the player's line
         for end in range(1, len(text) + 1):
             if not observe(text[:end]):
                 return Generation(text=text[:end], finish_reason="aborted")
