@@ -62,7 +62,7 @@ from loreguard.server.pipeline.intents import intent_problem, offer_problem, ref
 from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parroting import find_parroting
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
-from loreguard.server.pipeline.premise import find_agreed_false_claims
+from loreguard.server.pipeline.premise import find_agreed_false_claims, tag_statements
 from loreguard.server.pipeline.prompt import HEADING_WORDS, SCAFFOLDING_MARKERS, scene_situation
 from loreguard.server.pipeline.readout import find_instructions_read_out
 from loreguard.server.pipeline.register import find_assistant_register
@@ -359,6 +359,10 @@ def _claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[Gat
         context = snapshot.context.said() if i == 0 else ""
         hits = find_contradictions(text, snapshot.canonical, snapshot.world_state, state_claims, context=context)
         contradictions.extend(_contradiction_failure(hit) for hit in hits)
+        if i == 0 and not hits:  # a tag question asks agreement with what it says (`premise`)
+            tagged = tag_statements(text)
+            hits = find_contradictions(tagged, snapshot.canonical, snapshot.world_state, state_claims) if tagged else []
+            contradictions.extend(_contradiction_failure(hit) for hit in hits)
         if i == 0 and not hits:  # a yes to the player's false claim says it too (`premise`)
             agreed = find_agreed_false_claims(text, context, snapshot.canonical, snapshot.world_state, state_claims)
             contradictions.extend(_contradiction_failure(hit, agreed=True) for hit in agreed)

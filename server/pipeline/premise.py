@@ -39,6 +39,15 @@ _AGREEING = re.compile(
 )
 
 
+def tag_statements(text: str) -> str:
+    """`text` with each tag question read as the statement it carries ("Edward is the king now,
+    isn't he?" -> "Edward is the king now."); "" when it has none. A reply that asks for
+    agreement with a false claim asserts it as much as the player's line does."""
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
+    tagged = [_TAG.sub(".", s) for s in sentences if _TAG.search(s) and not _INVERTED.match(s)]
+    return " ".join(tagged)
+
+
 def player_claims(said: str) -> str:
     """The last sentence of the player's line as a statement: a tag question's tag dropped and a
     question mark on a statement read as a full stop; "" for a real question ("Is the king

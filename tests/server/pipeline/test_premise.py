@@ -14,7 +14,7 @@ from stores import demo_store
 from loreguard.schemas import InteractionOutcome
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.pipeline.premise import player_claims
+from loreguard.server.pipeline.premise import player_claims, tag_statements
 
 FALSE_CLAIM = "The king is called Edward now, isn't he?"
 
@@ -64,3 +64,20 @@ def test_a_yes_to_a_false_claim_is_retried_into_a_line_that_holds(tmp_path: Path
     result = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend).interact(ask(FALSE_CLAIM, npc="merchant"))
     assert result.outcome is InteractionOutcome.VALIDATED and result.dialogue == "No, love, the king is Arthur."
     assert "tell them they are wrong" in result.receipt.attempts[0].failures[0].reason
+
+
+@pytest.mark.parametrize(
+    ("npc", "reply", "rule"),
+    [
+        ("merchant", "Edward is the king now, isn't he? The river Ald is a good deal, love.", "king"),  # qwen2.5-coder-0.5b
+        ("guard", "The gate never closes, right?", "gate_hours"),
+    ],
+)
+def test_a_tag_question_asserts_what_it_asks_agreement_with(tmp_path: Path, npc: str, reply: str, rule: str) -> None:
+    assert _first_failures(tmp_path, npc, "Hello.", reply) == [rule]
+
+
+def test_a_tag_question_that_holds_and_a_real_question_pass(tmp_path: Path) -> None:
+    assert _first_failures(tmp_path, "merchant", "Hello.", "He's still named Arthur, isn't he?") == []
+    assert _first_failures(tmp_path, "merchant", "Hello.", "Is the king still Arthur, love? I never know.") == []
+    assert tag_statements("Edward rules now, doesn't he? Fine day.") == "Edward rules now."
