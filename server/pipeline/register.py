@@ -49,6 +49,9 @@ _PATTERNS = tuple(
         r"\bwhat you(?:'re| are) referring to\b",
         r"\bclarify your (?:question|request)\b",
         r"\bclarification\b",
+        r"\b(?:the )?necessary information\b",
+        r"\bto answer (?:this|that|your) question\b",
+        r"\b(?:sorry|apologi[sz]e) for any inconvenience\b",
         r"\bask me for (?:support|assistance)\b",
         # talking about the input or the answer
         r"\b(?:no|the) (?:other |more |further )?(?:words|text|input|information|context|details|description) (?:was |were )?provided\b",

@@ -25,6 +25,8 @@ ASSISTANT = (
     "What can I do for you today?",
     "I'd be happy to help with that. Can you please explain it to me?",
     "Please ask me for clarification or support.",
+    "I'm sorry, but I don't have the necessary information to answer this question.",  # qwen2.5-coder-0.5b
+    "Yes, there is a road that recently has been cut off. I'm sorry for any inconvenience caused.",
 )
 
 IN_CHARACTER = (
