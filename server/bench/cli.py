@@ -140,16 +140,6 @@ def _model_path(args: argparse.Namespace) -> str | None:
     return str(choose_model(args.model, assume_yes=args.yes).path)
 
 
-def _model_settings(args: argparse.Namespace) -> dict[str, object]:
-    """The catalogue's settings for `--model` (sampler, stop tokens, context): a bench of a
-    catalogue model drives it as `serve` does. Empty for the embedded model and other files."""
-    if args.model is None:
-        return {}
-    from loreguard.server.models.resolve import choose_model
-
-    return dict(choose_model(args.model, assume_yes=args.yes).settings)
-
-
 def _governance(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench.governance import bench_governance
 
@@ -211,12 +201,15 @@ def _inference(args: argparse.Namespace) -> Mapping[str, object]:
 
 def _quality(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench.quality import bench_quality
+    from loreguard.server.models.resolve import choose_model
 
     runs = ("before", "after") if args.run == "both" else (args.run,)
+    # the catalogue's settings too (sampler, stop tokens, context): a catalogue model as `serve` drives it
+    chosen = choose_model(args.model, assume_yes=args.yes) if args.model is not None else None
     return bench_quality(
-        lines=args.lines, runs=runs, model=_model_path(args), model_settings=_model_settings(args), threads=args.threads,
-        **_placement(args), judge=args.judge,
-    )
+        lines=args.lines, runs=runs, model=str(chosen.path) if chosen else None,
+        model_settings=dict(chosen.settings) if chosen else {}, threads=args.threads, **_placement(args), judge=args.judge,
+    )  # fmt: skip
 
 
 def _streaming(args: argparse.Namespace) -> Mapping[str, object]:

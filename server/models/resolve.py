@@ -121,11 +121,10 @@ def is_installed(entry: CatalogueEntry) -> bool:
     The file is verified as usual when it is then chosen."""
     hub_file = HubFile(entry.repo, entry.file, entry.revision)
     try:
-        if cached_file(hub_file) is not None:
-            return True
+        cached = cached_file(hub_file)
     except ModelError:  # no Hub client (a bundle): only the registry folder counts
-        pass
-    return registry_source(entry, hub_file) is not None and registry_file(entry).is_file()
+        cached = None
+    return cached is not None or (registry_source(entry, hub_file) is not None and registry_file(entry).is_file())
 
 
 def _check_template(path: Path, header: GGUFHeader, entry: CatalogueEntry | None) -> None:

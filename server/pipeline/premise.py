@@ -18,6 +18,7 @@ from loreguard.memory.claims import Contradiction, find_contradictions
 from loreguard.schemas.base import JsonScalar
 from loreguard.schemas.memory import CanonicalFact, StateClaim
 from loreguard.schemas.text import norm_words
+from loreguard.server.pipeline.textnorm import sentences
 
 #: A tag after a statement that asks for agreement: ", isn't he?", ", right?", ", yes?".
 _TAG = re.compile(
@@ -43,8 +44,7 @@ def tag_statements(text: str) -> str:
     """`text` with each tag question read as the statement it carries ("Edward is the king now,
     isn't he?" -> "Edward is the king now."); "" when it has none. A reply that asks for
     agreement with a false claim asserts it as much as the player's line does."""
-    sentences = [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
-    tagged = [_TAG.sub(".", s) for s in sentences if _TAG.search(s) and not _INVERTED.match(s)]
+    tagged = [_TAG.sub(".", s) for s in sentences(text) if _TAG.search(s) and not _INVERTED.match(s)]
     return " ".join(tagged)
 
 
@@ -52,10 +52,10 @@ def player_claims(said: str) -> str:
     """The last sentence of the player's line as a statement: a tag question's tag dropped and a
     question mark on a statement read as a full stop; "" for a real question ("Is the king
     Edward?"), which asserts nothing."""
-    sentences = [s for s in re.split(r"(?<=[.!?])\s+", said.strip()) if s]
-    if not sentences:
+    said_sentences = sentences(said)
+    if not said_sentences:
         return ""
-    last = sentences[-1]
+    last = said_sentences[-1]
     statement = _TAG.sub(".", last)
     if statement.endswith("?"):
         if _INVERTED.match(statement):

@@ -20,6 +20,7 @@ import re
 
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
+from loreguard.server.pipeline.textnorm import sentences
 
 ASSISTANT_REGISTER_RULE = "assistant_register"
 
@@ -71,10 +72,6 @@ _NARRATION = re.compile(
 )
 
 
-#: A sentence: up to and with its end punctuation, or the unfinished rest.
-_SENTENCE = re.compile(r"[^.!?]*(?:[.!?]+[\"')\]]*|$)")
-
-
 def assistant_phrase(text: str) -> str | None:
     """The first assistant's phrase in `text`, or None."""
     plain = text.replace("\u2019", "'")
@@ -89,12 +86,11 @@ def without_assistant_sentences(dialogue: str) -> tuple[str, tuple[str, ...]]:
     """`dialogue` less its sentences in the assistant's register, and those sentences; unchanged
     when every sentence is one (nothing of the NPC's would be left: the gate fails it whole).
     "He's still called Arthur. Do you have any other questions?" keeps its first sentence."""
-    sentences = [m.group(0) for m in _SENTENCE.finditer(dialogue) if m.group(0).strip()]
-    removed = tuple(s.strip() for s in sentences if assistant_phrase(s) is not None)
-    if not removed or len(removed) == len(sentences):
+    parts = sentences(dialogue)
+    removed = tuple(s for s in parts if assistant_phrase(s) is not None)
+    if not removed or len(removed) == len(parts):
         return dialogue, ()
-    kept = "".join(s for s in sentences if assistant_phrase(s) is None)
-    return " ".join(kept.split()), removed
+    return " ".join(s for s in parts if assistant_phrase(s) is None), removed
 
 
 def find_assistant_register(dialogue: str, npc_name: str) -> list[GateFailure]:
