@@ -182,7 +182,7 @@ class OutputLimits(FrozenModel):
     #: along, traveller.".
     min_repeat_words: int = Field(default=5, ge=1, le=200)
     #: How many of the NPC's last replies a new one is compared with. 0: not checked.
-    repeat_window: int = Field(default=8, ge=0, le=64)
+    repeat_window: int = Field(default=24, ge=0, le=64)
 
 
 class NpcProfile(FrozenModel):

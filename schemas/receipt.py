@@ -80,6 +80,9 @@ class FindingKind(str, Enum):
     #: A sentence in a helpful assistant's register beside the NPC's own (`Do you have any other
     #: questions?`): stripped; a line of nothing else fails `assistant_register`.
     ASSISTANT_REGISTER = "assistant_register"
+    #: A sentence the NPC said before to another question, beside new ones (`Stay in the shadows
+    #: until then.` again): stripped; a line that is all repeat fails `repeats_itself`.
+    REPEATED_SENTENCE = "repeated_sentence"
 
 
 class FindingAction(str, Enum):

@@ -1,7 +1,7 @@
 """`loreguard bench quality`: what the embedded model's answers look like to the gate.
 
 A fixed set of player lines (`QUALITY_LINES`, 59 across the demo's two NPCs; the first six are
-the terminal demo's turns, ten ask for something the NPC may do: `REQUESTS`) goes through the full governance pipeline twice, each time on a fresh
+the terminal demo's turns, nine ask for something the NPC may do: `REQUESTS`) goes through the full governance pipeline twice, each time on a fresh
 demo store with the same seeds:
 
 - `before`: the sampler without repetition penalties or DRY, the demo guard with its original
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionContext, InteractionOutcome, NpcProfile
-from loreguard.schemas.npc import OutputLimits
+from loreguard.schemas.npc import OutputLimits, WorldDefinition
 from loreguard.schemas.output import WorldIntent
 from loreguard.schemas.receipt import JudgeRecord
 from loreguard.schemas.text import norm_words
@@ -50,7 +50,7 @@ from loreguard.server.pipeline.gate import GateConfig
 from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 from loreguard.server.pipeline.parroting import PARROTING_RULE
 from loreguard.server.pipeline.retry import RetryPolicy
-from loreguard.server.pipeline.self_repeats import find_self_repeats
+from loreguard.server.pipeline.self_repeats import RepeatContext, find_self_repeats
 from loreguard.server.pipeline.snapshot import RecentReply
 
 _DEGENERATE_RULES = frozenset(
@@ -135,7 +135,8 @@ QUALITY_LINES: tuple[tuple[str, str], ...] = (
 )
 
 #: What each line that asks for an intent asks for: a request the NPC may grant (the intent is
-#: allowed, and no rule forbids it in the bench's world state). `intent_rate` counts these lines
+#: allowed, and no rule forbids it in the bench's world state: "Can I have some bread for free?"
+#: is not one, the merchant's rule forbids giving anything away, so a grant there is wrong). `intent_rate` counts these lines
 #: that got exactly that intent; `wrong_intent_rate` counts the lines (any) that got an intent
 #: they did not ask for.
 REQUESTS: dict[tuple[str, str], WorldIntent] = {
@@ -144,7 +145,6 @@ REQUESTS: dict[tuple[str, str], WorldIntent] = {
     ("guard", "Please open the north gate."): WorldIntent(type="open_gate", params={"gate_id": "north"}),
     ("guard", "Let me through, guard. I have business inside."): WorldIntent(type="open_gate", params={"gate_id": "north"}),
     ("merchant", "I'd like a lantern. Here's 5 silver."): WorldIntent(type="give_item", params={"item": "lantern", "count": 1}),
-    ("merchant", "Can I have some bread for free?"): WorldIntent(type="give_item", params={"item": "bread", "count": 1}),
     ("merchant", "I'll take two loaves of bread."): WorldIntent(type="give_item", params={"item": "bread", "count": 2}),
     ("merchant", "Sell me some rope, please."): WorldIntent(type="give_item", params={"item": "rope", "count": 1}),
     ("merchant", "I'll buy two lanterns."): WorldIntent(type="give_item", params={"item": "lantern", "count": 2}),
@@ -196,7 +196,8 @@ def _run(
     profiles = {p.id: p for p in npcs}
     first_pass = fallbacks = degenerate_first = shown = parroted = demo_parroted = 0
     asked = granted = wrong = 0
-    heard = _Heard()
+    world = demo_world()
+    heard = _Heard({p.id: _repeat_context(p, world) for p in npcs})
     judged: list[JudgeRecord] = []
     started = time.perf_counter()
     for i, (npc_id, line) in enumerate(lines):
@@ -261,10 +262,17 @@ def _shown(intent: WorldIntent) -> str:
     return f"{intent.type}({', '.join(f'{k}={v}' for k, v in sorted(intent.params.items()))})"
 
 
+def _repeat_context(profile: NpcProfile, world: WorldDefinition) -> RepeatContext:
+    """What the gate knows of an NPC when it tells a repeated answer from a loop."""
+    facts = (*world.canonical_facts, *profile.canonical_facts)
+    return RepeatContext(npc_name=profile.name, facts=tuple(f.text for f in facts), intents=profile.allowed_intents)
+
+
 class _Heard:
     """What the player heard, per NPC: the figures that say whether an NPC repeats itself."""
 
-    def __init__(self) -> None:
+    def __init__(self, contexts: dict[str, RepeatContext]) -> None:
+        self.contexts = contexts
         self.replies: dict[str, list[RecentReply]] = {}
         self.last_fallback: dict[str, str] = {}
         self.self_repeats = 0
@@ -277,7 +285,9 @@ class _Heard:
             return
         earlier = self.replies.setdefault(npc_id, [])
         # the gate's own measure, with the default limits, against every reply heard before
-        repeats = find_self_repeats(dialogue, player, tuple(reversed(earlier)), OutputLimits(repeat_window=64))
+        repeats = find_self_repeats(
+            dialogue, player, tuple(reversed(earlier)), OutputLimits(repeat_window=64), self.contexts[npc_id]
+        )
         self.self_repeats += bool(repeats)
         earlier.append(RecentReply(player=player, dialogue=dialogue))
 

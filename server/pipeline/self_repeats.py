@@ -8,12 +8,22 @@ ratio over the normalised words joined by spaces, as `parroting.similarity` meas
 `repeat_window` replies, or to one of their sentences. The retry's repair names the earlier line
 ("do not say ... or anything like it"), and the escalation forbids it.
 
-Not a repeat:
+Not a repeat, because it is an answer (judged by what it adds to what was said before):
 - a sentence or reply shorter than `min_repeat_words` words: "Move along, traveller." is a line a
-  guard may say every day;
+  guard may say every day (but a whole short reply said word for word `SHORT_LINE_TIMES` times
+  already to other questions is a loop: "A lantern, please" to four questions);
 - the same answer to the same question: when the player's line is the earlier one's, or as
   alike as `SAME_QUESTION` ("Open the gate." and "Please open the gate."), or both are silent (a
-  greeting on each approach), saying the same again is consistent, not a loop.
+  greeting on each approach), or both ask for the same intent with the same parameters ("The
+  captain sent me. Let me in." and "Please open the north gate."), saying the same again is
+  consistent, not a loop;
+- a canonical fact restated to a line that asks about it: "The gate closes at dusk." said again
+  to "What time does the gate close?" (the piece is as alike to one of `RepeatContext.facts` as
+  to the earlier line, and the player's line shares a content word with that fact);
+- the NPC naming itself when the player asks who it is or its name;
+- the same shape about what this line asks of: "A lantern costs 5 silver." after "A rope costs 5
+  silver.", when a word the earlier piece lacks is a content word of this player's line that
+  the earlier player's line did not have. A line said again word for word is never this.
 
 The recent replies come from memory (`StateSnapshot.recent_replies`), so a replay compares with
 the same lines; a streamed sentence is judged by the same gate before it is released.
@@ -26,10 +36,13 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
 
-from loreguard.schemas.npc import OutputLimits
+from loreguard.memory.text import keywords
+from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.npc import IntentSpec, OutputLimits
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
-from loreguard.schemas.text import norm_words
+from loreguard.schemas.text import fold, norm_words, stem
+from loreguard.server.pipeline.intents import describe, offered_intents
 from loreguard.server.pipeline.snapshot import RecentReply
 from loreguard.server.pipeline.textnorm import sentences
 
@@ -68,27 +81,127 @@ def _alike(a: _Piece, b: _Piece, threshold: float) -> float:
     return SequenceMatcher(None, a.joined, b.joined, autojunk=False).ratio()
 
 
+class RepeatContext(FrozenModel):
+    """What tells an answer from a repeat: the NPC's name, the canonical facts it may restate
+    when asked, and the intents a player's line may ask for (requests for the same act are the
+    same question)."""
+
+    npc_name: str = ""
+    facts: tuple[str, ...] = ()
+    intents: tuple[IntentSpec, ...] = ()
+
+
+_NO_CONTEXT = RepeatContext()
+
+
 def find_self_repeats(
-    dialogue: str, player_input: str, recent: tuple[RecentReply, ...], limits: OutputLimits
+    dialogue: str,
+    player_input: str,
+    recent: tuple[RecentReply, ...],
+    limits: OutputLimits,
+    context: RepeatContext = _NO_CONTEXT,
 ) -> list[GateFailure]:
     """One failure when `dialogue` repeats one of `recent` (newest first) said to another player
     line; none otherwise. The newest earlier line repeated is named."""
     if not recent or not limits.repeat_window:
         return []
+    asked = norm_words(player_input)
+    window = recent[: limits.repeat_window]
     mine = _pieces(dialogue, limits.min_repeat_words)
     if not mine:
-        return []
-    asked = norm_words(player_input)
+        return _short_again(dialogue, asked, window)
+    asks = keywords(player_input)
     threshold = limits.max_self_similarity
-    for earlier in recent[: limits.repeat_window]:
+    answers = mine if _introduces(dialogue, player_input, context) else tuple(p for p in mine if _restates_fact(p, asks, context, limits))
+    for earlier in window:
         if _same_question(norm_words(earlier.player), asked):
             continue  # the same question (or silence again) may get the same answer
         for said in _pieces(earlier.dialogue, limits.min_repeat_words):
             for piece in mine:
+                if piece in answers:
+                    continue
                 score = _alike(piece, said, threshold)
-                if score >= threshold:
+                if score < threshold or _new_subject(piece, said, asks, keywords(earlier.player)):
+                    continue
+                # looked at only once two pieces are alike: reading a request costs more
+                if not _same_request(earlier.player, player_input, context.intents):
                     return [_failure(said.text, score)]
     return []
+
+
+#: How many times a line too short to be compared by likeness may be said, word for word, to
+#: other questions before saying it again is a loop ("A lantern, please" to four questions).
+SHORT_LINE_TIMES = 2
+
+
+def _short_again(dialogue: str, asked: tuple[str, ...], window: tuple[RecentReply, ...]) -> list[GateFailure]:
+    """A short reply said word for word `SHORT_LINE_TIMES` times already to other questions."""
+    words = norm_words(dialogue)
+    if not words:
+        return []
+    times = sum(norm_words(r.dialogue) == words and not _same_question(norm_words(r.player), asked) for r in window)
+    return [_failure(dialogue.strip(), 1.0)] if times >= SHORT_LINE_TIMES else []
+
+
+def without_repeated_sentences(
+    dialogue: str,
+    player_input: str,
+    recent: tuple[RecentReply, ...],
+    limits: OutputLimits,
+    context: RepeatContext = _NO_CONTEXT,
+) -> tuple[str, tuple[str, ...]]:
+    """`dialogue` less its sentences that repeat an earlier reply, and those sentences, when what
+    is left is new: "Aye, I will open the gate for you. Stay in the shadows until then." keeps its
+    first sentence when the second was said before. Unchanged when no sentence repeats, when
+    every one does, or when what is left still repeats (the gate then fails it whole)."""
+    parts = sentences(dialogue)
+    if len(parts) < 2 or not recent or not limits.repeat_window:
+        return dialogue, ()
+    removed = tuple(s for s in parts if find_self_repeats(s, player_input, recent, limits, context))
+    if not removed or len(removed) == len(parts):
+        return dialogue, ()
+    kept = " ".join(s for s in parts if s not in removed)
+    if find_self_repeats(kept, player_input, recent, limits, context):
+        return dialogue, ()
+    return kept, removed
+
+
+def _restates_fact(piece: _Piece, asks: frozenset[str], context: RepeatContext, limits: OutputLimits) -> bool:
+    """Whether the piece restates a canonical fact the player's line asks about."""
+    threshold = limits.max_self_similarity
+    return any(
+        asks & keywords(fact) and any(_alike(piece, known, threshold) >= threshold for known in _pieces(fact, 1))
+        for fact in context.facts
+    )
+
+
+def _introduces(dialogue: str, player_input: str, context: RepeatContext) -> bool:
+    """Whether the reply is the NPC naming itself to a player who asks who it is or its name."""
+    if not context.npc_name or fold(context.npc_name) not in norm_words(dialogue):
+        return False
+    words = norm_words(player_input)
+    return "name" in words or ("who" in words and "you" in words)
+
+
+def _new_subject(piece: _Piece, said: _Piece, asks: frozenset[str], asked_before: frozenset[str]) -> bool:
+    """Whether the piece says the earlier one's shape of something this line asks about that the
+    earlier line did not: a word the earlier piece lacks, a content word of this line only."""
+    if piece.joined == said.joined:
+        return False
+    added = {stem(w) for w in piece.joined.split()} - {stem(w) for w in said.joined.split()}
+    return bool(added & (asks - asked_before))
+
+
+def _requests(player_input: str, intents: tuple[IntentSpec, ...]) -> frozenset[str]:
+    """The intents (with their parameters) the line asks for."""
+    return frozenset(describe(o) for o in offered_intents(player_input, intents) if o.requested)
+
+
+def _same_request(a: str, b: str, intents: tuple[IntentSpec, ...]) -> bool:
+    if not intents:
+        return False
+    asked = _requests(a, intents)
+    return bool(asked) and asked == _requests(b, intents)
 
 
 #: Two player lines this alike (difflib's ratio of their words) ask the same thing: "Open the

@@ -19,7 +19,7 @@ from loreguard.server.audit.replay import Replayer
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.pipeline.self_repeats import REPEATS_ITSELF_RULE, find_self_repeats
+from loreguard.server.pipeline.self_repeats import REPEATS_ITSELF_RULE, RepeatContext, find_self_repeats
 from loreguard.server.pipeline.snapshot import RecentReply
 from loreguard.server.pipeline.streaming import StreamSession, continuation_prefix
 
@@ -107,8 +107,9 @@ def test_a_streamed_sentence_that_repeats_is_never_released(tmp_path: Path) -> N
     result = pipeline.interact(_guard("Where can I find an inn?"), stream=StreamSession(emit=chunks.append))
     assert [c.text for c in chunks] == ["Hail, traveller."]
     assert result.dialogue == "Hail, traveller."
-    cut = result.receipt.attempts[0].stream.cut  # type: ignore[union-attr]
-    assert cut is not None and [f.rule_id for f in cut.failures] == [REPEATS_ITSELF_RULE]
+    # the repeated sentence beside a new one is stripped as hygiene strips, never released
+    (attempt,) = result.receipt.attempts
+    assert [(f.kind.value, f.text) for f in attempt.findings] == [("repeated_sentence", THRONE)]
 
 
 def test_a_session_with_a_repeat_replays_exactly(tmp_path: Path) -> None:
@@ -144,7 +145,7 @@ def test_fallbacks_rotate_instead_of_repeating_the_last_line(tmp_path: Path) -> 
 
 def test_the_demo_profiles_keep_the_defaults() -> None:
     for profile in demo_npcs():
-        assert isinstance(profile, NpcProfile) and profile.output_limits.repeat_window == 8
+        assert isinstance(profile, NpcProfile) and profile.output_limits.repeat_window == 24
 
 
 def test_a_retry_after_a_repeat_may_not_begin_as_the_rejected_reply(tmp_path: Path) -> None:
@@ -170,3 +171,64 @@ def test_the_same_question_in_other_words_or_silence_again_may_get_the_same_answ
     shut = "The gate stays shut until dawn, and that is final."
     assert not find_self_repeats(shut, "Please open the gate.", recent(("Open the gate.", shut)), LIMITS)
     assert find_self_repeats(shut, "Where is the inn?", recent(("Open the gate.", shut)), LIMITS)
+
+
+#: What the gate knows of the demo guard and merchant when it judges a repeat.
+GUARD = RepeatContext(
+    npc_name="Brom",
+    facts=("The king of Eldmoor is named Arthur.", "The north gate closes at dusk."),
+    intents=next(p for p in demo_npcs() if p.id == "guard").allowed_intents,
+)
+MERCHANT = RepeatContext(
+    npc_name="Mira",
+    facts=("A lantern costs 5 silver.",),
+    intents=next(p for p in demo_npcs() if p.id == "merchant").allowed_intents,
+)
+
+
+@pytest.mark.parametrize(
+    ("reply", "player", "earlier", "context", "repeats"),
+    [
+        # Qwen2.5-Coder-1.5B's lines in `bench quality`: answers, not loops
+        ("The gate closes at dusk.", "What time does the gate close?",
+         ("Any news?", "The gate closes at dusk. Come back tomorrow."), GUARD, False),  # a fact asked about
+        ("My name is Brom. I am the guard at the north gate.", "What's your name again?",
+         ("Hello there. Who are you?", "I'm Brom, the guard at the north gate."), GUARD, False),  # asked who it is
+        ("A lantern costs 5 silver, love. How much more?", "How much is a lantern?",
+         ("How much for a rope?", "A rope costs 5 silver, love. How much more?"), MERCHANT, False),  # new subject
+        ("Sure, love. I'll give you two lanterns!", "I'll buy two lanterns.",
+         ("I'd like a lantern. Here's 5 silver.", "Sure, love. I'll give you a lantern!"), MERCHANT, False),
+        ("Go on, traveller. You can go through the gate now.", "Please open the north gate.",
+         ("The captain sent me. Let me in.", "Aye. You can go through the gate now."), GUARD, False),  # same request
+        # and loops
+        ("I'm sorry, love. I don't have any bread to give away right now.", "I'll take two loaves of bread.",
+         ("Can I have some bread for free?", "I'm sorry, love. I don't have any bread to give away right now."),
+         MERCHANT, True),  # word for word, to another request
+        ("The gate closes at dusk. Stay in the shadows until then.", "What time does the gate close?",
+         ("Good evening.", "Good evening, traveller. Stay in the shadows until then."), GUARD, True),  # the tail again
+        ("The gate closes at dusk.", "Any trouble on the road?",
+         ("Any news?", "The gate closes at dusk. Come back tomorrow."), GUARD, True),  # a fact nobody asked for
+        ("My name is Brom. I am the guard at the north gate.", "Do you like your job?",
+         ("Hello there. Who are you?", "I'm Brom, the guard at the north gate."), GUARD, True),  # not asked who
+        ("A rope costs 5 silver, love. How much more?", "How much is a lantern?",
+         ("How much for a rope?", "A rope costs 5 silver, love. How much more?"), MERCHANT, True),  # same words
+    ],
+)  # fmt: skip
+def test_a_repeat_is_judged_by_what_it_adds(
+    reply: str, player: str, earlier: tuple[str, str], context: RepeatContext, repeats: bool
+) -> None:
+    assert bool(find_self_repeats(reply, player, recent(earlier), LIMITS, context)) is repeats
+
+
+def test_a_short_line_said_again_and_again_is_a_loop() -> None:
+    said = recent(("Any lanterns?", "A lantern, please."), ("Hello.", "A lantern, please."))
+    assert not find_self_repeats("A lantern, please.", "What news?", said[:1], LIMITS)  # twice is a habit
+    assert find_self_repeats("A lantern, please.", "What news?", said, LIMITS)  # the third time, a loop
+    assert not find_self_repeats("A lantern, please.", "Hello.", said, LIMITS)  # the same question again
+
+
+def test_a_repeat_far_back_in_the_scene_is_still_a_repeat() -> None:
+    # the 1.5B said its bread refusal again ten replies later, past the old window of 8
+    filler = tuple(("Question number %d?" % i, f"Answer number {i} is different from all others.") for i in range(10))
+    said = recent(*filler, ("Can I have some bread?", "I'm sorry, love. I don't have any bread to give away."))
+    assert find_self_repeats("I'm sorry, love. I don't have any bread to give away.", "What news?", said, LIMITS)

@@ -59,6 +59,7 @@ const BUILT_IN_RULES := {
 	"sentence_fragment": "left a sentence unfinished",
 	# register.py
 	"assistant_register": "spoke like a helpful assistant, not as the character",
+	"repeated_sentence": "said a sentence again that it said to another question",
 	"narrates_the_player": "talked about the player instead of to them",
 	# parroting.py, self_repeats.py
 	"parroting": "copied words instead of answering",
@@ -149,6 +150,7 @@ const _QUOTES_EVIDENCE := [
 	"meta_text",
 	"sentence_fragment",
 	"assistant_register",
+	"repeated_sentence",
 	"repeats_itself",
 	"speaks_for_others",
 ]
