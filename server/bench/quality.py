@@ -344,7 +344,11 @@ def bench_quality(
             # what puts the prompt and the reply in the cache for the judge's question.
             judged = judge and name == "after"
             config = LlamaCppConfig(
-                model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, device=device, reproducible=not judged,
+                model_path=model,
+                n_threads=threads,
+                n_gpu_layers=gpu_layers,
+                device=device,
+                reproducible=not judged,
                 **{**(model_settings or {}), **sampling},
             )
             with LlamaCppBackend(config) as backend:

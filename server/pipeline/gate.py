@@ -44,8 +44,6 @@ from loreguard.schemas.output import (
     WorldIntent,
 )
 from loreguard.schemas.receipt import (
-    FindingAction,
-    FindingKind,
     GateCheck,
     GateFailure,
     GateName,
@@ -68,7 +66,7 @@ from loreguard.server.pipeline.premise import find_agreed_false_claims, tag_stat
 from loreguard.server.pipeline.prompt import HEADING_WORDS, SCAFFOLDING_MARKERS, scene_situation
 from loreguard.server.pipeline.readout import find_instructions_read_out
 from loreguard.server.pipeline.register import find_assistant_register
-from loreguard.server.pipeline.self_repeats import RepeatContext, find_self_repeats, without_repeated_sentences
+from loreguard.server.pipeline.self_repeats import find_self_repeats, repeat_context, without_repeats
 from loreguard.server.pipeline.snapshot import StateSnapshot
 from loreguard.server.pipeline.voices import find_other_voices
 
@@ -326,18 +324,11 @@ def _hard_limit_failures(
             earlier_inputs=tuple(r.player for r in snapshot.recent_replies),
         )
     )
-    hard.extend(find_self_repeats(output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits, _repeat_context(snapshot)))
+    hard.extend(
+        find_self_repeats(output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits, repeat_context(snapshot))
+    )
     hard.extend(find_other_voices(before or output.dialogue, snapshot.context.scene_turn, snapshot.npc_name))
     return hard
-
-
-def _repeat_context(snapshot: StateSnapshot) -> RepeatContext:
-    """What tells a repeated answer from a loop (see `self_repeats`)."""
-    return RepeatContext(
-        npc_name=snapshot.npc_name,
-        facts=tuple(fact.text for fact in snapshot.canonical),
-        intents=snapshot.allowed_intents,
-    )
 
 
 def _prompt_texts(snapshot: StateSnapshot) -> tuple[str, ...]:
@@ -398,8 +389,12 @@ def _contradiction_failure(hit: Contradiction, *, agreed: bool = False) -> GateF
         gate=GateName.CANONICAL,
         reason=(
             f"contradicts {what}: {hit.subject} {hit.attribute} is {hit.canonical_value}, "
-            + (f"and the output agrees with the player that it is {'not ' if hit.negated else ''}{hit.asserted}: "
-               f"tell them they are wrong" if agreed else f"output says {'not ' if hit.negated else ''}{hit.asserted}")
+            + (
+                f"and the output agrees with the player that it is {'not ' if hit.negated else ''}{hit.asserted}: "
+                f"tell them they are wrong"
+                if agreed
+                else f"output says {'not ' if hit.negated else ''}{hit.asserted}"
+            )
         ),
         severity=Severity.HARD,
         rule_id=rule_id,
@@ -452,7 +447,7 @@ def _to_output(
             map_emotion=emotion == Emotion.NEUTRAL.value,
             cut_at=cut_at,
         )
-        scrubbed = _without_repeats(scrubbed, snapshot, hygiene)
+        scrubbed = without_repeats(scrubbed, snapshot, hygiene)
         # A reply hygiene emptied keeps its words here only so the attempt's record shows them:
         # its hard failure means it is never spoken.
         data["dialogue"] = scrubbed.text or scrubbed.original
@@ -463,20 +458,6 @@ def _to_output(
     except ValidationError as exc:
         parts = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:3]]
         return None, "output does not match the schema: " + "; ".join(parts), scrubbed
-
-
-def _without_repeats(scrubbed: Scrubbed, snapshot: StateSnapshot, hygiene: OutputHygiene) -> Scrubbed:
-    """Hygiene's text less the sentences the NPC said before beside new ones (`self_repeats`):
-    stripped and recorded, or under strict hygiene left for the gate to fail."""
-    if not scrubbed.text or scrubbed.failures or hygiene is OutputHygiene.STRICT:
-        return scrubbed
-    kept, removed = without_repeated_sentences(
-        scrubbed.text, snapshot.context.said(), snapshot.recent_replies, snapshot.output_limits, _repeat_context(snapshot)
-    )
-    if not removed:
-        return scrubbed
-    found = tuple(OutputFinding(kind=FindingKind.REPEATED_SENTENCE, text=s, action=FindingAction.STRIPPED) for s in removed)
-    return scrubbed.model_copy(update={"text": kept, "findings": scrubbed.findings + found})
 
 
 def partition_mutations(

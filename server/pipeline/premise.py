@@ -5,8 +5,8 @@ Edward as surely as saying it: the instruct models do this readily (they agree w
 The claim is the player's, so the contradiction checker finds nothing in the reply itself. Here
 the player's line is read as the statement it carries (a tag question or a question mark on a
 statement, "..., isn't he?", "..., right?", is still the player's claim), checked against canon
-and world state like a reply, and a reply that opens by agreeing ("Yes", "Aye", "Indeed", "That's
-right"...) without naming the value that holds fails as that fact's contradiction. Pure.
+and world state like a reply, and a reply that opens by agreeing ("Yes", "Oh, yes", "Aye",
+"Indeed", "That's right"...) without naming the value that holds fails as that fact's contradiction. Pure.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _INVERTED = re.compile(
 )
 #: A reply that opens by agreeing with what it was told.
 _AGREEING = re.compile(
-    r"^\W*(?:yes|yeah|yep|aye|indeed|right|true|correct|exactly|certainly|of course|sure|so it is|that's right|that's true|"
+    r"^\W*(?:(?:oh|ah|aah|well|why|hm+|mm+|ooh|och|ha)\W+)?(?:yes|yeah|yep|aye|indeed|right|true|correct|exactly|certainly|of course|sure|so it is|that's right|that's true|"
     r"that is right|that is true|you're right|you are right|(?:he|she|it|they) (?:is|are|does|do|has|have|was))\b",
     re.IGNORECASE,
 )
@@ -80,7 +80,5 @@ def find_agreed_false_claims(
         return []
     reply = set(norm_words(dialogue))
     return [
-        hit
-        for hit in find_contradictions(claim, facts, state, state_claims)
-        if not set(norm_words(hit.canonical_value)) <= reply
+        hit for hit in find_contradictions(claim, facts, state, state_claims) if not set(norm_words(hit.canonical_value)) <= reply
     ]

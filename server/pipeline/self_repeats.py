@@ -38,12 +38,13 @@ from functools import lru_cache
 
 from loreguard.memory.text import keywords
 from loreguard.schemas.base import FrozenModel
-from loreguard.schemas.npc import IntentSpec, OutputLimits
-from loreguard.schemas.receipt import GateFailure, GateName
+from loreguard.schemas.npc import IntentSpec, OutputHygiene, OutputLimits
+from loreguard.schemas.receipt import FindingAction, FindingKind, GateFailure, GateName, OutputFinding
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import fold, norm_words, stem
+from loreguard.server.pipeline.hygiene import Scrubbed
 from loreguard.server.pipeline.intents import describe, offered_intents
-from loreguard.server.pipeline.snapshot import RecentReply
+from loreguard.server.pipeline.snapshot import RecentReply, StateSnapshot
 from loreguard.server.pipeline.textnorm import sentences
 
 REPEATS_ITSELF_RULE = "repeats_itself"
@@ -112,7 +113,11 @@ def find_self_repeats(
         return _short_again(dialogue, asked, window)
     asks = keywords(player_input)
     threshold = limits.max_self_similarity
-    answers = mine if _introduces(dialogue, player_input, context) else tuple(p for p in mine if _restates_fact(p, asks, context, limits))
+    answers = (
+        mine
+        if _introduces(dialogue, player_input, context)
+        else tuple(p for p in mine if _restates_fact(p, asks, context, limits))
+    )
     for earlier in window:
         if _same_question(norm_words(earlier.player), asked):
             continue  # the same question (or silence again) may get the same answer
@@ -229,3 +234,26 @@ def _failure(said: str, score: float) -> GateFailure:
         rule_id=REPEATS_ITSELF_RULE,
         evidence=said[:_EVIDENCE_CHARS],
     )
+
+
+def repeat_context(snapshot: StateSnapshot) -> RepeatContext:
+    """What tells a repeated answer from a loop (see `self_repeats`)."""
+    return RepeatContext(
+        npc_name=snapshot.npc_name,
+        facts=tuple(fact.text for fact in snapshot.canonical),
+        intents=snapshot.allowed_intents,
+    )
+
+
+def without_repeats(scrubbed: Scrubbed, snapshot: StateSnapshot, hygiene: OutputHygiene) -> Scrubbed:
+    """Hygiene's text less the sentences the NPC said before beside new ones (`self_repeats`):
+    stripped and recorded, or under strict hygiene left for the gate to fail."""
+    if not scrubbed.text or scrubbed.failures or hygiene is OutputHygiene.STRICT:
+        return scrubbed
+    kept, removed = without_repeated_sentences(
+        scrubbed.text, snapshot.context.said(), snapshot.recent_replies, snapshot.output_limits, repeat_context(snapshot)
+    )
+    if not removed:
+        return scrubbed
+    found = tuple(OutputFinding(kind=FindingKind.REPEATED_SENTENCE, text=s, action=FindingAction.STRIPPED) for s in removed)
+    return scrubbed.model_copy(update={"text": kept, "findings": scrubbed.findings + found})

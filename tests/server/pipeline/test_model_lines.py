@@ -30,11 +30,7 @@ def _lines(corpus: str = "model_lines") -> list[dict[str, Any]]:
 
 
 def _cases() -> list[Any]:
-    return [
-        pytest.param(line, id=f"{corpus}:{line['id']}")
-        for corpus in CORPORA
-        for line in _lines(corpus)
-    ]
+    return [pytest.param(line, id=f"{corpus}:{line['id']}") for corpus in CORPORA for line in _lines(corpus)]
 
 
 def _run(tmp_path: Path, case: dict[str, Any]) -> InteractionResult:
@@ -60,7 +56,9 @@ def test_a_labelled_model_line(case: dict[str, Any], tmp_path: Path) -> None:
     rules = _first_rules(result)
     if case["id"].startswith("unchecked_"):
         # broken in a way no check judges: whatever happens, no check meant for something else fires
-        assert not rules & {"parroting", "repeats_itself", "repeated_sentence", "assistant_register", "narrates_the_player"}, rules
+        assert not rules & {"parroting", "repeats_itself", "repeated_sentence", "assistant_register", "narrates_the_player"}, (
+            rules
+        )
         return
     if case["expect"] is None:
         assert result.outcome is InteractionOutcome.VALIDATED and not result.receipt.attempts[0].failures, rules

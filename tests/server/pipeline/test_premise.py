@@ -32,6 +32,8 @@ def _first_failures(tmp_path: Path, npc: str, player: str, reply: str) -> list[s
         (FALSE_CLAIM, "Yes, dear. It's a bit of a name change, isn't it?"),  # qwen2.5-coder-1.5b
         ("The king is called Edward now, right?", "Aye, that he is."),
         ("So the king is named Edward these days?", "Indeed, love, and a fine king too."),
+        (FALSE_CLAIM, "Oh, yes. I see you've learned something new, love."),  # qwen2.5-coder-1.5b
+        (FALSE_CLAIM, "Well, aye, Edward it is."),
     ],
 )
 def test_agreeing_with_a_claim_canon_denies_fails_as_that_facts_contradiction(tmp_path: Path, player: str, reply: str) -> None:
@@ -46,6 +48,8 @@ def test_agreeing_with_a_claim_canon_denies_fails_as_that_facts_contradiction(tm
         ("The king is called Arthur, isn't he?", "Yes, love, Arthur it is."),  # a true claim
         ("Is the king called Edward?", "Yes? Ask the castle, love, I sell rope."),  # a question asserts nothing
         ("I heard a song about Edward. Nice tune, isn't it?", "Yes, a pretty tune, love."),
+        (FALSE_CLAIM, "Oh, no, love. Arthur is king, same as ever."),
+        (FALSE_CLAIM, "Oh, yesterday's gossip! Arthur is king, love."),  # "yes" only inside a word
     ],
 )
 def test_what_does_not_agree_with_a_false_claim_passes(tmp_path: Path, player: str, reply: str) -> None:

@@ -229,6 +229,6 @@ def test_a_short_line_said_again_and_again_is_a_loop() -> None:
 
 def test_a_repeat_far_back_in_the_scene_is_still_a_repeat() -> None:
     # the 1.5B said its bread refusal again ten replies later, past the old window of 8
-    filler = tuple(("Question number %d?" % i, f"Answer number {i} is different from all others.") for i in range(10))
+    filler = tuple((f"Question number {i}?", f"Answer number {i} is different from all others.") for i in range(10))
     said = recent(*filler, ("Can I have some bread?", "I'm sorry, love. I don't have any bread to give away."))
     assert find_self_repeats("I'm sorry, love. I don't have any bread to give away.", "What news?", said, LIMITS)
