@@ -48,7 +48,7 @@ func _play() -> void:
 	var pid := _loreguard.launched_pid
 	var outcome := {}
 	_say_into("Is the gate open tonight?", outcome)
-	await _until(func() -> bool: return not _loreguard._in_flight.is_empty(), WAIT_S)
+	await _until(func() -> bool: return _loreguard._requests.has_in_flight(), WAIT_S)
 	var killed_at := Time.get_ticks_msec()
 	# From outside, as a crash or `kill -9` would (OS.kill would also reap it for the game).
 	OS.execute("kill", ["-KILL", str(pid)])

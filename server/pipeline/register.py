@@ -43,6 +43,8 @@ _PATTERNS = tuple(
         r"\b(?:can't|cannot|can not|am unable to|won't be able to|unable to|not able to) (?:assist|comply|fulfil|fulfill)\b",
         r"\bcomply with (?:your|that|this|the) request\b",
         r"\b(?:can't|cannot|unable to) (?:provide|share|give) (?:that |this |any |such )?(?:information|details|content)\b",
+        r"\b(?:not able|unable) to (?:\w+ ){1,6}at this (?:time|moment)\b",
+        r"\bi (?:don't|do not) have (?:any |enough |much )?(?:information|data|details) (?:about|on|regarding)\b",
         # asking for context
         r"\b(?:provide|give|share) (?:me )?(?:with )?(?:more|some|additional|further) (?:context|details|information)\b",
         r"\bcould you (?:please )?(?:clarify|elaborate|rephrase|explain what you mean)\b",
@@ -54,6 +56,9 @@ _PATTERNS = tuple(
         r"\bto answer (?:this|that|your) question\b",
         r"\b(?:sorry|apologi[sz]e) for any inconvenience\b",
         r"\bask me for (?:support|assistance)\b",
+        # answering like a reference work
+        r"\b(?:and|or) other factors\b",
+        r"\b(?:several|many|various|a few) (?:\w+ )?options\b",
         # talking about the input or the answer
         r"\b(?:no|the) (?:other |more |further )?(?:words|text|input|information|context|details|description) (?:was |were )?provided\b",
         r"\b(?:your|the|this) (?:question|query|prompt|request) (?:is|was) (?:unclear|not clear|ambiguous)\b",

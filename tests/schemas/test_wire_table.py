@@ -22,7 +22,11 @@ def test_the_python_client_has_a_method_for_every_message() -> None:
     sent = _sent_by(inspect.getsource(calls), r'_call\(\s*"([a-z_.]+)"')
     assert sent == set(MESSAGES)
     for name, function in inspect.getmembers(calls, inspect.isfunction):
-        if function.__module__ == calls.__name__ and not name.startswith("_") and name not in ("body_of", "is_chunk", "reply_wait_s"):
+        if (
+            function.__module__ == calls.__name__
+            and not name.startswith("_")
+            and name not in ("body_of", "is_chunk", "reply_wait_s")
+        ):
             assert callable(getattr(Client, name)) and inspect.iscoroutinefunction(getattr(AsyncClient, name)), name
 
 

@@ -40,7 +40,9 @@ def test_a_model_too_slow_for_this_cpu_gives_way_and_the_line_says_why() -> None
     pick = pick_model(on_gpu=False, installed=both, may_download=False, cores=2, catalogue=catalogue)
     assert pick.model == "qwen2.5-coder-0.5b"
     # more cores: the same measurement scales down, and the stronger model answers in time
-    assert pick_model(on_gpu=False, installed=both, may_download=False, cores=8, catalogue=catalogue).model == "qwen2.5-coder-1.5b"
+    assert (
+        pick_model(on_gpu=False, installed=both, may_download=False, cores=8, catalogue=catalogue).model == "qwen2.5-coder-1.5b"
+    )
     # a GPU: taken as at least 16 cores' worth for an entry with no GPU figure of its own
     assert pick_model(on_gpu=True, installed=both, may_download=False, cores=2, catalogue=catalogue).model == "qwen2.5-coder-1.5b"
 
@@ -69,9 +71,7 @@ def test_an_unmeasured_entry_is_never_picked() -> None:
     assert set(measured) == {"qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"}
 
 
-def test_demo_auto_without_a_download_says_which_model_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_demo_auto_without_a_download_says_which_model_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Nothing installed (the private caches of conftest), no --yes, no terminal: the embedded model."""
     assert main(["demo", "--scripted", "--data", str(tmp_path)]) == 0  # --scripted loads no model at all
     code = main(["demo", "--model", "auto", "--memory-budget-mib", "1", "--data", str(tmp_path)])

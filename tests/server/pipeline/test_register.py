@@ -27,6 +27,11 @@ ASSISTANT = (
     "Please ask me for clarification or support.",
     "I'm sorry, but I don't have the necessary information to answer this question.",  # qwen2.5-coder-0.5b
     "Yes, there is a road that recently has been cut off. I'm sorry for any inconvenience caused.",
+    # qwen2.5-coder-1.5b in `bench quality`, session 2
+    "Sorry, but I'm not able to open the gate for you at this time.",
+    "I'm sorry, love. I don't have any information about trade right now.",
+    "The weather is not always this wet. It can vary depending on the season and other factors.",
+    "There are several inn options in Eldmoor, such as the old tavern or the inn on the side of the river.",
 )
 
 IN_CHARACTER = (
@@ -41,6 +46,10 @@ IN_CHARACTER = (
     "If you have questions, the captain has answers. I have a gate.",
     "Help yourself to the bread, it's yesterday's.",
     "I'm here to keep this gate, not to chat.",
+    "Nobody passes at this time of night, traveller.",
+    "I'm not able to read, love, so the letter's yours to carry.",
+    "I don't have any bread left, love. Come back at dawn.",
+    "You've few options, traveller: the gate at dawn or the river.",
     "You'll want the inn by the river. Tell them Brom sent you.",
 )
 

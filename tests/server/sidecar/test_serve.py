@@ -153,7 +153,9 @@ def test_auto_asks_the_judge_for_a_judge_capable_catalogue_model_on_a_gpu_only(m
     assert _judge_setup(argparse.Namespace(**{**vars(args), "backend": "openai"}), "qwen2.5-1.5b").mode == "off"
     # the bar: 1.5B parameters and up, unless measured otherwise
     measured_off = {"qwen2.5-coder-1.5b"}
-    assert all(m.judge_capable == (float(m.params.rstrip("B")) >= 1.5 and m.name not in measured_off) for m in load_catalogue().models)
+    assert all(
+        m.judge_capable == (float(m.params.rstrip("B")) >= 1.5 and m.name not in measured_off) for m in load_catalogue().models
+    )
 
 
 def test_a_judge_model_needs_a_model_to_ask(tmp_path: Path) -> None:

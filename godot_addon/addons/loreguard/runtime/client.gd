@@ -22,6 +22,11 @@ extends Node
 ## is on). `status_changed` reports each step for the game's UI.
 ## Designer data (`load_world`, `register_npc`) is remembered and sent again after every
 ## reconnect, so a restarted sidecar knows the game's world and NPCs before anything else.
+##
+## This node decides when a request may go out and what each connection event means.
+## LoreguardRequests keeps the requests from id to outcome, LoreguardSession the designer data,
+## LoreguardLauncher the sidecar process and the status. The typed calls (`interact`,
+## `scene_next`, …) build a body and pass it to `request`.
 
 ## The connection is up and the designer data has been sent again.
 signal connected
@@ -35,7 +40,7 @@ signal sidecar_problem(message: String)
 ## ready, restarting, failed.
 signal status_changed(status: LoreguardSidecarStatus)
 
-const PROTOCOL_VERSION := 1
+const PROTOCOL_VERSION := LoreguardRequests.PROTOCOL_VERSION
 ## How long `start()` waits for `hello` before it launches the sidecar (LoreguardLauncher's).
 const LAUNCH_PROBE_MS := LoreguardLauncher.LAUNCH_PROBE_MS
 ## How long the check of a sidecar found on the port (its `hello`) may take (LoreguardLauncher's).
@@ -72,43 +77,12 @@ var problem: String = ""
 ## debugger; null otherwise.
 var debug_forwarder: LoreguardDebugForwarder
 
-var _next_id: int = 1
-var _waiting: Array[_Pending] = []
-var _in_flight: Dictionary = {}
-var _session: Array[_SessionEntry] = []
-## NPC ids the game asked to warm (a set): warmed again once the session is replayed.
-var _warmed: Dictionary = {}
+## The requests waiting for the connection or on the wire, over this client's dealer.
+var _requests: LoreguardRequests = LoreguardRequests.new(dealer)
+## The designer data every new connection gets first.
+var _session: LoreguardSession = LoreguardSession.new()
 ## Launching, restarting and the status; it shares this client's dealer and supervisor.
 var _launcher: LoreguardLauncher = LoreguardLauncher.new(dealer, supervisor)
-
-
-## A request on its way: resolved once, by reply, error, timeout or disconnect.
-class _Pending:
-	extends RefCounted
-	## Emitted once, when `result` is set.
-	signal done
-	var id: int
-	var bytes: PackedByteArray
-	var deadline_ms: int
-	var timeout_ms: int
-	var result: LoreguardResult
-	## Streamed requests: called with each `*.chunk` body, in order, before the reply.
-	var on_chunk: Callable
-
-	func resolve(with: LoreguardResult) -> void:
-		if result == null:
-			result = with
-			done.emit()
-
-
-## Designer data sent again after each reconnect.
-class _SessionEntry:
-	extends RefCounted
-	var key: String
-	var type: String
-	var body: Dictionary
-	## The request its caller awaits, while one does.
-	var waiter: _Pending
 
 
 # Here rather than in _ready: the launcher may report before the node enters the tree.
@@ -122,7 +96,7 @@ func _init() -> void:
 func _ready() -> void:
 	debug_forwarder = LoreguardDebugForwarder.attach_if_debugging(self)
 	dealer.state_changed.connect(_on_state_changed)
-	dealer.message_received.connect(_on_message)
+	dealer.message_received.connect(_requests.on_message)
 	if autostart and not Engine.is_editor_hint():
 		start()
 
@@ -131,7 +105,7 @@ func _process(_delta: float) -> void:
 	var now := Time.get_ticks_msec()
 	dealer.poll(now)
 	_launcher.poll(now)
-	_expire(now)
+	_requests.expire(now, address)
 
 
 # Quitting the game and freeing this node both pass through here.
@@ -197,7 +171,7 @@ func register_npc(profile: LoreguardNpcProfile, rules: Array[LoreguardRuleSet] =
 ## in idle time, so its first line starts sooner. Answered at once; changes no memory. Sent again
 ## after every reconnect, after the NPC's registration (a restarted sidecar's cache is empty).
 func warm(npc_id: String) -> LoreguardResult:
-	_warmed[npc_id] = true
+	_session.warm(npc_id)
 	return await request("npc.warm", {"npc_id": npc_id})
 
 
@@ -296,57 +270,27 @@ func scene_get(scene_id: String) -> LoreguardResult:
 
 
 func _session_request(type: String, key: String, body: Dictionary) -> LoreguardResult:
-	var entry: _SessionEntry = null
-	for existing in _session:
-		if existing.key == key:
-			entry = existing
-	if entry == null:
-		entry = _SessionEntry.new()
-		entry.key = key
-		entry.type = type
-		_session.append(entry)
-		# The world goes first on a reconnect, then NPCs in the order they registered.
-		_session.sort_custom(
-			func(a: _SessionEntry, b: _SessionEntry) -> bool: return a.type == "world.load" and b.type != "world.load"
-		)
-	entry.body = body
 	var pending := _make_pending(type, body, -1)
+	_session.remember(type, key, body, pending if pending.result == null else null)
 	if pending.result != null:
 		return pending.result
-	entry.waiter = pending
 	_submit(pending)
 	if pending.result == null:
 		await pending.done
 	return pending.result
 
 
-func _make_pending(type: String, body: Dictionary, timeout_ms: int) -> _Pending:
-	var pending := _Pending.new()
-	pending.id = _next_id
-	_next_id += 1
-	var envelope := {"v": PROTOCOL_VERSION, "id": pending.id, "type": type, "body": body}
-	var encoded := LoreguardMsgPack.encode(envelope)
-	if not encoded.ok:
-		pending.resolve(
-			LoreguardResult.failure(
-				LoreguardError.new(LoreguardError.CLIENT, "cannot encode %s: %s" % [type, encoded.error])
-			)
-		)
-		return pending
-	pending.bytes = encoded.bytes
-	pending.timeout_ms = timeout_ms if timeout_ms >= 0 else request_timeout_ms
-	pending.deadline_ms = Time.get_ticks_msec() + pending.timeout_ms
-	return pending
+func _make_pending(type: String, body: Dictionary, timeout_ms: int) -> LoreguardPendingRequest:
+	return _requests.make(type, body, timeout_ms if timeout_ms >= 0 else request_timeout_ms)
 
 
-func _submit(pending: _Pending) -> void:
+## Sends `pending` when the connection is usable; until then it waits (see `_open_session`).
+func _submit(pending: LoreguardPendingRequest) -> void:
 	if status.state == LoreguardSidecarStatus.State.FAILED:
 		var why := "the sidecar is not running: " + status.reason
 		pending.resolve(LoreguardResult.failure(LoreguardError.new(LoreguardError.SIDECAR_DOWN, why)))
-	elif is_connected_to_sidecar() and dealer.send(pending.bytes):
-		_in_flight[pending.id] = pending
-	else:
-		_waiting.append(pending)
+	elif not (is_connected_to_sidecar() and _requests.send(pending)):
+		_requests.hold(pending)
 
 
 func _on_state_changed(state: LoreguardDealer.State) -> void:
@@ -378,10 +322,9 @@ func _check_version(hello_reply: Dictionary) -> void:
 
 ## The connection is usable: designer data first, then what waited, then `connected`.
 func _open_session() -> void:
-	_replay_session()
-	var waiting := _waiting
-	_waiting = []
-	for pending in waiting:
+	for pending in _session.replay(_requests, request_timeout_ms):
+		_submit(pending)
+	for pending in _requests.take_waiting():
 		_submit(pending)
 	_launcher.session_opened()
 	connected.emit()
@@ -390,9 +333,8 @@ func _open_session() -> void:
 ## Asks what answers on the port for `hello`; LoreguardLauncher decides whether it may be used.
 func _vet() -> void:
 	var pending := _make_pending("hello", {"client": "loreguard-godot"}, VET_TIMEOUT_MS)
-	if pending.result != null or not dealer.send(pending.bytes):
+	if pending.result != null or not _requests.send(pending):
 		return
-	_in_flight[pending.id] = pending
 	await pending.done
 	var result := pending.result
 	var dropped := not dealer.is_ready() or result.error != null and result.error.code == LoreguardError.SIDECAR_DOWN
@@ -406,106 +348,10 @@ func _vet() -> void:
 ## Fails every request on the wire with `sidecar_down`; a designer-data request goes back in the
 ## queue instead, since the session replay sends it again.
 func _fail_in_flight(why: String) -> void:
-	var lost := _in_flight.values()
-	_in_flight.clear()
-	for pending: _Pending in lost:
-		if _is_session_waiter(pending):
-			_waiting.append(pending)
-		else:
-			pending.resolve(
-				LoreguardResult.failure(LoreguardError.new(LoreguardError.SIDECAR_DOWN, why, {"sent": true}))
-			)
-
-
-func _is_session_waiter(pending: _Pending) -> bool:
-	for entry in _session:
-		if entry.waiter == pending:
-			return true
-	return false
+	_requests.fail_in_flight(why, _session.is_waiter)
 
 
 ## The launcher gave up (FAILED): requests waiting for a connection fail at once with
 ## `sidecar_down`, except designer data (sent on a reconnect).
 func _refuse_waiting(why: String) -> void:
-	for pending in _waiting.duplicate():
-		if not _is_session_waiter(pending):
-			_waiting.erase(pending)
-			pending.resolve(LoreguardResult.failure(LoreguardError.new(LoreguardError.SIDECAR_DOWN, why)))
-
-
-## Sends the designer data again, in order, before anything that waited for the connection.
-func _replay_session() -> void:
-	for entry in _session:
-		var pending := entry.waiter
-		if pending != null and pending in _waiting:
-			_waiting.erase(pending)  # its caller is still waiting: this send answers it
-		else:
-			pending = _make_pending(entry.type, entry.body, -1)
-			var key := entry.key
-			pending.done.connect(func() -> void: _warn_replay(key, pending.result), CONNECT_ONE_SHOT)
-		_submit(pending)
-	# After the registrations, which the sidecar handles in arrival order.
-	var warm_ids: Array = _warmed.keys()
-	warm_ids.sort()
-	for npc_id: String in warm_ids:
-		var warm_pending := _make_pending("npc.warm", {"npc_id": npc_id}, -1)
-		var warm_key := "npc.warm " + npc_id
-		warm_pending.done.connect(func() -> void: _warn_replay(warm_key, warm_pending.result), CONNECT_ONE_SHOT)
-		_submit(warm_pending)
-
-
-func _warn_replay(key: String, result: LoreguardResult) -> void:
-	if not result.ok:
-		push_warning("Loreguard: re-sending %s after a reconnect failed: %s" % [key, result.error])
-
-
-func _on_message(parts: Array[PackedByteArray]) -> void:
-	if parts.size() != 1:
-		push_warning("Loreguard: ignored a reply of %d frames (the protocol uses one)" % parts.size())
-		return
-	var decoded := LoreguardMsgPack.decode(parts[0])
-	if not decoded.ok or not decoded.value is Dictionary:
-		push_warning("Loreguard: ignored an undecodable reply: %s" % decoded.error)
-		return
-	var reply: Dictionary = decoded.value
-	var pending: _Pending = _in_flight.get(reply.get("id"))
-	if pending == null:
-		return  # a reply for a request that already timed out
-	var body: Dictionary = reply.get("body", {}) if reply.get("body") is Dictionary else {}
-	if str(reply.get("type", "")).ends_with(".chunk"):
-		# A streamed request's partial reply: the request stays in flight until its reply.
-		pending.deadline_ms = Time.get_ticks_msec() + pending.timeout_ms
-		if pending.on_chunk.is_valid():
-			pending.on_chunk.call(body)
-		return
-	_in_flight.erase(pending.id)
-	if reply.get("type") == "error":
-		var details: Dictionary = body.get("details") if body.get("details") is Dictionary else {}
-		pending.resolve(
-			LoreguardResult.failure(
-				LoreguardError.new(
-					str(body.get("code", LoreguardError.INTERNAL)), str(body.get("message", "")), details
-				)
-			)
-		)
-	else:
-		pending.resolve(LoreguardResult.success(str(reply.get("type", "")), body))
-
-
-func _expire(now_ms: int) -> void:
-	var expired: Array[_Pending] = []
-	for pending: _Pending in _in_flight.values():
-		if now_ms >= pending.deadline_ms:
-			expired.append(pending)
-	for pending in _waiting:
-		if now_ms >= pending.deadline_ms:
-			expired.append(pending)
-	for pending in expired:
-		_in_flight.erase(pending.id)
-		_waiting.erase(pending)
-		var why := (
-			"no reply within the request timeout"
-			if dealer.is_ready()
-			else "no connection to the sidecar at %s (%s)" % [address, dealer.last_error]
-		)
-		pending.resolve(LoreguardResult.failure(LoreguardError.new(LoreguardError.NO_REPLY, why)))
+	_requests.refuse_waiting(why, _session.is_waiter)
