@@ -54,8 +54,39 @@ def test_a_line_that_is_only_a_name_fails(line: str) -> None:
     assert failure.rule_id == ONLY_A_NAME_RULE
 
 
-def test_outside_a_scene_nothing_is_checked() -> None:
+def test_outside_a_scene_no_speaker_label_is_looked_for() -> None:
     assert find_other_voices('Aye. Mira: "What?"', None, "Brom") == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [  # qwen2.5-coder-1.5b as Brom, to the player in `bench quality`
+        "I enjoy my job, Brom. I guard the north gate every night.",
+        "I enjoy my job, Brom.",
+        "No, Brom. The gate is closed at dusk.",
+        "Good evening, Brom! The gate closes at dusk.",
+    ],
+)
+def test_a_line_that_calls_the_player_by_the_npcs_own_name_fails(line: str) -> None:
+    (failure,) = find_other_voices(line, None, "Brom")
+    assert failure.rule_id == SPEAKS_TO_ITSELF_RULE
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Brom. I keep this gate, and I keep it well.",  # the demo's own example: a name given
+        "I'm the guard here, Brom, and I keep the gate.",
+        "The name's Brom.",
+        "They call me Brom, traveller.",
+        "I am the gate guard, Brom.",
+        "Ask Mira, she knows the river.",
+        "Good evening, traveller. I'm Brom.",
+        "Brom, at your service.",  # outside a scene a name opening the line is given, not called
+    ],
+)
+def test_an_npc_naming_itself_is_not_calling_the_player(line: str) -> None:
+    assert find_other_voices(line, None, "Brom") == []
 
 
 def test_the_situation_names_who_is_there_where_and_what_about() -> None:
