@@ -44,6 +44,7 @@ _PATTERNS = tuple(
         r"\bcomply with (?:your|that|this|the) request\b",
         r"\b(?:can't|cannot|unable to) (?:provide|share|give) (?:that |this |any |such )?(?:information|details|content)\b",
         r"\b(?:not able|unable) to (?:\w+ ){1,6}at this (?:time|moment)\b",
+        r"\b(?:can't|cannot|can not|unable to) help (?:you )?with (?:that|this)(?: request| question)?\s*(?:[.!]|$)",
         r"\bi (?:don't|do not) have (?:any |enough |much )?(?:information|data|details) (?:about|on|regarding)\b",
         # asking for context
         r"\b(?:provide|give|share) (?:me )?(?:with )?(?:more|some|additional|further) (?:context|details|information)\b",

@@ -29,6 +29,7 @@ ASSISTANT = (
     "Yes, there is a road that recently has been cut off. I'm sorry for any inconvenience caused.",
     # qwen2.5-coder-1.5b in `bench quality`, session 2
     "Sorry, but I'm not able to open the gate for you at this time.",
+    "I'm sorry, but I can't help with that. I'm not a mage or a scholar.",
     "I'm sorry, love. I don't have any information about trade right now.",
     "The weather is not always this wet. It can vary depending on the season and other factors.",
     "There are several inn options in Eldmoor, such as the old tavern or the inn on the side of the river.",
@@ -47,6 +48,7 @@ IN_CHARACTER = (
     "Help yourself to the bread, it's yesterday's.",
     "I'm here to keep this gate, not to chat.",
     "Nobody passes at this time of night, traveller.",
+    "I can't help with that, traveller. Ask the captain.",
     "I'm not able to read, love, so the letter's yours to carry.",
     "I don't have any bread left, love. Come back at dawn.",
     "You've few options, traveller: the gate at dawn or the river.",
