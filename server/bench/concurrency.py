@@ -31,7 +31,8 @@ from loreguard.client import AsyncClient, Client
 from loreguard.memory import MemoryStore
 from loreguard.server.bench.inference import _LINES, bench_profiles, bench_world
 from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, InferenceBackend
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
+from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
 from loreguard.server.pipeline.inference.llama_native import NativeContext
 from loreguard.server.pipeline.inference.recording import RecordingBackend
 from loreguard.server.sidecar.stats import percentile

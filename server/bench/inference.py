@@ -23,7 +23,8 @@ from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionContext, NpcProfile, ParsedOutput, WorldDefinition
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
+from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
 from loreguard.server.pipeline.inference.recording import RecordingBackend
 
 _PLACES = ("the mill", "the north gate", "the river ford", "the old chapel", "the salt market", "the watchtower",

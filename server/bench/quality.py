@@ -47,7 +47,8 @@ from loreguard.server.demo.session import TURNS
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 from loreguard.server.pipeline.degenerate import find_degenerate
 from loreguard.server.pipeline.gate import GateConfig
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
+from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
 from loreguard.server.pipeline.parroting import PARROTING_RULE
 from loreguard.server.pipeline.retry import RetryPolicy
 from loreguard.server.pipeline.self_repeats import RepeatContext, find_self_repeats

@@ -43,7 +43,8 @@ from loreguard.schemas.npc import NpcProfile
 from loreguard.schemas.receipt import InteractionResult
 from loreguard.schemas.wire import InteractChunk
 from loreguard.server.bench.inference import _LINES, bench_profiles, bench_world
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
+from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
 from loreguard.server.sidecar.stats import percentile
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 

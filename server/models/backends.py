@@ -81,7 +81,8 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
         return f"remote model at {choice.base_url}", lambda: OpenAICompatibleBackend(remote)
     from loreguard.server.models.resolve import choose_model, warn_guesses
     from loreguard.server.pipeline.inference.devices import choose_device
-    from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+    from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
+    from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
 
     # A device this build lacks is refused before a model is chosen, let alone downloaded.
     placement = choose_device(choice.device, choice.gpu_layers)

@@ -38,6 +38,9 @@ from loreguard.server.pipeline.self_repeats import REPEATS_ITSELF_RULE
 from loreguard.server.pipeline.snapshot import StateSnapshot
 from loreguard.server.pipeline.streaming import IncrementalGate, chunk_ends, continuation_prefix
 
+#: How many of the NPC's latest replies the sampler's repetition penalties count as said already.
+SAID_BEFORE_REPLIES = 8
+
 #: Counts an event on the pipeline's counters (name, amount).
 Count = Callable[[str, int], None]
 
@@ -96,6 +99,7 @@ def run_attempt(
         output_schema=schema,
         output_prefix=continuation_prefix(carry.continued) if carry.continued or carry.avoid else "",
         avoid_start=carry.avoid,
+        said_before=tuple(reversed([r.dialogue for r in snapshot.recent_replies[:SAID_BEFORE_REPLIES]])),
         timeout_ms=time_decisions.generation_timeout_ms(run),
     )
     watcher = _incremental_gate(run, snapshot, carry, config, judge is not None, special_tokens)

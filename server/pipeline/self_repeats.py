@@ -23,7 +23,8 @@ Not a repeat, because it is an answer (judged by what it adds to what was said b
 - the NPC naming itself when the player asks who it is or its name;
 - the same shape about what this line asks of: "A lantern costs 5 silver." after "A rope costs 5
   silver.", when a word the earlier piece lacks is a content word of this player's line that
-  the earlier player's line did not have. A line said again word for word is never this.
+  the earlier player's line did not have. A line said again word for word is never this, and
+  a shape said to `SHAPE_TIMES` earlier questions already is a template, a loop.
 
 The recent replies come from memory (`StateSnapshot.recent_replies`), so a replay compares with
 the same lines; a streamed sentence is judged by the same gate before it is released.
@@ -118,20 +119,35 @@ def find_self_repeats(
         if _introduces(dialogue, player_input, context)
         else tuple(p for p in mine if _restates_fact(p, asks, context, limits))
     )
+    shaped: list[tuple[_Piece, float]] = []  # earlier pieces of the same shape about another subject
     for earlier in window:
         if _same_question(norm_words(earlier.player), asked):
             continue  # the same question (or silence again) may get the same answer
+        shape: tuple[_Piece, float] | None = None
         for said in _pieces(earlier.dialogue, limits.min_repeat_words):
             for piece in mine:
                 if piece in answers:
                     continue
                 score = _alike(piece, said, threshold)
-                if score < threshold or _new_subject(piece, said, asks, keywords(earlier.player)):
+                if score < threshold:
+                    continue
+                if _new_subject(piece, said, asks, keywords(earlier.player)):
+                    shape = shape or (said, score)
                     continue
                 # looked at only once two pieces are alike: reading a request costs more
                 if not _same_request(earlier.player, player_input, context.intents):
                     return [_failure(said.text, score)]
+        if shape is not None:
+            shaped.append(shape)
+    if len(shaped) >= SHAPE_TIMES:
+        return [_failure(shaped[0][0].text, shaped[0][1])]
     return []
+
+
+#: How many earlier replies may share a reply's shape about other subjects before the shape is a
+#: loop: "A rope costs 5 silver." then "A lantern costs..." is an answer; "I don't have any
+#: information on the road." after the same about the weather and a merchant is a template.
+SHAPE_TIMES = 2
 
 
 #: How many times a line too short to be compared by likeness may be said, word for word, to

@@ -232,3 +232,14 @@ def test_a_repeat_far_back_in_the_scene_is_still_a_repeat() -> None:
     filler = tuple((f"Question number {i}?", f"Answer number {i} is different from all others.") for i in range(10))
     said = recent(*filler, ("Can I have some bread?", "I'm sorry, love. I don't have any bread to give away."))
     assert find_self_repeats("I'm sorry, love. I don't have any bread to give away.", "What news?", said, LIMITS)
+
+
+def test_a_shape_said_about_one_subject_after_another_is_a_template() -> None:
+    # qwen2.5-coder-1.5b as the guard, four questions in a row (bench quality, session 2)
+    said = recent(
+        ("Is the weather always this wet?", "I'm sorry, but I don't have any news on the weather in Eldmoor."),
+        ("Have you seen a merchant pass by?", "I'm sorry, but I don't have any news on a merchant in Eldmoor."),
+    )
+    line = "I'm sorry, but I don't have any news on the road in Eldmoor."
+    assert not find_self_repeats(line, "Any trouble on the road lately?", said[:1], LIMITS)  # once: an answer
+    assert find_self_repeats(line, "Any trouble on the road lately?", said, LIMITS)  # the third time: a template

@@ -17,7 +17,8 @@ from loreguard.server.bench.sidecar import load_npcs
 from loreguard.server.demo import demo_world
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.inference import BackendError
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
+from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 pytestmark = pytest.mark.model

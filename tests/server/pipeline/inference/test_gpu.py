@@ -25,7 +25,8 @@ from loreguard.server.bench.sidecar import load_npcs
 from loreguard.server.demo import demo_world
 from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
 from loreguard.server.pipeline.inference.devices import DeviceError, available_devices, choose_device
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
+from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
 from loreguard.server.pipeline.inference.models import embedded_model_path
 
 # Also `model`: the fast suite (`-m "not slow and not model"`) leaves them out.

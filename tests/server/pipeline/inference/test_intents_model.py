@@ -13,7 +13,8 @@ from pipeline_helpers import ask
 
 from loreguard.server.bench.quality import REQUESTS
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
+from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
 
 pytestmark = pytest.mark.model
 

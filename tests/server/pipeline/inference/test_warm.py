@@ -15,7 +15,8 @@ from waiting import wait_for
 
 from loreguard.schemas.prompt import NEW_MESSAGE_HEADINGS
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
+from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
+from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
 
 pytestmark = pytest.mark.model
 
