@@ -21,13 +21,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: The default backend's replies, in turn: "Well met, traveller." first, and more of them than
+#: an NPC's repeat window (24), since a short line said a third time to other questions is a loop.
+GREETINGS = tuple(
+    f"Well met, {who}."
+    for who in (
+        "traveller", "stranger", "friend", "wanderer", "pilgrim", "neighbour", "sailor", "rider", "scholar",
+        "hunter", "minstrel", "farmer", "tinker", "weaver", "archer", "miller", "pedlar", "mason", "smith",
+        "fisher", "herald", "cooper", "tanner", "carter", "potter", "baker", "brewer", "chandler",
+    )
+)  # fmt: skip
+
+
 @contextmanager
 def running_sidecar(
     data: Path, backend: ScriptedBackend | None = None, *, register: bool = True, **config: object
 ) -> Iterator[Sidecar]:
     store = demo_store(data / "memory.sqlite") if register else open_store(data / "memory.sqlite")
     sidecar = Sidecar(
-        store, backend or ScriptedBackend([say("Well met, traveller.")], cycle=True), SidecarConfig(**{"port": 0, **config})
+        store, backend or ScriptedBackend([say(line) for line in GREETINGS], cycle=True), SidecarConfig(**{"port": 0, **config})
     )  # type: ignore[arg-type]
     sidecar.start()
     try:

@@ -322,6 +322,7 @@ def _hard_limit_failures(
             player_input=snapshot.context.said(),
             prompt_texts=_prompt_texts(snapshot),
             earlier_inputs=tuple(r.player for r in snapshot.recent_replies),
+            requested=tuple(o.intent() for o in snapshot.offered_intents if o.requested and o.fixed),
         )
     )
     hard.extend(

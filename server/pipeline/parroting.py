@@ -8,7 +8,9 @@ one normaliser's words (`loreguard.schemas.text.norm_words`):
 - a few-shot example's line: the reply is as a whole that similar to it (difflib's ratio over the
   normalised characters, so "traveler" for "traveller" or "opens" for "open" still count as a
   copy), or it holds that share of the line's words in copied runs of at least `_LINE_RUN_WORDS`
-  words (an example with something added around it);
+  words (an example with something added around it); but the example's NPC line said to the
+  question it was written for, or in its shape about what this player asks of, is the NPC's
+  answer (`_answers_as_example`): the style the examples teach is the NPC being itself;
 - the player's own line, or one of the player's lines the NPC answered lately (the real model
   answered "Can I pay you to let me in?" with the player's question before it, "What's that noise
   in the hills?"): the same, but compared word by word, not character by character, so that
@@ -33,10 +35,12 @@ from collections import Counter
 from difflib import SequenceMatcher
 from functools import lru_cache
 
+from loreguard.memory.text import keywords
 from loreguard.schemas.npc import FewShotExample, OutputLimits
+from loreguard.schemas.output import WorldIntent
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
-from loreguard.schemas.text import norm_words
+from loreguard.schemas.text import norm_words, stem
 
 PARROTING_RULE = "parroting"
 #: A copied run of the persona or lore counts from this many words on.
@@ -121,6 +125,35 @@ def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int, fl
     return score
 
 
+#: Two player lines whose content words overlap this much (shared over all) ask the same thing:
+#: "Have you heard any news?" and the example's "Heard any news?".
+_SAME_ASKING = 0.5
+
+
+#: The most words a reply may add to an example's line and still be said in its shape.
+_SHAPE_NEW_WORDS = 3
+
+
+def _answers_as_example(
+    reply: tuple[str, ...], example: FewShotExample, player_input: str, requested: tuple[WorldIntent, ...]
+) -> bool:
+    """Whether a reply like the example's NPC line is the NPC's answer, not a copy: the player
+    asks what the example's player asked (the line was written for that: the same content words,
+    the example's question inside the line, or a request for the intent the example grants), or
+    the reply says the example's shape about what this player asks of ("One good lantern, love."
+    after the example's "One good rope, love.", the player asking for a lantern)."""
+    if example.intent is not None and example.intent in requested:
+        return True
+    asks, example_asks = keywords(player_input), keywords(example.player)
+    if asks and example_asks and len(asks & example_asks) >= _SAME_ASKING * len(asks | example_asks):
+        return True
+    said, example_said = " ".join(norm_words(player_input)), " ".join(norm_words(example.player))
+    if example_said and f" {example_said} " in f" {said} ":
+        return True  # "Hello there. Who are you?" asks the example's "Who are you?"
+    added = {stem(w) for w in reply} - {stem(w) for w in norm_words(example.npc)}
+    return len(added) <= _SHAPE_NEW_WORDS and bool(added & (asks - example_asks))
+
+
 def find_parroting(
     dialogue: str,
     limits: OutputLimits,
@@ -129,10 +162,12 @@ def find_parroting(
     player_input: str = "",
     prompt_texts: tuple[str, ...] = (),
     earlier_inputs: tuple[str, ...] = (),
+    requested: tuple[WorldIntent, ...] = (),
 ) -> list[GateFailure]:
     """One failure when `dialogue` copies an example, the player's line, one of the player's
     earlier lines (`earlier_inputs`, newest first) or a prompt text (the gate passes the
-    persona); none otherwise. The first source copied, in that order, is named."""
+    persona); none otherwise. The first source copied, in that order, is named. `requested`: the
+    intents the player's line asks for, with its parameters."""
     if limits.max_copy_similarity > 1.0:
         return []
     reply = norm_words(dialogue)
@@ -141,6 +176,8 @@ def find_parroting(
     threshold = limits.max_copy_similarity
     for i, example in enumerate(examples, start=1):
         for side, line in (("NPC line", example.npc), ("player line", example.player)):
+            if side == "NPC line" and _answers_as_example(reply, example, player_input, requested):
+                continue
             score = _line_copy(reply, norm_words(line), limits.min_copy_words, threshold)
             if score >= threshold:
                 return [_failure(f"few-shot example {i}'s {side}", score, line)]

@@ -58,6 +58,7 @@ _PATTERNS = tuple(
         r"\b(?:sorry|apologi[sz]e) for any inconvenience\b",
         r"\bask me for (?:support|assistance)\b",
         # answering like a reference work
+        r"\b(?:that's|that is|what|such) an? (?:good|great|excellent|interesting|fair) question\b",
         r"\b(?:and|or) other factors\b",
         r"\b(?:several|many|various|a few) (?:\w+ )?options\b",
         # talking about the input or the answer

@@ -55,7 +55,11 @@ def _only_a_name(dialogue: str, names: tuple[str, ...]) -> list[GateFailure]:
 
 
 def _to_itself(dialogue: str, speaker: str, *, opening: bool = True) -> list[GateFailure]:
-    called = (_vocative(speaker).match(dialogue) if opening else None) or _greeted(speaker).match(dialogue)
+    called = (
+        (_vocative(speaker).match(dialogue) if opening else None)
+        or _greeted(speaker).match(dialogue)
+        or _named_as_you(speaker).search(dialogue)
+    )
     if called is None:
         called = next(
             (m for s in sentences(dialogue) if (m := _called_at_end(speaker).search(s)) and not _NAMES_ITSELF.search(s)),
@@ -94,6 +98,12 @@ def _name_forms(speaker: str) -> str:
 def _greeted(speaker: str) -> re.Pattern[str]:
     """A greeting or a yes or no, then the speaker's own name: "No, Brom. The gate is shut."."""
     return re.compile(rf"^\W*{_GREETINGS},?\s+({_name_forms(speaker)})\s*[,.!?]", re.IGNORECASE)
+
+
+@lru_cache(maxsize=256)
+def _named_as_you(speaker: str) -> re.Pattern[str]:
+    """The player told they are the speaker: "You're Brom." said by Brom."""
+    return re.compile(rf"(?:^|[.!?]\s+)\W*(?:you're|you are|you’re)\s+({_name_forms(speaker)})\b", re.IGNORECASE)
 
 
 @lru_cache(maxsize=256)

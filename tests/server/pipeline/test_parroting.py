@@ -3,7 +3,10 @@ answer or a reply in new words does not."""
 
 from __future__ import annotations
 
+import pytest
+
 from loreguard.schemas import FewShotExample, OutputLimits
+from loreguard.schemas.output import WorldIntent
 from loreguard.server.pipeline.parroting import find_parroting
 
 EXAMPLES = (FewShotExample(player="Can I come in?", npc="Gate's open till dusk, traveller. Keep your blade sheathed."),)
@@ -95,3 +98,50 @@ def test_quoting_an_earlier_question_before_answering_it_is_talk() -> None:
         earlier_inputs=("Where is the old mill?",),
     )
     assert failures == []
+
+
+DEMO_EXAMPLES = (
+    FewShotExample(player="Heard any news?", npc="Only that the river's running high. Mind your boots by the quay!"),
+    FewShotExample(
+        player="I'll take a rope. Here's my coin.",
+        npc="One good rope, love. Tie your knots tight!",
+        intent=WorldIntent(type="give_item", params={"item": "rope", "count": 1}),
+    ),
+    FewShotExample(
+        player="Open the gate, please. The captain expects me.",
+        npc="Aye, he said you'd come. Go on through, traveller.",
+        intent=WorldIntent(type="open_gate", params={"gate_id": "north"}),
+    ),
+    FewShotExample(player="Who are you?", npc="Brom. I keep this gate, and I keep it well."),
+)
+OPEN_NORTH = (WorldIntent(type="open_gate", params={"gate_id": "north"}),)
+
+
+@pytest.mark.parametrize(
+    ("reply", "player", "requested"),
+    [  # issue 47's good lines refused as copies, and the Coder 1.5B's
+        ("One good lantern, love. Tie your knots tight!", "I'll take a lantern, here's 5 silver.", ()),  # its shape
+        ("Aye, he said you'd come. Go on through, traveller.", "The captain sent me. Let me in.", OPEN_NORTH),
+        ("Aye, he said you'd come. Go on through, traveller.", "Could you open the gate for me?", OPEN_NORTH),
+        ("Only that the river's running high. Mind your boots by the quay!", "Have you heard any news?", ()),
+        ("Brom. I keep this gate, and I keep it well.", "Hello there. Who are you?", ()),
+    ],
+)
+def test_an_examples_line_said_to_what_it_answers_is_the_npc_being_itself(
+    reply: str, player: str, requested: tuple[WorldIntent, ...]
+) -> None:
+    assert find_parroting(reply, DEFAULTS, examples=DEMO_EXAMPLES, player_input=player, requested=requested) == []
+
+
+@pytest.mark.parametrize(
+    ("reply", "player"),
+    [
+        ("Aye, he said you'd come. Go on through, traveller.", "What's the password?"),  # no request for it
+        ("Only that the river's running high. Mind your boots by the quay!", "How much is a lantern?"),
+        ("Brom. I keep this gate, and I keep it well.", "Is there a dragon in the hills?"),
+        # the example whole, with something added around it
+        ("One good rope, love. Tie your knots tight! And mind the river.", "A lantern, please."),
+    ],
+)
+def test_an_examples_line_said_to_another_question_is_a_copy(reply: str, player: str) -> None:
+    assert find_parroting(reply, DEFAULTS, examples=DEMO_EXAMPLES, player_input=player)

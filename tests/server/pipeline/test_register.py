@@ -30,6 +30,7 @@ ASSISTANT = (
     # qwen2.5-coder-1.5b in `bench quality`, session 2
     "Sorry, but I'm not able to open the gate for you at this time.",
     "I'm sorry, but I can't help with that. I'm not a mage or a scholar.",
+    "Oh, that's a good question! A rope costs 5 silver, love.",
     "I'm sorry, love. I don't have any information about trade right now.",
     "The weather is not always this wet. It can vary depending on the season and other factors.",
     "There are several inn options in Eldmoor, such as the old tavern or the inn on the side of the river.",
@@ -49,6 +50,7 @@ IN_CHARACTER = (
     "I'm here to keep this gate, not to chat.",
     "Nobody passes at this time of night, traveller.",
     "I can't help with that, traveller. Ask the captain.",
+    "Questions, questions. The gate shuts at dusk, that's the answer.",
     "I'm not able to read, love, so the letter's yours to carry.",
     "I don't have any bread left, love. Come back at dawn.",
     "You've few options, traveller: the gate at dawn or the river.",

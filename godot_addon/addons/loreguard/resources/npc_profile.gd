@@ -77,7 +77,7 @@ extends Resource
 ## Sentences shorter than this many words may be said again ("Move along, traveller.").
 @export_range(1, 200) var min_repeat_words: int = 5
 ## How many of the NPC's last lines a new one is compared with (0: off).
-@export_range(0, 64) var repeat_window: int = 8
+@export_range(0, 64) var repeat_window: int = 24
 
 
 ## The `npc.register` body: this profile plus every rule of `rule_sets`.
