@@ -79,6 +79,15 @@ _NARRATION = re.compile(
 )
 
 
+#: A line that only apologises ("I'm sorry, traveller.", "My apologies."): the assistant's
+#: way of answering nothing; a person says what they will or will not do.
+_APOLOGY_ONLY = re.compile(
+    r"^\W*(?:(?:oh|ah|well)\W+)?(?:i'm |i am )?(?:so |very |truly |terribly )?(?:sorry|my apologies|apologies|forgive me|"
+    r"i apologi[sz]e)(?:,?\s+(?:\w+\s+){0,2}\w+)?\W*$",
+    re.IGNORECASE,
+)
+
+
 def assistant_phrase(text: str) -> str | None:
     """The first assistant's phrase in `text`, or None."""
     plain = text.replace("\u2019", "'")
@@ -95,9 +104,10 @@ def without_assistant_sentences(dialogue: str) -> tuple[str, tuple[str, ...]]:
     "He's still called Arthur. Do you have any other questions?" keeps its first sentence."""
     parts = sentences(dialogue)
     removed = tuple(s for s in parts if assistant_phrase(s) is not None)
-    if not removed or len(removed) == len(parts):
-        return dialogue, ()
-    return " ".join(s for s in parts if assistant_phrase(s) is None), removed
+    kept = [s for s in parts if assistant_phrase(s) is None]
+    if not removed or all(_APOLOGY_ONLY.match(s.replace("\u2019", "'")) for s in kept):
+        return dialogue, ()  # "I'm sorry, traveller." is no answer left once the refusal is gone
+    return " ".join(kept), removed
 
 
 def find_assistant_register(dialogue: str, npc_name: str) -> list[GateFailure]:
@@ -115,7 +125,8 @@ def find_assistant_register(dialogue: str, npc_name: str) -> list[GateFailure]:
                 evidence=narration.group(0),
             )
         ]
-    phrase = assistant_phrase(plain)
+    # a line that only apologises is the assistant's; beside a real answer an apology is talk
+    phrase = plain.strip() if _APOLOGY_ONLY.match(plain) else assistant_phrase(plain)
     if phrase is None:
         return []
     return [

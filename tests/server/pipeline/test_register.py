@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from loreguard.server.pipeline.register import ASSISTANT_REGISTER_RULE, NARRATES_PLAYER_RULE, find_assistant_register
+from loreguard.server.pipeline.register import (
+    ASSISTANT_REGISTER_RULE,
+    NARRATES_PLAYER_RULE,
+    find_assistant_register,
+    without_assistant_sentences,
+)
 
 ASSISTANT = (
     # each written by qwen2.5-coder-1.5b or -0.5b to the demo NPCs' lines
@@ -31,6 +36,8 @@ ASSISTANT = (
     "Sorry, but I'm not able to open the gate for you at this time.",
     "I'm sorry, but I can't help with that. I'm not a mage or a scholar.",
     "Oh, that's a good question! A rope costs 5 silver, love.",
+    "I'm sorry, traveller.",  # the whole reply, to "Any news from the hills?"
+    "My apologies, traveller.",
     "I'm sorry, love. I don't have any information about trade right now.",
     "The weather is not always this wet. It can vary depending on the season and other factors.",
     "There are several inn options in Eldmoor, such as the old tavern or the inn on the side of the river.",
@@ -51,6 +58,8 @@ IN_CHARACTER = (
     "Nobody passes at this time of night, traveller.",
     "I can't help with that, traveller. Ask the captain.",
     "Questions, questions. The gate shuts at dusk, that's the answer.",
+    "Sorry, traveller. The gate stays shut till the captain's back.",
+    "I'm sorry for your loss, love.",
     "I'm not able to read, love, so the letter's yours to carry.",
     "I don't have any bread left, love. Come back at dawn.",
     "You've few options, traveller: the gate at dawn or the river.",
@@ -90,3 +99,13 @@ def test_a_player_in_the_world_is_no_narration() -> None:
 
 def test_a_typographic_apostrophe_is_the_same_phrase() -> None:
     assert find_assistant_register("I\u2019m sorry, but I can\u2019t assist with that.", "Mira")
+
+
+def test_stripping_the_assistants_refusal_leaves_no_bare_apology() -> None:
+    # qwen2.5-coder-1.5b, to "Any news from the hills?": the refusal gone, nothing is left to say
+    assert without_assistant_sentences("I'm sorry, traveller. I can't assist with that.") == (
+        "I'm sorry, traveller. I can't assist with that.",
+        (),
+    )
+    kept, removed = without_assistant_sentences("No news, traveller. Do you have any other questions?")
+    assert kept == "No news, traveller." and removed == ("Do you have any other questions?",)
