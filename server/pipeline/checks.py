@@ -90,17 +90,59 @@ def check_constraint(
 
 
 def secret_leaks(texts: Iterable[str], secrets: Iterable[Secret]) -> list[GateFailure]:
-    """The knowledge check: one critical failure for each secret one of `texts` reveals. The
-    evidence names the secret's id, never its text."""
+    """The knowledge check: one critical failure for each secret one of `texts` reveals, and a
+    hard one for each secret whose topic a text gives a made-up value for ("The password is
+    'rainbow'": a player would try it). The evidence names the secret's id, never its text."""
     texts = list(texts)
-    return [
-        GateFailure(
-            gate=GateName.KNOWLEDGE,
-            reason=f"reveals secret {secret.id}",
-            severity=Severity.CRITICAL,
-            rule_id=secret.id,
-            evidence=secret.id,
-        )
-        for secret in secrets
-        if any(reveals(text, marker) for text in texts for marker in secret.reveal_markers())
-    ]
+    failures = []
+    for secret in secrets:
+        if any(reveals(text, marker) for text in texts for marker in secret.reveal_markers()):
+            failures.append(
+                GateFailure(
+                    gate=GateName.KNOWLEDGE,
+                    reason=f"reveals secret {secret.id}",
+                    severity=Severity.CRITICAL,
+                    rule_id=secret.id,
+                    evidence=secret.id,
+                )
+            )
+        elif (told := _told_value(texts, secret.topic)) is not None:
+            failures.append(
+                GateFailure(
+                    gate=GateName.KNOWLEDGE,
+                    reason=f"tells a value for {secret.topic} ({told!r}): a secret is neither told nor made up",
+                    severity=Severity.HARD,
+                    rule_id=secret.id,
+                    evidence=told,
+                )
+            )
+    return failures
+
+
+#: Words a topic's last word may not be: what is left is the thing the secret is about.
+_TOPIC_FILLER = frozenset("the a an of your my our their its how what where who why you we i get".split())
+
+
+@lru_cache(maxsize=256)
+def _value_told(topic: str) -> re.Pattern[str] | None:
+    """The topic's thing ("the gate password" -> password), then within a few words "is" and a
+    quoted value: "The password to the north gate is 'rainbow'", "The password? It's 'sword'"."""
+    words = [w for w in re.findall(r"[\w']+", topic.lower()) if w not in _TOPIC_FILLER]
+    if not words:
+        return None
+    thing = re.escape(words[-1])
+    return re.compile(
+        rf"\b{thing}s?\b[^.!]{{0,40}}?\b(?:is|was|be|it's|it is)\s*:?\s*(['\"\u2018\u201c][^'\"\u2019\u201d]{{1,40}}['\"\u2019\u201d]?)",
+        re.IGNORECASE,
+    )
+
+
+def _told_value(texts: list[str], topic: str) -> str | None:
+    pattern = _value_told(topic) if topic else None
+    if pattern is None:
+        return None
+    for text in texts:
+        match = pattern.search(text.replace("\u2019", "'"))
+        if match is not None:
+            return match.group(1)
+    return None
