@@ -2,7 +2,7 @@
 
 A record is appended inside the transaction of the batch it describes (`MemoryStore.commit`), so
 there is never a state change without its record; what a record says is the audit package's
-business.
+business. `AuditLog` is the part of the store that reads and prunes the log (`store.audit`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from loreguard.memory.database import MemoryFile
 from loreguard.memory.errors import AuditWriteError
 
 
@@ -142,3 +143,57 @@ def prune(db: sqlite3.Connection, seqs: Iterable[int]) -> tuple[int, int]:
     db.execute("DELETE FROM audit_live")
     db.execute("UPDATE meta SET value = 0 WHERE key = 'audit_pruning'")
     return int(records), int(blobs)
+
+
+class AuditLog:
+    """The audit log of an open memory file: its records and blobs, and their retention prune."""
+
+    def __init__(self, file: MemoryFile, counters: dict[str, int]) -> None:
+        self._file = file
+        #: The store's counters, where a vacuum a full disk stopped is counted.
+        self._counters = counters
+        #: The log position the next record takes; the store moves it past each record it commits.
+        self.next_seq = next_seq(file.db)
+
+    def rows(
+        self, *, npc_id: str | None = None, after: int = 0, last_seq: int | None = None, last: int | None = None
+    ) -> list[tuple[int, str]]:
+        """(seq, record JSON) rows in log order; see `audit_log.rows`."""
+        with self._file.lock:
+            return rows(self._file.db, npc_id=npc_id, after=after, last_seq=last_seq, last=last)
+
+    def blobs(self, hashes: Iterable[str]) -> dict[str, str]:
+        """The blobs with these hashes (those that exist)."""
+        with self._file.lock:
+            return blobs(self._file.db, hashes)
+
+    def blob_hashes(self) -> set[str]:
+        with self._file.lock:
+            return blob_hashes(self._file.db)
+
+    def doomed(self, keep_per_npc: int) -> dict[str, list[int]]:
+        """Per NPC, the records a retention of `keep_per_npc` would prune: all but its newest,
+        and never the record a save slot was saved after (see `prune`)."""
+        if keep_per_npc < 1:
+            raise ValueError(f"audit retention must keep at least 1 record per NPC; got {keep_per_npc}")
+        with self._file.lock:
+            return doomed(self._file.db, keep_per_npc, pinned_by_slots(self._file.db))
+
+    def prune(self, seqs: Iterable[int]) -> tuple[int, int]:
+        """Delete these audit records and every blob no remaining record needs, in one
+        transaction; returns (records, blobs) deleted. Take `seqs` from `doomed`, which keeps
+        each NPC's newest records and the records save slots were saved after. Freed pages go
+        back to the file system when they pass a quarter of the file."""
+        with self._file.lock:
+            with self._file.transaction() as db:
+                deleted = prune(db, seqs)
+            (pages,) = self._file.db.execute("PRAGMA page_count").fetchone()
+            (free,) = self._file.db.execute("PRAGMA freelist_count").fetchone()
+            if free * 4 > pages:
+                try:
+                    self._file.vacuum()
+                except sqlite3.OperationalError:
+                    # A full disk: the pruned pages stay free inside the file, reused by the next
+                    # writes, and the next prune tries again. Nothing is lost.
+                    self._counters["vacuum_failed"] = self._counters.get("vacuum_failed", 0) + 1
+            return deleted

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from loreguard.memory.memo import IdentityMemo
-from loreguard.memory.text import keywords
 from loreguard.schemas.memory import EpisodicEntry
+from loreguard.schemas.text import keywords
 
 K1 = 1.2
 B = 0.75

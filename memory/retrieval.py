@@ -27,9 +27,9 @@ from pydantic import Field
 
 from loreguard.memory.policy import episodic_strengths
 from loreguard.memory.recall import RecallIndex
-from loreguard.memory.text import STOPWORDS, keywords
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import Belief, EpisodicEntry
+from loreguard.schemas.text import STOPWORDS, keywords
 
 
 class RetrievalWeights(FrozenModel):

@@ -12,6 +12,8 @@ state, episodic memory, beliefs, interaction counts, behaviour stats and the nex
 from the slot, and keeps the current profiles, world definition and canonical facts (a scope or
 fact only the slot knows comes back from it: nothing a designer wrote is dropped). A saved
 belief that has the id of a fact added since refuses the load (`SlotConflictError`).
+
+`SaveSlots` is the part of the store that saves and loads them (`store.slots`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import zlib
+from collections.abc import Callable
 from typing import Any
 
+from loreguard.memory.audit_log import AuditLog
+from loreguard.memory.database import MemoryFile
 from loreguard.memory.errors import SlotConflictError, SlotCorruptError, SlotFormatError, SlotNotFoundError
 from loreguard.memory.hashing import canonical_json, memory_hash_of, scope_hash_of, sha256_hex
 from loreguard.memory.state import StoredState, replace_contents
@@ -127,3 +132,42 @@ def _image_hash(saved: dict[str, Any]) -> str:
 
 def names(db: sqlite3.Connection) -> tuple[str, ...]:
     return tuple(r[0] for r in db.execute("SELECT name FROM slots ORDER BY name"))
+
+
+class SaveSlots:
+    """The save slots of an open memory file. Saving reads the store's memory hash; loading puts
+    the state read back into the store (`install`)."""
+
+    def __init__(
+        self, file: MemoryFile, audit: AuditLog, *, memory_hash: Callable[[], str], install: Callable[[StoredState], None]
+    ) -> None:
+        self._file = file
+        self._audit = audit
+        self._memory_hash = memory_hash
+        self._install = install
+
+    def save(self, slot: str) -> str:
+        """Copy all memory, profiles and counts into `slot` atomically. Returns the memory hash.
+        The slot notes the audit log's position, so a retention prune keeps the records that
+        led to it (`AuditLog.doomed`); the log itself is not copied."""
+        with self._file.lock:
+            digest = self._memory_hash()
+            slot_image = image(self._file.db)
+            with self._file.transaction() as db:
+                write(db, slot, slot_image, digest, audit_seq=self._audit.next_seq - 1)
+            return digest
+
+    def load(self, slot: str) -> str:
+        """Put the game's memory back as `slot` holds it, atomically, the next sequence number
+        included: the store is then where it was when the slot was saved, and its next writes get
+        the ids they got then. The current profiles, world definition and canonical facts stay
+        (designer data is not the save's). Returns the memory hash."""
+        with self._file.lock:
+            with self._file.transaction() as db:
+                loaded, digest = restore(db, slot)
+            self._install(loaded)
+            return digest
+
+    def names(self) -> tuple[str, ...]:
+        with self._file.lock:
+            return names(self._file.db)

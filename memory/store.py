@@ -9,127 +9,44 @@ process, may lose the last commits on power loss) is available for tools that wr
 The sidecar is the only writer. The store keeps every scope's memory in RAM as immutable
 `ScopeMemory` values and swaps a scope's value only after its batch committed, so readers never
 see half a batch.
+
+The store is made of parts that share the file's connection and lock (`database.MemoryFile`):
+`store.audit` (the audit log), `store.slots` (save slots) and `store.behaviour` (rule feedback).
+The store itself plans batches (`transitions`), works out their hashes and writes them
+(`batch`), and keeps the in-RAM state readers see.
 """
 
 from __future__ import annotations
 
-import bisect
 import sqlite3
-import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from enum import Enum
+from dataclasses import replace
 from pathlib import Path
 
-from loreguard.memory import audit_log, slots
-from loreguard.memory.audit_log import AuditEntry
+from loreguard.memory.audit_log import AuditEntry, AuditLog
+from loreguard.memory.batch import PlannedBatch, batch_result, digests_after, recall_after, write_batch
+from loreguard.memory.behaviour import BehaviourFeedback
+from loreguard.memory.database import Durability, MemoryFile
 from loreguard.memory.entries import entry_key, kind_entries
-from loreguard.memory.errors import (
-    AuditWriteError,
-    MemoryFileError,
-    MemoryStoreError,
-    StalePlanError,
-    StoreClosedError,
-    UnknownScopeError,
-)
+from loreguard.memory.errors import StalePlanError, UnknownScopeError
 from loreguard.memory.hashing import (
     canonical_json,
     combine_scope_hashes,
     content_hash,
-    entry_line,
     scope_hash_of,
     scope_hash_of_lines,
     scope_lines,
-    scopes_hash,
-    sha256_hex,
 )
 from loreguard.memory.policy import MemoryPolicy
 from loreguard.memory.recall import RecallIndex
-from loreguard.memory.schema import Transaction, migrate
+from loreguard.memory.registration import profile_writes, world_writes
+from loreguard.memory.slots import SaveSlots
 from loreguard.memory.state import StoredState, read_state, replace_contents
-from loreguard.memory.transitions import BatchPlan, RowChange, plan_batch
-from loreguard.schemas.memory import (
-    WORLD_SCOPE,
-    AddCanonicalFact,
-    Authority,
-    BatchResult,
-    MemoryKind,
-    MemoryWrite,
-    ScopeMemory,
-    SetWorldState,
-)
+from loreguard.memory.transitions import BatchPlan, plan_batch
+from loreguard.memory.view import StoreView
+from loreguard.schemas.memory import WORLD_SCOPE, BatchResult, MemoryWrite, ScopeMemory
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.rules import BehaviourStats
-
-
-class Durability(str, Enum):
-    FULL = "FULL"
-    NORMAL = "NORMAL"
-
-
-@dataclass(frozen=True)
-class StoreView:
-    """One consistent read of everything an interaction reads from the store, taken under the
-    store's lock so no concurrent batch can fall between its parts."""
-
-    profile: NpcProfile
-    profile_hash: str
-    world: WorldDefinition | None
-    world_hash: str | None
-    npc: ScopeMemory
-    world_memory: ScopeMemory
-    interactions: int
-    behaviour: dict[str, BehaviourStats]
-    next_seq: int
-    #: (scope, scope hash) for the NPC and the world, sorted by scope.
-    scope_hashes: tuple[tuple[str, str], ...]
-    #: Per scope: (kind, entry id) -> sha256 of the entry's canonical JSON (read-only).
-    entry_digests: Mapping[str, Mapping[tuple[str, str], str]]
-    #: The NPC's episodic memory indexed by keyword (read-only), for retrieval's relevance.
-    recall: RecallIndex
-    #: Other NPCs' scopes the interaction writes (those present in a scene, who hear its line),
-    #: by scope; their hashes are in `scope_hashes` too.
-    others: tuple[ScopeMemory, ...] = ()
-
-    @property
-    def memory_hash(self) -> str:
-        return combine_scope_hashes(self.scope_hashes, next_seq=self.next_seq)
-
-    @property
-    def scopes_hash(self) -> str:
-        """The NPC's and the world's contents alone (what governance reads), without the store's
-        sequence counter, which another NPC's commit moves."""
-        return scopes_hash(self.scope_hashes)
-
-
-@dataclass(frozen=True)
-class PlannedBatch:
-    """A batch planned against the store's state as it is now: the writes, the memory hash they
-    lead to and the audit log position the batch's record takes. Nothing is written until
-    `MemoryStore.commit`, so a caller builds its reply and record between the two, outside any
-    database lock."""
-
-    plan: BatchPlan
-    complete_interaction: str | None
-    #: Hash of the scopes the caller named (`hash_scopes`) once this batch is applied.
-    memory_hash_after: str
-    #: Hash of the same scopes as they were when the batch was planned.
-    memory_hash_before: str
-    #: The store's next sequence number when the batch was planned (its first new entry's).
-    next_seq_before: int
-    #: Where this batch's audit record goes in the log, if it has one.
-    audit_seq: int
-    definitions: Mapping[str, str]
-    digests: Mapping[str, dict[tuple[str, str], str]]
-    #: Per changed scope: its hash text's sorted lines once the batch is applied.
-    lines: Mapping[str, list[str]]
-    scope_hashes: Mapping[str, str]
-    #: The store's state version the plan was made against; a commit checks it.
-    base_version: int
-
-    @property
-    def ok(self) -> bool:
-        return self.plan.ok
 
 
 class MemoryStore:
@@ -149,7 +66,6 @@ class MemoryStore:
     _world: WorldDefinition | None
     _world_hash: str | None
     _interactions: dict[str, int]
-    _behaviour: dict[str, BehaviourStats]
     _next_seq: int
 
     def __init__(
@@ -161,38 +77,24 @@ class MemoryStore:
     ) -> None:
         self.path = Path(path)
         self.policy = policy or MemoryPolicy()
-        self._lock = threading.RLock()
-        self._db: sqlite3.Connection | None = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-        try:
-            # Before WAL (which writes the header): a new file can then give freed pages back
-            # piecemeal (`vacuum`); on an existing file this changes nothing.
-            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={durability.value}")
-            migrate(self._db, self.path)
-            state = read_state(self._db)
-            next_audit_seq = audit_log.next_seq(self._db)
-        except sqlite3.DatabaseError as exc:
-            self._db.close()
-            self._db = None
-            # A truncated or overwritten file: say so, and leave it as it is for the user to look at.
-            raise MemoryFileError(f"{self.path} is not a readable Loreguard memory file ({exc}); nothing was changed") from None
-        except MemoryStoreError:
-            self._db.close()
-            self._db = None
-            raise
+        self._file = MemoryFile(self.path, durability)
+        self._lock = self._file.lock
         self._counters: dict[str, int] = {}
         self._version = 0
+        #: Designer feedback on behavioural rules (`behaviour`).
+        self.behaviour = BehaviourFeedback(self._file)
+        with self._file.opening() as db:
+            state = read_state(db)
+            #: The audit log's records, blobs and retention prune (`audit_log`).
+            self.audit = AuditLog(self._file, self._counters)
+        #: Save slots (`slots`).
+        self.slots = SaveSlots(self._file, self.audit, memory_hash=self.memory_hash, install=self._install)
         self._install(state)
-        self._next_audit_seq = next_audit_seq
 
     # --- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+        self._file.close()
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -202,9 +104,8 @@ class MemoryStore:
 
     @property
     def db(self) -> sqlite3.Connection:
-        if self._db is None:
-            raise StoreClosedError("the memory store is closed")
-        return self._db
+        """The memory file's connection (`StoreClosedError` once closed)."""
+        return self._file.db
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -260,7 +161,7 @@ class MemoryStore:
                 npc=self._scopes[npc_id],
                 world_memory=self._scopes[WORLD_SCOPE],
                 interactions=self._interactions.get(npc_id, 0),
-                behaviour=dict(self._behaviour),
+                behaviour=self.behaviour.all_stats(),
                 next_seq=self._next_seq,
                 scope_hashes=hashes,
                 # Safe to share: a scope's digest map is replaced on commit, never changed in place.
@@ -350,7 +251,7 @@ class MemoryStore:
             if planned.base_version != self._version:
                 raise StalePlanError("memory changed after this batch was planned")
             self._commit(planned, audit=audit)
-            return _result(planned.plan, audit_seq=planned.audit_seq if audit is not None else None)
+            return batch_result(planned.plan, audit_seq=planned.audit_seq if audit is not None else None)
 
     def register_npc(self, profile: NpcProfile) -> BatchResult:
         """Designer registration: the profile and its canonical facts, in one transaction.
@@ -364,11 +265,7 @@ class MemoryStore:
             is_new = profile.id not in scopes
             if is_new:
                 scopes[profile.id] = ScopeMemory(scope=profile.id)
-            writes = [
-                MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope=profile.id, fact=fact))
-                for fact in sorted(profile.canonical_facts, key=lambda f: f.id)  # ids in the listed order would vary
-            ]
-            plan = plan_batch(scopes, writes, self._next_seq, self.policy)
+            plan = plan_batch(scopes, profile_writes(profile), self._next_seq, self.policy)
             if not plan.ok:
                 return self._refuse(plan)
             if is_new and profile.id not in plan.scopes:
@@ -376,86 +273,22 @@ class MemoryStore:
             self._commit(self._planned(plan, definitions={profile.id: profile.model_dump_json()}))
             self._profiles[profile.id] = profile
             self._profile_hashes.pop(profile.id, None)
-            return _result(plan)
+            return batch_result(plan)
 
     def load_world(self, world: WorldDefinition) -> BatchResult:
         """Designer registration of the world: lore facts, and initial state for keys the game
         has not set yet (a reload never rolls back game progress)."""
         with self._lock:
-            current = self._scopes[WORLD_SCOPE]
-            writes = [
-                MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope=WORLD_SCOPE, fact=fact))
-                for fact in sorted(world.canonical_facts, key=lambda f: f.id)
-            ]
-            writes += [
-                MemoryWrite(source=Authority.DESIGNER, op=SetWorldState(scope=WORLD_SCOPE, key=key, value=value))
-                for key, value in sorted(world.initial_state.items())
-                if current.state_value(key) is None
-            ]
+            writes = world_writes(world, self._scopes[WORLD_SCOPE])
             plan = plan_batch(self._scopes, writes, self._next_seq, self.policy)
             if not plan.ok:
                 return self._refuse(plan)
             self._commit(self._planned(plan, definitions={WORLD_SCOPE: world.model_dump_json()}))
             self._world = world
             self._world_hash = None
-            return _result(plan)
-
-    # --- behavioural rule feedback -------------------------------------------------------
-
-    def behaviour_stats(self, rule_id: str) -> BehaviourStats:
-        return self._behaviour.get(rule_id) or BehaviourStats(rule_id=rule_id)
-
-    def all_behaviour_stats(self) -> dict[str, BehaviourStats]:
-        return dict(self._behaviour)
-
-    def record_correction(self, rule_id: str, verdict: int) -> BehaviourStats:
-        """Designer feedback on a behavioural rule: +1 (it was right) or -1 (it was wrong)."""
-        if verdict not in (1, -1):
-            raise ValueError("verdict must be +1 or -1")
-        with self._lock:
-            old = self.behaviour_stats(rule_id)
-            new = old.model_copy(update={"positive": old.positive + (verdict > 0), "negative": old.negative + (verdict < 0)})
-            with self._transaction() as db:
-                db.execute(
-                    "INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?) "
-                    "ON CONFLICT(rule_id) DO UPDATE SET positive=excluded.positive, negative=excluded.negative",
-                    (rule_id, new.positive, new.negative),
-                )
-            self._behaviour[rule_id] = new
-            return new
-
-    # --- save slots ----------------------------------------------------------------------
-
-    def save(self, slot: str) -> str:
-        """Copy all memory, profiles and counts into `slot` atomically. Returns the memory hash.
-        The slot notes the audit log's position, so a retention prune keeps the records that
-        led to it (`prune_audit`); the log itself is not copied."""
-        with self._lock:
-            digest = self.memory_hash()
-            image = slots.image(self.db)
-            with self._transaction() as db:
-                slots.write(db, slot, image, digest, audit_seq=self._next_audit_seq - 1)
-            return digest
-
-    def load(self, slot: str) -> str:
-        """Put the game's memory back as `slot` holds it, atomically, the next sequence number
-        included: the store is then where it was when the slot was saved, and its next writes get
-        the ids they got then. The current profiles, world definition and canonical facts stay
-        (designer data is not the save's; see `slots`). Returns the memory hash."""
-        with self._lock:
-            with self._transaction() as db:
-                loaded, digest = slots.restore(db, slot)
-            self._install(loaded)
-            return digest
-
-    def slots(self) -> tuple[str, ...]:
-        with self._lock:
-            return slots.names(self.db)
+            return batch_result(plan)
 
     # --- internals -----------------------------------------------------------------------
-
-    def _transaction(self) -> Transaction:
-        return Transaction(self.db)
 
     def _install(self, loaded: StoredState) -> None:
         """Make a freshly read database state the store's view."""
@@ -469,7 +302,7 @@ class MemoryStore:
         self._world = loaded.world
         self._world_hash = None
         self._interactions = loaded.interactions
-        self._behaviour = loaded.behaviour
+        self.behaviour.reset(loaded.behaviour)
         self._next_seq = loaded.next_seq
         self._version += 1
 
@@ -482,20 +315,7 @@ class MemoryStore:
         hash_scopes: Iterable[str] = (),
     ) -> PlannedBatch:
         """The digests and hashes a plan leads to, computed before anything is written."""
-        digests = {name: dict(self._entry_digests.get(name, {})) for name in plan.scopes}
-        lines = {name: list(self._lines(name)) for name in plan.scopes}
-        for change in plan.changes:
-            entry_digests = digests.setdefault(change.scope, dict(self._entry_digests.get(change.scope, {})))
-            sorted_lines = lines.setdefault(change.scope, list(self._lines(change.scope)))
-            kind = change.kind.value
-            old = entry_digests.get((kind, change.entry_id))
-            if old is not None:
-                _remove_line(sorted_lines, entry_line(kind, change.entry_id, old))
-            if change.action == "upsert":
-                digest = entry_digests[(kind, change.entry_id)] = sha256_hex(change.data)
-                bisect.insort(sorted_lines, entry_line(kind, change.entry_id, digest))
-            else:
-                entry_digests.pop((kind, change.entry_id), None)
+        digests, lines = digests_after(plan, self._entry_digests, self._lines)
         scope_hashes = {name: scope_hash_of_lines(scope) for name, scope in lines.items()}
         names = sorted(set(hash_scopes))
         return PlannedBatch(
@@ -506,7 +326,7 @@ class MemoryStore:
             ),
             memory_hash_before=combine_scope_hashes(((name, self._scope_hash(name)) for name in names), next_seq=self._next_seq),
             next_seq_before=self._next_seq,
-            audit_seq=self._next_audit_seq,
+            audit_seq=self.audit.next_seq,
             definitions=definitions or {},
             digests=digests,
             lines=lines,
@@ -517,31 +337,13 @@ class MemoryStore:
     def _commit(self, planned: PlannedBatch, *, audit: AuditEntry | None = None) -> None:
         """Write a planned batch (and its audit entry) in one transaction, then show it."""
         plan, complete_interaction = planned.plan, planned.complete_interaction
-        with self._transaction() as db:
-            for scope, definition in planned.definitions.items():
-                db.execute(
-                    "INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, 0) "
-                    "ON CONFLICT(scope) DO UPDATE SET definition=excluded.definition",
-                    (scope, definition),
-                )
-            try:
-                _write_changes(db, plan.changes)
-            except sqlite3.OperationalError as exc:
-                if audit is None:
-                    raise
-                # The batch and its record go together: a disk that cannot take the batch cannot
-                # take the record either, and the caller sees one failure for both.
-                raise AuditWriteError(f"the interaction could not be written ({exc}); nothing was changed") from exc
-            db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (plan.next_seq,))
-            if complete_interaction is not None:
-                db.execute("UPDATE scopes SET interactions = interactions + 1 WHERE scope = ?", (complete_interaction,))
-            if audit is not None:
-                audit_log.append(db, planned.audit_seq, audit)
+        with self._file.transaction() as db:
+            write_batch(db, planned, audit)
         # Only after the commit succeeded does anyone see the new state.
         for name, memory in plan.scopes.items():
             index = self._recall.get(name)
             if index is not None:
-                self._recall[name] = _recall_after(index, self._scopes.get(name), memory, plan.changes)
+                self._recall[name] = recall_after(index, self._scopes.get(name), memory, plan.changes)
         self._scopes = {**self._scopes, **plan.scopes}
         self._entry_digests.update(planned.digests)
         self._scope_lines.update(planned.lines)
@@ -550,64 +352,10 @@ class MemoryStore:
         if complete_interaction is not None:
             self._interactions[complete_interaction] = self._interactions.get(complete_interaction, 0) + 1
         if audit is not None:
-            self._next_audit_seq = planned.audit_seq + 1
+            self.audit.next_seq = planned.audit_seq + 1
         if plan.contradicted:
             self._counters["beliefs_contradicted"] = self._counters.get("beliefs_contradicted", 0) + len(plan.contradicted)
         self._version += 1
-
-    # --- the audit log (storage in `audit_log`) ---------------------------------------------
-
-    def audit_rows(
-        self, *, npc_id: str | None = None, after: int = 0, last_seq: int | None = None, last: int | None = None
-    ) -> list[tuple[int, str]]:
-        """(seq, record JSON) rows in log order; see `audit_log.rows`."""
-        with self._lock:
-            return audit_log.rows(self.db, npc_id=npc_id, after=after, last_seq=last_seq, last=last)
-
-    def audit_blobs(self, hashes: Iterable[str]) -> dict[str, str]:
-        """The blobs with these hashes (those that exist)."""
-        with self._lock:
-            return audit_log.blobs(self.db, hashes)
-
-    def audit_blob_hashes(self) -> set[str]:
-        with self._lock:
-            return audit_log.blob_hashes(self.db)
-
-    def audit_doomed(self, keep_per_npc: int) -> dict[str, list[int]]:
-        """Per NPC, the records a retention of `keep_per_npc` would prune: all but its newest,
-        and never the record a save slot was saved after (see `prune_audit`)."""
-        if keep_per_npc < 1:
-            raise ValueError(f"audit retention must keep at least 1 record per NPC; got {keep_per_npc}")
-        with self._lock:
-            return audit_log.doomed(self.db, keep_per_npc, audit_log.pinned_by_slots(self.db))
-
-    def prune_audit(self, seqs: Iterable[int]) -> tuple[int, int]:
-        """Delete these audit records and every blob no remaining record needs, in one
-        transaction; returns (records, blobs) deleted. Take `seqs` from `audit_doomed`, which
-        keeps each NPC's newest records and the records save slots were saved after. Freed pages
-        go back to the file system when they pass a quarter of the file."""
-        with self._lock:
-            with self._transaction() as db:
-                deleted = audit_log.prune(db, seqs)
-            (pages,) = self.db.execute("PRAGMA page_count").fetchone()
-            (free,) = self.db.execute("PRAGMA freelist_count").fetchone()
-            if free * 4 > pages:
-                try:
-                    self.vacuum()
-                except sqlite3.OperationalError:
-                    # A full disk: the pruned pages stay free inside the file, reused by the next
-                    # writes, and the next prune tries again. Nothing is lost.
-                    self._counters["vacuum_failed"] = self._counters.get("vacuum_failed", 0) + 1
-            return deleted
-
-    def vacuum(self) -> None:
-        """Give the file's free pages back to the file system, where the file allows it piecemeal
-        (files created since schema version 3). A full disk stops it with nothing lost; the next
-        call goes on."""
-        with self._lock:
-            (mode,) = self.db.execute("PRAGMA auto_vacuum").fetchone()
-            if mode == 2:  # INCREMENTAL
-                self.db.execute("PRAGMA incremental_vacuum").fetchall()
 
     # --- replay support --------------------------------------------------------------------
 
@@ -635,7 +383,7 @@ class MemoryStore:
         ]
         behaviour_rows = [(b.rule_id, b.positive, b.negative) for b in behaviour]
         with self._lock:
-            with self._transaction() as db:
+            with self._file.transaction() as db:
                 loaded = replace_contents(db, scope_rows, entry_rows, behaviour_rows, next_seq)
             self._install(loaded)
             return self.memory_hash()
@@ -647,59 +395,6 @@ class MemoryStore:
             key = f"refused.{refusal.code.value}"
             self._counters[key] = self._counters.get(key, 0) + 1
         return BatchResult(committed=False, applied=0, refusals=plan.refusals)
-
-
-_UPSERT_ENTRY = (
-    "INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?) "
-    "ON CONFLICT(scope, kind, id) DO UPDATE SET seq=excluded.seq, data=excluded.data"
-)
-_DELETE_ENTRY = "DELETE FROM entries WHERE scope = ? AND kind = ? AND id = ?"
-
-
-def _write_changes(db: sqlite3.Connection, changes: Iterable[RowChange]) -> None:
-    """Write a plan's row changes with one statement per action: only the last change to each
-    row counts (an entry appended and pruned in one batch is never written), so the order
-    between different rows does not matter."""
-    last: dict[tuple[str, str, str], RowChange] = {}
-    for change in changes:
-        last[(change.scope, change.kind.value, change.entry_id)] = change
-    upserts = [(*key, c.seq, c.data) for key, c in last.items() if c.action == "upsert"]
-    deletes = [key for key, c in last.items() if c.action != "upsert"]
-    if upserts:
-        db.executemany(_UPSERT_ENTRY, upserts)
-    if deletes:
-        db.executemany(_DELETE_ENTRY, deletes)
-
-
-def _recall_after(index: RecallIndex, old: ScopeMemory | None, new: ScopeMemory, changes: Iterable[RowChange]) -> RecallIndex:
-    """The episodic index of `new`, derived from `old`'s by the batch's episodic row changes."""
-    mine = [c for c in changes if c.scope == new.scope and c.kind is MemoryKind.EPISODIC]
-    if not mine:
-        return index
-    # New entries have the highest sequence numbers: look for them from the end.
-    added = []
-    for entry in reversed(new.episodic):
-        if entry.seq in index.words:
-            break
-        added.append(entry)
-    deleted = {c.entry_id for c in mine if c.action == "delete"}
-    removed = [e.seq for e in (old.episodic if old is not None and deleted else ()) if e.id in deleted]
-    return index.changed(added=reversed(added), removed=removed)
-
-
-def _remove_line(lines: list[str], line: str) -> None:
-    """Remove `line` from the sorted `lines`, where it must stand."""
-    at = bisect.bisect_left(lines, line)
-    if at == len(lines) or lines[at] != line:
-        raise AssertionError(f"a scope's hash lines lost {line!r}")  # digests and lines out of step: a bug
-    del lines[at]
-
-
-def _result(plan: BatchPlan, *, audit_seq: int | None = None) -> BatchResult:
-    seq_range = (plan.first_seq, plan.last_seq) if plan.first_seq is not None and plan.last_seq is not None else None
-    return BatchResult(
-        committed=True, applied=plan.applied, seq_range=seq_range, audit_seq=audit_seq, contradicted=plan.contradicted
-    )
 
 
 __all__ = ["Durability", "MemoryStore", "PlannedBatch", "StoreView"]

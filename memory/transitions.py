@@ -14,7 +14,8 @@ belief's sequence number, so it shifts no id of the batch's other entries.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 from operator import attrgetter
 from typing import Any, Literal
 
@@ -28,6 +29,7 @@ from loreguard.schemas.memory import (
     WORLD_SCOPE,
     AddCanonicalFact,
     AppendEpisodic,
+    Authority,
     Belief,
     CanonicalFact,
     ContradictedBelief,
@@ -144,117 +146,162 @@ def plan_batch(
     """Apply `writes` in order to `state` (scope -> memory; a scope missing from it is
     unknown). Later writes see earlier ones. Any refusal means the plan must not be committed;
     every refusal is still reported, so callers can count them all."""
-    scratch: dict[str, _Scratch] = {}
-    changes: list[RowChange] = []
-    refusals: list[WriteRefusal] = []
-    seq = next_seq
-    first_seq: int | None = None
-    applied = 0
-    #: Scopes that gained a canonical fact, and beliefs written, in this batch.
-    fact_scopes: set[str] = set()
-    written_beliefs: set[tuple[str, str]] = set()
-
-    def refuse(index: int, write: MemoryWrite, code: RefusalCode, reason: str) -> None:
-        refusals.append(WriteRefusal(index=index, op=write.op.op, scope=write.op.scope, code=code, reason=reason))
-
+    batch = _Batch(state, policy, next_seq)
     for index, write in enumerate(writes):
-        op = write.op
-        refused = check_write(write.source, op)
-        if refused is not None:
-            refuse(index, write, *refused)
+        outcome = _plan_write(batch, write)
+        if isinstance(outcome, tuple):
+            code, reason = outcome
+            batch.refusals.append(WriteRefusal(index=index, op=write.op.op, scope=write.op.scope, code=code, reason=reason))
             continue
-        if op.scope not in state:
-            refuse(index, write, RefusalCode.UNKNOWN_SCOPE, f"no NPC or world scope {op.scope!r} is registered")
-            continue
-        work = scratch.get(op.scope)
-        if work is None:
-            work = scratch[op.scope] = _Scratch(state[op.scope])
-
-        if isinstance(op, AddCanonicalFact):
-            existing = work.canonical.get(op.fact.id)
-            if existing is not None:
-                if existing.fact == op.fact:
-                    applied += 1  # re-registering the same fact is a no-op, not an error
-                    continue
-                refuse(index, write, RefusalCode.DUPLICATE_ID, f"canonical fact {op.fact.id!r} already exists")
-                continue
-            clash = _identity(state, scratch, MemoryKind.CANONICAL, op.scope, op.fact.id)
-            if clash is not None:
-                refuse(index, write, *clash)
-                continue
-            stored = StoredCanonicalFact(fact=op.fact, seq=seq)
-            work.canonical[op.fact.id] = stored
-            changes.append(_upsert(op.scope, MemoryKind.CANONICAL, op.fact.id, seq, stored))
-            fact_scopes.add(op.scope)
-        elif isinstance(op, SetWorldState):
-            entry = WorldStateEntry(key=op.key, value=op.value, seq=seq, source=write.source)
-            work.world_state[op.key] = entry
-            changes.append(_upsert(op.scope, MemoryKind.WORLD_STATE, op.key, seq, entry))
-        elif isinstance(op, AppendEpisodic):
-            episode = EpisodicEntry(
-                id=episodic_id(seq),
-                seq=seq,
-                text=op.text,
-                significance=op.significance,
-                at_interaction=op.at_interaction,
-                tags=op.tags,
-                source=write.source,
-                turn=op.turn,
-            )
-            work.episodic[episode.id] = episode
-            changes.append(_upsert(op.scope, MemoryKind.EPISODIC, episode.id, seq, episode))
-            changes.extend(_prune_episodic(work, policy))
-        elif isinstance(op, UpsertBelief):
-            clash = _identity(state, scratch, MemoryKind.BELIEF, op.scope, op.belief_id)
-            if clash is not None:
-                refuse(index, write, *clash)
-                continue
-            belief = Belief(
-                id=op.belief_id,
-                seq=seq,
-                content=op.content,
-                confidence=op.confidence,
-                sentiment=op.sentiment,
-                contradicted=op.contradicted,
-                source=write.source,
-            )
-            work.beliefs[op.belief_id] = belief
-            changes.append(_upsert(op.scope, MemoryKind.BELIEF, op.belief_id, seq, belief))
-            written_beliefs.add((op.scope, op.belief_id))
-        elif isinstance(op, RemoveEntry):
-            tables: dict[MemoryKind, dict[str, Any]] = {
-                MemoryKind.WORLD_STATE: work.world_state,
-                MemoryKind.EPISODIC: work.episodic,
-                MemoryKind.BELIEF: work.beliefs,
-            }
-            table = tables[op.kind]
-            if op.entry_id not in table:
-                refuse(index, write, RefusalCode.NOT_FOUND, f"no {op.kind.value} entry {op.entry_id!r}")
-                continue
-            del table[op.entry_id]
-            changes.append(RowChange("delete", op.scope, op.kind, op.entry_id))
-            applied += 1
-            continue
-        else:  # pragma: no cover - check_write has refused every other op already
-            raise TypeError(f"unhandled write {type(op).__name__}")
-        if first_seq is None:
-            first_seq = seq
-        seq += 1
-        applied += 1
+        if outcome is _Outcome.WROTE:
+            if batch.first_seq is None:
+                batch.first_seq = batch.seq
+            batch.seq += 1
+        batch.applied += 1
 
     contradicted: list[ContradictedBelief] = []
-    if not refusals:  # a refused plan is never committed: nothing to mark
-        contradicted = _mark_contradicted(state, scratch, changes, fact_scopes, written_beliefs)
+    if not batch.refusals:  # a refused plan is never committed: nothing to mark
+        contradicted = _mark_contradicted(state, batch.scratch, batch.changes, batch.fact_scopes, batch.written_beliefs)
     return BatchPlan(
-        scopes={name: work.freeze() for name, work in sorted(scratch.items())},
-        changes=tuple(changes),
-        refusals=tuple(refusals),
-        next_seq=seq,
-        applied=applied,
-        first_seq=first_seq,
-        last_seq=seq - 1 if first_seq is not None else None,
+        scopes={name: work.freeze() for name, work in sorted(batch.scratch.items())},
+        changes=tuple(batch.changes),
+        refusals=tuple(batch.refusals),
+        next_seq=batch.seq,
+        applied=batch.applied,
+        first_seq=batch.first_seq,
+        last_seq=batch.seq - 1 if batch.first_seq is not None else None,
         contradicted=tuple(contradicted),
     )
+
+
+class _Outcome(Enum):
+    """What planning a write did, when it did not refuse it."""
+
+    #: Wrote an entry at the batch's next sequence number, which then moves on.
+    WROTE = "wrote"
+    #: Applied without a new sequence number: a delete, or a fact registered again unchanged.
+    APPLIED = "applied"
+
+
+#: A write's outcome: done, or refused with (code, reason).
+_Planned = _Outcome | tuple[RefusalCode, str]
+
+
+@dataclass
+class _Batch:
+    """A batch being planned: the scopes its writes touched so far and everything they did."""
+
+    state: Mapping[str, ScopeMemory]
+    policy: MemoryPolicy
+    #: The sequence number the next new entry takes.
+    seq: int
+    scratch: dict[str, _Scratch] = field(default_factory=dict)
+    changes: list[RowChange] = field(default_factory=list)
+    refusals: list[WriteRefusal] = field(default_factory=list)
+    first_seq: int | None = None
+    applied: int = 0
+    #: Scopes that gained a canonical fact, and beliefs written, in this batch.
+    fact_scopes: set[str] = field(default_factory=set)
+    written_beliefs: set[tuple[str, str]] = field(default_factory=set)
+
+
+def _plan_write(batch: _Batch, write: MemoryWrite) -> _Planned:
+    """Check one write's authority and scope, then hand it to the handler of its op kind."""
+    op = write.op
+    refused = check_write(write.source, op)
+    if refused is not None:
+        return refused
+    if op.scope not in batch.state:
+        return RefusalCode.UNKNOWN_SCOPE, f"no NPC or world scope {op.scope!r} is registered"
+    work = batch.scratch.get(op.scope)
+    if work is None:
+        work = batch.scratch[op.scope] = _Scratch(batch.state[op.scope])
+    match op:
+        case AddCanonicalFact():
+            return _add_fact(batch, work, op)
+        case SetWorldState():
+            return _set_world_state(batch, work, op, write.source)
+        case AppendEpisodic():
+            return _append_episodic(batch, work, op, write.source)
+        case UpsertBelief():
+            return _upsert_belief(batch, work, op, write.source)
+        case RemoveEntry():
+            return _remove_entry(batch, work, op)
+        case _:  # pragma: no cover - check_write has refused every other op already
+            raise TypeError(f"unhandled write {type(op).__name__}")
+
+
+def _add_fact(batch: _Batch, work: _Scratch, op: AddCanonicalFact) -> _Planned:
+    existing = work.canonical.get(op.fact.id)
+    if existing is not None:
+        if existing.fact == op.fact:
+            return _Outcome.APPLIED  # re-registering the same fact is a no-op, not an error
+        return RefusalCode.DUPLICATE_ID, f"canonical fact {op.fact.id!r} already exists"
+    clash = _identity(batch.state, batch.scratch, MemoryKind.CANONICAL, op.scope, op.fact.id)
+    if clash is not None:
+        return clash
+    stored = StoredCanonicalFact(fact=op.fact, seq=batch.seq)
+    work.canonical[op.fact.id] = stored
+    batch.changes.append(_upsert(op.scope, MemoryKind.CANONICAL, op.fact.id, batch.seq, stored))
+    batch.fact_scopes.add(op.scope)
+    return _Outcome.WROTE
+
+
+def _set_world_state(batch: _Batch, work: _Scratch, op: SetWorldState, source: Authority) -> _Planned:
+    entry = WorldStateEntry(key=op.key, value=op.value, seq=batch.seq, source=source)
+    work.world_state[op.key] = entry
+    batch.changes.append(_upsert(op.scope, MemoryKind.WORLD_STATE, op.key, batch.seq, entry))
+    return _Outcome.WROTE
+
+
+def _append_episodic(batch: _Batch, work: _Scratch, op: AppendEpisodic, source: Authority) -> _Planned:
+    episode = EpisodicEntry(
+        id=episodic_id(batch.seq),
+        seq=batch.seq,
+        text=op.text,
+        significance=op.significance,
+        at_interaction=op.at_interaction,
+        tags=op.tags,
+        source=source,
+        turn=op.turn,
+    )
+    work.episodic[episode.id] = episode
+    batch.changes.append(_upsert(op.scope, MemoryKind.EPISODIC, episode.id, batch.seq, episode))
+    batch.changes.extend(_prune_episodic(work, batch.policy))
+    return _Outcome.WROTE
+
+
+def _upsert_belief(batch: _Batch, work: _Scratch, op: UpsertBelief, source: Authority) -> _Planned:
+    clash = _identity(batch.state, batch.scratch, MemoryKind.BELIEF, op.scope, op.belief_id)
+    if clash is not None:
+        return clash
+    belief = Belief(
+        id=op.belief_id,
+        seq=batch.seq,
+        content=op.content,
+        confidence=op.confidence,
+        sentiment=op.sentiment,
+        contradicted=op.contradicted,
+        source=source,
+    )
+    work.beliefs[op.belief_id] = belief
+    batch.changes.append(_upsert(op.scope, MemoryKind.BELIEF, op.belief_id, batch.seq, belief))
+    batch.written_beliefs.add((op.scope, op.belief_id))
+    return _Outcome.WROTE
+
+
+def _remove_entry(batch: _Batch, work: _Scratch, op: RemoveEntry) -> _Planned:
+    tables: dict[MemoryKind, dict[str, Any]] = {
+        MemoryKind.WORLD_STATE: work.world_state,
+        MemoryKind.EPISODIC: work.episodic,
+        MemoryKind.BELIEF: work.beliefs,
+    }
+    table = tables[op.kind]
+    if op.entry_id not in table:
+        return RefusalCode.NOT_FOUND, f"no {op.kind.value} entry {op.entry_id!r}"
+    del table[op.entry_id]
+    batch.changes.append(RowChange("delete", op.scope, op.kind, op.entry_id))
+    return _Outcome.APPLIED
 
 
 class _AnyOf:

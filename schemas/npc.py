@@ -149,7 +149,7 @@ class OutputLimits(FrozenModel):
     parroting (a prompt's example or text copied back) and self-repeats (a recent reply said
     again to another question). Each one the gate finds fails the
     attempt hard, with a reason that names it, so it is retried with a repair and then falls
-    back. The defaults suit short spoken lines (see `server/pipeline/degenerate.py`)."""
+    back. The defaults suit short spoken lines (see `server/pipeline/gate/degenerate.py`)."""
 
     #: A span of at least this many words said twice in a row is a loop ("the password is: the
     #: password is:"). 0: not checked.

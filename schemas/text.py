@@ -1,10 +1,13 @@
 """Folding and the matching form of text: the one normaliser every phrase check matches on.
 
 It lives with the schemas, the lowest layer, so that a schema can refuse at registration a phrase
-the gate could never match (one that normalises to no word at all); `loreguard.memory.text` builds
-word splitting for retrieval on `fold`, and every phrase check of the gate (forbidden and required
+the gate could never match (one that normalises to no word at all). Word splitting for retrieval
+and task classification is here too (`word_tokens`, `keywords`): every script folds the same way,
+and scripts written without spaces (Chinese, Japanese) are cut into overlapping two-character
+pieces plus each Han character alone, the usual stand-in for a word segmenter, so "鍵を探している"
+still shares keys with "鍵はどこ". Every phrase check of the gate (forbidden and required
 phrases, secret markers, claims and their cues) matches on `norm_words` / `match_form`, through
-`server/pipeline/textnorm.py` and `loreguard.memory.claims`, so no two checks can normalise
+`server/pipeline/phrases.py` and `loreguard.memory.claims`, so no two checks can normalise
 differently. Pure and deterministic.
 
 `norm_words` goes further than `fold`, against text written to slip past a filter:
@@ -75,8 +78,8 @@ def _skeleton_table() -> dict[int, str]:
     with. Built once from the confusables data `confusable-homoglyphs` ships (Unicode's
     confusables.txt as JSON); a character confusable with several ASCII ones is left alone
     (none is in the current data, but a later one must not make the table depend on order)."""
-    import json  # noqa: PLC0415  (only on first use: the table is built once per process)
-    from importlib.resources import files  # noqa: PLC0415
+    import json
+    from importlib.resources import files
 
     data = json.loads(files(_CONFUSABLES_PACKAGE).joinpath("confusables.json").read_text(encoding="utf-8"))
     table: dict[int, str] = {}
@@ -178,3 +181,59 @@ def matchable(phrase: str) -> str:
     if not norm_words(phrase):
         raise ValueError(f"{phrase!r} has no letter or digit, so no reply could ever match it; write it in words")
     return phrase
+
+
+# --- words for retrieval and task classification: every script split the same way ---
+
+#: A run of letters or digits in any script (underscore is a separator, as punctuation is).
+_WORD = re.compile(r"[^\W_]+")
+#: Han ideographs, hiragana, katakana (and the prolonged-sound mark): no spaces between words.
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def _pieces(token: str) -> list[str]:
+    """A token with no unspaced-script run is one word; such runs become two-character pieces."""
+    if token.isascii() or not _UNSPACED.search(token):
+        return [token]
+    pieces: list[str] = []
+    last = 0
+    for run in _UNSPACED.finditer(token):
+        if run.start() > last:
+            pieces.append(token[last : run.start()])
+        chars = run.group()
+        pieces.extend([chars] if len(chars) == 1 else [chars[i : i + 2] for i in range(len(chars) - 1)])
+        if len(chars) > 1:
+            pieces.extend(ch for ch in chars if _HAN.match(ch))  # one kanji is often a word: 鍵, 門
+        last = run.end()
+    if last < len(token):
+        pieces.append(token[last:])
+    return pieces
+
+
+@lru_cache(maxsize=8192)
+def word_tokens(text: str) -> tuple[str, ...]:
+    """Folded words of `text` in order; unspaced scripts as overlapping two-character pieces."""
+    return tuple(piece for token in _WORD.findall(fold(text)) for piece in _pieces(token))
+
+
+def is_unspaced(word: str) -> bool:
+    """True for a piece of an unspaced script: a keyword although it has only one or two characters."""
+    return _UNSPACED.fullmatch(word) is not None
+
+
+#: Words too common to signal relevance.
+STOPWORDS = frozenset(
+    """a about after again all am an and any are as at be been but by can could did do does for
+    from had has have he her here him his how i if in into is it its just me my no not now of on
+    or our out over she so some than that the their them then there these they this to too up us
+    was we were what when where which who why will with would you your yours""".split()
+)
+
+
+@lru_cache(maxsize=8192)
+def keywords(text: str) -> frozenset[str]:
+    """Folded content words of `text` in any script, each as its `stem` (so "quests" and "quest"
+    are one keyword): stopwords out, and 1-2 letter words out except the two-character pieces of
+    unspaced scripts (Chinese, Japanese)."""
+    return frozenset(stem(w) for w in word_tokens(text) if (len(w) > 2 or is_unspaced(w)) and w not in STOPWORDS)

@@ -6,4 +6,4 @@
 # Every sidecar entry point (`loreguard serve`, `demo`, `bench`, `replay`, a program embedding
 # `Sidecar`) imports through this package, so the order holds everywhere; tests/test_load_order.py
 # checks it in the dynamic linker's own list of loaded objects.
-from loreguard.server.pipeline.inference import llama_native as _llama_native  # noqa: F401
+from loreguard.server.inference import llama_native as _llama_native  # noqa: F401

@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from loreguard.server.audit.commands import CommandError
+    from loreguard.server.inference.base import BackendError
     from loreguard.server.models.pull import ModelError
-    from loreguard.server.pipeline.inference.base import BackendError
     from loreguard.server.sidecar.transport import CannotListen
 
     args = build_parser().parse_args(argv)

@@ -29,8 +29,8 @@ def llama_backend():
     model test (all cores: tests run alone)."""
     import os
 
-    from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
-    from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
+    from loreguard.server.inference.llama_backend import LlamaCppBackend
+    from loreguard.server.inference.llama_config import LlamaCppConfig
 
     backend = LlamaCppBackend(LlamaCppConfig(n_threads=os.cpu_count() or 1, parallel=4))
     yield backend
@@ -42,8 +42,8 @@ def reproducible_backend():
     """The embedded model on the reproducible engine: same prompt and seed, same text, always."""
     import os
 
-    from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
-    from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
+    from loreguard.server.inference.llama_backend import LlamaCppBackend
+    from loreguard.server.inference.llama_config import LlamaCppConfig
 
     backend = LlamaCppBackend(LlamaCppConfig(n_threads=os.cpu_count() or 1, reproducible=True))
     yield backend

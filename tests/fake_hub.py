@@ -100,7 +100,7 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             self.send_header("Accept-Ranges", "bytes")
             self.send_header("Content-Length", str(length))
 
-        def do_HEAD(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_HEAD(self) -> None:
             with lock:
                 hub.requests.append(("HEAD", self.path, self.headers.get("Range"), self.headers.get("Authorization")))
             if self._refuse():
@@ -111,7 +111,7 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             self._headers(found[1], len(found[1].data))
             self.end_headers()
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             with lock:
                 hub.requests.append(("GET", self.path, self.headers.get("Range"), self.headers.get("Authorization")))
                 first_get = len(hub.gets()) == 1

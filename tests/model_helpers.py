@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stores import demo_store
 
-from loreguard.server.pipeline.inference.recording import RecordingBackend
+from loreguard.server.inference.recording import RecordingBackend
 
 #: Kept under the name the tests use.
 Recording = RecordingBackend

@@ -13,12 +13,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from factories import say  # noqa: E402
-from stores import demo_store  # noqa: E402
+from factories import say
+from stores import demo_store
 
-from loreguard.server.pipeline.inference import ScriptedBackend  # noqa: E402
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, Observer  # noqa: E402
-from loreguard.server.sidecar.transport import Sidecar, SidecarConfig  # noqa: E402
+from loreguard.server.inference import ScriptedBackend
+from loreguard.server.inference.base import Generation, GenerationRequest, Observer
+from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 GUARD = "The gate closes at dusk. Travellers sleep at the inn. Mind the wolves, friend."
 #: What the guard says next, in turn: a new line each time, as a model would (the gate fails an

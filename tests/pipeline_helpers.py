@@ -9,8 +9,8 @@ from factories import rich_guard_profile, rich_world
 from stores import open_store
 
 from loreguard.schemas import InteractionContext, NpcProfile, WorldDefinition
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
-from loreguard.server.pipeline.inference import ScriptedBackend
 
 
 def make_pipeline(

@@ -10,7 +10,7 @@ from pathlib import Path
 from factories import say
 from stores import demo_store, open_store
 
-from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from flake_hunt import main  # noqa: E402
+from flake_hunt import main
 
 
 def test_a_test_that_fails_once_in_three_runs_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ from sidecar_helpers import free_port
 
 from loreguard.client import Client
 from loreguard.server.demo import demo_npcs, demo_world
-from loreguard.server.pipeline.inference.models import EMBEDDED_FILE
+from loreguard.server.inference.model_files import EMBEDDED_FILE
 
 pytestmark = pytest.mark.slow
 

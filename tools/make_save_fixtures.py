@@ -63,7 +63,7 @@ if RECORD:  # a few recorded interactions, so the file holds an audit log of its
     from loreguard.schemas import InteractionContext
     from loreguard.server.audit import AuditRecorder
     from loreguard.server.pipeline import GovernancePipeline
-    from loreguard.server.pipeline.inference import ScriptedBackend
+    from loreguard.server.inference import ScriptedBackend
     lines = [json.dumps({"dialogue": f"Aye, {w} is quiet tonight.", "emotion": "neutral", "mutations": []}) for w in ("the gate", "the road", "the mill")]
     pipeline = GovernancePipeline(store, ScriptedBackend(lines), recorder=AuditRecorder(store, fingerprint=None))
     for line in ("Good evening.", "Any news?", "What of the mill?"):

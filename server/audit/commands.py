@@ -17,7 +17,7 @@ from loreguard.server.audit.recorder import NoRecordsError, read_records
 from loreguard.server.audit.recorder import export_package as export_records
 from loreguard.server.audit.replay import Replayer, ReplayReport
 from loreguard.server.audit.report import record_line, result_lines, stream_lines, summary_lines
-from loreguard.server.pipeline.inference.base import InferenceBackend
+from loreguard.server.inference.base import InferenceBackend
 
 
 class CommandError(Exception):

@@ -66,11 +66,11 @@ class AuditRecorder:
         self.last_prune: AuditPrune | None = None
         self._lock = threading.Lock()
         self._rings: dict[str, deque[AuditRecord]] = {}
-        self._known_blobs = store.audit_blob_hashes()
+        self._known_blobs = store.audit.blob_hashes()
         #: Chunks made before, by their rows: most of a scope's chunks are the last record's.
         self._chunk_memo: dict[tuple[tuple[str, ...], ...], tuple[str, str]] = {}
         # Refill the rings after a restart from the newest records (enough for a few NPCs).
-        for _, text in store.audit_rows(last=ring_size * 8):
+        for _, text in store.audit.rows(last=ring_size * 8):
             self._remember(AuditRecord.model_validate_json(text))
 
     # --- recording (the pipeline's worker thread) -----------------------------------------
@@ -135,7 +135,7 @@ class AuditRecorder:
         if due:
             try:
                 self.prune()
-            except Exception:  # noqa: BLE001 - the interaction committed: a failed prune is logged, never its error
+            except Exception:
                 _log.exception("audit retention: the prune failed; every record is kept, the next prune tries again")
 
     def prune(self) -> AuditPrune:
@@ -155,7 +155,7 @@ class AuditRecorder:
         with self._lock:
             if done.blobs:
                 # Blobs a pruned record alone needed are gone: a later record stores them again.
-                self._known_blobs = self.store.audit_blob_hashes()
+                self._known_blobs = self.store.audit.blob_hashes()
             self.last_prune = done
         return done
 
@@ -247,7 +247,7 @@ def _json_text(value: Any) -> str:
 def read_records(store: MemoryStore, selection: PackageSelection) -> tuple[AuditRecord, ...]:
     """The selected records from the log on disk, in log order."""
     after = (selection.first_seq or 1) - 1
-    rows = store.audit_rows(npc_id=selection.npc_id, after=after, last_seq=selection.last_seq, last=selection.last)
+    rows = store.audit.rows(npc_id=selection.npc_id, after=after, last_seq=selection.last_seq, last=selection.last)
     return tuple(AuditRecord.model_validate_json(text) for _, text in rows)
 
 
@@ -257,13 +257,13 @@ def export_package(store: MemoryStore, selection: PackageSelection, *, exported_
     if not records:
         raise NoRecordsError(f"no audit records match {selection.model_dump(exclude_none=True)}")
     wanted = {digest for r in records for digest in (*r.before.blob_hashes(), r.config)}
-    found = store.audit_blobs(wanted)
+    found = store.audit.blobs(wanted)
     manifests = [json.loads(found[digest]) for r in records for _, digest in r.before.scopes if digest in found]
     chunks = {name for m in manifests for name in chunk_names(m)}
-    found.update(store.audit_blobs(chunks - set(found)))
+    found.update(store.audit.blobs(chunks - set(found)))
     parsed = {name: json.loads(found[name]) for name in chunks if name in found}
     entries = {digest for m in manifests for _, _, digest in entry_rows(m, parsed)}
-    found.update(store.audit_blobs(entries - set(found)))
+    found.update(store.audit.blobs(entries - set(found)))
     missing = sorted((wanted | chunks | entries) - set(found))
     if missing:
         raise LookupError(f"the audit log lacks blobs {missing[:3]}; the data folder is damaged")

@@ -27,10 +27,7 @@ from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import AttemptRecord, ModelFingerprint
 from loreguard.server.audit.manifests import entry_rows
 from loreguard.server.audit.recorder import AuditRecorder
-from loreguard.server.pipeline import consolidation
-from loreguard.server.pipeline.config import PipelineConfig
-from loreguard.server.pipeline.errors import LifecycleHalt
-from loreguard.server.pipeline.inference import (
+from loreguard.server.inference import (
     BackendError,
     BackendTimeout,
     BackendUnavailable,
@@ -38,7 +35,10 @@ from loreguard.server.pipeline.inference import (
     GenerationRequest,
     InferenceBackend,
 )
-from loreguard.server.pipeline.inference.base import Observer
+from loreguard.server.inference.base import Observer
+from loreguard.server.pipeline import summaries
+from loreguard.server.pipeline.config import PipelineConfig
+from loreguard.server.pipeline.errors import LifecycleHalt
 from loreguard.server.pipeline.lifecycle import GovernancePipeline
 from loreguard.server.pipeline.run import InteractionRun
 from loreguard.server.pipeline.streaming import StreamSession
@@ -249,7 +249,7 @@ class Replayer:
     def replay_record(self, record: AuditRecord) -> RecordReplay:
         try:
             replayed = self._run(record)
-        except Exception as exc:  # noqa: BLE001 - any failure of the current code is a finding, not a crash
+        except Exception as exc:
             return RecordReplay(record, None, (DriftKind.FAILURE,), (f"{type(exc).__name__}: {exc}",))
         kinds, details = compare(record, replayed, live=self.live_backend is not None)
         return RecordReplay(record, replayed, kinds, details)
@@ -287,7 +287,7 @@ class Replayer:
             streamed = any(a.stream is not None for a in record.receipt.attempts)
             stream = StreamSession(emit=lambda chunk: None) if streamed else None
             with suppress(LifecycleHalt):  # halted again: its record, like any other, is what is compared
-                if record.receipt.task_type == consolidation.TASK:
+                if record.receipt.task_type == summaries.TASK:
                     pipeline.consolidate(record.npc_id)  # a summary the model wrote in idle time
                 else:
                     pipeline.interact(record.context, stream=stream)

@@ -49,7 +49,7 @@ def prune(
     `OSError` and prunes nothing."""
     from loreguard.server.audit.package import PackageFormat, write_package
 
-    doomed = store.audit_doomed(retention.keep_per_npc)
+    doomed = store.audit.doomed(retention.keep_per_npc)
     if not doomed:
         return AuditPrune()
     archived = []
@@ -60,7 +60,7 @@ def prune(
             path = retention.archive / f"{_file_safe(npc_id)}-{seqs[0]:09d}-{seqs[-1]:09d}.lgp"
             write_package(package, path, PackageFormat.COMPRESSED)
             archived.append(path.name)
-    records, blobs = store.prune_audit(seq for seqs in doomed.values() for seq in seqs)
+    records, blobs = store.audit.prune(seq for seqs in doomed.values() for seq in seqs)
     return AuditPrune(records=records, blobs=blobs, archived=tuple(archived))
 
 

@@ -126,7 +126,7 @@ class _Placement(TypedDict):
 
 def _placement(args: argparse.Namespace) -> _Placement:
     """`--device` and `--gpu-layers` as the bench functions take them (DeviceError: exit 2)."""
-    from loreguard.server.pipeline.inference.devices import choose_device
+    from loreguard.server.inference.devices import choose_device
 
     return {"gpu_layers": choose_device(args.device, args.gpu_layers).gpu_layers, "device": args.device}
 

@@ -25,16 +25,17 @@ import asyncio
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from loreguard.client import AsyncClient, Client
 from loreguard.memory import MemoryStore
 from loreguard.server.bench.inference import _LINES, bench_profiles, bench_world
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, InferenceBackend
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
-from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
-from loreguard.server.pipeline.inference.llama_native import NativeContext
-from loreguard.server.pipeline.inference.recording import RecordingBackend
+from loreguard.server.inference.base import Generation, GenerationRequest, InferenceBackend
+from loreguard.server.inference.llama_backend import LlamaCppBackend
+from loreguard.server.inference.llama_config import LlamaCppConfig
+from loreguard.server.inference.llama_native import NativeContext
+from loreguard.server.inference.recording import RecordingBackend
 from loreguard.server.sidecar.stats import percentile
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
@@ -100,6 +101,142 @@ def _median(values: list[float]) -> float:
     return round(statistics.median(values), 1) if values else float("nan")
 
 
+#: Per N at once: interactions/s, aggregate decode tokens/s, latencies (ms).
+_AtOnce = dict[int, tuple[float, float, list[float]]]
+
+
+@dataclass(frozen=True)
+class _Phases:
+    """What the sidecar phases measured, for the figures."""
+
+    #: The warm-up's one-at-a-time turns (nothing of the NPC cached) and the serial baseline's.
+    cold: list[Generation]
+    warm: list[Generation]
+    serial_rate: float
+    per_n: _AtOnce
+
+
+def _backend(
+    n_max: int,
+    model: str | None,
+    threads: int | None,
+    gpu_layers: int,
+    device: str,
+    kv_budget_mib: int | None,
+    base_url: str | None,
+) -> tuple[InferenceBackend, dict[str, object]]:
+    """The remote server at `base_url`, or the in-process engine with room for every NPC; and
+    the figures that describe it."""
+    if base_url is not None:
+        from loreguard.server.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
+
+        remote = OpenAICompatibleBackend(OpenAICompatibleConfig(base_url=base_url, model=model, timeout_s=3600))
+        figures: dict[str, object] = {"model": remote.fingerprint().file_name, "engine": remote.engine.kind}
+        figures |= {"slots": remote.max_concurrency, "npcs": n_max}
+        return remote, figures
+    config = LlamaCppConfig(
+        model_path=model,
+        n_threads=threads,
+        n_gpu_layers=gpu_layers,
+        device=device,
+        parallel=n_max,
+        resident_sequences=n_max,
+        kv_budget_mib=kv_budget_mib,
+    )
+    local = LlamaCppBackend(config)
+    return local, {"model": local.fingerprint().file_name, "threads": local.n_threads, "npcs": n_max}
+
+
+def _sidecar(data: Path, backend: InferenceBackend, n_npcs: int, facts: int) -> tuple[Sidecar, list[str]]:
+    """A started sidecar whose store holds the bench world and `n_npcs` NPCs; their ids."""
+    store = MemoryStore(data / "bench.sqlite")
+    store.load_world(bench_world())
+    profiles = bench_profiles(n_npcs, facts=facts)
+    for profile in profiles:
+        store.register_npc(profile)
+    sidecar = Sidecar(store, backend, SidecarConfig(port=0, queue_size=n_npcs * 2, request_timeout_ms=3_600_000))
+    sidecar.start()
+    return sidecar, [p.id for p in profiles]
+
+
+def _warm_up(address: str, recorder: RecordingBackend, ids: list[str], serial: int) -> list[Generation]:
+    """Every NPC speaks once, so each has its previous turn resident: the first `serial` one at a
+    time, whose first attempts are returned (nothing of theirs was cached), the rest together."""
+    with Client(address, timeout_s=3600) as client:
+        mark = len(recorder.calls)
+        for npc in ids[:serial]:
+            client.interact(npc, _LINES[0])
+        cold = _first_attempts(recorder.calls[mark:])
+    if len(ids) > serial:
+        asyncio.run(_at_once(address, [(npc, _LINES[0]) for npc in ids[serial:]]))
+    return cold
+
+
+def _serial_baseline(address: str, recorder: RecordingBackend, ids: list[str], serial: int) -> tuple[float, list[Generation]]:
+    """The first `serial` NPCs, warm, speak again one at a time through one client: interactions/s
+    and their first attempts."""
+    with Client(address, timeout_s=3600) as client:
+        mark = len(recorder.calls)
+        started = time.perf_counter()
+        for npc in ids[:serial]:
+            client.interact(npc, _LINES[1])
+        rate = serial / (time.perf_counter() - started)
+        return rate, _first_attempts(recorder.calls[mark:])
+
+
+def _n_at_once(address: str, recorder: RecordingBackend, ids: list[str], npcs: tuple[int, ...]) -> tuple[_AtOnce, list[int]]:
+    """For each N, N NPCs each send one interaction at the same moment, each from its own client;
+    the figures per N, and the prompt length of every generation (the ceiling's prompt)."""
+    per_n: _AtOnce = {}
+    prompt_lengths: list[int] = []
+    for round_, n in enumerate(npcs):
+        mark = len(recorder.calls)
+        line = _LINES[(2 + round_) % len(_LINES)]
+        wall, latencies = asyncio.run(_at_once(address, [(npc, line) for npc in ids[:n]]))
+        calls = recorder.calls[mark:]
+        generated = sum(g.tokens_generated for _, g in calls)
+        prompt_lengths += [g.tokens_evaluated + g.tokens_cached for _, g in calls]
+        per_n[n] = (n / wall, generated / wall, latencies)
+    return per_n, prompt_lengths
+
+
+def _turn_figures(phases: _Phases) -> dict[str, object]:
+    """The serial baseline, and cold against warm turns (the repeat turns are the warm ones)."""
+    cold, repeat_turns = phases.cold, phases.warm
+    # Cached over all prompt tokens of the repeat turns: the in-process engine's count, or what
+    # a remote server reports in `usage` (0 when it reports nothing: docs/remote-engines.md).
+    prompt_total = sum(g.tokens_evaluated + g.tokens_cached for g in repeat_turns)
+    return {
+        "serial_interactions_per_s": round(phases.serial_rate, 3),
+        "ttft_cold_ms": _median([g.ttft_ms for g in cold]),
+        "ttft_warm_ms": _median([g.ttft_ms for g in repeat_turns]),
+        "kv_hit_speedup": round(
+            statistics.median(g.ttft_ms for g in cold) / statistics.median(g.ttft_ms for g in repeat_turns), 1
+        ),
+        "prompt_tokens_per_turn": round(statistics.mean(g.tokens_evaluated + g.tokens_cached for g in repeat_turns), 1),
+        "prompt_tokens_evaluated_per_turn": round(statistics.mean(g.tokens_evaluated for g in repeat_turns), 1),
+        "kv_hit_rate": round(sum(g.tokens_cached for g in repeat_turns) / prompt_total, 3) if prompt_total else float("nan"),
+    }
+
+
+def _figures_at(n: int, phases: _Phases, backend: InferenceBackend, prompt_tokens: int, ceiling_steps: int) -> dict[str, object]:
+    """N at once against the serial baseline and, in process, against llama.cpp's ceiling (measured
+    here, once the sidecar has stopped, so that nothing else runs on the model)."""
+    rate, decode_rate, latencies = phases.per_n[n]
+    figures: dict[str, object] = {
+        f"interactions_per_s_{n}": round(rate, 3),
+        f"aggregate_decode_tok_s_{n}": round(decode_rate, 1),
+        f"latency_p50_ms_{n}": round(statistics.median(latencies), 1),
+        f"latency_p99_ms_{n}": round(percentile(latencies, 0.99), 1),
+        f"speedup_vs_serial_{n}": round(rate / phases.serial_rate, 2),
+    }
+    if isinstance(backend, LlamaCppBackend):
+        ceiling = llama_cpp_ceiling(backend, n, prompt_tokens, ceiling_steps)
+        figures[f"ceiling_decode_tok_s_{n}"] = round(ceiling, 1)
+        figures[f"fraction_of_ceiling_{n}"] = round(decode_rate / ceiling, 3)
+    return figures
+
+
 def bench_concurrency(
     *,
     npcs: tuple[int, ...] = (1, 8, 32),
@@ -115,96 +252,24 @@ def bench_concurrency(
 ) -> dict[str, object]:
     n_max = max(npcs)
     serial = min(serial, n_max)
-    backend: InferenceBackend
-    if base_url is not None:
-        from loreguard.server.pipeline.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
-
-        backend = OpenAICompatibleBackend(OpenAICompatibleConfig(base_url=base_url, model=model, timeout_s=3600))
-        figures: dict[str, object] = {"model": backend.fingerprint().file_name, "engine": backend.engine.kind}
-        figures |= {"slots": backend.max_concurrency, "npcs": n_max}
-    else:
-        config = LlamaCppConfig(
-            model_path=model,
-            n_threads=threads,
-            n_gpu_layers=gpu_layers,
-            device=device,
-            parallel=n_max,
-            resident_sequences=n_max,
-            kv_budget_mib=kv_budget_mib,
-        )
-        backend = LlamaCppBackend(config)
-        figures = {"model": backend.fingerprint().file_name, "threads": backend.n_threads, "npcs": n_max}
+    backend, figures = _backend(n_max, model, threads, gpu_layers, device, kv_budget_mib, base_url)
     recorder = RecordingBackend(backend)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        store = MemoryStore(Path(tmp) / "bench.sqlite")
-        store.load_world(bench_world())
-        profiles = bench_profiles(n_max, facts=facts)
-        for profile in profiles:
-            store.register_npc(profile)
-        ids = [p.id for p in profiles]
-        sidecar = Sidecar(store, recorder, SidecarConfig(port=0, queue_size=n_max * 2, request_timeout_ms=3_600_000))
-        sidecar.start()
+        sidecar, ids = _sidecar(Path(tmp), recorder, n_max, facts)
         try:
-            # 1. warm-up: the first `serial` NPCs one at a time (cold TTFT), the rest together.
-            with Client(sidecar.address, timeout_s=3600) as client:
-                mark = len(recorder.calls)
-                for npc in ids[:serial]:
-                    client.interact(npc, _LINES[0])
-                cold = _first_attempts(recorder.calls[mark:])
-            if n_max > serial:
-                asyncio.run(_at_once(sidecar.address, [(npc, _LINES[0]) for npc in ids[serial:]]))
-
-            # 2. serial baseline on warm NPCs.
-            with Client(sidecar.address, timeout_s=3600) as client:
-                mark = len(recorder.calls)
-                t0 = time.perf_counter()
-                for npc in ids[:serial]:
-                    client.interact(npc, _LINES[1])
-                serial_rate = serial / (time.perf_counter() - t0)
-                warm = _first_attempts(recorder.calls[mark:])
-
-            # 3. N at once.
-            prompt_lengths: list[int] = []
-            per_n: dict[int, tuple[float, float, list[float]]] = {}
-            for round_, n in enumerate(npcs):
-                mark = len(recorder.calls)
-                line = _LINES[(2 + round_) % len(_LINES)]
-                wall, latencies = asyncio.run(_at_once(sidecar.address, [(npc, line) for npc in ids[:n]]))
-                calls = recorder.calls[mark:]
-                generated = sum(g.tokens_generated for _, g in calls)
-                prompt_lengths += [g.tokens_evaluated + g.tokens_cached for _, g in calls]
-                per_n[n] = (n / wall, generated / wall, latencies)
+            cold = _warm_up(sidecar.address, recorder, ids, serial)
+            serial_rate, warm = _serial_baseline(sidecar.address, recorder, ids, serial)
+            per_n, prompt_lengths = _n_at_once(sidecar.address, recorder, ids, npcs)
             if isinstance(backend, LlamaCppBackend):
                 figures["resident_prefixes"] = backend.resident_prefixes
         finally:
             sidecar.stop()
-
-    repeat_turns = warm
-    figures["serial_interactions_per_s"] = round(serial_rate, 3)
-    figures["ttft_cold_ms"] = _median([g.ttft_ms for g in cold])
-    figures["ttft_warm_ms"] = _median([g.ttft_ms for g in repeat_turns])
-    figures["kv_hit_speedup"] = round(
-        statistics.median(g.ttft_ms for g in cold) / statistics.median(g.ttft_ms for g in repeat_turns), 1
-    )
-    figures["prompt_tokens_per_turn"] = round(statistics.mean(g.tokens_evaluated + g.tokens_cached for g in repeat_turns), 1)
-    figures["prompt_tokens_evaluated_per_turn"] = round(statistics.mean(g.tokens_evaluated for g in repeat_turns), 1)
-    # Cached over all prompt tokens of the repeat turns: the in-process engine's count, or what
-    # a remote server reports in `usage` (0 when it reports nothing: docs/remote-engines.md).
-    prompt_total = sum(g.tokens_evaluated + g.tokens_cached for g in repeat_turns)
-    figures["kv_hit_rate"] = round(sum(g.tokens_cached for g in repeat_turns) / prompt_total, 3) if prompt_total else float("nan")
+    phases = _Phases(cold=cold, warm=warm, serial_rate=serial_rate, per_n=per_n)
+    figures |= _turn_figures(phases)
     prompt_tokens = int(statistics.median(prompt_lengths))
     for n in npcs:
-        rate, decode_rate, latencies = per_n[n]
-        figures[f"interactions_per_s_{n}"] = round(rate, 3)
-        figures[f"aggregate_decode_tok_s_{n}"] = round(decode_rate, 1)
-        figures[f"latency_p50_ms_{n}"] = round(statistics.median(latencies), 1)
-        figures[f"latency_p99_ms_{n}"] = round(percentile(latencies, 0.99), 1)
-        figures[f"speedup_vs_serial_{n}"] = round(rate / serial_rate, 2)
-        if isinstance(backend, LlamaCppBackend):
-            ceiling = llama_cpp_ceiling(backend, n, prompt_tokens, ceiling_steps)
-            figures[f"ceiling_decode_tok_s_{n}"] = round(ceiling, 1)
-            figures[f"fraction_of_ceiling_{n}"] = round(decode_rate / ceiling, 3)
+        figures |= _figures_at(n, phases, backend, prompt_tokens, ceiling_steps)
     engine = backend.engine if isinstance(backend, LlamaCppBackend) else None
     if engine is not None:
         figures["engine_peak_decoding"] = engine.stats.peak_decoding

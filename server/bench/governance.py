@@ -19,8 +19,8 @@ from loreguard.schemas import (
     UpsertBelief,
     WorldDefinition,
 )
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference import ScriptedBackend
 from loreguard.server.sidecar.stats import percentile
 
 

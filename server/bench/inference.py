@@ -15,17 +15,18 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionContext, NpcProfile, ParsedOutput, WorldDefinition
+from loreguard.server.inference.base import Generation, GenerationRequest
+from loreguard.server.inference.llama_backend import LlamaCppBackend
+from loreguard.server.inference.llama_config import LlamaCppConfig
+from loreguard.server.inference.recording import RecordingBackend
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
-from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
-from loreguard.server.pipeline.inference.recording import RecordingBackend
 
 _PLACES = ("the mill", "the north gate", "the river ford", "the old chapel", "the salt market", "the watchtower",
            "the tannery", "the bridge of Ald", "the granary", "the smithy", "the ferry landing", "the orchard")  # fmt: skip
@@ -92,21 +93,32 @@ def _median(values: list[float]) -> float:
     return round(statistics.median(values), 1) if values else float("nan")
 
 
-def bench_inference(
-    *,
-    npcs: int = 8,
-    rounds: int = 3,
-    model: str | None = None,
-    threads: int | None = None,
-    gpu_layers: int = 0,
-    device: str = "auto",
-    reproducible: bool = False,
-) -> dict[str, object]:
-    backend = LlamaCppBackend(
-        LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, device=device, reproducible=reproducible)
-    )
-    recorder = RecordingBackend(backend)
-    started = time.perf_counter()
+#: One generation as the recorder saw it: the request sent and what came back.
+_Call = tuple[GenerationRequest, Generation]
+
+
+@dataclass(frozen=True)
+class _Rotation:
+    """What the rotation left: every generation, each round's first attempts (a retry re-sends
+    most of the same prompt) and the share of replies the next prompt replayed as written."""
+
+    calls: list[_Call]
+    turns: list[list[_Call]]
+    verbatim: float
+
+
+@dataclass(frozen=True)
+class _SameRequests:
+    """The last round's requests as run (warm), again with the NPC's cache dropped (cold), and
+    decoded free of the grammar (tokens/s of those long enough to tell)."""
+
+    warm: list[Generation]
+    cold: list[Generation]
+    free_rates: list[float]
+
+
+def _rotation(recorder: RecordingBackend, npcs: int, rounds: int) -> _Rotation:
+    """`rounds` turns of `npcs` NPCs, interleaved, through the full pipeline."""
     with tempfile.TemporaryDirectory() as tmp:
         store = MemoryStore(Path(tmp) / "bench.db")
         store.load_world(bench_world())
@@ -114,8 +126,7 @@ def bench_inference(
         for profile in profiles:
             store.register_npc(profile)
         pipeline = GovernancePipeline(store, recorder, PipelineConfig())
-        #: Per round, each NPC's first attempt (a retry re-sends most of the same prompt).
-        turns: list[list[tuple[GenerationRequest, Generation]]] = []
+        turns: list[list[_Call]] = []
         for round_ in range(rounds):
             turns.append([])
             for profile in profiles:
@@ -131,38 +142,40 @@ def bench_inference(
         replies = [e.turn.reply for p in profiles for e in store.scope(p.id).episodic if e.turn is not None]
         verbatim = sum(reply in outputs for reply in replies) / max(1, len(replies))
         store.close()
+    return _Rotation(calls=recorder.calls, turns=turns, verbatim=verbatim)
 
-    calls = recorder.calls
-    generations = [generation for _, generation in calls]
-    constrained = [r for g in generations if (r := _decode_tok_s(g)) is not None]
-    repeat = [g for turn in turns[1:] for _, g in turn]
-    # Cache hit vs miss on identical requests: each NPC's last turn as run, then with its cache dropped.
+
+def _same_requests(backend: LlamaCppBackend, last_round: list[_Call]) -> _SameRequests:
+    """Cache hit vs miss, and constrained vs free decoding, on identical requests and seeds."""
     warm, cold, free = [], [], []
-    for request, generation in turns[-1]:
+    for request, generation in last_round:
         warm.append(generation)
         backend.invalidate(request.npc_id)
         cold.append(backend.generate(request))
-        # Free decoding on the same prompt and seed, without the grammar.
         free_request = request.model_copy(update={"output_schema": None, "max_tokens": 96})
         if (rate := _decode_tok_s(backend.generate(free_request))) is not None:
             free.append(rate)
-    ttft_cold, ttft_warm = _median([g.ttft_ms for g in cold]), _median([g.ttft_ms for g in warm])
-    free_rate, constrained_rate = _median(free), _median(constrained)
-    static_prefix = int(statistics.median(len(backend.tokenize_prompt(r.prompt).prefix) for r, _ in turns[-1]))
-    figures: dict[str, object] = {
-        "model": backend.fingerprint().file_name,
-        "engine": "reproducible" if reproducible else "batched",
-        "threads": backend.n_threads,
-        "npcs": npcs,
-        "generations": len(calls),
+    return _SameRequests(warm=warm, cold=cold, free_rates=free)
+
+
+def _figures(backend: LlamaCppBackend, rotation: _Rotation, same: _SameRequests) -> dict[str, object]:
+    """The rotation's and the identical requests' figures, from `generations` to `schema_valid_rate`."""
+    generations = [generation for _, generation in rotation.calls]
+    constrained = [r for g in generations if (r := _decode_tok_s(g)) is not None]
+    repeat = [g for turn in rotation.turns[1:] for _, g in turn]
+    ttft_cold, ttft_warm = _median([g.ttft_ms for g in same.cold]), _median([g.ttft_ms for g in same.warm])
+    free_rate, constrained_rate = _median(same.free_rates), _median(constrained)
+    static_prefix = int(statistics.median(len(backend.tokenize_prompt(r.prompt).prefix) for r, _ in rotation.turns[-1]))
+    return {
+        "generations": len(rotation.calls),
         "static_prefix_tokens": static_prefix,
         "prompt_tokens_per_turn": round(statistics.mean(g.tokens_evaluated + g.tokens_cached for g in repeat), 1),
         "prompt_tokens_evaluated_per_turn": round(statistics.mean(g.tokens_evaluated for g in repeat), 1),
         # The mean is pulled up by turns whose previous reply could not be replayed as the model
         # wrote it (a change the gate refused, a rewritten line): the median shows the usual turn.
         "prompt_tokens_evaluated_per_turn_p50": statistics.median(g.tokens_evaluated for g in repeat),
-        "replies_replayed_verbatim_rate": round(verbatim, 3),
-        "prefill_tok_s": _median([g.tokens_evaluated / (g.ttft_ms / 1000) for g in cold if g.ttft_ms > 0]),
+        "replies_replayed_verbatim_rate": round(rotation.verbatim, 3),
+        "prefill_tok_s": _median([g.tokens_evaluated / (g.ttft_ms / 1000) for g in same.cold if g.ttft_ms > 0]),
         "decode_tok_s": free_rate,
         "constrained_decode_tok_s": constrained_rate,
         "constrained_vs_free_decode": round(free_rate / constrained_rate, 2) if constrained_rate else float("nan"),
@@ -177,6 +190,31 @@ def bench_inference(
         "grammar_full_filter_rate": round(backend.stats.grammar_full_filters / max(1, backend.stats.tokens_generated), 4),
         "truncated_outputs": sum(g.finish_reason == "length" for g in generations),
         "schema_valid_rate": round(sum(_strictly_valid(g.text) for g in generations) / len(generations), 3),
+    }
+
+
+def bench_inference(
+    *,
+    npcs: int = 8,
+    rounds: int = 3,
+    model: str | None = None,
+    threads: int | None = None,
+    gpu_layers: int = 0,
+    device: str = "auto",
+    reproducible: bool = False,
+) -> dict[str, object]:
+    backend = LlamaCppBackend(
+        LlamaCppConfig(model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, device=device, reproducible=reproducible)
+    )
+    started = time.perf_counter()
+    rotation = _rotation(RecordingBackend(backend), npcs, rounds)
+    same = _same_requests(backend, rotation.turns[-1])
+    figures: dict[str, object] = {
+        "model": backend.fingerprint().file_name,
+        "engine": "reproducible" if reproducible else "batched",
+        "threads": backend.n_threads,
+        "npcs": npcs,
+        **_figures(backend, rotation, same),
         "wall_s": round(time.perf_counter() - started, 1),
     }
     backend.close()

@@ -44,14 +44,14 @@ from loreguard.schemas.receipt import JudgeRecord
 from loreguard.schemas.text import norm_words
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.demo.session import TURNS
+from loreguard.server.inference.llama_backend import LlamaCppBackend
+from loreguard.server.inference.llama_config import LlamaCppConfig
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
-from loreguard.server.pipeline.degenerate import find_degenerate
 from loreguard.server.pipeline.gate import GateConfig
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
-from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
-from loreguard.server.pipeline.parroting import PARROTING_RULE
+from loreguard.server.pipeline.gate.degenerate import find_degenerate
+from loreguard.server.pipeline.gate.parroting import PARROTING_RULE
+from loreguard.server.pipeline.gate.self_repeats import RepeatContext, find_self_repeats
 from loreguard.server.pipeline.retry import RetryPolicy
-from loreguard.server.pipeline.self_repeats import RepeatContext, find_self_repeats
 from loreguard.server.pipeline.snapshot import RecentReply
 
 _DEGENERATE_RULES = frozenset(

@@ -42,8 +42,8 @@ from loreguard.schemas.scene import SceneChunk
 from loreguard.schemas.wire import InteractChunk
 from loreguard.server.bench.inference import bench_profiles, bench_world
 from loreguard.server.bench.streaming import warm_and_wait
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
-from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
+from loreguard.server.inference.llama_backend import LlamaCppBackend
+from loreguard.server.inference.llama_config import LlamaCppConfig
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 TOPICS = (

@@ -23,7 +23,7 @@ from loreguard.memory import MemoryStore
 from loreguard.schemas import NpcProfile
 from loreguard.schemas.wire import encode_reply, encode_request
 from loreguard.server.demo import demo_npcs, demo_world
-from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.sidecar.stats import percentile
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 

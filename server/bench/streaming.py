@@ -43,8 +43,8 @@ from loreguard.schemas.npc import NpcProfile
 from loreguard.schemas.receipt import InteractionResult
 from loreguard.schemas.wire import InteractChunk
 from loreguard.server.bench.inference import _LINES, bench_profiles, bench_world
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
-from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
+from loreguard.server.inference.llama_backend import LlamaCppBackend
+from loreguard.server.inference.llama_config import LlamaCppConfig
 from loreguard.server.sidecar.stats import percentile
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
@@ -209,6 +209,55 @@ def _turn(
     return f_ms, s_ms, p_ms, last is not None and last.cut is not None
 
 
+@dataclass
+class _StreamingRun:
+    """What the two sidecars measured, grouped as the figures report it."""
+
+    warm_ms: float = 0.0
+    warm_outcomes: dict[str, int] = field(default_factory=dict)
+    #: The rotation, warmed before its first turn (the headline); its first turns; its later
+    #: turns (the NPC's previous turn cached); first turns of NPCs never warmed.
+    warmed: _Times = field(default_factory=_Times)
+    warmed_first: _Times = field(default_factory=_Times)
+    later: _Times = field(default_factory=_Times)
+    cold: _Times = field(default_factory=_Times)
+    #: The warmed rotation's turns whose streamed reply was not cut (a cut reply ends at its
+    #: released text, often right after the first chunk, so its ratio says little about streaming).
+    uncut: _Times = field(default_factory=_Times)
+    tally: _Tally = field(default_factory=_Tally)
+    #: The same-work NPCs' turns (parroting off), kept out of every other figure.
+    same_tally: _Tally = field(default_factory=_Tally)
+
+
+def _warm_up(plain: Client, streamed: Client, npcs: int, run: _StreamingRun) -> None:
+    """Warm the rotation on both sidecars (timed), then the same-work NPCs apart (not counted)."""
+    run.warm_ms, run.warm_outcomes = warm_and_wait([plain, streamed], [f"npc_{n}" for n in range(npcs)])
+    warm_and_wait([plain, streamed], [f"same_npc_{n}" for n in range(npcs)])
+
+
+def _warmed_rotation(plain: Client, streamed: Client, npcs: int, rounds: int, run: _StreamingRun) -> None:
+    """`rounds` turns of every warmed NPC, alternating which sidecar goes first."""
+    for round_ in range(rounds):
+        line = _LINES[round_ % len(_LINES)]
+        for n in range(npcs):
+            first, full, whole, was_cut = _turn(plain, streamed, f"npc_{n}", line, (round_ * npcs + n) % 2 == 0, run.tally)
+            for times in (run.warmed, run.later if round_ else run.warmed_first) + (() if was_cut else (run.uncut,)):
+                times.add(first, full, whole)
+
+
+def _cold_first_turns(plain: Client, streamed: Client, npcs: int, run: _StreamingRun) -> None:
+    """One first turn of each NPC never warmed: the cold case."""
+    for n in range(npcs):
+        first, full, whole, _ = _turn(plain, streamed, f"cold_npc_{n}", _LINES[0], n % 2 == 0, run.tally)
+        run.cold.add(first, full, whole)
+
+
+def _same_work_turns(plain: Client, streamed: Client, npcs: int, run: _StreamingRun) -> None:
+    """One turn of each same-work NPC, whose streams are not cut: what streaming itself costs."""
+    for n in range(npcs):
+        _turn(plain, streamed, f"same_npc_{n}", _LINES[0], n % 2 == 0, run.same_tally)
+
+
 def bench_streaming(
     *,
     npcs: int = 8,
@@ -226,15 +275,7 @@ def bench_streaming(
     config = LlamaCppConfig(
         model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, device=device, reproducible=reproducible
     )
-    #: The rotation, warmed before its first turn (the headline); its first turns; its later
-    #: turns (the NPC's previous turn cached); first turns of NPCs never warmed.
-    warmed, warmed_first, later, cold = _Times(), _Times(), _Times(), _Times()
-    #: The warmed rotation's turns whose streamed reply was not cut (a cut reply ends at its
-    #: released text, often right after the first chunk, so its ratio says little about streaming).
-    uncut = _Times()
-    tally = _Tally()
-    #: The same-work NPCs' turns (parroting off), kept out of every other figure.
-    same_tally = _Tally()
+    run = _StreamingRun()
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "plain").mkdir()
         (Path(tmp) / "stream").mkdir()
@@ -242,33 +283,36 @@ def bench_streaming(
         stream_side = _sidecar(Path(tmp) / "stream", npcs, facts, config)
         try:
             with Client(plain_side.address, timeout_s=3600) as plain, Client(stream_side.address, timeout_s=3600) as streamed:
-                warm_ms, warm_outcomes = warm_and_wait([plain, streamed], [f"npc_{n}" for n in range(npcs)])
-                # The same-work NPCs are warmed apart (not counted in the rotation's warm-up).
-                warm_and_wait([plain, streamed], [f"same_npc_{n}" for n in range(npcs)])
-                for round_ in range(rounds):
-                    line = _LINES[round_ % len(_LINES)]
-                    for n in range(npcs):
-                        first, full, whole, was_cut = _turn(
-                            plain, streamed, f"npc_{n}", line, (round_ * npcs + n) % 2 == 0, tally
-                        )
-                        for times in (warmed, later if round_ else warmed_first) + (() if was_cut else (uncut,)):
-                            times.add(first, full, whole)
-                for n in range(npcs):
-                    first, full, whole, _ = _turn(plain, streamed, f"cold_npc_{n}", _LINES[0], n % 2 == 0, tally)
-                    cold.add(first, full, whole)
-                for n in range(npcs):
-                    _turn(plain, streamed, f"same_npc_{n}", _LINES[0], n % 2 == 0, same_tally)
+                _warm_up(plain, streamed, npcs, run)
+                _warmed_rotation(plain, streamed, npcs, rounds, run)
+                _cold_first_turns(plain, streamed, npcs, run)
+                _same_work_turns(plain, streamed, npcs, run)
         finally:
             stream_side.stop()
             plain_side.stop()
-    every = _Times(warmed.first + cold.first, warmed.full + cold.full, warmed.plain + cold.plain)
-    full_p50, plain_p50 = _p50(every.full), _p50(every.plain)
-    same_work = tally.same_work + same_tally.same_work
+    return _figures(run)
+
+
+def _figures(run: _StreamingRun) -> dict[str, object]:
+    """Every figure, in the order the bench prints them."""
+    tally, warmed = run.tally, run.warmed
     return {
         "turns": tally.turns,
         "chunks_per_reply": round(tally.chunks / max(1, tally.turns), 2),
-        "warm_up_ms": round(warm_ms, 1),
-        **{f"warm_ups_{name}": count for name, count in sorted(warm_outcomes.items())},
+        "warm_up_ms": round(run.warm_ms, 1),
+        **{f"warm_ups_{name}": count for name, count in sorted(run.warm_outcomes.items())},
+        **_time_figures(run),
+        **_slowdown_figures(run),
+        **_stream_figures(tally),
+        "first_chunk_ms_mean": round(statistics.fmean(warmed.first), 1) if warmed.first else 0.0,
+    }
+
+
+def _time_figures(run: _StreamingRun) -> dict[str, object]:
+    """First chunk against whole reply: the warmed rotation (the headline), its uncut turns, its
+    first turns, the cold first turns and the rotation's later turns."""
+    warmed, uncut, warmed_first, cold, later = run.warmed, run.uncut, run.warmed_first, run.cold, run.later
+    return {
         "first_chunk_ms_p50": _p50(warmed.first),
         "full_reply_ms_p50": _p50(warmed.full),
         "first_chunk_share_of_full": warmed.share(),
@@ -288,6 +332,17 @@ def bench_streaming(
         "warm_full_reply_ms_p50": _p50(later.full),
         "warm_first_chunk_share_of_full": later.share(),
         "warm_nonstreamed_reply_ms_p50": _p50(later.plain),
+    }
+
+
+def _slowdown_figures(run: _StreamingRun) -> dict[str, object]:
+    """How much slower a streamed whole reply is than a plain one: over the warmed and cold turns,
+    and over the turns where both wrote the very same text (streaming's own cost)."""
+    warmed, cold = run.warmed, run.cold
+    every = _Times(warmed.first + cold.first, warmed.full + cold.full, warmed.plain + cold.plain)
+    full_p50, plain_p50 = _p50(every.full), _p50(every.plain)
+    same_work = run.tally.same_work + run.same_tally.same_work
+    return {
         "nonstreamed_reply_ms_p50": plain_p50,
         "streamed_slowdown_p50_pct": round((full_p50 / plain_p50 - 1) * 100, 1) if plain_p50 else 0.0,
         "streamed_slowdown_total_pct": (round((sum(every.full) / sum(every.plain) - 1) * 100, 1) if every.plain else 0.0),
@@ -299,6 +354,13 @@ def bench_streaming(
         "same_work_slowdown_p50_pct": (
             round((percentile([a / b for a, b in same_work], 0.5) - 1) * 100, 1) if same_work else 0.0
         ),
+    }
+
+
+def _stream_figures(tally: _Tally) -> dict[str, object]:
+    """What the streamed turns did: released text taken back (0 by design), cuts and why,
+    continuations, attempts stopped early and the tokens that saved."""
+    return {
         "released_then_rejected": tally.released_then_rejected,
         "stream_cuts": tally.cut,
         "stream_cuts_by_rule": " ".join(f"{rule}={n}" for rule, n in sorted(tally.cut_rules.items())) or "none",
@@ -308,7 +370,6 @@ def bench_streaming(
         "aborted_early_tokens_saved": tally.saved,
         "streamed_fallbacks": tally.fallbacks,
         "same_first_output_rate": round(tally.same_output / max(1, tally.turns), 3),
-        "first_chunk_ms_mean": round(statistics.fmean(warmed.first), 1) if warmed.first else 0.0,
     }
 
 

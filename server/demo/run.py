@@ -14,7 +14,7 @@ from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionResult
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.demo.session import TURNS, context_for
-from loreguard.server.pipeline.inference import InferenceBackend, ScriptedBackend
+from loreguard.server.inference import InferenceBackend, ScriptedBackend
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 

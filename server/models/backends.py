@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TextIO
 
-from loreguard.server.pipeline.inference.base import InferenceBackend
+from loreguard.server.inference.base import InferenceBackend
 
 #: `--model auto`: the strongest model this machine serves in time (server/models/auto.py).
 AUTO_MODEL = "auto"
@@ -64,7 +64,7 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
     model), `DeviceError` (a device this build lacks) and `SystemExit` (a scripted backend
     without a script) before anything loads."""
     if choice.kind == "scripted":
-        from loreguard.server.pipeline.inference import ScriptedBackend
+        from loreguard.server.inference import ScriptedBackend
 
         if not choice.script:
             raise SystemExit("--backend scripted needs --script FILE (a JSON list of model outputs)")
@@ -72,17 +72,17 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
         latency_s = choice.script_latency_ms / 1000
         return f"scripted outputs from {choice.script}", lambda: ScriptedBackend(outputs, cycle=True, latency_s=latency_s)
     if choice.kind == "openai":
-        from loreguard.server.pipeline.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
+        from loreguard.server.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
 
         settings: dict[str, object] = {} if choice.timeout_s is None else {"timeout_s": choice.timeout_s}
         if choice.chat_template:
             settings |= _chat_template(choice.chat_template)
         remote = OpenAICompatibleConfig(base_url=choice.base_url, model=choice.model, slots=choice.parallel or 0, **settings)
         return f"remote model at {choice.base_url}", lambda: OpenAICompatibleBackend(remote)
+    from loreguard.server.inference.devices import choose_device
+    from loreguard.server.inference.llama_backend import LlamaCppBackend
+    from loreguard.server.inference.llama_config import LlamaCppConfig
     from loreguard.server.models.resolve import choose_model, warn_guesses
-    from loreguard.server.pipeline.inference.devices import choose_device
-    from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
-    from loreguard.server.pipeline.inference.llama_config import LlamaCppConfig
 
     # A device this build lacks is refused before a model is chosen, let alone downloaded.
     placement = choose_device(choice.device, choice.gpu_layers)
@@ -131,8 +131,8 @@ def _auto_model(choice: BackendChoice, *, on_gpu: bool) -> str | None:
 def _chat_template(name: str) -> dict[str, object]:
     """`chat_template`, `bos_token` and `eos_token` for `--chat-template NAME`: a built-in
     template, or the template in a GGUF file (a path, a catalogue name, `embedded`)."""
-    from loreguard.server.pipeline.inference.chat_template import BUILTIN_TEMPLATES
-    from loreguard.server.pipeline.inference.gguf_header import NotGGUF, read_header
+    from loreguard.server.inference.chat_template import BUILTIN_TEMPLATES
+    from loreguard.server.inference.gguf_header import NotGGUF, read_header
 
     if name in BUILTIN_TEMPLATES:
         return {"chat_template": name}

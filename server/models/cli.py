@@ -27,7 +27,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _devices(args: argparse.Namespace) -> int:
-    from loreguard.server.pipeline.inference.devices import available_devices, built_backends
+    from loreguard.server.inference.devices import available_devices, built_backends
 
     print(f"backends: cpu{''.join(', ' + b for b in built_backends())}")
     for device in available_devices():

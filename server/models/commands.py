@@ -52,7 +52,7 @@ def list_installed(out: TextIO | None = None) -> int:
         entry = next((m for m in catalogue.models if m.registry is not None and m.file == path.name), None)
         rows.append([entry.name if entry else path.name, f"{-(-path.stat().st_size // 2**20)} MiB", str(path)])
     try:
-        from loreguard.server.pipeline.inference.models import embedded_model_path
+        from loreguard.server.inference.model_files import embedded_model_path
 
         embedded = embedded_model_path()
         rows.append(["(embedded) smollm2-135m", f"{-(-embedded.stat().st_size // 2**20)} MiB", str(embedded)])

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from loreguard.server.inference.gguf_header import GGUFHeader, NotGGUF, read_header
 from loreguard.server.models.catalogue import COMPUTE_OVERHEAD_MIB, CatalogueEntry, load_catalogue
 from loreguard.server.models.pull import (
     HubFile,
@@ -26,7 +27,6 @@ from loreguard.server.models.pull import (
     verify,
 )
 from loreguard.server.models.registry import installed_from_registry, pull_hub_or_registry, registry_file, registry_source
-from loreguard.server.pipeline.inference.gguf_header import GGUFHeader, NotGGUF, read_header
 
 #: Context given to a model outside the catalogue when its GGUF allows at least this much.
 GUESSED_CONTEXT = 4096
@@ -128,7 +128,7 @@ def is_installed(entry: CatalogueEntry) -> bool:
 
 
 def _check_template(path: Path, header: GGUFHeader, entry: CatalogueEntry | None) -> None:
-    from loreguard.server.pipeline.inference.chat_template import ChatTemplate, TemplateError
+    from loreguard.server.inference.chat_template import ChatTemplate, TemplateError
 
     source = header.chat_template if entry is None or entry.chat_template == "gguf" else entry.chat_template
     if source is None:
@@ -144,7 +144,7 @@ def _check_template(path: Path, header: GGUFHeader, entry: CatalogueEntry | None
         )
     except TemplateError as exc:
         raise ModelError(f"{path.name}'s chat template cannot be used: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 (Jinja raises many kinds; any of them means unusable)
+    except Exception as exc:
         raise ModelError(f"{path.name}'s chat template does not render: {type(exc).__name__}: {exc}") from None
 
 
@@ -198,7 +198,7 @@ def choose_model(
     """Resolve `--model` (None: the embedded model) to a checked file and its settings; pulls a
     named model that is not installed only with consent (progress on `out`, a line per
     `progress_step_pct` percent when it is not a terminal). Raises ModelError, loads nothing."""
-    from loreguard.server.pipeline.inference.models import ModelNotFound, embedded_model_path
+    from loreguard.server.inference.model_files import ModelNotFound, embedded_model_path
 
     stdin = stdin or sys.stdin
     out = out or sys.stderr

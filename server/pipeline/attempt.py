@@ -17,10 +17,7 @@ from loreguard.memory.hashing import sha256_hex
 from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import AttemptRecord, GateFailure
 from loreguard.schemas.rules import Severity
-from loreguard.server.pipeline.config import PipelineConfig
-from loreguard.server.pipeline.errors import InteractionCancelled
-from loreguard.server.pipeline.gate import GateResult, validate
-from loreguard.server.pipeline.inference.base import (
+from loreguard.server.inference.base import (
     BackendBusy,
     BackendError,
     BackendTimeout,
@@ -29,12 +26,15 @@ from loreguard.server.pipeline.inference.base import (
     GenerationRequest,
     InferenceBackend,
 )
+from loreguard.server.pipeline.config import PipelineConfig
+from loreguard.server.pipeline.errors import InteractionCancelled
+from loreguard.server.pipeline.gate import GateResult, validate
+from loreguard.server.pipeline.gate.parroting import PARROTING_RULE
+from loreguard.server.pipeline.gate.self_repeats import REPEATS_ITSELF_RULE
 from loreguard.server.pipeline.judge import SemanticJudge
-from loreguard.server.pipeline.parroting import PARROTING_RULE
 from loreguard.server.pipeline.parsing import parse_output
 from loreguard.server.pipeline.prompt import assemble_prompt
 from loreguard.server.pipeline.run import InteractionRun, TimeDecisions
-from loreguard.server.pipeline.self_repeats import REPEATS_ITSELF_RULE
 from loreguard.server.pipeline.snapshot import StateSnapshot
 from loreguard.server.pipeline.streaming import IncrementalGate, chunk_ends, continuation_prefix
 
@@ -71,6 +71,29 @@ class Attempted:
     watcher: IncrementalGate | None
 
 
+def _request(
+    run: InteractionRun,
+    snapshot: StateSnapshot,
+    carry: StreamCarry,
+    prompt: Prompt,
+    schema: dict[str, Any],
+    max_tokens: int,
+    timeout_ms: int | None,
+) -> GenerationRequest:
+    """What attempt `snapshot.attempt` asks the model for."""
+    return GenerationRequest(
+        npc_id=run.ctx.npc_id,
+        prompt=prompt,
+        seed=snapshot.seed + snapshot.attempt - 1,  # a retry samples anew
+        max_tokens=max_tokens,
+        output_schema=schema,
+        output_prefix=continuation_prefix(carry.continued) if carry.continued or carry.avoid else "",
+        avoid_start=carry.avoid,
+        said_before=tuple(reversed([r.dialogue for r in snapshot.recent_replies[:SAID_BEFORE_REPLIES]])),
+        timeout_ms=timeout_ms,
+    )
+
+
 def run_attempt(
     run: InteractionRun,
     snapshot: StateSnapshot,
@@ -91,17 +114,7 @@ def run_attempt(
     n = snapshot.attempt
     prompt = assemble_prompt(snapshot, config.prompt_boundary)
     run.timer.lap(f"prompt.{n}")
-    request = GenerationRequest(
-        npc_id=run.ctx.npc_id,
-        prompt=prompt,
-        seed=snapshot.seed + n - 1,  # a retry samples anew
-        max_tokens=config.max_tokens,
-        output_schema=schema,
-        output_prefix=continuation_prefix(carry.continued) if carry.continued or carry.avoid else "",
-        avoid_start=carry.avoid,
-        said_before=tuple(reversed([r.dialogue for r in snapshot.recent_replies[:SAID_BEFORE_REPLIES]])),
-        timeout_ms=time_decisions.generation_timeout_ms(run),
-    )
+    request = _request(run, snapshot, carry, prompt, schema, config.max_tokens, time_decisions.generation_timeout_ms(run))
     watcher = _incremental_gate(run, snapshot, carry, config, judge is not None, special_tokens)
     try:
         generation = _generate(backend, request, watcher)

@@ -28,10 +28,10 @@ from enum import Enum
 from loreguard.memory.memo import IdentityMemo
 from loreguard.memory.recall import RecallIndex
 from loreguard.memory.retrieval import RELEVANCE_FLOOR, keywords
-from loreguard.memory.text import fold, stem, word_tokens
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext, TaskType, TriggerReason
 from loreguard.schemas.memory import Belief, CanonicalFact, StateClaim
+from loreguard.schemas.text import fold, stem, word_tokens
 
 __all__ = ["TaskType"]  # defined with the wire models: rule conditions name task types
 

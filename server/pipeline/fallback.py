@@ -35,9 +35,9 @@ from loreguard.schemas.npc import Fallbacks, NpcProfile, Secret, WorldDefinition
 from loreguard.schemas.output import ParsedOutput
 from loreguard.schemas.receipt import GateFailure, GateName, SkippedFallback
 from loreguard.schemas.rules import Constraint, ExpectancyRule, RuleChecks, Severity
-from loreguard.server.pipeline.checks import check_constraint, secret_leaks
 from loreguard.server.pipeline.expectancy import holds_everywhere, to_constraint
-from loreguard.server.pipeline.textnorm import clean_dialogue
+from loreguard.server.pipeline.gate.checks import check_constraint, secret_leaks
+from loreguard.server.pipeline.phrases import clean_dialogue
 
 BUILTIN_EMERGENCY = "..."
 

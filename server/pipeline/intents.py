@@ -25,12 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from loreguard.memory.text import word_tokens
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.npc import IntentParam, IntentSpec, ParamType
 from loreguard.schemas.output import EmitWorldIntentMutation, WorldIntent
-from loreguard.schemas.text import fold, stem
-from loreguard.server.pipeline.numbers import DOZEN, ONES, TENS
+from loreguard.schemas.text import fold, stem, word_tokens
+from loreguard.server.pipeline.gate.numbers import DOZEN, ONES, TENS
 
 #: How many words before a named value a number may stand and still count it ("two loaves of
 #: bread": three).

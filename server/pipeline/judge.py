@@ -36,8 +36,8 @@ from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import GateFailure, GateName, JudgeRecord
 from loreguard.schemas.rules import RuleType, Severity
 from loreguard.schemas.text import norm_words
+from loreguard.server.inference.base import BackendError, BackendTimeout, GenerationRequest, InferenceBackend
 from loreguard.server.pipeline.gate import Judge, JudgeVerdict
-from loreguard.server.pipeline.inference.base import BackendError, BackendTimeout, GenerationRequest, InferenceBackend
 from loreguard.server.pipeline.parsing import parse_output
 from loreguard.server.pipeline.retry import is_retry_rule
 from loreguard.server.pipeline.snapshot import StateSnapshot

@@ -28,14 +28,14 @@ from loreguard.schemas.interaction import InteractionContext, SceneLine, Trigger
 from loreguard.schemas.memory import UpsertBelief
 from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import GateFailure, InteractionOutcome, InteractionResult
-from loreguard.server.pipeline import consolidation
+from loreguard.server.inference.base import BackendError, InferenceBackend
+from loreguard.server.pipeline import summaries
 from loreguard.server.pipeline.attempt import Accept, GiveUp, StreamCarry, next_step, run_attempt
 from loreguard.server.pipeline.config import PipelineConfig
 from loreguard.server.pipeline.contract import Verdict
 from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, UnknownNpcError
 from loreguard.server.pipeline.fallback import choose_fallback
 from loreguard.server.pipeline.gate import GateResult
-from loreguard.server.pipeline.inference.base import BackendError, InferenceBackend
 from loreguard.server.pipeline.judge import SemanticJudge
 from loreguard.server.pipeline.mutation import heard_writes, plan_writes
 from loreguard.server.pipeline.output_schema import output_schema
@@ -108,7 +108,7 @@ class GovernancePipeline:
 
     def record_correction(self, rule_id: str, verdict: int) -> None:
         """Designer feedback on a behavioural rule (+1 right, -1 wrong); persisted."""
-        self.store.record_correction(rule_id, verdict)
+        self.store.behaviour.record_correction(rule_id, verdict)
 
     def interact(
         self, context: InteractionContext, *, deadline_ns: int | None = None, stream: StreamSession | None = None
@@ -180,7 +180,7 @@ class GovernancePipeline:
         except UnknownScopeError:
             raise UnknownNpcError(f"no NPC {npc_id!r} is registered") from None
         try:
-            summary = consolidation.summarise(view, self.store.policy, self.backend)
+            summary = summaries.summarise(view, self.store.policy, self.backend)
         except BackendError as exc:
             self._count("consolidation.no_model")
             _log.info("consolidation of %s skipped: %s", npc_id, exc)

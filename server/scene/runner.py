@@ -19,8 +19,8 @@ from loreguard.schemas.receipt import InteractionOutcome
 from loreguard.schemas.scene import SceneLineResult, SceneNextReply, SceneSayRequest, SceneState
 from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, LifecycleHalt
 from loreguard.server.pipeline.mutation import heard_writes
+from loreguard.server.pipeline.phrases import clean_dialogue
 from loreguard.server.pipeline.streaming import StreamSession
-from loreguard.server.pipeline.textnorm import clean_dialogue
 from loreguard.server.scene.book import Scene, SceneBook, SceneProblem
 from loreguard.server.scene.turns import next_speaker
 

@@ -159,13 +159,13 @@ def _link_duplicate_libraries(bundle: Path) -> None:
 def built_accelerator() -> str:
     """The GPU backend this environment's llama-cpp-python carries (`cpu` when none): a
     bundle ships exactly that build, so the build decides what a bundle can be."""
-    from loreguard.server.pipeline.inference.devices import built_backends
+    from loreguard.server.inference.devices import built_backends
 
     built = built_backends()
     return next((a for a in ("cuda", "vulkan", "metal") if a in built), "cpu")
 
 
-def build_bundle(out: Path, model: Path | None = None, *, accelerator: str = "auto", log=sys.stderr) -> BuiltBundle:  # noqa: ANN001
+def build_bundle(out: Path, model: Path | None = None, *, accelerator: str = "auto", log=sys.stderr) -> BuiltBundle:
     """Freeze the sidecar into `out` (replaced if it exists) and copy `model` into it.
     `accelerator`: `auto` ships this environment's build; naming one refuses another build."""
     if importlib.util.find_spec("PyInstaller") is None:

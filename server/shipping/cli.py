@@ -14,7 +14,7 @@ def _bundle(args: argparse.Namespace) -> int:
 
     model = Path(args.model) if args.model else None
     if args.with_embedded_model:
-        from loreguard.server.pipeline.inference.models import ModelNotFound, embedded_model_path
+        from loreguard.server.inference.model_files import ModelNotFound, embedded_model_path
 
         try:
             model = embedded_model_path()

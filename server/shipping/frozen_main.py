@@ -11,8 +11,8 @@ from loreguard.server.shipping.manifest import bundle_dir, with_bundled_model
 
 def main(argv: Sequence[str] | None = None) -> int:
     from loreguard.server.cli import main as cli_main
-    from loreguard.server.pipeline.inference.base import BackendError
-    from loreguard.server.pipeline.inference.models import ModelNotFound
+    from loreguard.server.inference.base import BackendError
+    from loreguard.server.inference.model_files import ModelNotFound
 
     args = sys.argv[1:] if argv is None else argv
     try:

@@ -148,7 +148,7 @@ def _redirect_output(path: Path) -> None:
 
 def _on_gpu(args: argparse.Namespace) -> bool:
     """Whether the dialogue model runs on a GPU (`--device`, `--gpu-layers`)."""
-    from loreguard.server.pipeline.inference.devices import DeviceError, choose_device
+    from loreguard.server.inference.devices import DeviceError, choose_device
 
     try:
         return choose_device(args.device, args.gpu_layers).gpu_layers != 0

@@ -279,11 +279,11 @@ class Dispatcher:
         )
 
     def on_save(self, body: SlotRequest) -> SlotReply:
-        return SlotReply(slot=body.slot, memory_hash=self.store.save(body.slot))
+        return SlotReply(slot=body.slot, memory_hash=self.store.slots.save(body.slot))
 
     def on_load(self, body: SlotRequest) -> SlotReply:
         try:
-            return SlotReply(slot=body.slot, memory_hash=self.store.load(body.slot))
+            return SlotReply(slot=body.slot, memory_hash=self.store.slots.load(body.slot))
         except SlotNotFoundError:
             raise ProtocolError(ErrorCode.NOT_FOUND, f"no save slot {body.slot!r}", details={"slot": body.slot}) from None
         except SlotConflictError as exc:

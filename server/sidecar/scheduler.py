@@ -32,7 +32,7 @@ from loreguard.server.pipeline import (
     InteractionCancelled,
     LifecycleHalt,
     UnknownNpcError,
-    consolidation,
+    summaries,
 )
 from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession
 from loreguard.server.scene import Scene, SceneProblem, SceneRunner
@@ -207,7 +207,7 @@ class InteractionScheduler:
     def _queue_consolidation_if_due(self, npc_id: str) -> None:
         store = self._pipeline.store
         try:
-            due = consolidation.due(store.scope(npc_id), store.policy)
+            due = summaries.due(store.scope(npc_id), store.policy)
         except UnknownScopeError:
             return
         if due:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Literal, TextIO
 
 from loreguard.memory import MemoryStore, MemoryStoreError
+from loreguard.server.inference.base import InferenceBackend
 from loreguard.server.models.backends import load_with_progress
 from loreguard.server.pipeline import PipelineConfig
 from loreguard.server.pipeline.gate import GateConfig
-from loreguard.server.pipeline.inference.base import InferenceBackend
 from loreguard.server.sidecar.lifeline import ParentWatch, is_alive
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 from loreguard.server.sidecar.watchdog import StallWatch

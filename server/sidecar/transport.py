@@ -28,8 +28,8 @@ from loreguard.schemas.scene import SceneNextRequest, SceneSayRequest
 from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, InteractRequest, Limits
 from loreguard.server.audit import AuditRecorder
 from loreguard.server.audit.retention import AuditRetention
+from loreguard.server.inference.base import InferenceBackend
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
-from loreguard.server.pipeline.inference.base import InferenceBackend
 from loreguard.server.scene import SceneBook, SceneProblem, SceneRunner
 from loreguard.server.sidecar.codec import ProtocolError, decode_request, encode_error, encode_reply, internal_error
 from loreguard.server.sidecar.dispatch import Dispatcher

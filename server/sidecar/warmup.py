@@ -15,8 +15,8 @@ import threading
 from collections import deque
 
 from loreguard.schemas.interaction import InteractionContext
+from loreguard.server.inference.base import BackendError
 from loreguard.server.pipeline import GovernancePipeline, PipelineError
-from loreguard.server.pipeline.inference.base import BackendError
 from loreguard.server.sidecar.stats import SidecarStats
 
 _log = logging.getLogger("loreguard.sidecar")

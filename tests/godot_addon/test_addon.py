@@ -18,7 +18,7 @@ from godot_helpers import ADDON_PROJECT, DEMO_PROJECT, DEMO_SCENE_SCRIPT, ROOT, 
 from sidecar_helpers import free_port, running_sidecar
 from waiting import wait_for
 
-from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.inference import ScriptedBackend
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from loreguard.schemas.audit import PackageSelection
 from loreguard.server.audit.package import PackageFormat, decode_package, encode_package
 from loreguard.server.cli import main
 from loreguard.server.demo.run import run_demo
-from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.inference import ScriptedBackend
 
 pytestmark = pytest.mark.slow
 

@@ -23,14 +23,14 @@ from loreguard.schemas.npc import OutputHygiene, OutputLimits, Secret, Ungrounde
 from loreguard.schemas.output import ParsedOutput
 from loreguard.schemas.receipt import FindingKind, GateName, InteractionOutcome
 from loreguard.schemas.rules import Constraint, RuleChecks, RuleType, Severity
-from loreguard.server.pipeline.checks import check_constraint, secret_leaks
-from loreguard.server.pipeline.degenerate import find_degenerate
-from loreguard.server.pipeline.gate import _contradiction_failure, _number_failure
-from loreguard.server.pipeline.grounding import NumberProblem, Subject
-from loreguard.server.pipeline.hygiene import scrub_dialogue
-from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.pipeline.parroting import find_parroting
-from loreguard.server.pipeline.self_repeats import find_self_repeats
+from loreguard.server.inference import ScriptedBackend
+from loreguard.server.pipeline.gate.checks import check_constraint, secret_leaks
+from loreguard.server.pipeline.gate.degenerate import find_degenerate
+from loreguard.server.pipeline.gate.grounding import NumberProblem, Subject
+from loreguard.server.pipeline.gate.hygiene import scrub_dialogue
+from loreguard.server.pipeline.gate.parroting import find_parroting
+from loreguard.server.pipeline.gate.self_repeats import find_self_repeats
+from loreguard.server.pipeline.gate.validation import _contradiction_failure, _number_failure
 from loreguard.server.pipeline.snapshot import RecentReply
 
 PIPELINE = ROOT / "server" / "pipeline"
@@ -42,7 +42,7 @@ def _found(pattern: str, *names: str) -> set[str]:
 
 def sidecar_codes() -> dict[str, list[str]]:
     """Every code the sidecar puts in a receipt that a designer would otherwise read raw."""
-    modules = [p.name for p in PIPELINE.glob("*.py")]
+    modules = [str(p.relative_to(PIPELINE)) for p in PIPELINE.rglob("*.py")]  # the gate's checks in gate/
     built_in = _found(r'^[A-Z_]+_RULE = "(\w+)"', *modules) | _found(r'rule_id="(\w+)"', *modules)
     built_in |= {kind.value for kind in FindingKind}
     sources = _found(r'\("(\w+)", \*_lines', "fallback.py") | _found(r'\("(\w+)", "\w+\.fallbacks\.generic"', "fallback.py")

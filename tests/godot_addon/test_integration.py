@@ -18,7 +18,7 @@ from godot_helpers import DEMO_DATA, DEMO_PROJECT, godot_command, run_godot
 from sidecar_helpers import free_port, running_sidecar
 
 from loreguard.schemas import NpcProfile, WorldDefinition
-from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.inference import ScriptedBackend
 
 pytestmark = pytest.mark.slow
 

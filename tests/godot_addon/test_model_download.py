@@ -14,7 +14,7 @@ from fake_hub import FILE, REFERENCE, REPO, FakeHub, cache_leftovers, fake_hub, 
 from godot_helpers import DEMO_PROJECT, run_godot
 from sidecar_helpers import free_port
 
-from loreguard.server.pipeline.inference.models import embedded_model_path
+from loreguard.server.inference.model_files import embedded_model_path
 
 pytestmark = pytest.mark.slow
 

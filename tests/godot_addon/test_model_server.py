@@ -12,7 +12,7 @@ from godot_helpers import run_godot
 from model_helpers import demo_store
 
 from loreguard.server.bench.stand_in_engine import StandInConfig, StandInEngine
-from loreguard.server.pipeline.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
+from loreguard.server.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from factories import say
 from godot_helpers import DEMO_PROJECT, run_godot
 from sidecar_helpers import running_sidecar
 
-from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.inference import ScriptedBackend
 
 pytestmark = pytest.mark.slow
 

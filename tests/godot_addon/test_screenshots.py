@@ -17,7 +17,7 @@ import pytest
 from godot_helpers import DEMO_PROJECT, GOVERNANCE_SCRIPT, ROOT, godot_command, rendering_godot, xvfb_display
 from sidecar_helpers import running_sidecar
 
-from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.inference import ScriptedBackend
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ def display() -> str:
 
 
 @pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-def test_demo_scene_renders_and_lays_out_at(width: int, height: int, display: str, tmp_path) -> None:  # noqa: ANN001
+def test_demo_scene_renders_and_lays_out_at(width: int, height: int, display: str, tmp_path) -> None:
     binary = rendering_godot()
     out = ARTIFACTS / f"{width}x{height}"
     shutil.rmtree(out, ignore_errors=True)

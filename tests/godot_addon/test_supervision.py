@@ -18,7 +18,7 @@ from godot_helpers import DEMO_PROJECT, DEMO_SCENE_SCRIPT, game_environment, god
 from sidecar_helpers import free_port, running_sidecar
 from waiting import wait_for
 
-from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.sidecar.lifeline import is_alive
 
 pytestmark = pytest.mark.slow

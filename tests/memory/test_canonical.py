@@ -84,8 +84,8 @@ def test_reregistering_with_changed_fact_is_refused_whole(store: MemoryStore) ->
 
 
 def test_immutable_through_save_and_load(store: MemoryStore, store_path: Path) -> None:
-    store.save("slot1")
-    store.load("slot1")
+    store.slots.save("slot1")
+    store.slots.load("slot1")
     result = store.apply(
         [
             MemoryWrite(

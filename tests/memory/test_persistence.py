@@ -17,7 +17,7 @@ from paths import TESTS
 from stores import open_store
 
 from loreguard.memory import MemoryStore, SchemaVersionError, SlotConflictError, SlotNotFoundError, StalePlanError
-from loreguard.memory import store as store_module
+from loreguard.memory import batch as batch_module
 from loreguard.schemas import (
     WORLD_SCOPE,
     AddCanonicalFact,
@@ -63,26 +63,26 @@ def test_reopen_preserves_everything(store: MemoryStore, store_path: Path) -> No
 def test_save_load_round_trip(store: MemoryStore) -> None:
     for n in range(3):
         store.apply(_some_writes(n), complete_interaction="guard")
-    store.record_correction("terse", +1)
-    saved_hash = store.save("chapter1")
+    store.behaviour.record_correction("terse", +1)
+    saved_hash = store.slots.save("chapter1")
     saved_guard = store.scope("guard")
 
     for n in range(3, 6):
         store.apply(_some_writes(n), complete_interaction="guard")
-    store.record_correction("terse", -1)
+    store.behaviour.record_correction("terse", -1)
     assert store.memory_hash() != saved_hash
 
-    assert store.load("chapter1") == saved_hash
+    assert store.slots.load("chapter1") == saved_hash
     assert store.memory_hash() == saved_hash
     assert store.scope("guard") == saved_guard
     assert store.interactions("guard") == 3
-    assert store.behaviour_stats("terse").negative == 0
+    assert store.behaviour.stats("terse").negative == 0
     # Sequence numbers keep growing after a load.
     result = store.apply(_some_writes(9))
     assert result.seq_range[0] > max(e.seq for e in saved_guard.episodic)
-    assert store.slots() == ("chapter1",)
+    assert store.slots.names() == ("chapter1",)
     with pytest.raises(SlotNotFoundError):
-        store.load("nope")
+        store.slots.load("nope")
 
 
 def test_a_plan_is_pure_and_a_stale_one_is_refused(store: MemoryStore) -> None:
@@ -117,16 +117,16 @@ def test_refused_write_mid_batch_applies_nothing(store: MemoryStore) -> None:
 def test_io_failure_mid_batch_rolls_back(store: MemoryStore, store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = store.memory_hash()
     calls = {"n": 0}
-    real = store_module._write_changes
+    real = batch_module._write_changes
 
-    def failing(db, changes):  # noqa: ANN001
+    def failing(db, changes):
         # Some of the batch's rows are written inside the transaction, then the disk fails.
         calls["n"] += 1
         real(db, changes[:2])
         assert db.in_transaction
         raise sqlite3.OperationalError("disk I/O error (injected)")
 
-    monkeypatch.setattr(store_module, "_write_changes", failing)
+    monkeypatch.setattr(batch_module, "_write_changes", failing)
     with pytest.raises(sqlite3.OperationalError):
         store.apply(_some_writes(1) + _some_writes(2))
     assert calls["n"] == 1
@@ -267,10 +267,10 @@ def test_a_store_loaded_from_a_slot_and_one_that_got_there_directly_hash_and_nam
     direct = open_store(tmp_path / "direct.sqlite", world=eldmoor_world(), npcs=[guard_profile()])
     loaded = open_store(tmp_path / "loaded.sqlite", world=eldmoor_world(), npcs=[guard_profile()])
     try:
-        loaded.save("start")
+        loaded.slots.save("start")
         for n in range(3):
             assert loaded.apply([_episode(n)]).committed
-        assert loaded.load("start") == direct.memory_hash()
+        assert loaded.slots.load("start") == direct.memory_hash()
         assert loaded.memory_hash() == direct.memory_hash() and loaded.next_seq == direct.next_seq
         after = [store.apply([_episode(9)]) for store in (direct, loaded)]
         assert after[0].seq_range == after[1].seq_range
@@ -299,7 +299,7 @@ def test_a_slot_saved_before_the_hash_covered_next_seq_still_loads(store: Memory
     from loreguard.memory.hashing import scope_hash_of, sha256_hex
 
     assert store.apply([_episode(1)]).committed
-    store.save("old")
+    store.slots.save("old")
     expected_scopes = {name: store.scope(name) for name in ("guard", WORLD_SCOPE)}
     stored, _ = store.db.execute("SELECT image, memory_hash FROM slots WHERE name = 'old'").fetchone()
     image = json.loads(zlib.decompress(stored))
@@ -310,7 +310,7 @@ def test_a_slot_saved_before_the_hash_covered_next_seq_still_loads(store: Memory
     old_hash = sha256_hex("\n".join(sorted(f"{name}\t{scope_hash_of(d)}" for name, d in digests.items())))
     store.db.execute("UPDATE slots SET image = ?, memory_hash = ? WHERE name = 'old'", (json.dumps(image), old_hash))
     assert store.apply([_episode(2)]).committed
-    assert store.load("old") == store.memory_hash()
+    assert store.slots.load("old") == store.memory_hash()
     assert {name: store.scope(name) for name in expected_scopes} == expected_scopes
 
 
@@ -324,7 +324,7 @@ def _with_moon(**overrides: object) -> NpcProfile:
 
 def test_a_slot_load_keeps_a_fact_and_profile_the_designer_added_since(store: MemoryStore) -> None:
     assert store.apply(_some_writes(1)).committed
-    store.save("chapter1")
+    store.slots.save("chapter1")
     saved_guard = store.scope("guard")
     assert store.apply(_some_writes(2), complete_interaction="guard").committed
     assert store.register_npc(_with_moon(persona="A wary guard.")).committed
@@ -333,7 +333,7 @@ def test_a_slot_load_keeps_a_fact_and_profile_the_designer_added_since(store: Me
     )
     assert store.load_world(world).committed
 
-    digest = store.load("chapter1")
+    digest = store.slots.load("chapter1")
     assert digest == store.memory_hash()
     assert store.scope("guard").canonical_ids() == {"gate_hours", "king_name", "moon"}
     assert store.scope(WORLD_SCOPE).canonical_ids() == {"river", "sun"}
@@ -352,11 +352,11 @@ def test_a_slot_load_keeps_a_fact_and_profile_the_designer_added_since(store: Me
 def test_a_slot_load_refuses_a_belief_named_like_a_fact_added_since(store: MemoryStore) -> None:
     belief = UpsertBelief(scope="guard", belief_id="moon", content="Two moons.", confidence=0.5)
     assert store.apply([MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=belief)]).committed
-    store.save("chapter1")
+    store.slots.save("chapter1")
     remove = RemoveEntry(scope="guard", kind="belief", entry_id="moon")
     assert store.apply([MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=remove)]).committed
     assert store.register_npc(_with_moon()).committed
     before = store.memory_hash()
     with pytest.raises(SlotConflictError, match="guard/moon"):
-        store.load("chapter1")
+        store.slots.load("chapter1")
     assert store.memory_hash() == before and "moon" in store.scope("guard").canonical_ids()

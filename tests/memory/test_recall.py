@@ -103,11 +103,11 @@ def test_a_long_game_keeps_memory_bounded_and_the_telling_memory_in_it(tmp_path:
             _append(store, f"The player asked about the {_WORDS[i % len(_WORDS)]} and the {_WORDS[i * 7 % len(_WORDS)]}.", i)
             assert len(store.scope("guard").episodic) <= 64
             if i % 500 == 0:
-                store.save(f"at{i}")
+                store.slots.save(f"at{i}")
         texts = [e.text for e in store.scope("guard").episodic]
         assert any("Kalix" in text for text in texts)
         _same(store.view("guard").recall, RecallIndex.of(store.scope("guard").episodic))
-        store.load("at1000")
+        store.slots.load("at1000")
         _same(store.view("guard").recall, RecallIndex.of(store.scope("guard").episodic))
         final = store.memory_hash()
     with MemoryStore(path, policy=policy) as reopened:

@@ -10,15 +10,15 @@ from model_helpers import Recording
 from loreguard.memory import MemoryPolicy, MemoryStore
 from loreguard.schemas import InteractionContext
 from loreguard.server.bench.soak import _reply
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference import ScriptedBackend
 
 TOLD = "My sister Kalix hid the silver compass under the old mill in Vorsa."
 ASKED = "Where did my sister Kalix hide the compass?"
 
 
 @pytest.mark.model
-def test_the_real_model_answers_from_a_memory_told_long_ago(tmp_path, llama_backend) -> None:  # noqa: ANN001
+def test_the_real_model_answers_from_a_memory_told_long_ago(tmp_path, llama_backend) -> None:
     store = MemoryStore(tmp_path / "m.sqlite", policy=MemoryPolicy(episodic_limit=48))
     assert store.load_world(eldmoor_world()).committed
     assert store.register_npc(guard_profile()).committed

@@ -46,7 +46,7 @@ def test_a_save_an_earlier_version_wrote_loads(name: str, tmp_path: Path) -> Non
     path = _copy(name, tmp_path)
     with MemoryStore(path) as store:
         assert "The player broke the gate." in [e.text for e in store.scope("guard").episodic]  # after the save
-        digest = store.load("chapter1")
+        digest = store.slots.load("chapter1")
         guard, world = store.scope("guard"), store.scope("@world")
         assert [e.text for e in guard.episodic] == expected["episodic"]
         assert [[b.id, b.content] for b in guard.beliefs] == expected["beliefs"]
@@ -58,8 +58,8 @@ def test_a_save_an_earlier_version_wrote_loads(name: str, tmp_path: Path) -> Non
         # The file is today's now: it takes writes, saves and loads them.
         op = AppendEpisodic(scope="guard", text="A new day.", significance=0.5, at_interaction=3)
         assert store.apply([MemoryWrite(source=Authority.VALIDATED_OUTPUT, op=op)]).committed
-        again = store.save("chapter2")
-        assert store.load("chapter2") == again
+        again = store.slots.save("chapter2")
+        assert store.slots.load("chapter2") == again
     (version,) = sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()
     assert version == SCHEMA_VERSION
 
@@ -71,14 +71,14 @@ def _slot_image(store: MemoryStore, slot: str) -> dict:
 
 def test_a_slot_of_a_newer_format_is_refused_and_nothing_changes(tmp_path: Path) -> None:
     with MemoryStore(_copy("schema2-slot2", tmp_path)) as store:
-        store.save("future")
+        store.slots.save("future")
         image = _slot_image(store, "future")
         image["format"] = 99
         packed = zlib.compress(json.dumps(image).encode("utf-8"))
         store.db.execute("UPDATE slots SET image = ? WHERE name = 'future'", (packed,))
         before = store.memory_hash()
         with pytest.raises(SlotFormatError, match="newer Loreguard .*slot format 99; this one reads up to 2"):
-            store.load("future")
+            store.slots.load("future")
         assert store.memory_hash() == before
 
 
@@ -93,14 +93,14 @@ def test_a_slot_of_a_newer_format_is_refused_and_nothing_changes(tmp_path: Path)
         lambda data: zlib.compress(b'{"format": 0, "scopes": [], "entries": []}'),
     ],
 )
-def test_a_damaged_slot_is_refused_and_nothing_changes(tmp_path: Path, damage) -> None:  # noqa: ANN001
+def test_a_damaged_slot_is_refused_and_nothing_changes(tmp_path: Path, damage) -> None:
     with MemoryStore(_copy("schema2-slot2", tmp_path)) as store:
-        store.save("broken")
+        store.slots.save("broken")
         (stored,) = store.db.execute("SELECT image FROM slots WHERE name = 'broken'").fetchone()
         store.db.execute("UPDATE slots SET image = ? WHERE name = 'broken'", (damage(stored),))
         before = store.memory_hash()
         with pytest.raises(SlotCorruptError):
-            store.load("broken")
+            store.slots.load("broken")
         assert store.memory_hash() == before
 
 
@@ -131,15 +131,15 @@ def test_an_audit_log_an_earlier_version_wrote_is_pruned_like_a_new_one(tmp_path
     from loreguard.server.audit.recorder import export_package
 
     with MemoryStore(_copy("schema2-slot2", tmp_path)) as store:
-        rows = store.audit_rows()
+        rows = store.audit.rows()
         assert [seq for seq, _ in rows] == [1, 2, 3]
         for seq, text in rows:
             record = AuditRecord.model_validate_json(text)
             refs = {h for (h,) in store.db.execute("SELECT hash FROM audit_refs WHERE seq = ?", (seq,))}
             assert refs == {record.config, *record.before.blob_hashes()}
-        doomed = store.audit_doomed(1)
+        doomed = store.audit.doomed(1)
         assert doomed == {"guard": [1, 2]}
-        records, blobs = store.prune_audit([1, 2])
+        records, blobs = store.audit.prune([1, 2])
         assert records == 2 and blobs > 0
         package = export_package(store, PackageSelection(), exported_by="test")  # no blob missing
         assert [r.seq for r in package.records] == [3]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loreguard.schemas.text import match_form, matchable, norm_words, skeleton
-from loreguard.server.pipeline.textnorm import contains_phrase, reveals
+from loreguard.server.pipeline.phrases import contains_phrase, reveals
 
 
 @pytest.mark.parametrize(

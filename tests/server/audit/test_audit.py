@@ -34,8 +34,8 @@ from loreguard.server.audit.replay import DriftKind, Replayer
 from loreguard.server.cli import main
 from loreguard.server.demo import demo_npcs
 from loreguard.server.demo.run import run_demo
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference import ScriptedBackend
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def package_files(demo_session: Path, tmp_path_factory: pytest.TempPathFactory) 
     return files
 
 
-def _records(data: Path):  # noqa: ANN202
+def _records(data: Path):
     with MemoryStore(data / "memory.sqlite") as store:
         return AuditRecorder(store, fingerprint=None).records()
 
@@ -115,7 +115,7 @@ def test_the_record_is_built_outside_any_write_transaction(tmp_path: Path) -> No
     seen: list[bool] = []
 
     class Watching(AuditRecorder):
-        def entry(self, seq: int, **parts: object):  # noqa: ANN202
+        def entry(self, seq: int, **parts: object):
             seen.append(store.db.in_transaction)
             return super().entry(seq, **parts)  # type: ignore[arg-type]
 
@@ -203,7 +203,7 @@ def test_recording_is_deterministic_byte_for_byte(tmp_path: Path) -> None:
 # --- packages ----------------------------------------------------------------------------------
 
 
-def test_json_and_compressed_round_trips_are_identical(package_files: dict[str, Path], capsys) -> None:  # noqa: ANN001
+def test_json_and_compressed_round_trips_are_identical(package_files: dict[str, Path], capsys) -> None:
     from_json, form_json = decode_package(package_files["json"].read_bytes())
     from_compressed, form_compressed = decode_package(package_files["compressed"].read_bytes())
     assert (form_json, form_compressed) == (PackageFormat.JSON, PackageFormat.COMPRESSED)
@@ -268,7 +268,7 @@ def test_audit_export_over_the_wire_is_a_valid_json_package(tmp_path: Path) -> N
 # --- replay ------------------------------------------------------------------------------------
 
 
-def test_governance_replay_of_the_recorded_session_has_no_drift(package_files: dict[str, Path], capsys) -> None:  # noqa: ANN001
+def test_governance_replay_of_the_recorded_session_has_no_drift(package_files: dict[str, Path], capsys) -> None:
     assert main(["replay", str(package_files["compressed"])]) == 0
     out = capsys.readouterr().out
     assert "records: 6\nexact_matches: 6\ndrifts: 0\nfirst_drift: none" in out
@@ -284,7 +284,7 @@ def _changed_merchant_rule(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_changed_rule_drifts_validation_at_the_right_record(package_files: dict[str, Path], tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_a_changed_rule_drifts_validation_at_the_right_record(package_files: dict[str, Path], tmp_path: Path, capsys) -> None:
     profile = _changed_merchant_rule(tmp_path)
     assert main(["replay", str(package_files["json"]), "--profile", str(profile)]) == 1
     out = capsys.readouterr().out
@@ -327,7 +327,7 @@ def test_a_damaged_memory_image_is_a_failure_not_a_crash(package_files: dict[str
     assert "memory_hash_before" in report.results[0].details[0]
 
 
-def test_replay_cli_rejects_a_tampered_file_clearly(package_files: dict[str, Path], tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_replay_cli_rejects_a_tampered_file_clearly(package_files: dict[str, Path], tmp_path: Path, capsys) -> None:
     data = bytearray(package_files["compressed"].read_bytes())
     data[len(data) // 2] ^= 0xFF
     damaged = tmp_path / "damaged.lgp"
@@ -367,7 +367,7 @@ def test_attach_ends_cleanly_when_the_sidecar_goes_away(tmp_path: Path) -> None:
     assert status == [1] and "went away" in out.getvalue().splitlines()[-1]
 
 
-def test_audit_cli_on_a_missing_data_folder_says_so(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_audit_cli_on_a_missing_data_folder_says_so(tmp_path: Path, capsys) -> None:
     assert main(["audit", "export", "--data", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x.json")]) == 2
     assert "no Loreguard data" in capsys.readouterr().err
 
@@ -376,7 +376,7 @@ def test_audit_cli_on_a_missing_data_folder_says_so(tmp_path: Path, capsys) -> N
 
 
 @pytest.mark.model
-def test_a_real_model_session_replays_exactly(tmp_path: Path, reproducible_backend) -> None:  # noqa: ANN001
+def test_a_real_model_session_replays_exactly(tmp_path: Path, reproducible_backend) -> None:
     # Recorded on the reproducible engine, as `serve --reproducible` does; live replay always runs it.
     llama_backend = reproducible_backend
     store = demo_store(tmp_path / "memory.sqlite")
@@ -401,7 +401,7 @@ def test_a_halted_interaction_is_recorded_answered_with_a_typed_error_and_replay
 
     real_plan_writes = lifecycle.plan_writes
 
-    def plan_that_breaks_canon(approved, **kw):  # noqa: ANN001, ANN003, ANN202
+    def plan_that_breaks_canon(approved, **kw):
         # A bug stand-in: an approved write aimed at the guard's canonical fact, which the
         # lifecycle's invariant refuses to apply.
         breach = UpsertBelief(scope=kw["npc_id"], belief_id="gate_hours", content="The gate never closes.", confidence=1.0)

@@ -19,8 +19,8 @@ from loreguard.server.audit.replay import Replayer
 from loreguard.server.audit.retention import AuditRetention
 from loreguard.server.bench.soak import _reply
 from loreguard.server.cli import main
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference import ScriptedBackend
 
 NPCS = ("guard", "merchant")
 
@@ -46,7 +46,7 @@ def _play(pipeline: GovernancePipeline, turns: int, start: int = 0) -> None:
 
 
 def _seqs(store: MemoryStore, npc: str) -> list[int]:
-    return [seq for seq, _ in store.audit_rows(npc_id=npc)]
+    return [seq for seq, _ in store.audit.rows(npc_id=npc)]
 
 
 def test_each_npc_keeps_its_newest_records_and_the_rest_is_archived_replayable(tmp_path: Path) -> None:
@@ -90,7 +90,7 @@ def test_a_save_keeps_the_record_that_led_to_it(tmp_path: Path) -> None:
     pipeline, recorder = _game(tmp_path, AuditRetention(keep_per_npc=3, every=1_000_000))
     store = pipeline.store
     _play(pipeline, 5)
-    store.save("chapter1")  # after records 1..10: guard's newest is 9, merchant's 10
+    store.slots.save("chapter1")  # after records 1..10: guard's newest is 9, merchant's 10
     _play(pipeline, 10, start=5)
     recorder.prune()
     assert _seqs(store, "guard") == [9, 25, 27, 29]
@@ -105,11 +105,11 @@ def test_a_prune_that_fails_does_not_fail_the_interaction_that_committed(
     def full_disk(seqs: object) -> tuple[int, int]:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(pipeline.store, "prune_audit", full_disk)
+    monkeypatch.setattr(pipeline.store.audit, "prune", full_disk)
     with caplog.at_level(logging.ERROR, logger="loreguard.audit"):
         _play(pipeline, 2)  # each answered, recorded and applied
     assert "the prune failed" in caplog.text
-    assert len(pipeline.store.audit_rows()) == 4 and pipeline.store.interactions("guard") == 2
+    assert len(pipeline.store.audit.rows()) == 4 and pipeline.store.interactions("guard") == 2
 
 
 def test_an_export_and_a_prune_never_run_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,18 +120,18 @@ def test_an_export_and_a_prune_never_run_at_once(tmp_path: Path, monkeypatch: py
     pipeline, recorder = _game(tmp_path, AuditRetention(keep_per_npc=2, every=1_000_000))
     _play(pipeline, 6)
     held: list[tuple[str, bool]] = []
-    export_package, prune_audit = recorder_module.export_package, pipeline.store.prune_audit
+    export_package, prune = recorder_module.export_package, pipeline.store.audit.prune
 
-    def exporting(*args: object, **kwargs: object):  # noqa: ANN202
+    def exporting(*args: object, **kwargs: object):
         held.append(("export", recorder._log_lock.locked()))
         return export_package(*args, **kwargs)
 
     def pruning(seqs: object) -> tuple[int, int]:
         held.append(("prune", recorder._log_lock.locked()))
-        return prune_audit(seqs)
+        return prune(seqs)
 
     monkeypatch.setattr(recorder_module, "export_package", exporting)
-    monkeypatch.setattr(pipeline.store, "prune_audit", pruning)
+    monkeypatch.setattr(pipeline.store.audit, "prune", pruning)
     assert len(recorder.export(PackageSelection(), exported_by="test").records) == 12
     assert recorder.prune().records == 8
     assert held == [("export", True), ("prune", True)]
@@ -156,7 +156,7 @@ def test_outside_a_prune_the_log_stays_append_only(tmp_path: Path) -> None:
     db = sqlite3.connect(pipeline.store.path)
     for table in ("audit", "audit_blobs", "audit_refs"):
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-            db.execute(f"DELETE FROM {table}")  # noqa: S608 - the table names are the test's own
+            db.execute(f"DELETE FROM {table}")
     db.close()
 
 
@@ -168,7 +168,7 @@ def test_an_archive_that_cannot_be_written_prunes_nothing(tmp_path: Path, caplog
     with caplog.at_level(logging.WARNING, logger="loreguard.audit"):
         done = recorder.prune()
     assert done.records == 0 and "nothing was pruned" in caplog.text
-    assert len(pipeline.store.audit_rows()) == 8
+    assert len(pipeline.store.audit.rows()) == 8
 
 
 @pytest.mark.parametrize("keep", [0, -1])

@@ -14,7 +14,7 @@ import pytest
 
 from loreguard.memory import MemoryStore
 from loreguard.server.cli import main
-from loreguard.server.pipeline.register import find_assistant_register
+from loreguard.server.pipeline.gate.register import find_assistant_register
 
 MODEL = "qwen2.5-coder-0.5b"
 #: "   Brom: <line>  (emotion)": a line the player heard in the demo's report.

@@ -38,7 +38,7 @@ def test_demo_conversation(tmp_path: Path) -> None:
         assert any("lantern" in e.text for e in store.scope("merchant").episodic)
 
 
-def test_cli_demo_and_bench(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_cli_demo_and_bench(tmp_path: Path, capsys) -> None:
     assert main(["demo", "--scripted", "--data", str(tmp_path)]) == 0
     assert "fallback" in capsys.readouterr().out
     assert main(["bench", "governance", "--interactions", "20"]) == 0
@@ -48,7 +48,7 @@ def test_cli_demo_and_bench(tmp_path: Path, capsys) -> None:  # noqa: ANN001
 
 
 @pytest.mark.model
-def test_demo_with_the_embedded_model(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_demo_with_the_embedded_model(tmp_path: Path, capsys) -> None:
     assert main(["demo", "--model", "embedded", "--data", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "SmolLM2-135M-Instruct.Q4_1.gguf via llama.cpp" in out
@@ -80,7 +80,7 @@ def test_the_demo_guard_cannot_say_the_shut_north_gate_is_open(tmp_path: Path) -
 
 
 @pytest.mark.model
-def test_bench_quality_reports_what_the_player_heard_and_the_judges_cost(capsys) -> None:  # noqa: ANN001
+def test_bench_quality_reports_what_the_player_heard_and_the_judges_cost(capsys) -> None:
     from loreguard.server.cli import main
 
     assert main(["bench", "quality", "--lines", "4", "--run", "after", "--judge", "--threads", "2"]) == 0

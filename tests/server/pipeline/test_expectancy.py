@@ -79,18 +79,18 @@ def test_behavioural_rule_activates_after_feedback_and_persists(tmp_path: Path) 
     path = tmp_path / "m.sqlite"
     with MemoryStore(path) as store:
         store.register_npc(profile)
-        ids = lambda: evaluate_rules(profile.rules, _ctx(), 0, {"alarm": False}, store.all_behaviour_stats()).constraints.ids()  # noqa: E731
+        ids = lambda: evaluate_rules(profile.rules, _ctx(), 0, {"alarm": False}, store.behaviour.all_stats()).constraints.ids()  # noqa: E731
         assert "polite" not in ids()
         for _ in range(3):
-            store.record_correction("polite", +1)
+            store.behaviour.record_correction("polite", +1)
         assert "polite" in ids()
     with MemoryStore(path) as reopened:
-        assert reopened.behaviour_stats("polite").positive == 3
-        reopened.record_correction("polite", -1)
-        stats = reopened.all_behaviour_stats()
+        assert reopened.behaviour.stats("polite").positive == 3
+        reopened.behaviour.record_correction("polite", -1)
+        stats = reopened.behaviour.all_stats()
         assert "polite" not in evaluate_rules(profile.rules, _ctx(), 0, {"alarm": False}, stats).constraints.ids()
         with pytest.raises(ValueError):
-            reopened.record_correction("polite", 0)
+            reopened.behaviour.record_correction("polite", 0)
 
 
 def test_a_rule_limited_to_task_types_applies_only_to_them() -> None:

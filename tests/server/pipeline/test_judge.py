@@ -15,10 +15,10 @@ from loreguard.schemas import InteractionOutcome
 from loreguard.schemas.audit import PackageSelection
 from loreguard.server.audit.recorder import AuditRecorder
 from loreguard.server.audit.replay import Replayer
+from loreguard.server.inference import BackendTimeout, ScriptedBackend
+from loreguard.server.inference.base import Generation, GenerationRequest
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 from loreguard.server.pipeline.gate import GateConfig
-from loreguard.server.pipeline.inference import BackendTimeout, ScriptedBackend
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
 from loreguard.server.pipeline.judge import JUDGE_HEADING
 
 JUDGED = PipelineConfig(gate=GateConfig(semantic_judge=True))
@@ -99,7 +99,7 @@ def test_a_judged_session_replays_exactly(tmp_path: Path) -> None:
 
 
 @pytest.mark.model
-def test_the_real_model_judges_in_its_own_kv_sequence(tmp_path: Path, llama_backend) -> None:  # noqa: ANN001
+def test_the_real_model_judges_in_its_own_kv_sequence(tmp_path: Path, llama_backend) -> None:
     """A verdict in grammar; the NPC's prompt and most of its reply come from the cache, so the
     judge's question is most of what it evaluates; a judge past its time gives way."""
     store = demo_store(tmp_path / "m.sqlite")

@@ -407,7 +407,7 @@ KING_ARTHUR = {
 BELIEVE_EDWARD = {"kind": "transform_belief", "target": "king", "content": "The king is named Edward.", "confidence": 0.9}
 
 
-def _guard_without_the_king():  # noqa: ANN202
+def _guard_without_the_king():
     return rich_guard_profile(canonical_facts=[{"id": "gate_hours", "text": "The north gate closes at dusk."}])
 
 
@@ -443,14 +443,14 @@ def test_fact_added_while_the_model_runs_marks_the_belief_in_the_same_commit(tmp
     from stores import open_store
 
     from loreguard.schemas import CanonicalFact
+    from loreguard.server.inference import ScriptedBackend
     from loreguard.server.pipeline import GovernancePipeline
-    from loreguard.server.pipeline.inference import ScriptedBackend
 
     store = open_store(tmp_path / "m.sqlite", world=rich_world(), npcs=[_guard_without_the_king()])
     fact = MemoryWrite(source=Authority.DESIGNER, op=AddCanonicalFact(scope=WORLD_SCOPE, fact=CanonicalFact(**KING_ARTHUR)))
 
     class DesignerAddsAFactMidTurn(ScriptedBackend):
-        def generate(self, request):  # noqa: ANN001, ANN202
+        def generate(self, request):
             assert store.apply([fact]).committed
             return super().generate(request)
 
@@ -505,7 +505,7 @@ GATE_CLAIM = {
 }
 
 
-def _gate_pipeline(tmp_path: Path, outputs: list[str]):  # noqa: ANN202
+def _gate_pipeline(tmp_path: Path, outputs: list[str]):
     world = rich_world(initial_state={"weather": "rain", "gate.north": "closed"}, state_claims={"gate.north": GATE_CLAIM})
     return make_pipeline(tmp_path / "m.sqlite", outputs, world=world)
 

@@ -17,8 +17,8 @@ from pipeline_helpers import ask
 from stores import demo_store
 
 from loreguard.schemas import InteractionOutcome, InteractionResult
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference import ScriptedBackend
 
 DATA = Path(__file__).parent / "data"
 CORPORA = ("model_lines", "coder_lines")

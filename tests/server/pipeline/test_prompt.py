@@ -17,7 +17,7 @@ from loreguard.server.pipeline.expectancy import ConstraintSet
 from loreguard.server.pipeline.prompt import PromptBoundary, assemble_prompt, character_frame
 
 
-def _pipeline_with_memory(tmp_path: Path, **profile_overrides: object):  # noqa: ANN202
+def _pipeline_with_memory(tmp_path: Path, **profile_overrides: object):
     profile = rich_guard_profile(**profile_overrides)
     pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Aye.")] * 4, profile=profile)
     writes = [
@@ -122,7 +122,7 @@ def test_snapshot_is_immutable_and_for_retry(tmp_path: Path) -> None:
     captured = {}
     original = pipeline._prepare
 
-    def spy(ctx):  # noqa: ANN001, ANN202
+    def spy(ctx):
         run = original(ctx)
         captured["snapshot"] = run.first_snapshot
         return run

@@ -9,12 +9,12 @@ from factories import eldmoor_world, guard_profile, rich_guard_profile, say
 from pipeline_helpers import ask, make_pipeline
 
 from loreguard.schemas import Constraint, GateFailure, GateName, RuleChecks, RuleType, Severity, TriggerReason
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import PipelineConfig
 from loreguard.server.pipeline.errors import ConstraintIdCollision
 from loreguard.server.pipeline.expectancy import ConstraintSet
 from loreguard.server.pipeline.fallback import choose_fallback
 from loreguard.server.pipeline.gate import GateConfig
-from loreguard.server.pipeline.inference import ScriptedBackend
 from loreguard.server.pipeline.retry import EscalationMode, escalate, repair_message, retry_rule_id
 
 BASE = ConstraintSet.of(
@@ -221,10 +221,10 @@ def test_the_judge_is_not_asked_once_a_hard_rule_failed_the_attempt(tmp_path: Pa
 
 
 def test_a_judge_model_past_its_timeout_gives_way_to_the_keyword_check(tmp_path: Path) -> None:
-    from loreguard.server.pipeline.inference import BackendTimeout
+    from loreguard.server.inference import BackendTimeout
 
     class LateJudge(ScriptedBackend):
-        def generate(self, request):  # noqa: ANN001, ANN202
+        def generate(self, request):
             self.requests.append(request)
             raise BackendTimeout(f"no verdict within {request.timeout_ms} ms")
 

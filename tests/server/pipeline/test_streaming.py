@@ -11,10 +11,10 @@ from factories import rich_guard_profile, say
 from pipeline_helpers import ask, make_pipeline
 
 from loreguard.schemas import InteractionOutcome
+from loreguard.server.inference import ScriptedBackend
+from loreguard.server.inference.base import Generation, GenerationRequest, Observer
 from loreguard.server.pipeline import InteractionCancelled, PipelineConfig
 from loreguard.server.pipeline.gate import run_gate
-from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, Observer
 from loreguard.server.pipeline.streaming import (
     ReleasedChunk,
     StreamingConfig,

@@ -10,8 +10,8 @@ from model_helpers import Recording, demo_store
 from pipeline_helpers import ask
 
 from loreguard.schemas import InteractionOutcome
+from loreguard.server.inference.llama_backend import LlamaCppBackend
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
 from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession, continuation_prefix, partial_dialogue
 
 pytestmark = pytest.mark.model

@@ -11,8 +11,8 @@ from factories import guard_profile, say
 from stores import demo_store
 
 from loreguard.schemas.scene import SceneStartRequest
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference import ScriptedBackend
 from loreguard.server.scene import SceneBook, SceneProblem, SceneRunner
 
 NAMES = {"guard": "Brom", "merchant": "Mira", "smith": "Hild"}

@@ -14,8 +14,8 @@ from loreguard.schemas.audit import PackageSelection
 from loreguard.schemas.scene import SceneSayRequest, SceneStartRequest
 from loreguard.server.audit.recorder import AuditRecorder
 from loreguard.server.audit.replay import Replayer
+from loreguard.server.inference.llama_backend import LlamaCppBackend
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.inference.llama_backend import LlamaCppBackend
 from loreguard.server.scene import SceneBook, SceneRunner
 
 pytestmark = pytest.mark.model

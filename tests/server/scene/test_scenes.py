@@ -16,8 +16,8 @@ from loreguard.client import Client, Invalid, NotFound
 from loreguard.schemas.audit import PackageSelection
 from loreguard.schemas.scene import SceneChunk
 from loreguard.server.audit.replay import Replayer
-from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
+from loreguard.server.inference import ScriptedBackend
+from loreguard.server.inference.base import Generation, GenerationRequest
 from loreguard.server.pipeline.snapshot import SCENE_CUE
 
 SECRET = "silver moon"

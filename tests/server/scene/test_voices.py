@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 
 from loreguard.schemas.interaction import InteractionContext, SceneLine, SceneMember, SceneTurn
+from loreguard.server.pipeline.gate.voices import (
+    ONLY_A_NAME_RULE,
+    SPEAKS_FOR_OTHERS_RULE,
+    SPEAKS_TO_ITSELF_RULE,
+    find_other_voices,
+)
 from loreguard.server.pipeline.prompt import scene_situation
 from loreguard.server.pipeline.snapshot import SCENE_CUE, SCENE_OPENING, new_message
-from loreguard.server.pipeline.voices import ONLY_A_NAME_RULE, SPEAKS_FOR_OTHERS_RULE, SPEAKS_TO_ITSELF_RULE, find_other_voices
 
 TURN = SceneTurn(
     scene_id="gate", line=2, present=(SceneMember(npc_id="merchant", name="Mira the merchant"),), player_present=True

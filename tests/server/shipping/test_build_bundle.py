@@ -21,7 +21,7 @@ from sidecar_helpers import free_port
 
 from loreguard.client import Client
 from loreguard.server.demo import demo_npcs, demo_world
-from loreguard.server.pipeline.inference.models import EMBEDDED_FILE, embedded_model_path
+from loreguard.server.inference.model_files import EMBEDDED_FILE, embedded_model_path
 from loreguard.server.shipping.addon_zip import plugin_version, write_addon_zip
 from loreguard.server.shipping.bench_bundle import run as run_bench_bundle
 from loreguard.server.shipping.build_bundle import EXECUTABLE, NEEDS, build_bundle, built_accelerator

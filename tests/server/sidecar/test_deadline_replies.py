@@ -23,8 +23,8 @@ from loreguard.schemas.audit import PackageSelection
 from loreguard.schemas.scene import MAX_SCENE_LINES
 from loreguard.schemas.wire import encode_request
 from loreguard.server.audit.replay import Replayer
-from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
+from loreguard.server.inference import ScriptedBackend
+from loreguard.server.inference.base import Generation, GenerationRequest
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 #: How late past its deadline an answer may come on a loaded machine (the commit and the trip back).

@@ -35,7 +35,7 @@ def _serve(tmp_path: Path, port: int, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _hello(port: int, process: subprocess.Popen[str]):  # noqa: ANN202
+def _hello(port: int, process: subprocess.Popen[str]):
     with Client(f"tcp://127.0.0.1:{port}", timeout_s=1) as client:
         deadline = time.monotonic() + 60
         while True:

@@ -12,7 +12,7 @@ from loreguard.memory import MemoryStore
 from loreguard.server.bench.sidecar import _REPLY, load_npcs, run_load
 from loreguard.server.cli import main
 from loreguard.server.demo import demo_world
-from loreguard.server.pipeline.inference import ScriptedBackend
+from loreguard.server.inference import ScriptedBackend
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 

@@ -11,8 +11,8 @@ from sidecar_helpers import running_sidecar
 from waiting import wait_for
 
 from loreguard.client import AsyncClient
-from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
+from loreguard.server.inference import ScriptedBackend
+from loreguard.server.inference.base import Generation, GenerationRequest
 
 
 class ConcurrentGatedBackend(ScriptedBackend):
@@ -52,7 +52,7 @@ def test_different_npcs_run_at_once_and_one_npc_waits_its_turn(tmp_path: Path) -
     with running_sidecar(tmp_path, backend) as sidecar:
         assert sidecar.worker.workers == 4
 
-        async def scenario():  # noqa: ANN202
+        async def scenario():
             async with AsyncClient(sidecar.address, timeout_s=60) as client:
                 guard_1 = asyncio.create_task(client.interact("guard", "first"))
                 merchant = asyncio.create_task(client.interact("merchant", "hello"))
@@ -81,7 +81,7 @@ def test_many_npcs_at_once_commit_every_interaction_with_its_record(tmp_path: Pa
         backend.gate(npc).set()
     with running_sidecar(tmp_path, backend) as sidecar:
 
-        async def scenario():  # noqa: ANN202
+        async def scenario():
             async with AsyncClient(sidecar.address, timeout_s=60) as client:
                 asks = [client.interact(npc, f"line {i}") for i in range(10) for npc in ("guard", "merchant")]
                 return await asyncio.gather(*asks)
@@ -103,7 +103,7 @@ def test_interactions_that_overlapped_replay_exactly(tmp_path: Path) -> None:
     backend.gate("merchant").set()
     with running_sidecar(tmp_path, backend) as sidecar:
 
-        async def scenario():  # noqa: ANN202
+        async def scenario():
             async with AsyncClient(sidecar.address, timeout_s=60) as client:
                 guard = asyncio.create_task(client.interact("guard", "Evening."))
                 loop = asyncio.get_running_loop()

@@ -16,8 +16,8 @@ from waiting import counter, wait_for
 from loreguard.client import AsyncClient, Client, Invalid
 from loreguard.schemas import InteractionResult
 from loreguard.schemas.wire import InteractChunk, decode_reply, encode_request
-from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest, Observer
+from loreguard.server.inference import ScriptedBackend
+from loreguard.server.inference.base import Generation, GenerationRequest, Observer
 
 LINE = "Well met, traveller. The road north is clear. Mind the wolves."
 

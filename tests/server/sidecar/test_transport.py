@@ -16,8 +16,8 @@ from waiting import counter, wait_for
 from loreguard.client import AsyncClient, Client, Forbidden, Invalid, NotFound, Overloaded, UnknownType
 from loreguard.schemas import InteractionResult
 from loreguard.server.demo import demo_npcs, demo_world
-from loreguard.server.pipeline.inference import ScriptedBackend
-from loreguard.server.pipeline.inference.base import Generation, GenerationRequest
+from loreguard.server.inference import ScriptedBackend
+from loreguard.server.inference.base import Generation, GenerationRequest
 
 
 class GatedBackend(ScriptedBackend):

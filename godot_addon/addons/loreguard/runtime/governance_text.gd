@@ -9,7 +9,7 @@ extends RefCounted
 ##     for failure: Dictionary in attempt["failures"]:
 ##         print(LoreguardGovernanceText.failure(failure))
 
-## The gates (server/pipeline/gate.py, in the order they run) as a sentence names them.
+## The gates (server/pipeline/gate/validation.py, in the order they run) as a sentence names them.
 const GATES := {
 	"hard_limits": "the hard limits",
 	"schema": "the reply-format check",

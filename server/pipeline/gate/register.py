@@ -1,0 +1,141 @@
+"""The assistant's register: a line an instruct model writes as a helpful assistant, not as the NPC.
+
+An instruct model (Qwen2.5-Coder 1.5B and 0.5B here) turns a task-like prompt into an
+assistant's answer even with the character frame in its system message (`prompt.character_frame`):
+it offers its services ("How may I assist you?", "Let me know if you have any other questions"),
+refuses like a policy ("I'm sorry, but I can't comply with your request"), asks for context
+("Could you please provide more context?") and talks about the input ("No other words
+provided"). No NPC says those; a player who hears one hears the machine. Such a sentence beside the
+NPC's own is stripped by output hygiene (`without_assistant_sentences`: "He's still called Arthur.
+Do you have any other questions?" is heard as its first sentence); a line of nothing else fails.
+Each pattern below is one
+such turn of phrase, written narrowly, since an NPC may well say "I can't help you there" or
+"What do you need?"; the ordinary-lines corpora (tests/server/pipeline/data) hold them to no false
+positive. A line that fails is retried with the reason, which names the NPC to speak as.
+"""
+
+from __future__ import annotations
+
+import re
+
+from loreguard.schemas.receipt import GateFailure, GateName
+from loreguard.schemas.rules import Severity
+from loreguard.server.pipeline.phrases import sentences
+
+ASSISTANT_REGISTER_RULE = "assistant_register"
+
+_HELP = r"(?:help|assist|aid)"
+_PATTERNS = tuple(
+    re.compile(pattern, re.IGNORECASE)
+    for pattern in (
+        # offering its services
+        rf"\b(?:how|what) (?:else )?(?:can|may|could|shall) i (?:do|{_HELP}) (?:for )?(?:you|today)\b",
+        rf"\bhow may i {_HELP}\b",
+        rf"\bis there (?:anything|something) (?:else |more )?(?:\w+ )?(?:i can (?:do|{_HELP})|you(?:'d| would) like (?:to discuss|to know|help|assistance)|you need (?:to discuss|help|assistance))\b",
+        r"\b(?:let me know|feel free to ask|don't hesitate to ask) if\b",
+        r"\bif you have any (?:other |more |further |specific )?(?:questions|concerns|requests)\b",
+        r"\bdo you have (?:a|any) (?:other |more |further |specific )?(?:questions?|requests?|concerns?)\b",
+        r"\b(?:need|want|require) (?:any )?(?:further |more |additional )?(?:assistance|help) with\b",
+        rf"\bi(?:'m| am) (?:here|happy|glad|always happy) to {_HELP}\b",
+        rf"\bi(?:'d| would) be (?:happy|glad|delighted) to {_HELP}\b",
+        r"\bassist (?:you )?(?:with|in)\b",
+        # refusing like a policy
+        r"\b(?:can't|cannot|can not|am unable to|won't be able to|unable to|not able to) (?:assist|comply|fulfil|fulfill)\b",
+        r"\bcomply with (?:your|that|this|the) request\b",
+        r"\b(?:can't|cannot|unable to) (?:provide|share|give) (?:that |this |any |such )?(?:information|details|content)\b",
+        r"\b(?:not able|unable) to (?:\w+ ){1,6}at this (?:time|moment)\b",
+        r"\b(?:can't|cannot|can not|unable to) help (?:you )?with (?:that|this)(?: request| question)?\s*(?:[.!]|$)",
+        r"\bi (?:don't|do not) have (?:any |enough |much )?(?:information|data|details) (?:about|on|regarding)\b",
+        # asking for context
+        r"\b(?:provide|give|share) (?:me )?(?:with )?(?:more|some|additional|further) (?:context|details|information)\b",
+        r"\bcould you (?:please )?(?:clarify|elaborate|rephrase|explain what you mean)\b",
+        r"\bplease (?:provide|clarify|specify|elaborate|rephrase)\b",
+        r"\bwhat you(?:'re| are) referring to\b",
+        r"\bclarify your (?:question|request)\b",
+        r"\bclarification\b",
+        r"\b(?:the )?necessary information\b",
+        r"\bto answer (?:this|that|your) question\b",
+        r"\b(?:sorry|apologi[sz]e) for any inconvenience\b",
+        r"\bask me for (?:support|assistance)\b",
+        # answering like a reference work
+        r"\b(?:that's|that is|what|such) an? (?:good|great|excellent|interesting|fair) question\b",
+        r"\b(?:and|or) other factors\b",
+        r"\b(?:several|many|various|a few) (?:\w+ )?options\b",
+        # talking about the input or the answer
+        r"\b(?:no|the) (?:other |more |further )?(?:words|text|input|information|context|details|description) (?:was |were )?provided\b",
+        r"\b(?:your|the|this) (?:question|query|prompt|request) (?:is|was) (?:unclear|not clear|ambiguous)\b",
+    )
+)
+
+
+NARRATES_PLAYER_RULE = "narrates_the_player"
+#: The prompt's own word for whom the NPC talks to, in a sentence about them: the model narrating
+#: the scene ("The player asks you to open the gate for me.", qwen2.5-coder-0.5b) instead of
+#: speaking to the one in front of it. Nobody in the world calls them "the player".
+_NARRATION = re.compile(
+    r"\bthe player(?:'s)? (?:asks|asked|wants|wanted|says|said|is asking|has asked|tells|told|requests|requested|"
+    r"is|was|has|needs|would like)\b",
+    re.IGNORECASE,
+)
+
+
+#: A line that only apologises ("I'm sorry, traveller.", "My apologies."): the assistant's
+#: way of answering nothing; a person says what they will or will not do.
+_APOLOGY_ONLY = re.compile(
+    r"^\W*(?:(?:oh|ah|well)\W+)?(?:i'm |i am )?(?:so |very |truly |terribly )?(?:sorry|my apologies|apologies|forgive me|"
+    r"i apologi[sz]e)(?:,?\s+(?:\w+\s+){0,2}\w+)?\W*$",
+    re.IGNORECASE,
+)
+
+
+def assistant_phrase(text: str) -> str | None:
+    """The first assistant's phrase in `text`, or None."""
+    plain = text.replace("\u2019", "'")
+    for pattern in _PATTERNS:
+        match = pattern.search(plain)
+        if match is not None:
+            return match.group(0)
+    return None
+
+
+def without_assistant_sentences(dialogue: str) -> tuple[str, tuple[str, ...]]:
+    """`dialogue` less its sentences in the assistant's register, and those sentences; unchanged
+    when every sentence is one (nothing of the NPC's would be left: the gate fails it whole).
+    "He's still called Arthur. Do you have any other questions?" keeps its first sentence."""
+    parts = sentences(dialogue)
+    removed = tuple(s for s in parts if assistant_phrase(s) is not None)
+    kept = [s for s in parts if assistant_phrase(s) is None]
+    if not removed or all(_APOLOGY_ONLY.match(s.replace("\u2019", "'")) for s in kept):
+        return dialogue, ()  # "I'm sorry, traveller." is no answer left once the refusal is gone
+    return " ".join(kept), removed
+
+
+def find_assistant_register(dialogue: str, npc_name: str) -> list[GateFailure]:
+    """One failure naming the first assistant's phrase in `dialogue` (or its narration of "the
+    player"), or none."""
+    plain = dialogue.replace("\u2019", "'")
+    narration = _NARRATION.search(plain)
+    if narration is not None:
+        return [
+            GateFailure(
+                gate=GateName.HARD_LIMITS,
+                reason=f"tells about {narration.group(0)!r} instead of speaking to them: answer as {npc_name}, to 'you'",
+                severity=Severity.HARD,
+                rule_id=NARRATES_PLAYER_RULE,
+                evidence=narration.group(0),
+            )
+        ]
+    # a line that only apologises is the assistant's; beside a real answer an apology is talk
+    phrase = plain.strip() if _APOLOGY_ONLY.match(plain) else assistant_phrase(plain)
+    if phrase is None:
+        return []
+    return [
+        GateFailure(
+            gate=GateName.HARD_LIMITS,
+            reason=f"speaks as a helpful assistant ({phrase!r}), not as {npc_name}: say it as {npc_name} would, "
+            "in a person's own words",
+            severity=Severity.HARD,
+            rule_id=ASSISTANT_REGISTER_RULE,
+            evidence=phrase,
+        )
+    ]

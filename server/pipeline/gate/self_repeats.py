@@ -1,0 +1,274 @@
+"""Self-repeats: an NPC that says the same thing to every question. Pure and deterministic.
+
+A small model that found one line it likes says it again and again: the guard gave one
+160-character sentence to 17 different questions in a row. Each reply passed every other check,
+so the player heard it 17 times. The gate fails such a reply hard (rule `repeats_itself`): the
+reply as a whole, or any one of its sentences, is at least `max_self_similarity` alike (difflib's
+ratio over the normalised words joined by spaces, as `parroting.similarity` measures a copy) to one of the NPC's last
+`repeat_window` replies, or to one of their sentences. The retry's repair names the earlier line
+("do not say ... or anything like it"), and the escalation forbids it.
+
+Not a repeat, because it is an answer (judged by what it adds to what was said before):
+- a sentence or reply shorter than `min_repeat_words` words: "Move along, traveller." is a line a
+  guard may say every day (but a whole short reply said word for word `SHORT_LINE_TIMES` times
+  already to other questions is a loop: "A lantern, please" to four questions);
+- the same answer to the same question: when the player's line is the earlier one's, or as
+  alike as `SAME_QUESTION` ("Open the gate." and "Please open the gate."), or both are silent (a
+  greeting on each approach), or both ask for the same intent with the same parameters ("The
+  captain sent me. Let me in." and "Please open the north gate."), saying the same again is
+  consistent, not a loop;
+- a canonical fact restated to a line that asks about it: "The gate closes at dusk." said again
+  to "What time does the gate close?" (the piece is as alike to one of `RepeatContext.facts` as
+  to the earlier line, and the player's line shares a content word with that fact);
+- the NPC naming itself when the player asks who it is or its name;
+- the same shape about what this line asks of: "A lantern costs 5 silver." after "A rope costs 5
+  silver.", when a word the earlier piece lacks is a content word of this player's line that
+  the earlier player's line did not have. A line said again word for word is never this, and
+  a shape said to `SHAPE_TIMES` earlier questions already is a template, a loop.
+
+The recent replies come from memory (`StateSnapshot.recent_replies`), so a replay compares with
+the same lines; a streamed sentence is judged by the same gate before it is released.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from functools import lru_cache
+
+from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.npc import IntentSpec, OutputHygiene, OutputLimits
+from loreguard.schemas.receipt import FindingAction, FindingKind, GateFailure, GateName, OutputFinding
+from loreguard.schemas.rules import Severity
+from loreguard.schemas.text import fold, keywords, norm_words, stem
+from loreguard.server.pipeline.gate.hygiene import Scrubbed
+from loreguard.server.pipeline.intents import describe, offered_intents
+from loreguard.server.pipeline.phrases import sentences
+from loreguard.server.pipeline.snapshot import RecentReply, StateSnapshot
+
+REPEATS_ITSELF_RULE = "repeats_itself"
+_EVIDENCE_CHARS = 120
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """A sentence (or a whole reply) as compared: its text, its normalised words joined by one
+    space (what `parroting.similarity` compares) and that string's letters, counted."""
+
+    text: str
+    joined: str
+    letters: Counter[str]
+
+
+@lru_cache(maxsize=1024)
+def _pieces(text: str, min_words: int) -> tuple[_Piece, ...]:
+    """The text's sentences of at least `min_words` words, and the whole text when it has more
+    than one sentence. Memoised: the same recent replies are compared turn after turn."""
+    found = [(s, norm_words(s)) for s in sentences(text)]
+    if len(found) > 1:
+        found.append((text.strip(), norm_words(text)))
+    return tuple(_Piece(s, " ".join(w), Counter(" ".join(w))) for s, w in found if len(w) >= min_words)
+
+
+def _alike(a: _Piece, b: _Piece, threshold: float) -> float:
+    """difflib's ratio of the two pieces, or 0.0 when a cheap upper bound (their lengths, then
+    their letters) is already below `threshold`: most pairs stop there."""
+    total = len(a.joined) + len(b.joined)
+    if 2 * min(len(a.joined), len(b.joined)) < threshold * total:
+        return 0.0
+    if 2 * (a.letters & b.letters).total() < threshold * total:
+        return 0.0
+    return SequenceMatcher(None, a.joined, b.joined, autojunk=False).ratio()
+
+
+class RepeatContext(FrozenModel):
+    """What tells an answer from a repeat: the NPC's name, the canonical facts it may restate
+    when asked, and the intents a player's line may ask for (requests for the same act are the
+    same question)."""
+
+    npc_name: str = ""
+    facts: tuple[str, ...] = ()
+    intents: tuple[IntentSpec, ...] = ()
+
+
+_NO_CONTEXT = RepeatContext()
+
+
+def find_self_repeats(
+    dialogue: str,
+    player_input: str,
+    recent: tuple[RecentReply, ...],
+    limits: OutputLimits,
+    context: RepeatContext = _NO_CONTEXT,
+) -> list[GateFailure]:
+    """One failure when `dialogue` repeats one of `recent` (newest first) said to another player
+    line; none otherwise. The newest earlier line repeated is named."""
+    if not recent or not limits.repeat_window:
+        return []
+    asked = norm_words(player_input)
+    window = recent[: limits.repeat_window]
+    mine = _pieces(dialogue, limits.min_repeat_words)
+    if not mine:
+        return _short_again(dialogue, asked, window)
+    asks = keywords(player_input)
+    threshold = limits.max_self_similarity
+    answers = (
+        mine
+        if _introduces(dialogue, player_input, context)
+        else tuple(p for p in mine if _restates_fact(p, asks, context, limits))
+    )
+    shaped: list[tuple[_Piece, float]] = []  # earlier pieces of the same shape about another subject
+    for earlier in window:
+        if _same_question(norm_words(earlier.player), asked):
+            continue  # the same question (or silence again) may get the same answer
+        shape: tuple[_Piece, float] | None = None
+        for said in _pieces(earlier.dialogue, limits.min_repeat_words):
+            for piece in mine:
+                if piece in answers:
+                    continue
+                score = _alike(piece, said, threshold)
+                if score < threshold:
+                    continue
+                if _new_subject(piece, said, asks, keywords(earlier.player)):
+                    shape = shape or (said, score)
+                    continue
+                # looked at only once two pieces are alike: reading a request costs more
+                if not _same_request(earlier.player, player_input, context.intents):
+                    return [_failure(said.text, score)]
+        if shape is not None:
+            shaped.append(shape)
+    if len(shaped) >= SHAPE_TIMES:
+        return [_failure(shaped[0][0].text, shaped[0][1])]
+    return []
+
+
+#: How many earlier replies may share a reply's shape about other subjects before the shape is a
+#: loop: "A rope costs 5 silver." then "A lantern costs..." is an answer; "I don't have any
+#: information on the road." after the same about the weather and a merchant is a template.
+SHAPE_TIMES = 2
+
+
+#: How many times a line too short to be compared by likeness may be said, word for word, to
+#: other questions before saying it again is a loop ("A lantern, please" to four questions).
+SHORT_LINE_TIMES = 2
+
+
+def _short_again(dialogue: str, asked: tuple[str, ...], window: tuple[RecentReply, ...]) -> list[GateFailure]:
+    """A short reply said word for word `SHORT_LINE_TIMES` times already to other questions."""
+    words = norm_words(dialogue)
+    if not words:
+        return []
+    times = sum(norm_words(r.dialogue) == words and not _same_question(norm_words(r.player), asked) for r in window)
+    return [_failure(dialogue.strip(), 1.0)] if times >= SHORT_LINE_TIMES else []
+
+
+def without_repeated_sentences(
+    dialogue: str,
+    player_input: str,
+    recent: tuple[RecentReply, ...],
+    limits: OutputLimits,
+    context: RepeatContext = _NO_CONTEXT,
+) -> tuple[str, tuple[str, ...]]:
+    """`dialogue` less its sentences that repeat an earlier reply, and those sentences, when what
+    is left is new: "Aye, I will open the gate for you. Stay in the shadows until then." keeps its
+    first sentence when the second was said before. Unchanged when no sentence repeats, when
+    every one does, or when what is left still repeats (the gate then fails it whole)."""
+    parts = sentences(dialogue)
+    if len(parts) < 2 or not recent or not limits.repeat_window:
+        return dialogue, ()
+    removed = tuple(s for s in parts if find_self_repeats(s, player_input, recent, limits, context))
+    if not removed or len(removed) == len(parts):
+        return dialogue, ()
+    kept = " ".join(s for s in parts if s not in removed)
+    if find_self_repeats(kept, player_input, recent, limits, context):
+        return dialogue, ()
+    return kept, removed
+
+
+def _restates_fact(piece: _Piece, asks: frozenset[str], context: RepeatContext, limits: OutputLimits) -> bool:
+    """Whether the piece restates a canonical fact the player's line asks about."""
+    threshold = limits.max_self_similarity
+    return any(
+        asks & keywords(fact) and any(_alike(piece, known, threshold) >= threshold for known in _pieces(fact, 1))
+        for fact in context.facts
+    )
+
+
+def _introduces(dialogue: str, player_input: str, context: RepeatContext) -> bool:
+    """Whether the reply is the NPC naming itself to a player who asks who it is or its name."""
+    if not context.npc_name or fold(context.npc_name) not in norm_words(dialogue):
+        return False
+    words = norm_words(player_input)
+    return "name" in words or ("who" in words and "you" in words)
+
+
+def _new_subject(piece: _Piece, said: _Piece, asks: frozenset[str], asked_before: frozenset[str]) -> bool:
+    """Whether the piece says the earlier one's shape of something this line asks about that the
+    earlier line did not: a word the earlier piece lacks, a content word of this line only."""
+    if piece.joined == said.joined:
+        return False
+    added = {stem(w) for w in piece.joined.split()} - {stem(w) for w in said.joined.split()}
+    return bool(added & (asks - asked_before))
+
+
+def _requests(player_input: str, intents: tuple[IntentSpec, ...]) -> frozenset[str]:
+    """The intents (with their parameters) the line asks for."""
+    return frozenset(describe(o) for o in offered_intents(player_input, intents) if o.requested)
+
+
+def _same_request(a: str, b: str, intents: tuple[IntentSpec, ...]) -> bool:
+    if not intents:
+        return False
+    asked = _requests(a, intents)
+    return bool(asked) and asked == _requests(b, intents)
+
+
+#: Two player lines this alike (difflib's ratio of their words) ask the same thing: "Open the
+#: gate." and "Please open the gate.".
+SAME_QUESTION = 0.8
+
+
+def _same_question(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    if a == b:
+        return True  # the same words, or both silent (an NPC greeting each approach)
+    total = len(a) + len(b)
+    if 2 * min(len(a), len(b)) < SAME_QUESTION * total:
+        return False
+    return SequenceMatcher(None, a, b, autojunk=False).ratio() >= SAME_QUESTION
+
+
+def _failure(said: str, score: float) -> GateFailure:
+    return GateFailure(
+        gate=GateName.HARD_LIMITS,
+        reason=(
+            f"dialogue repeats what you said before to another question ({score:.0%} alike): "
+            f"{said[:_EVIDENCE_CHARS]!r}; answer this line in new words"
+        ),
+        severity=Severity.HARD,
+        rule_id=REPEATS_ITSELF_RULE,
+        evidence=said[:_EVIDENCE_CHARS],
+    )
+
+
+def repeat_context(snapshot: StateSnapshot) -> RepeatContext:
+    """What tells a repeated answer from a loop (see `self_repeats`)."""
+    return RepeatContext(
+        npc_name=snapshot.npc_name,
+        facts=tuple(fact.text for fact in snapshot.canonical),
+        intents=snapshot.allowed_intents,
+    )
+
+
+def without_repeats(scrubbed: Scrubbed, snapshot: StateSnapshot, hygiene: OutputHygiene) -> Scrubbed:
+    """Hygiene's text less the sentences the NPC said before beside new ones (`self_repeats`):
+    stripped and recorded, or under strict hygiene left for the gate to fail."""
+    if not scrubbed.text or scrubbed.failures or hygiene is OutputHygiene.STRICT:
+        return scrubbed
+    kept, removed = without_repeated_sentences(
+        scrubbed.text, snapshot.context.said(), snapshot.recent_replies, snapshot.output_limits, repeat_context(snapshot)
+    )
+    if not removed:
+        return scrubbed
+    found = tuple(OutputFinding(kind=FindingKind.REPEATED_SENTENCE, text=s, action=FindingAction.STRIPPED) for s in removed)
+    return scrubbed.model_copy(update={"text": kept, "findings": scrubbed.findings + found})

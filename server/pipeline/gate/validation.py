@@ -1,0 +1,490 @@
+"""Stage 7b: the validation gate. Hard limits first, then the gates in a fixed order.
+
+1. hard limits: output size, output hygiene (markup, speaker labels, stage directions,
+   meta-text, fragments: see `hygiene`; what is rejected fails hard, what is stripped is gone
+   before any other gate looks), degenerate output (loops, open brackets, a cut-off word, the
+   model's special tokens, no words: see `degenerate`), the prompt's instructions read out
+   (see `readout`), parroting (a copied example, the
+   player's line or the persona: see `parroting`), self-repeats (a recent reply said again to
+   another question: see `self_repeats`), and every critical constraint; a critical failure
+   stops at once;
+2. schema: the parsed JSON must be a valid `ParsedOutput`;
+3. constraints: the remaining (soft and hard) constraints;
+4. canonical: no claim of a canonical fact may be contradicted, nor the claim of a world-state
+   key the prompt carried (the world's `state_claims`, with the key's value now; see
+   `loreguard.memory.claims`);
+   grounding: no number about a value the prompt carried may differ from it (see `grounding`;
+   an amount of money about nothing in the context is a soft failure where the profile flags it);
+5. knowledge: no secret may appear in dialogue, mutations or intents (critical);
+6. mutations: each proposed mutation is approved or rejected on its own: nothing may write
+   the key of a canonical fact (the key it will be stored under, `mutation.stored_key`), values
+   stay in range, only the NPC's allowed intents with valid parameters;
+7. semantic (optional): the NPC's own model asked about its reply, or the keyword check
+   (see `judge`).
+
+Failures accumulate with gate, reason and severity; a critical one stops the run. The gate is a
+pure function of (model text, snapshot, config).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import ValidationError, model_validator
+
+from loreguard.memory.claims import Contradiction, find_contradictions
+from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.npc import OutputHygiene, UngroundedNumbers
+from loreguard.schemas.output import (
+    EmitWorldIntentMutation,
+    Emotion,
+    ParsedOutput,
+    ProposedMutation,
+    TransformBeliefMutation,
+    WorldIntent,
+)
+from loreguard.schemas.receipt import (
+    GateCheck,
+    GateFailure,
+    GateName,
+    JudgeRecord,
+    OutputFinding,
+    ParsePath,
+    RejectedMutation,
+)
+from loreguard.schemas.rules import Severity
+from loreguard.schemas.text import norm_words
+from loreguard.server.pipeline.gate.checks import check_constraint, mutation_texts, said_texts, secret_leaks
+from loreguard.server.pipeline.gate.degenerate import find_degenerate
+from loreguard.server.pipeline.gate.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
+from loreguard.server.pipeline.gate.hygiene import Scrubbed, scrub_dialogue
+from loreguard.server.pipeline.gate.parroting import find_parroting
+from loreguard.server.pipeline.gate.premise import find_agreed_false_claims, tag_statements
+from loreguard.server.pipeline.gate.readout import find_instructions_read_out
+from loreguard.server.pipeline.gate.register import find_assistant_register
+from loreguard.server.pipeline.gate.self_repeats import find_self_repeats, repeat_context, without_repeats
+from loreguard.server.pipeline.gate.voices import find_other_voices
+from loreguard.server.pipeline.intents import intent_problem, offer_problem, refusal, requested
+from loreguard.server.pipeline.mutation import stored_key
+from loreguard.server.pipeline.parsing import ParseResult, parse_output
+from loreguard.server.pipeline.prompt import HEADING_WORDS, SCAFFOLDING_MARKERS, scene_situation
+from loreguard.server.pipeline.snapshot import StateSnapshot
+
+#: Rule ids of the gate's built-in checks, so that every failure a receipt lists names the rule
+#: that failed (designer rules, canonical facts and secrets name themselves; numbers name what
+#: they are about, or `ungrounded_numbers`).
+MAX_RAW_CHARS_RULE = "max_raw_chars"
+PROMPT_MARKUP_RULE = "prompt_markup"
+OUTPUT_SCHEMA_RULE = "output_schema"
+
+
+class GateConfig(FrozenModel):
+    #: Raw model output longer than this is refused outright (critical).
+    max_raw_chars: int = 8000
+    semantic_judge: bool = False
+
+
+class GateResult(FrozenModel):
+    parse_path: ParsePath
+    output: ParsedOutput | None
+    checks: tuple[GateCheck, ...]
+    failures: tuple[GateFailure, ...]
+    #: What output hygiene found in the dialogue, stripped or rejected (see `hygiene`).
+    findings: tuple[OutputFinding, ...] = ()
+    #: Whether the output may be used: every gate passed, or only soft rules failed on the last
+    #: attempt (they bend, and the failures become warnings). Only an accepted result approves
+    #: anything: a failed attempt has no approved mutations and no approved intents.
+    accepted: bool = False
+    approved_mutations: tuple[ProposedMutation, ...] = ()
+    rejected_mutations: tuple[RejectedMutation, ...] = ()
+    approved_intents: tuple[WorldIntent, ...] = ()
+    #: What the semantic judge's model answered about this output; None when none was asked.
+    judge: JudgeRecord | None = None
+
+    @model_validator(mode="after")
+    def _nothing_approved_unless_accepted(self) -> GateResult:
+        if not self.accepted and (self.approved_mutations or self.approved_intents):
+            raise ValueError("a gate result that is not accepted approves no mutation and no intent")
+        if self.accepted and self.failures and not self.soft_only:
+            raise ValueError("a gate result with a hard or critical failure cannot be accepted")
+        return self
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    @property
+    def critical(self) -> bool:
+        return any(f.severity is Severity.CRITICAL for f in self.failures)
+
+    @property
+    def soft_only(self) -> bool:
+        return bool(self.failures) and all(f.severity is Severity.SOFT for f in self.failures)
+
+    @property
+    def should_retry(self) -> bool:
+        return bool(self.failures) and not self.critical
+
+    def failed_gates(self) -> tuple[str, ...]:
+        return tuple(check.gate.value for check in self.checks if not check.passed)
+
+
+class JudgeVerdict(FrozenModel):
+    """What the semantic judge found (`judge.SemanticJudge`)."""
+
+    failures: tuple[GateFailure, ...] = ()
+    #: Set when the judge's model gave no verdict and the deterministic checks decided: why.
+    note: str | None = None
+    #: What the judge's model answered, and its cost; None when no model was asked.
+    record: JudgeRecord | None = None
+
+
+Judge = Callable[[ParsedOutput, StateSnapshot], JudgeVerdict]
+
+_PASSED = {gate: GateCheck(gate=gate, passed=True, failures=0) for gate in GateName}
+
+
+def run_gate(
+    raw: str,
+    snapshot: StateSnapshot,
+    config: GateConfig | None = None,
+    judge: Judge | None = None,
+    hygiene: OutputHygiene = OutputHygiene.CLEAN,
+    special_tokens: tuple[str, ...] = (),
+) -> GateResult:
+    """Parse and validate one model output."""
+    return validate(parse_output(raw), raw, snapshot, config or GateConfig(), judge, hygiene, special_tokens)
+
+
+def validate(
+    parse: ParseResult,
+    raw: str,
+    snapshot: StateSnapshot,
+    config: GateConfig,
+    judge: Judge | None = None,
+    hygiene: OutputHygiene = OutputHygiene.CLEAN,
+    special_tokens: tuple[str, ...] = (),
+    cut_at: int | None = None,
+) -> GateResult:
+    """`hygiene` is the NPC's profile setting (`NpcProfile.output_hygiene`); `special_tokens`
+    the loaded model's (`InferenceBackend.special_tokens`), never to be shown to a player;
+    `cut_at` the dialogue length the output schema allows (`GenerationLimits.dialogue_chars`):
+    a dialogue that long that ends no sentence was cut by the grammar (see `hygiene`)."""
+    output, schema_error, scrubbed = _to_output(parse, snapshot, hygiene, cut_at)
+    ledger = _Ledger(parse.path, scrubbed.findings if scrubbed is not None else ())
+
+    # 1. hard limits
+    said = said_texts(output, raw)
+    hard = _hard_limit_failures(raw, output, scrubbed, snapshot, config, special_tokens)
+    hard.extend(_constraint_failures(snapshot, output, raw, said, critical=True))
+    if ledger.record(GateName.HARD_LIMITS, hard):
+        return ledger.result(output)
+
+    # 2. schema
+    if output is None:
+        failure = GateFailure(gate=GateName.SCHEMA, reason=schema_error, severity=Severity.HARD, rule_id=OUTPUT_SCHEMA_RULE)
+        ledger.record(GateName.SCHEMA, [failure])
+        return ledger.result(None)
+    ledger.record(GateName.SCHEMA, [])
+
+    # 3. constraints
+    ledger.record(GateName.CONSTRAINTS, _constraint_failures(snapshot, output, raw, said, critical=False))
+
+    # 4. canonical: no claim of a canonical fact, nor of a world-state key the prompt carried,
+    # contradicted; no number about a value the prompt carried stated otherwise (world state is
+    # authoritative too). A mutation aimed at a canonical fact's key is refused as an override
+    # (step 6) and never written, so its text contradicts nothing: the reply may stand.
+    canonical = snapshot.canonical_ids()
+    texts = [output.dialogue] + mutation_texts(output, skip=lambda m: stored_key(m) in canonical)
+    contradictions, ungrounded = _claim_failures(texts, snapshot)
+    ledger.record(GateName.CANONICAL, contradictions)
+    ledger.record(GateName.GROUNDING, ungrounded)
+
+    # 5. knowledge boundary, in everything the model wrote (`said`, every mutation's text too):
+    # what hygiene stripped was still written by the model, so it is looked at as well
+    said = said if scrubbed is None or scrubbed.original == output.dialogue else [scrubbed.original, *said]
+    if ledger.record(GateName.KNOWLEDGE, secret_leaks(said, snapshot.secrets)):
+        return ledger.result(output)
+
+    # 6. mutations, each on its own
+    approved, rejected, intents = partition_mutations(output, snapshot)
+    ledger.checks.append(GateCheck(gate=GateName.MUTATIONS, passed=not rejected, failures=len(rejected)))
+
+    # 7. semantic judge (optional). Not asked once a hard rule has failed this attempt: the
+    # attempt fails anyway and the repair already names a reason, so the model call is saved.
+    if config.semantic_judge and judge is not None:
+        if any(f.severity is not Severity.SOFT for f in ledger.failures):
+            skipped = GateCheck(gate=GateName.SEMANTIC, passed=True, skipped="a hard rule already failed this attempt")
+            ledger.checks.append(skipped)
+        else:
+            verdict = judge(output, snapshot)
+            ledger.record(GateName.SEMANTIC, list(verdict.failures), note=verdict.note)
+            ledger.judge = verdict.record
+
+    # Only soft failures on the last attempt bend; anything else fails the attempt, and nothing
+    # of a failed attempt is approved (its mutations were only checked, never accepted).
+    failures = ledger.failures
+    if failures and (not all(f.severity is Severity.SOFT for f in failures) or snapshot.can_retry):
+        return ledger.result(output, rejected_mutations=rejected)
+    return ledger.result(
+        output, accepted=True, approved_mutations=approved, rejected_mutations=rejected, approved_intents=intents
+    )
+
+
+class _Ledger:
+    """The checks and failures of one `validate` run, in the order the gates ran."""
+
+    def __init__(self, parse_path: ParsePath, findings: tuple[OutputFinding, ...]) -> None:
+        self.parse_path = parse_path
+        self.findings = findings
+        self.checks: list[GateCheck] = []
+        self.failures: list[GateFailure] = []
+        self.judge: JudgeRecord | None = None
+
+    def record(self, gate: GateName, found: list[GateFailure], note: str | None = None) -> bool:
+        """Record a gate's failures; True when the run must stop (a critical failure)."""
+        # A passed check is one frozen value per gate, made once (most checks pass).
+        if note is not None:
+            self.checks.append(GateCheck(gate=gate, passed=not found, failures=len(found), note=note))
+        else:
+            self.checks.append(_PASSED[gate] if not found else GateCheck(gate=gate, passed=False, failures=len(found)))
+        self.failures.extend(found)
+        return any(f.severity is Severity.CRITICAL for f in found)
+
+    def result(self, output: ParsedOutput | None = None, *, accepted: bool = False, **partition: tuple) -> GateResult:
+        return GateResult(
+            parse_path=self.parse_path,
+            output=output,
+            checks=tuple(self.checks),
+            failures=tuple(self.failures),
+            findings=self.findings,
+            accepted=accepted,
+            judge=self.judge,
+            **partition,
+        )
+
+
+def _hard_limit_failures(
+    raw: str,
+    output: ParsedOutput | None,
+    scrubbed: Scrubbed | None,
+    snapshot: StateSnapshot,
+    config: GateConfig,
+    special_tokens: tuple[str, ...],
+) -> list[GateFailure]:
+    """The hard limits on the output itself: its size, hygiene, the prompt's markup, degenerate
+    text, parroting and self-repeats (the critical constraints are checked beside them)."""
+    hard: list[GateFailure] = []
+    if len(raw) > config.max_raw_chars:
+        hard.append(
+            GateFailure(
+                gate=GateName.HARD_LIMITS,
+                reason=f"output is {len(raw)} characters, the hard limit is {config.max_raw_chars}",
+                severity=Severity.CRITICAL,
+                rule_id=MAX_RAW_CHARS_RULE,
+            )
+        )
+    if scrubbed is not None:
+        hard.extend(scrubbed.failures)
+    if output is None:
+        return hard
+    # Looked for in what the model wrote, before hygiene stripped anything: "[manifest] task=…"
+    # with its bracket stripped as markup would otherwise reach the player as "task=…".
+    written = scrubbed.original if scrubbed is not None else output.dialogue
+    leaked = [marker for marker in SCAFFOLDING_MARKERS if marker in written]
+    words = norm_words(written)
+    if not leaked and words and all(word in HEADING_WORDS for word in words):
+        leaked = [written.strip()]  # "Situation": a heading of the prompt said as the whole line
+    if leaked:
+        # Small models copy the prompt's own markup; the player must never hear it.
+        hard.append(
+            GateFailure(
+                gate=GateName.HARD_LIMITS,
+                reason=f"dialogue repeats the prompt's markup ({leaked[0].strip()!r})",
+                severity=Severity.HARD,
+                rule_id=PROMPT_MARKUP_RULE,
+                evidence=leaked[0].strip(),
+            )
+        )
+    hard.extend(find_instructions_read_out(written, snapshot))
+    # What is left once hygiene stripped an assistant's sentences beside the NPC's own.
+    hard.extend(find_assistant_register(output.dialogue, snapshot.npc_name))
+    # Special tokens are looked for before hygiene stripped them as markup: a model that
+    # writes its own template is broken whatever is left.
+    limits = snapshot.output_limits
+    before = scrubbed.original if scrubbed is not None else None
+    hard.extend(find_degenerate(output.dialogue, limits, special_tokens, before_hygiene=before))
+    hard.extend(
+        find_parroting(
+            output.dialogue,
+            limits,
+            examples=snapshot.few_shot,
+            player_input=snapshot.context.said(),
+            prompt_texts=_prompt_texts(snapshot),
+            earlier_inputs=tuple(r.player for r in snapshot.recent_replies),
+            requested=tuple(o.intent() for o in snapshot.offered_intents if o.requested and o.fixed),
+        )
+    )
+    hard.extend(
+        find_self_repeats(output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits, repeat_context(snapshot))
+    )
+    hard.extend(find_other_voices(before or output.dialogue, snapshot.context.scene_turn, snapshot.npc_name))
+    return hard
+
+
+def _prompt_texts(snapshot: StateSnapshot) -> tuple[str, ...]:
+    """Prompt text a line must not copy: the persona, and in a scene its situation."""
+    turn = snapshot.context.scene_turn
+    return (snapshot.persona,) if turn is None else (snapshot.persona, scene_situation(turn, snapshot.context.scene))
+
+
+def _constraint_failures(
+    snapshot: StateSnapshot, output: ParsedOutput | None, raw: str, said: list[str], *, critical: bool
+) -> list[GateFailure]:
+    """Failures of the critical constraints (a hard limit) or of the others (the constraints gate)."""
+    gate = GateName.HARD_LIMITS if critical else GateName.CONSTRAINTS
+    found: list[GateFailure] = []
+    for c in snapshot.constraints.constraints:
+        if (c.severity is Severity.CRITICAL) is critical:
+            found.extend(check_constraint(c, output, raw, gate, said=said))
+    return found
+
+
+def _claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[GateFailure], list[GateFailure]]:
+    """Contradicted claims (canonical facts, world-state keys) and ungrounded numbers in `texts`."""
+    subjects = subjects_in_context(snapshot.world_state, snapshot.canonical)
+    contradictions: list[GateFailure] = []
+    ungrounded: list[GateFailure] = []
+    state_claims = dict(snapshot.state_claims)
+    for i, text in enumerate(texts):
+        # the dialogue answers the player's line (where a pronoun may find its subject); a
+        # mutation's text answers nothing
+        context = snapshot.context.said() if i == 0 else ""
+        hits = find_contradictions(text, snapshot.canonical, snapshot.world_state, state_claims, context=context)
+        contradictions.extend(_contradiction_failure(hit) for hit in hits)
+        if i == 0 and not hits:  # a tag question asks agreement with what it says (`premise`)
+            tagged = tag_statements(text)
+            hits = find_contradictions(tagged, snapshot.canonical, snapshot.world_state, state_claims) if tagged else []
+            contradictions.extend(_contradiction_failure(hit) for hit in hits)
+        if i == 0 and not hits:  # a yes to the player's false claim says it too (`premise`)
+            agreed = find_agreed_false_claims(text, context, snapshot.canonical, snapshot.world_state, state_claims)
+            contradictions.extend(_contradiction_failure(hit, agreed=True) for hit in agreed)
+        # A claim the checker above already caught is not reported twice.
+        caught = {hit.label for hit in hits}
+        for problem in find_number_problems(text, subjects):
+            failure = _number_failure(problem, snapshot.ungrounded_numbers)
+            if failure is not None and failure.rule_id not in caught:
+                ungrounded.append(failure)
+    return contradictions, ungrounded
+
+
+def _contradiction_failure(hit: Contradiction, *, agreed: bool = False) -> GateFailure:
+    """A contradicted claim fails hard (retried with a repair that names the value that holds),
+    whether it is a canonical fact's or a world-state key's; the rule is the fact's id, or
+    `world_state:KEY` as the prompt's context keys name the key."""
+    if hit.state_key:
+        what, rule_id = f"world state {hit.state_key}", hit.label
+    else:
+        what, rule_id = f"canonical fact {hit.fact_id}", hit.fact_id
+    return GateFailure(
+        gate=GateName.CANONICAL,
+        reason=(
+            f"contradicts {what}: {hit.subject} {hit.attribute} is {hit.canonical_value}, "
+            + (
+                f"and the output agrees with the player that it is {'not ' if hit.negated else ''}{hit.asserted}: "
+                f"tell them they are wrong"
+                if agreed
+                else f"output says {'not ' if hit.negated else ''}{hit.asserted}"
+            )
+        ),
+        severity=Severity.HARD,
+        rule_id=rule_id,
+        evidence=(
+            f"{hit.subject}'s {hit.attribute} is not {hit.canonical_value}"
+            if hit.negated
+            else f"{hit.subject}'s {hit.attribute} is {hit.asserted}"
+        ),
+    )
+
+
+def _number_failure(problem: NumberProblem, ungrounded: UngroundedNumbers) -> GateFailure | None:
+    """A number that disagrees with the context fails hard, like a contradicted claim; an amount
+    about nothing in the context fails soft only where the NPC's profile flags it."""
+    if problem.subject is None:
+        if ungrounded is UngroundedNumbers.ALLOW:
+            return None
+        return GateFailure(
+            gate=GateName.GROUNDING,
+            reason=describe(problem),
+            severity=Severity.SOFT,
+            rule_id="ungrounded_numbers",
+            evidence=problem.stated,
+        )
+    return GateFailure(
+        gate=GateName.GROUNDING,
+        reason=describe(problem),
+        severity=Severity.HARD,
+        rule_id=problem.subject.label,
+        evidence=problem.stated,
+    )
+
+
+def _to_output(
+    parse: ParseResult, snapshot: StateSnapshot, hygiene: OutputHygiene, cut_at: int | None = None
+) -> tuple[ParsedOutput | None, str, Scrubbed | None]:
+    """The parsed JSON as a ParsedOutput (dialogue scrubbed by output hygiene, which may also
+    give it its emotion), or None and why it does not fit; and what hygiene found."""
+    if parse.data is None:
+        return None, parse.error or "no JSON object", None
+    data = dict(parse.data)
+    scrubbed = None
+    if isinstance(data.get("dialogue"), str):
+        emotion = data.get("emotion", Emotion.NEUTRAL.value)
+        scrubbed = scrub_dialogue(
+            data["dialogue"],
+            npc_name=snapshot.npc_name,
+            npc_id=snapshot.npc_id,
+            policy=hygiene,
+            map_emotion=emotion == Emotion.NEUTRAL.value,
+            cut_at=cut_at,
+        )
+        scrubbed = without_repeats(scrubbed, snapshot, hygiene)
+        # A reply hygiene emptied keeps its words here only so the attempt's record shows them:
+        # its hard failure means it is never spoken.
+        data["dialogue"] = scrubbed.text or scrubbed.original
+        if scrubbed.emotion is not None:
+            data["emotion"] = scrubbed.emotion.value
+    try:
+        return ParsedOutput.model_validate(data), "", scrubbed
+    except ValidationError as exc:
+        parts = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:3]]
+        return None, "output does not match the schema: " + "; ".join(parts), scrubbed
+
+
+def partition_mutations(
+    output: ParsedOutput, snapshot: StateSnapshot
+) -> tuple[tuple[ProposedMutation, ...], tuple[RejectedMutation, ...], tuple[WorldIntent, ...]]:
+    canonical = snapshot.canonical_ids()
+    specs = {spec.type: spec for spec in snapshot.allowed_intents}
+    approved: list[ProposedMutation] = []
+    rejected: list[RejectedMutation] = []
+    intents: list[WorldIntent] = []
+    for m in output.mutations:
+        # Authority is checked on the key the write would use, not on the name the model gave.
+        key = stored_key(m)
+        if key is not None and key in canonical:
+            rejected.append(RejectedMutation(mutation=m, reason=f"{key} is a canonical fact", canonical_override=True))
+            continue
+        if isinstance(m, TransformBeliefMutation) and not (0.0 <= m.confidence <= 1.0):
+            rejected.append(RejectedMutation(mutation=m, reason="confidence outside 0..1"))
+            continue
+        if isinstance(m, EmitWorldIntentMutation):
+            problem = intent_problem(m, specs.get(m.intent)) or offer_problem(m, snapshot.offered_intents)
+            said_no = refusal(output.dialogue) if not problem and requested(m, snapshot.offered_intents) else ""
+            problem = problem or (f'the reply turns it down ("{said_no}")' if said_no else "")
+            if problem:
+                rejected.append(RejectedMutation(mutation=m, reason=problem))
+                continue
+            intents.append(WorldIntent(type=m.intent, params=m.params))
+        approved.append(m)
+    return tuple(approved), tuple(rejected), tuple(intents)

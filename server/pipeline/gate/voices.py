@@ -1,0 +1,125 @@
+"""A scene's line that speaks for someone else: the model writing the others' lines too. Pure.
+
+A scene's prompt shows what the others said as `Mira: "..."`, and a small model goes on with
+the script: `Aye. Mira: "What do you mean?" Brom: "The hinge."`. Words put in another's mouth
+are no line of the speaker's, and what is left once they are cut was written as a script too,
+so such a line fails the gate's hard limits (`speaks_for_others`) and is retried. A speaker
+label of its own at the line's very start is output hygiene's to strip; this looks at the line as
+the model wrote it (before hygiene) for a label naming anyone else in the scene, the player or
+the narrator, anywhere, and the speaker's own past the start. A line that opens by calling its
+own speaker by name ("Brom, take the gate..." said by Brom) fails too (`speaks_to_itself`): the
+model answered as the one spoken to; so does a line that is only a name (`only_a_name`). Outside
+a scene a line that calls the player by the NPC's own name fails the same way ("I enjoy my job,
+Brom.", "No, Brom. The gate is shut.", both Qwen2.5-Coder-1.5B's as Brom).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from loreguard.schemas.interaction import SceneTurn
+from loreguard.schemas.receipt import GateFailure, GateName
+from loreguard.schemas.rules import Severity
+from loreguard.server.pipeline.phrases import sentences
+
+SPEAKS_FOR_OTHERS_RULE = "speaks_for_others"
+#: A line that opens by calling the speaker by its own name ("Brom, take the gate..." said by
+#: Brom): the model took the others' part, answering as if spoken to.
+SPEAKS_TO_ITSELF_RULE = "speaks_to_itself"
+#: A line that is nothing but a name of someone in the scene ("Brom the gate guard."): a label
+#: with the words it would have introduced missing.
+ONLY_A_NAME_RULE = "only_a_name"
+
+
+def find_other_voices(dialogue: str, turn: SceneTurn | None, speaker: str) -> list[GateFailure]:
+    """One failure when a scene's line (as written, before hygiene) holds a speaker label of
+    anyone in the scene; none outside a scene."""
+    if turn is None:
+        # a name opening the line is the NPC giving it ("Mira, that's me."), not calling anyone
+        return _to_itself(dialogue, speaker, opening=False)
+    others = tuple(m.name for m in turn.present) + ("Player", "Narrator")
+    found = _labels(others).search(dialogue) or _labels((speaker,)).search(dialogue, 1)
+    if found is None:
+        return _to_itself(dialogue, speaker) or _only_a_name(dialogue, (speaker, *others))
+    evidence = dialogue[found.start() : found.end() + 40].strip()
+    return [_failure(SPEAKS_FOR_OTHERS_RULE, f"the line speaks for {found.group(1)} (a speaker label inside it)", evidence)]
+
+
+def _only_a_name(dialogue: str, names: tuple[str, ...]) -> list[GateFailure]:
+    said = " ".join(re.findall(r"[\w'\-]+", dialogue.casefold()))
+    forms = {form for name in names for form in (name.casefold(), name.split()[0].casefold() if name.split() else "")}
+    if not said or said not in forms:
+        return []
+    return [_failure(ONLY_A_NAME_RULE, "the line is only a name", dialogue[:80])]
+
+
+def _to_itself(dialogue: str, speaker: str, *, opening: bool = True) -> list[GateFailure]:
+    called = (
+        (_vocative(speaker).match(dialogue) if opening else None)
+        or _greeted(speaker).match(dialogue)
+        or _named_as_you(speaker).search(dialogue)
+    )
+    if called is None:
+        called = next(
+            (m for s in sentences(dialogue) if (m := _called_at_end(speaker).search(s)) and not _NAMES_ITSELF.search(s)),
+            None,
+        )
+    if called is None:
+        return []
+    return [_failure(SPEAKS_TO_ITSELF_RULE, f"the line calls its own speaker by name ({called.group(1)})", dialogue[:80])]
+
+
+def _failure(rule_id: str, reason: str, evidence: str) -> GateFailure:
+    return GateFailure(gate=GateName.HARD_LIMITS, reason=reason, severity=Severity.HARD, rule_id=rule_id, evidence=evidence)
+
+
+@lru_cache(maxsize=256)
+def _vocative(speaker: str) -> re.Pattern[str]:
+    """The speaker's name (or its first word) opening a line, then a comma: "Brom, ..."."""
+    first = speaker.split()[0] if speaker.split() else speaker
+    forms = sorted({speaker, first}, key=lambda f: (-len(f), f))
+    return re.compile(rf"^\W*({'|'.join(re.escape(f) for f in forms)})\s*,", re.IGNORECASE)
+
+
+#: Words with which a sentence names its own speaker: "I'm the guard here, Brom." is no one
+#: called by name.
+_NAMES_ITSELF = re.compile(r"\b(?:i'm|i am|i’m|my name|call me|called|named|this is|it's me)\b", re.IGNORECASE)
+#: What opens a line before a name called out: "No, Brom.", "Good evening, Brom!".
+_GREETINGS = r"(?:yes|no|aye|nay|well|oh|ah|sorry|hello|hi|greetings|welcome|thank you|thanks|good (?:day|evening|morning|night))"
+
+
+def _name_forms(speaker: str) -> str:
+    first = speaker.split()[0] if speaker.split() else speaker
+    return "|".join(re.escape(f) for f in sorted({speaker, first}, key=lambda f: (-len(f), f)))
+
+
+@lru_cache(maxsize=256)
+def _greeted(speaker: str) -> re.Pattern[str]:
+    """A greeting or a yes or no, then the speaker's own name: "No, Brom. The gate is shut."."""
+    return re.compile(rf"^\W*{_GREETINGS},?\s+({_name_forms(speaker)})\s*[,.!?]", re.IGNORECASE)
+
+
+@lru_cache(maxsize=256)
+def _named_as_you(speaker: str) -> re.Pattern[str]:
+    """The player told they are the speaker: "You're Brom." said by Brom."""
+    return re.compile(rf"(?:^|[.!?]\s+)\W*(?:you're|you are|you’re)\s+({_name_forms(speaker)})\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=256)
+def _called_at_end(speaker: str) -> re.Pattern[str]:
+    """The speaker's own name closing a sentence after a comma: "I enjoy my job, Brom."."""
+    return re.compile(rf",\s*({_name_forms(speaker)})\s*[.!?]*\s*$", re.IGNORECASE)
+
+
+@lru_cache(maxsize=256)
+def _labels(names: tuple[str, ...]) -> re.Pattern[str]:
+    """`Name:`, `Name the role:` or `Firstname:` for any of `names` (whole words, any case)."""
+    forms = set()
+    for name in names:
+        forms.add(name)
+        first = name.split()[0] if name.split() else name
+        if len(first) >= 3:
+            forms.add(first)
+    alternatives = "|".join(re.escape(f) for f in sorted(forms, key=lambda f: (-len(f), f)))
+    return re.compile(rf"(?<![\w'])({alternatives})(?: the [\w'\-]+)?\s*:(?!\d)", re.IGNORECASE)

@@ -1,0 +1,111 @@
+"""The assistant's register: lines the Qwen2.5-Coder models wrote as a helpful assistant fail;
+what an NPC says in the same words' neighbourhood ("I can't help you there", "What do you need?")
+passes. The real-model corpus (data/coder_lines.json) and the ordinary-lines corpora hold the
+check to its job on whole conversations."""
+
+from __future__ import annotations
+
+import pytest
+
+from loreguard.server.pipeline.gate.register import (
+    ASSISTANT_REGISTER_RULE,
+    NARRATES_PLAYER_RULE,
+    find_assistant_register,
+    without_assistant_sentences,
+)
+
+ASSISTANT = (
+    # each written by qwen2.5-coder-1.5b or -0.5b to the demo NPCs' lines
+    "Brom. I am the guard at the north gate of Eldmoor. How may I assist you?",
+    "I'm sorry, but I can't comply with your request.",
+    "I hear the captain is expecting you. Is there anything important you need to discuss with me?",
+    "The gate closes at dusk. Is there anything else I can help you with?",
+    "I'm sorry, but I can't discuss that subject. Please let me know if you have any other questions.",
+    "I'm sorry, but I can't change the rules of Eldmoor. If you have any other questions or need assistance with,",
+    "The captain's cousin? Well, I'm not sure what you're referring to. Could you please provide more context?",
+    "I'm sorry, but I can't assist with that.",
+    "No other words provided. Please continue to describe yourself.",
+    "Good day. Please provide a product description.",
+    "Hello, traveler. I'm Brom, the guard at the north gate of Eldmoor. Do you have a question?",
+    "What can I do for you today?",
+    "I'd be happy to help with that. Can you please explain it to me?",
+    "Please ask me for clarification or support.",
+    "I'm sorry, but I don't have the necessary information to answer this question.",  # qwen2.5-coder-0.5b
+    "Yes, there is a road that recently has been cut off. I'm sorry for any inconvenience caused.",
+    # qwen2.5-coder-1.5b in `bench quality`, session 2
+    "Sorry, but I'm not able to open the gate for you at this time.",
+    "I'm sorry, but I can't help with that. I'm not a mage or a scholar.",
+    "Oh, that's a good question! A rope costs 5 silver, love.",
+    "I'm sorry, traveller.",  # the whole reply, to "Any news from the hills?"
+    "My apologies, traveller.",
+    "I'm sorry, love. I don't have any information about trade right now.",
+    "The weather is not always this wet. It can vary depending on the season and other factors.",
+    "There are several inn options in Eldmoor, such as the old tavern or the inn on the side of the river.",
+)
+
+IN_CHARACTER = (
+    "I can't help you there, traveller. Ask the captain.",
+    "What do you need, love? Rope, salt, a lantern?",
+    "Anything else, or are you buying?",
+    "Is there anything else you need, love? Rope's cheap today.",
+    "Sorry, friend, I won't open it while the alarm sounds.",
+    "I can't let you through without the captain's word.",
+    "Is there a reason you're skulking by my gate?",
+    "Let me know when you've got the coin.",
+    "If you have questions, the captain has answers. I have a gate.",
+    "Help yourself to the bread, it's yesterday's.",
+    "I'm here to keep this gate, not to chat.",
+    "Nobody passes at this time of night, traveller.",
+    "I can't help with that, traveller. Ask the captain.",
+    "Questions, questions. The gate shuts at dusk, that's the answer.",
+    "Sorry, traveller. The gate stays shut till the captain's back.",
+    "I'm sorry for your loss, love.",
+    "I'm not able to read, love, so the letter's yours to carry.",
+    "I don't have any bread left, love. Come back at dawn.",
+    "You've few options, traveller: the gate at dawn or the river.",
+    "You'll want the inn by the river. Tell them Brom sent you.",
+)
+
+
+@pytest.mark.parametrize("line", ASSISTANT)
+def test_an_assistants_line_fails_and_names_the_npc_to_speak_as(line: str) -> None:
+    (failure,) = find_assistant_register(line, "Brom")
+    assert failure.rule_id == ASSISTANT_REGISTER_RULE
+    assert failure.evidence and failure.evidence.lower() in line.lower()
+    assert "as Brom would" in failure.reason
+
+
+@pytest.mark.parametrize("line", IN_CHARACTER)
+def test_an_npc_speaking_near_those_words_passes(line: str) -> None:
+    assert find_assistant_register(line, "Brom") == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [  # qwen2.5-coder-0.5b, to the guard's player lines
+        "The player asks you to open the gate for me.",
+        "The player asks you to travel at night, but the guard has not allowed it.",
+        "The player wants a lantern.",
+    ],
+)
+def test_a_line_that_narrates_the_player_fails(line: str) -> None:
+    (failure,) = find_assistant_register(line, "Brom")
+    assert failure.rule_id == NARRATES_PLAYER_RULE and "answer as Brom" in failure.reason
+
+
+def test_a_player_in_the_world_is_no_narration() -> None:
+    assert find_assistant_register("The lute player at the inn plays till dawn.", "Brom") == []
+
+
+def test_a_typographic_apostrophe_is_the_same_phrase() -> None:
+    assert find_assistant_register("I\u2019m sorry, but I can\u2019t assist with that.", "Mira")
+
+
+def test_stripping_the_assistants_refusal_leaves_no_bare_apology() -> None:
+    # qwen2.5-coder-1.5b, to "Any news from the hills?": the refusal gone, nothing is left to say
+    assert without_assistant_sentences("I'm sorry, traveller. I can't assist with that.") == (
+        "I'm sorry, traveller. I can't assist with that.",
+        (),
+    )
+    kept, removed = without_assistant_sentences("No news, traveller. Do you have any other questions?")
+    assert kept == "No news, traveller." and removed == ("Do you have any other questions?",)

@@ -1,0 +1,245 @@
+"""An NPC does not say the same thing to every question (issue 31): the `repeats_itself` hard
+limit, its thresholds per NPC, streamed sentences, replay, and fallbacks that rotate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from factories import say
+from pipeline_helpers import ask
+from pydantic import ValidationError
+from stores import demo_store
+
+from loreguard.schemas import InteractionContext, InteractionOutcome, NpcProfile, TriggerReason
+from loreguard.schemas.audit import PackageSelection
+from loreguard.schemas.npc import OutputLimits
+from loreguard.server.audit.recorder import AuditRecorder
+from loreguard.server.audit.replay import Replayer
+from loreguard.server.demo import demo_npcs, demo_world
+from loreguard.server.inference import ScriptedBackend
+from loreguard.server.pipeline import GovernancePipeline
+from loreguard.server.pipeline.gate.self_repeats import REPEATS_ITSELF_RULE, RepeatContext, find_self_repeats
+from loreguard.server.pipeline.snapshot import RecentReply
+from loreguard.server.pipeline.streaming import StreamSession, continuation_prefix
+
+THRONE = "The king's throne is located on the wall of Eldmoor."
+#: The real model's line (embedded SmolLM2, bench quality): said to 17 questions in a row.
+LOOPED = f"{THRONE} Your horse is on a nearby street, so you'll find a carriage waiting for you."
+LIMITS = OutputLimits()
+
+
+def recent(*pairs: tuple[str, str]) -> tuple[RecentReply, ...]:
+    return tuple(RecentReply(player=p, dialogue=d) for p, d in pairs)
+
+
+@pytest.mark.parametrize(
+    ("reply", "earlier", "repeats"),
+    [
+        (LOOPED, LOOPED, True),  # word for word
+        (f"{THRONE} Come back at dawn.", LOOPED, True),  # one sentence of it again
+        ("The kings throne is located on the wall of Eldmoor!", LOOPED, True),  # near enough
+        ("Move along, traveller.", "Move along, traveller.", False),  # short and formulaic
+        ("Hmph. Move along.", "Hmph. Move along.", False),
+        ("The gate closes at dusk, and the captain keeps the key.", LOOPED, False),  # new words
+        ("The river Ald floods every spring, traveller.", "The river Ald runs past the east wall.", False),
+    ],
+)
+def test_a_reply_too_close_to_a_recent_one_repeats_itself(reply: str, earlier: str, repeats: bool) -> None:
+    failures = find_self_repeats(reply, "Where is the inn?", recent(("Who are you?", earlier)), LIMITS)
+    assert bool(failures) is repeats
+    if repeats:
+        (failure,) = failures
+        assert failure.rule_id == REPEATS_ITSELF_RULE and failure.severity.value == "hard"
+        assert failure.evidence in earlier  # the repair names the earlier line
+
+
+def test_the_same_question_may_get_the_same_answer() -> None:
+    assert not find_self_repeats(LOOPED, "Who are you?", recent(("who are you", LOOPED)), LIMITS)
+
+
+def test_thresholds_are_per_npc() -> None:
+    near = "The throne of the king is found on the wall of Eldmoor."  # 70% alike
+    assert not find_self_repeats(near, "Hi", recent(("Yo", THRONE)), LIMITS)
+    assert find_self_repeats(near, "Hi", recent(("Yo", THRONE)), OutputLimits(max_self_similarity=0.6))
+    assert not find_self_repeats(LOOPED, "Hi", recent(("Yo", LOOPED)), OutputLimits(repeat_window=0))
+    assert not find_self_repeats(THRONE, "Hi", recent(("Yo", THRONE)), OutputLimits(min_repeat_words=12))
+    # only the last `repeat_window` replies are compared
+    window = recent(("a", "Fine rain today."), ("b", "The wall is tall."), ("c", LOOPED))
+    assert not find_self_repeats(LOOPED, "d", window, OutputLimits(repeat_window=2))
+    assert find_self_repeats(LOOPED, "d", window, OutputLimits(repeat_window=3))
+
+
+@pytest.mark.parametrize("value", [0.0, -0.1, 1.01])
+def test_a_repetition_threshold_outside_zero_to_one_is_refused(value: float) -> None:
+    with pytest.raises(ValidationError) as refused:
+        OutputLimits(max_self_similarity=value)
+    assert refused.value.errors()[0]["loc"] == ("max_self_similarity",)
+
+
+def _pipeline(path: Path, outputs: list[str], recorder: bool = False) -> GovernancePipeline:
+    store = demo_store(path)
+    audit = AuditRecorder(store, fingerprint=None) if recorder else None
+    return GovernancePipeline(store, ScriptedBackend({"guard": outputs}), recorder=audit)
+
+
+def _guard(line: str) -> InteractionContext:
+    return ask(line, npc="guard", scene="eldmoor")
+
+
+def test_a_repeat_is_retried_with_a_repair_that_names_the_earlier_line(tmp_path: Path) -> None:
+    fresh = "The inn is by the river, traveller. Ask for the Drowned Rat."
+    pipeline = _pipeline(tmp_path / "m.sqlite", [say(LOOPED), say(LOOPED), say(fresh)])
+    first = pipeline.interact(_guard("Who are you?"))
+    assert first.outcome is InteractionOutcome.VALIDATED and first.dialogue == LOOPED
+    second = pipeline.interact(_guard("Where can I find an inn?"))
+    attempts = second.receipt.attempts
+    assert [f.rule_id for f in attempts[0].failures] == [REPEATS_ITSELF_RULE]
+    assert second.outcome is InteractionOutcome.VALIDATED and second.dialogue == fresh
+    retry_prompt = pipeline.backend.requests[2].prompt.full  # type: ignore[attr-defined]
+    assert THRONE[:40] in retry_prompt.split("Your previous reply was rejected")[-1]
+
+
+def test_a_streamed_sentence_that_repeats_is_never_released(tmp_path: Path) -> None:
+    pipeline = _pipeline(tmp_path / "m.sqlite", [say(LOOPED), say(f"Hail, traveller. {THRONE}")])
+    pipeline.interact(_guard("Who are you?"))
+    chunks: list = []
+    result = pipeline.interact(_guard("Where can I find an inn?"), stream=StreamSession(emit=chunks.append))
+    assert [c.text for c in chunks] == ["Hail, traveller."]
+    assert result.dialogue == "Hail, traveller."
+    # the repeated sentence beside a new one is stripped as hygiene strips, never released
+    (attempt,) = result.receipt.attempts
+    assert [(f.kind.value, f.text) for f in attempt.findings] == [("repeated_sentence", THRONE)]
+
+
+def test_a_session_with_a_repeat_replays_exactly(tmp_path: Path) -> None:
+    fresh = "The inn is by the river, traveller. Ask for the Drowned Rat."
+    pipeline = _pipeline(tmp_path / "m.sqlite", [say(LOOPED), say(LOOPED), say(fresh)], recorder=True)
+    for line in ("Who are you?", "Where can I find an inn?"):
+        pipeline.interact(_guard(line))
+    assert pipeline.recorder is not None
+    report = Replayer(pipeline.recorder.export(PackageSelection(), exported_by="test")).run()
+    assert (report.exact_matches, report.drifts) == (2, 0)
+
+
+def test_fallbacks_rotate_instead_of_repeating_the_last_line(tmp_path: Path) -> None:
+    guard = next(p for p in demo_npcs() if p.id == "guard")
+    # the rotation: the guard's lines for a player's line, then his generic ones, then the world's
+    lines = [
+        *guard.fallbacks.by_trigger[TriggerReason.PLAYER_UTTERANCE],
+        *guard.fallbacks.generic,
+        *demo_world().fallbacks.generic,
+    ]
+    broken = say("The dragon is back in the hills.")
+    # fallback, fallback, a reply, fallback: each fallback says the next line, never the last again
+    pipeline = _pipeline(tmp_path / "m.sqlite", [broken] * 6 + [say("Rain again. Mind the mud.")] + [broken] * 3)
+    heard = []
+    for line in ("Any news?", "What's in the hills?", "Nice weather.", "Seen anything odd?"):
+        result = pipeline.interact(_guard(line))
+        heard.append((result.outcome, result.dialogue))
+    fallbacks = [d for o, d in heard if o is InteractionOutcome.FALLBACK]
+    assert heard[2][0] is InteractionOutcome.VALIDATED and len(fallbacks) == 3
+    assert fallbacks == lines[:3]
+    assert all(a != b for a, b in zip(fallbacks, fallbacks[1:], strict=False))
+
+
+def test_the_demo_profiles_keep_the_defaults() -> None:
+    for profile in demo_npcs():
+        assert isinstance(profile, NpcProfile) and profile.output_limits.repeat_window == 24
+
+
+def test_a_retry_after_a_repeat_may_not_begin_as_the_rejected_reply(tmp_path: Path) -> None:
+    """A small model told in words not to repeat a line writes it again; a backend that can be
+    steered refuses the rejected opening's first token instead (`avoid_start`)."""
+    fresh = "The inn is by the river, traveller. Ask for the Drowned Rat."
+    opening = continuation_prefix("")
+    store = demo_store(tmp_path / "m.sqlite")
+    # a steerable backend writes what follows the output's given start
+    backend = ScriptedBackend({"guard": [say(LOOPED), say(LOOPED), say(fresh)[len(opening) :]]}, continues=True)
+    pipeline = GovernancePipeline(store, backend)
+    pipeline.interact(_guard("Who are you?"))
+    result = pipeline.interact(_guard("Where can I find an inn?"))
+    first, retry = backend.requests[1], backend.requests[2]
+    assert first.avoid_start == "" and retry.avoid_start == THRONE
+    assert retry.output_prefix == opening
+    assert result.outcome is InteractionOutcome.VALIDATED and result.dialogue == fresh
+
+
+def test_the_same_question_in_other_words_or_silence_again_may_get_the_same_answer() -> None:
+    welcome = "Welcome to the Rusty Anchor, traveller. Mind the step."
+    assert not find_self_repeats(welcome, "", recent(("", welcome)), LIMITS)  # a greeting on each approach
+    shut = "The gate stays shut until dawn, and that is final."
+    assert not find_self_repeats(shut, "Please open the gate.", recent(("Open the gate.", shut)), LIMITS)
+    assert find_self_repeats(shut, "Where is the inn?", recent(("Open the gate.", shut)), LIMITS)
+
+
+#: What the gate knows of the demo guard and merchant when it judges a repeat.
+GUARD = RepeatContext(
+    npc_name="Brom",
+    facts=("The king of Eldmoor is named Arthur.", "The north gate closes at dusk."),
+    intents=next(p for p in demo_npcs() if p.id == "guard").allowed_intents,
+)
+MERCHANT = RepeatContext(
+    npc_name="Mira",
+    facts=("A lantern costs 5 silver.",),
+    intents=next(p for p in demo_npcs() if p.id == "merchant").allowed_intents,
+)
+
+
+@pytest.mark.parametrize(
+    ("reply", "player", "earlier", "context", "repeats"),
+    [
+        # Qwen2.5-Coder-1.5B's lines in `bench quality`: answers, not loops
+        ("The gate closes at dusk.", "What time does the gate close?",
+         ("Any news?", "The gate closes at dusk. Come back tomorrow."), GUARD, False),  # a fact asked about
+        ("My name is Brom. I am the guard at the north gate.", "What's your name again?",
+         ("Hello there. Who are you?", "I'm Brom, the guard at the north gate."), GUARD, False),  # asked who it is
+        ("A lantern costs 5 silver, love. How much more?", "How much is a lantern?",
+         ("How much for a rope?", "A rope costs 5 silver, love. How much more?"), MERCHANT, False),  # new subject
+        ("Sure, love. I'll give you two lanterns!", "I'll buy two lanterns.",
+         ("I'd like a lantern. Here's 5 silver.", "Sure, love. I'll give you a lantern!"), MERCHANT, False),
+        ("Go on, traveller. You can go through the gate now.", "Please open the north gate.",
+         ("The captain sent me. Let me in.", "Aye. You can go through the gate now."), GUARD, False),  # same request
+        # and loops
+        ("I'm sorry, love. I don't have any bread to give away right now.", "I'll take two loaves of bread.",
+         ("Can I have some bread for free?", "I'm sorry, love. I don't have any bread to give away right now."),
+         MERCHANT, True),  # word for word, to another request
+        ("The gate closes at dusk. Stay in the shadows until then.", "What time does the gate close?",
+         ("Good evening.", "Good evening, traveller. Stay in the shadows until then."), GUARD, True),  # the tail again
+        ("The gate closes at dusk.", "Any trouble on the road?",
+         ("Any news?", "The gate closes at dusk. Come back tomorrow."), GUARD, True),  # a fact nobody asked for
+        ("My name is Brom. I am the guard at the north gate.", "Do you like your job?",
+         ("Hello there. Who are you?", "I'm Brom, the guard at the north gate."), GUARD, True),  # not asked who
+        ("A rope costs 5 silver, love. How much more?", "How much is a lantern?",
+         ("How much for a rope?", "A rope costs 5 silver, love. How much more?"), MERCHANT, True),  # same words
+    ],
+)  # fmt: skip
+def test_a_repeat_is_judged_by_what_it_adds(
+    reply: str, player: str, earlier: tuple[str, str], context: RepeatContext, repeats: bool
+) -> None:
+    assert bool(find_self_repeats(reply, player, recent(earlier), LIMITS, context)) is repeats
+
+
+def test_a_short_line_said_again_and_again_is_a_loop() -> None:
+    said = recent(("Any lanterns?", "A lantern, please."), ("Hello.", "A lantern, please."))
+    assert not find_self_repeats("A lantern, please.", "What news?", said[:1], LIMITS)  # twice is a habit
+    assert find_self_repeats("A lantern, please.", "What news?", said, LIMITS)  # the third time, a loop
+    assert not find_self_repeats("A lantern, please.", "Hello.", said, LIMITS)  # the same question again
+
+
+def test_a_repeat_far_back_in_the_scene_is_still_a_repeat() -> None:
+    # the 1.5B said its bread refusal again ten replies later, past the old window of 8
+    filler = tuple((f"Question number {i}?", f"Answer number {i} is different from all others.") for i in range(10))
+    said = recent(*filler, ("Can I have some bread?", "I'm sorry, love. I don't have any bread to give away."))
+    assert find_self_repeats("I'm sorry, love. I don't have any bread to give away.", "What news?", said, LIMITS)
+
+
+def test_a_shape_said_about_one_subject_after_another_is_a_template() -> None:
+    # qwen2.5-coder-1.5b as the guard, four questions in a row (bench quality, session 2)
+    said = recent(
+        ("Is the weather always this wet?", "I'm sorry, but I don't have any news on the weather in Eldmoor."),
+        ("Have you seen a merchant pass by?", "I'm sorry, but I don't have any news on a merchant in Eldmoor."),
+    )
+    line = "I'm sorry, but I don't have any news on the road in Eldmoor."
+    assert not find_self_repeats(line, "Any trouble on the road lately?", said[:1], LIMITS)  # once: an answer
+    assert find_self_repeats(line, "Any trouble on the road lately?", said, LIMITS)  # the third time: a template
