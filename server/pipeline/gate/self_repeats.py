@@ -24,7 +24,8 @@ Not a repeat, because it is an answer (judged by what it adds to what was said b
 - the same shape about what this line asks of: "A lantern costs 5 silver." after "A rope costs 5
   silver.", when a word the earlier piece lacks is a content word of this player's line that
   the earlier player's line did not have. A line said again word for word is never this, and
-  a shape said to `SHAPE_TIMES` earlier questions already is a template, a loop.
+  a shape said to `SHAPE_TIMES` earlier questions already is a template, a loop; so is a reply
+  that opens with the same `OPENING_WORDS` words as `OPENING_TIMES` of the last few.
 
 The recent replies come from memory (`StateSnapshot.recent_replies`), so a replay compares with
 the same lines; a streamed sentence is judged by the same gate before it is released.
@@ -140,7 +141,38 @@ def find_self_repeats(
             shaped.append(shape)
     if len(shaped) >= SHAPE_TIMES:
         return [_failure(shaped[0][0].text, shaped[0][1])]
-    return []
+    return _same_opening(dialogue, asked, window)
+
+
+#: A reply's first this many words, said at the start of `OPENING_TIMES` of the NPC's last
+#: `OPENING_WINDOW` replies to other questions, is a habit the player hears: "The captain told
+#: me ..." on seven lines in a row (qwen2.5-coder-1.5b as the guard).
+OPENING_WORDS = 4
+OPENING_TIMES = 2
+OPENING_WINDOW = 6
+
+
+def _same_opening(dialogue: str, asked: tuple[str, ...], window: tuple[RecentReply, ...]) -> list[GateFailure]:
+    opening = norm_words(dialogue)[:OPENING_WORDS]
+    if len(opening) < OPENING_WORDS:
+        return []
+    same = [
+        r.dialogue
+        for r in window[:OPENING_WINDOW]
+        if norm_words(r.dialogue)[:OPENING_WORDS] == opening and not _same_question(norm_words(r.player), asked)
+    ]
+    if len(same) < OPENING_TIMES:
+        return []
+    words = " ".join(dialogue.split()[:OPENING_WORDS])
+    return [
+        GateFailure(
+            gate=GateName.HARD_LIMITS,
+            reason=f"dialogue opens as your last replies did ({words!r}, {len(same)} times); begin this one another way",
+            severity=Severity.HARD,
+            rule_id=REPEATS_ITSELF_RULE,
+            evidence=same[0][:_EVIDENCE_CHARS],
+        )
+    ]
 
 
 #: How many earlier replies may share a reply's shape about other subjects before the shape is a

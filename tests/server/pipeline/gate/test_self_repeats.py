@@ -243,3 +243,16 @@ def test_a_shape_said_about_one_subject_after_another_is_a_template() -> None:
     line = "I'm sorry, but I don't have any news on the road in Eldmoor."
     assert not find_self_repeats(line, "Any trouble on the road lately?", said[:1], LIMITS)  # once: an answer
     assert find_self_repeats(line, "Any trouble on the road lately?", said, LIMITS)  # the third time: a template
+
+
+def test_the_same_opening_again_and_again_is_a_habit() -> None:
+    # qwen2.5-coder-1.5b as the guard, seven lines in a row (bench quality, session 2)
+    said = recent(
+        ("How long have you guarded this gate?", "The captain told me to guard it for many years."),
+        ("Who is the king of Eldmoor?", "The captain told me that the king of Eldmoor is named Arthur."),
+    )
+    line = "The captain told me the inn is across the river."
+    assert not find_self_repeats(line, "Where can I find an inn?", said[:1], LIMITS)  # twice is a way of talking
+    (failure,) = find_self_repeats(line, "Where can I find an inn?", said, LIMITS)
+    assert "opens as your last replies did" in failure.reason and "'The captain told me'" in failure.reason
+    assert not find_self_repeats("Across the river, traveller.", "Where can I find an inn?", said, LIMITS)
