@@ -38,6 +38,8 @@ _PATTERNS = tuple(
         r"\b(?:need|want|require) (?:any )?(?:further |more |additional )?(?:assistance|help) with\b",
         rf"\bi(?:'m| am) (?:here|happy|glad|always happy) to {_HELP}\b",
         rf"\bi(?:'d| would) be (?:happy|glad|delighted) to {_HELP}\b",
+        rf"\bi can {_HELP} you with (?:that|this)\b",
+        r"\bwhat(?:'s| is) your favou?rite (?:type|kind|sort) of\b",
         r"\bassist (?:you )?(?:with|in)\b",
         # refusing like a policy
         r"\b(?:can't|cannot|can not|am unable to|won't be able to|unable to|not able to) (?:assist|comply|fulfil|fulfill)\b",

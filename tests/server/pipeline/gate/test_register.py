@@ -36,6 +36,8 @@ ASSISTANT = (
     "Sorry, but I'm not able to open the gate for you at this time.",
     "I'm sorry, but I can't help with that. I'm not a mage or a scholar.",
     "Oh, that's a good question! A rope costs 5 silver, love.",
+    "Yes, I can help you with that.",  # to "I have a letter for the castle."
+    "Sure, I'd be happy to tell you a story. What's your favorite type of story?",
     "I'm sorry, traveller.",  # the whole reply, to "Any news from the hills?"
     "My apologies, traveller.",
     "I'm sorry, love. I don't have any information about trade right now.",
@@ -59,6 +61,7 @@ IN_CHARACTER = (
     "I can't help with that, traveller. Ask the captain.",
     "Questions, questions. The gate shuts at dusk, that's the answer.",
     "Sorry, traveller. The gate stays shut till the captain's back.",
+    "I can help you over the wall, if the captain's not looking.",
     "I'm sorry for your loss, love.",
     "I'm not able to read, love, so the letter's yours to carry.",
     "I don't have any bread left, love. Come back at dawn.",
