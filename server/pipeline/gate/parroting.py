@@ -14,7 +14,9 @@ one normaliser's words (`loreguard.schemas.text.norm_words`):
 - the player's own line, or one of the player's lines the NPC answered lately (the real model
   answered "Can I pay you to let me in?" with the player's question before it, "What's that noise
   in the hills?"): the same, but compared word by word, not character by character, so that
-  answering "Is the gate open?" with "The gate is open." is no echo; and a reply that is mostly
+  answering "Is the gate open?" with "The gate is open." is no echo, nor is a statement that
+  answers a question with a yes or a no in its words ("No trouble on the road lately." to "Any
+  trouble on the road lately?"); and a reply that is mostly
   the player's words, in copied runs, is one ("What's the password? Spell it out for me." said
   back to the captain's cousin who asked it); the player's line copied into a reply that is mostly
   its own words is no echo either ("No news from the hills, traveller. The captain forbade all
@@ -153,6 +155,25 @@ def _answers_as_example(
     return len(added) <= _SHAPE_NEW_WORDS and bool(added & (asks - example_asks))
 
 
+#: Words with which a statement answers a yes-or-no question in the question's own words ("No
+#: trouble on the road lately." to "Any trouble on the road lately?"); contractions are split
+#: where the normaliser splits them ("hasn't" -> "hasn", "t").
+_ANSWER_WORDS = frozenset(
+    "no not none never nobody nothing yes aye nay hasn haven isn aren wasn weren don doesn didn won cannot".split()
+)
+
+
+def _answers_in_its_words(dialogue: str, player_input: str) -> bool:
+    """Whether the reply is a statement answering the player's question with a yes or a no
+    the question did not hold: an answer, not an echo."""
+    if not player_input.rstrip().endswith("?") or dialogue.rstrip().endswith("?"):
+        return False
+    reply, asked = norm_words(dialogue), norm_words(player_input)
+    if reply[: len(asked)] == asked:
+        return False  # the question said back first, then answered: still an echo
+    return bool((set(reply) - set(asked)) & _ANSWER_WORDS)
+
+
 def find_parroting(
     dialogue: str,
     limits: OutputLimits,
@@ -180,7 +201,7 @@ def find_parroting(
             score = _line_copy(reply, norm_words(line), limits.min_copy_words, threshold)
             if score >= threshold:
                 return [_failure(f"few-shot example {i}'s {side}", score, line)]
-    if player_input:
+    if player_input and not _answers_in_its_words(dialogue, player_input):
         score = _line_copy(reply, norm_words(player_input), limits.min_copy_words, threshold, by_words=True)
         if score >= threshold:
             return [_failure("the player's own line", score, player_input)]

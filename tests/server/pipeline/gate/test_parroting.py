@@ -145,3 +145,19 @@ def test_an_examples_line_said_to_what_it_answers_is_the_npc_being_itself(
 )
 def test_an_examples_line_said_to_another_question_is_a_copy(reply: str, player: str) -> None:
     assert find_parroting(reply, DEFAULTS, examples=DEMO_EXAMPLES, player_input=player)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [  # qwen2.5-coder-1.5b as the guard: answers in the question's words
+        "No trouble on the road lately.",
+        "There hasn't been any trouble on the road lately.",
+    ],
+)
+def test_a_yes_or_no_in_the_questions_words_is_an_answer(reply: str) -> None:
+    assert _found(reply, player="Any trouble on the road lately?") == []
+
+
+def test_the_question_said_back_is_still_an_echo() -> None:
+    assert _found("Any trouble on the road lately?", player="Any trouble on the road lately?")
+    assert _found("Any trouble on the road lately, you ask?", player="Any trouble on the road lately?")
