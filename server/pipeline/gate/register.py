@@ -48,6 +48,7 @@ _PATTERNS = tuple(
         r"\b(?:not able|unable) to (?:\w+ ){1,6}at this (?:time|moment)\b",
         r"\b(?:can't|cannot|can not|unable to) help (?:you )?with (?:that|this)(?: request| question)?\s*(?:[.!]|$)",
         r"\bi (?:don't|do not) have (?:any |enough |much )?(?:information|data|details) (?:about|on|regarding)\b",
+        r"\bi (?:don't|do not) have the (?:ability|capability|capacity) to\b",
         # asking for context
         r"\b(?:provide|give|share) (?:me )?(?:with )?(?:more|some|additional|further) (?:context|details|information)\b",
         r"\bcould you (?:please )?(?:clarify|elaborate|rephrase|explain what you mean)\b",

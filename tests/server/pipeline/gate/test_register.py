@@ -37,6 +37,7 @@ ASSISTANT = (
     "I'm sorry, but I can't help with that. I'm not a mage or a scholar.",
     "Oh, that's a good question! A rope costs 5 silver, love.",
     "Yes, I can help you with that.",  # to "I have a letter for the castle."
+    "Sorry, love, I cannot keep a secret. I am just a merchant, and I don't have the ability to keep secrets.",
     "Sure, I'd be happy to tell you a story. What's your favorite type of story?",
     "I'm sorry, traveller.",  # the whole reply, to "Any news from the hills?"
     "My apologies, traveller.",
