@@ -52,10 +52,6 @@ class GenerationRequest(FrozenModel):
     #: as the first token sampled (a streamed retry does not begin again with the sentence just
     #: rejected). Only for backends whose `continues_output` is True.
     avoid_start: str = ""
-    #: What the NPC said lately, oldest first: a backend with repetition penalties counts these
-    #: as said already, so the output is steered off saying them again (the model sees its
-    #: earlier turns in its sequence and copies them otherwise).
-    said_before: tuple[str, ...] = ()
 
 
 class Generation(FrozenModel):

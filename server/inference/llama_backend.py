@@ -387,7 +387,6 @@ class LlamaCppBackend(InferenceBackend):
             self._model, self._sampling, request.seed, grammar.gbnf if grammar else None, avoid[0] if avoid else None
         )
         try:
-            sampler.remember(request.said_before)
             sampler.force(forced)
         except NativeError as exc:
             sampler.close()

@@ -161,11 +161,9 @@ class TokenSampler:
     ) -> None:
         #: A token refused as the first one sampled (`GenerationRequest.avoid_start`).
         self._avoid_first = avoid_first
-        self._model = model
         # Each chain is a llama.cpp sampler pointer; None once freed (or when unused).
         self._free: llama_cpp.llama_sampler_p | None = _chain(params, seed, None, model)
         self._penalised = params.penalised
-        self._dry = params.dry
         self._constrained: llama_cpp.llama_sampler_p | None = None
         self._grammar: llama_cpp.llama_sampler_p | None = None
         self._tail: llama_cpp.llama_sampler_p | None = None
@@ -258,23 +256,6 @@ class TokenSampler:
         elif self._grammar and not constrained_accepted:
             llama_cpp.llama_sampler_accept(self._grammar, token)
         return token
-
-    def remember(self, texts: Iterable[str]) -> None:
-        """Tell the DRY sampler of every chain that `texts` were said already
-        (`GenerationRequest.said_before`), each closed by a new line (a sequence breaker), so a
-        run of tokens that repeats one of them is penalised like a loop within the output. Only
-        DRY: it penalises sequences, where the repetition penalties would penalise the words
-        themselves ("gate", "the"). Nothing without DRY."""
-        if not texts or not self._dry:
-            return
-        newline = self._model.tokenize("\n", add_special=False)
-        tokens = [t for text in texts for t in (*self._model.tokenize(text, add_special=False), *newline)]
-        for chain in (self._free, self._tail, self._constrained):
-            for i in range(llama_cpp.llama_sampler_chain_n(chain) if chain else 0):
-                sampler = llama_cpp.llama_sampler_chain_get(chain, i)
-                if llama_cpp.llama_sampler_name(sampler) == b"dry":
-                    for token in tokens:
-                        llama_cpp.llama_sampler_accept(sampler, token)
 
     def force(self, tokens: Iterable[int]) -> None:
         """Tell every chain about tokens the output starts with that were written for the model,

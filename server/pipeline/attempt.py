@@ -38,9 +38,6 @@ from loreguard.server.pipeline.run import InteractionRun, TimeDecisions
 from loreguard.server.pipeline.snapshot import StateSnapshot
 from loreguard.server.pipeline.streaming import IncrementalGate, chunk_ends, continuation_prefix
 
-#: How many of the NPC's latest replies the sampler's repetition penalties count as said already.
-SAID_BEFORE_REPLIES = 8
-
 #: Counts an event on the pipeline's counters (name, amount).
 Count = Callable[[str, int], None]
 
@@ -89,7 +86,6 @@ def _request(
         output_schema=schema,
         output_prefix=continuation_prefix(carry.continued) if carry.continued or carry.avoid else "",
         avoid_start=carry.avoid,
-        said_before=tuple(reversed([r.dialogue for r in snapshot.recent_replies[:SAID_BEFORE_REPLIES]])),
         timeout_ms=timeout_ms,
     )
 

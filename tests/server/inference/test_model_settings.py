@@ -61,25 +61,3 @@ def test_penalties_with_the_output_grammar_give_a_governed_reply(tmp_path: Path)
         assert result.dialogue.strip() and result.attempts >= 1
     finally:
         backend.close()
-
-
-def _generate(backend: LlamaCppBackend, said_before: tuple[str, ...] = ()) -> str:
-    return backend.generate(GenerationRequest(npc_id="guard", prompt=PROMPT, seed=7, max_tokens=48, said_before=said_before)).text
-
-
-def test_what_the_npc_said_before_is_penalised_like_a_loop() -> None:
-    """The NPC's recent lines (`said_before`) count in DRY's history: said again word for word,
-    the greedy line of a moment ago is steered elsewhere; without DRY they change nothing."""
-    backend = LlamaCppBackend(LlamaCppConfig(reproducible=True, n_ctx=1024, temperature=0))
-    try:
-        first = _generate(backend)
-        again = _generate(backend, (first,))
-        assert again != first and _generate(backend, (first,)) == again  # still a function of the request
-        assert _generate(backend, ("Bread is cheap at the river market.",)) == first  # no run of words in common
-    finally:
-        backend.close()
-    plain = LlamaCppBackend(LlamaCppConfig(reproducible=True, n_ctx=1024, temperature=0, dry_multiplier=0))
-    try:
-        assert _generate(plain, (first,)) == _generate(plain)
-    finally:
-        plain.close()
