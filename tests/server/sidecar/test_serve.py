@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from factories import say
-from sidecar_helpers import free_port
+from sidecar_helpers import GREETINGS, free_port
 
 from loreguard.client import AsyncClient, Client, NoReply
 from loreguard.memory import MemoryStore
@@ -37,10 +37,11 @@ def _start(data: Path, port: int, script: Path, *extra: str) -> subprocess.Popen
 
 
 def _script(tmp_path: Path) -> Path:
-    """Every answer proposes one episodic memory: each interaction writes two entries."""
+    """Every answer proposes one episodic memory: each interaction writes two entries. The
+    answers take turns (a short line said a third time to other questions is a loop)."""
     mutation = {"kind": "append_episodic", "text": "The traveller spoke with me.", "significance": 0.5}
     path = tmp_path / "script.json"
-    path.write_text(json.dumps([say("Noted, traveller.", mutations=[mutation])]))
+    path.write_text(json.dumps([say(line.replace("Well met", "Noted"), mutations=[mutation]) for line in GREETINGS]))
     return path
 
 
