@@ -45,7 +45,7 @@ _PATTERNS = tuple(
         r"\b(?:can't|cannot|can not|am unable to|won't be able to|unable to|not able to) (?:assist|comply|fulfil|fulfill)\b",
         r"\bcomply with (?:your|that|this|the) request\b",
         r"\b(?:can't|cannot|unable to) (?:provide|share|give) (?:that |this |any |such )?(?:information|details|content)\b",
-        r"\b(?:not able|unable) to (?:\w+ ){1,6}at this (?:time|moment)\b",
+        r"\b(?:not able to|unable to|cannot|can't|can not) (?:\w+ ){1,6}at this (?:time|moment)\b",
         r"\b(?:can't|cannot|can not|unable to) help (?:you )?with (?:that|this)(?: request| question)?\s*(?:[.!]|$)",
         r"\bi (?:don't|do not) have (?:any |enough |much )?(?:information|data|details) (?:about|on|regarding)\b",
         r"\bi (?:don't|do not) have the (?:ability|capability|capacity) to\b",

@@ -34,6 +34,8 @@ ASSISTANT = (
     "Yes, there is a road that recently has been cut off. I'm sorry for any inconvenience caused.",
     # qwen2.5-coder-1.5b in `bench quality`, session 2
     "Sorry, but I'm not able to open the gate for you at this time.",
+    "Sorry, but I cannot open the gate for you at this time.",
+    "I'm sorry, but I cannot provide the password at this time.",
     "I'm sorry, but I can't help with that. I'm not a mage or a scholar.",
     "Oh, that's a good question! A rope costs 5 silver, love.",
     "Yes, I can help you with that.",  # to "I have a letter for the castle."
