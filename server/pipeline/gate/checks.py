@@ -11,6 +11,7 @@ from loreguard.schemas.npc import Secret
 from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput, ProposedMutation
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Constraint, Severity
+from loreguard.schemas.text import STOPWORDS, word_tokens
 from loreguard.server.pipeline.phrases import contains_phrase, reveals
 
 
@@ -119,15 +120,11 @@ def secret_leaks(texts: Iterable[str], secrets: Iterable[Secret]) -> list[GateFa
     return failures
 
 
-#: Words a topic's last word may not be: what is left is the thing the secret is about.
-_TOPIC_FILLER = frozenset("the a an of your my our their its how what where who why you we i get".split())
-
-
 @lru_cache(maxsize=256)
 def _value_told(topic: str) -> re.Pattern[str] | None:
     """The topic's thing ("the gate password" -> password), then within a few words "is" and a
     quoted value: "The password to the north gate is 'rainbow'", "The password? It's 'sword'"."""
-    words = [w for w in re.findall(r"[\w']+", topic.lower()) if w not in _TOPIC_FILLER]
+    words = [w for w in word_tokens(topic) if w not in STOPWORDS]  # the last is the thing
     if not words:
         return None
     thing = re.escape(words[-1])

@@ -108,10 +108,11 @@ def find_self_repeats(
     if not recent or not limits.repeat_window:
         return []
     asked = norm_words(player_input)
-    window = recent[: limits.repeat_window]
+    # the same question (or silence again) may get the same answer: only the others count
+    others = tuple(r for r in recent[: limits.repeat_window] if not _same_question(norm_words(r.player), asked))
     mine = _pieces(dialogue, limits.min_repeat_words)
     if not mine:
-        return _short_again(dialogue, asked, window)
+        return _short_again(dialogue, others)
     asks = keywords(player_input)
     threshold = limits.max_self_similarity
     answers = (
@@ -120,9 +121,7 @@ def find_self_repeats(
         else tuple(p for p in mine if _restates_fact(p, asks, context, limits))
     )
     shaped: list[tuple[_Piece, float]] = []  # earlier pieces of the same shape about another subject
-    for earlier in window:
-        if _same_question(norm_words(earlier.player), asked):
-            continue  # the same question (or silence again) may get the same answer
+    for earlier in others:
         shape: tuple[_Piece, float] | None = None
         for said in _pieces(earlier.dialogue, limits.min_repeat_words):
             for piece in mine:
@@ -141,7 +140,7 @@ def find_self_repeats(
             shaped.append(shape)
     if len(shaped) >= SHAPE_TIMES:
         return [_failure(shaped[0][0].text, shaped[0][1])]
-    return _same_opening(dialogue, asked, window)
+    return _same_opening(dialogue, others[:OPENING_WINDOW])
 
 
 #: A reply's first this many words, said at the start of `OPENING_TIMES` of the NPC's last
@@ -152,25 +151,18 @@ OPENING_TIMES = 2
 OPENING_WINDOW = 6
 
 
-def _same_opening(dialogue: str, asked: tuple[str, ...], window: tuple[RecentReply, ...]) -> list[GateFailure]:
+def _same_opening(dialogue: str, others: tuple[RecentReply, ...]) -> list[GateFailure]:
+    """`others`: the last replies to other questions, newest first."""
     opening = norm_words(dialogue)[:OPENING_WORDS]
     if len(opening) < OPENING_WORDS:
         return []
-    same = [
-        r.dialogue
-        for r in window[:OPENING_WINDOW]
-        if norm_words(r.dialogue)[:OPENING_WORDS] == opening and not _same_question(norm_words(r.player), asked)
-    ]
+    same = [r.dialogue for r in others if norm_words(r.dialogue)[:OPENING_WORDS] == opening]
     if len(same) < OPENING_TIMES:
         return []
     words = " ".join(dialogue.split()[:OPENING_WORDS])
     return [
-        GateFailure(
-            gate=GateName.HARD_LIMITS,
-            reason=f"dialogue opens as your last replies did ({words!r}, {len(same)} times); begin this one another way",
-            severity=Severity.HARD,
-            rule_id=REPEATS_ITSELF_RULE,
-            evidence=same[0][:_EVIDENCE_CHARS],
+        _failure(
+            same[0], 1.0, f"dialogue opens as your last replies did ({words!r}, {len(same)} times); begin this one another way"
         )
     ]
 
@@ -186,12 +178,12 @@ SHAPE_TIMES = 2
 SHORT_LINE_TIMES = 2
 
 
-def _short_again(dialogue: str, asked: tuple[str, ...], window: tuple[RecentReply, ...]) -> list[GateFailure]:
+def _short_again(dialogue: str, others: tuple[RecentReply, ...]) -> list[GateFailure]:
     """A short reply said word for word `SHORT_LINE_TIMES` times already to other questions."""
     words = norm_words(dialogue)
     if not words:
         return []
-    times = sum(norm_words(r.dialogue) == words and not _same_question(norm_words(r.player), asked) for r in window)
+    times = sum(norm_words(r.dialogue) == words for r in others)
     return [_failure(dialogue.strip(), 1.0)] if times >= SHORT_LINE_TIMES else []
 
 
@@ -270,10 +262,11 @@ def _same_question(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     return SequenceMatcher(None, a, b, autojunk=False).ratio() >= SAME_QUESTION
 
 
-def _failure(said: str, score: float) -> GateFailure:
+def _failure(said: str, score: float, reason: str = "") -> GateFailure:
     return GateFailure(
         gate=GateName.HARD_LIMITS,
-        reason=(
+        reason=reason
+        or (
             f"dialogue repeats what you said before to another question ({score:.0%} alike): "
             f"{said[:_EVIDENCE_CHARS]!r}; answer this line in new words"
         ),

@@ -77,9 +77,7 @@ def _failure(rule_id: str, reason: str, evidence: str) -> GateFailure:
 @lru_cache(maxsize=256)
 def _vocative(speaker: str) -> re.Pattern[str]:
     """The speaker's name (or its first word) opening a line, then a comma: "Brom, ..."."""
-    first = speaker.split()[0] if speaker.split() else speaker
-    forms = sorted({speaker, first}, key=lambda f: (-len(f), f))
-    return re.compile(rf"^\W*({'|'.join(re.escape(f) for f in forms)})\s*,", re.IGNORECASE)
+    return re.compile(rf"^\W*({_name_forms(speaker)})\s*,", re.IGNORECASE)
 
 
 #: Words with which a sentence names its own speaker: "I'm the guard here, Brom." is no one
