@@ -118,7 +118,8 @@ def test_the_real_model_judges_in_its_own_kv_sequence(tmp_path: Path, llama_back
             break
     assert judge is not None, "no reply of four lines passed the deterministic gates"
     assert judge.outcome == "verdict", judge
-    assert json.loads(judge.raw)["broken"] == list(judge.broken)
+    # the record keeps the verdict as a sorted set, whatever order the model named the rules in
+    assert sorted(set(json.loads(judge.raw)["broken"])) == list(judge.broken)
     prompt_tokens = first.tokens_evaluated  # the dialogue's prompt, all of it now in the sequence
     assert judge.tokens_cached >= prompt_tokens > 0, judge
     assert judge.tokens_evaluated < judge.tokens_cached, judge
