@@ -94,7 +94,9 @@ class RecallIndex:
     def relevance_of(self, query_words: Iterable[str]) -> dict[int, float]:
         """seq -> BM25 of the entries sharing a keyword with the query, divided by the best score
         the query could reach: 1.0 is an entry of average length holding every query word the
-        index knows. Words in more than half of the entries are left out of the query."""
+        index knows. Every word counts: one the NPC's memories mostly share (the castle it
+        guards) weighs little beside a rare one, but when it is all the player asked about it
+        still finds the memories that hold it."""
         n = len(self.words)
         if not n:
             return {}
@@ -103,9 +105,7 @@ class RecallIndex:
         best = 0.0
         for word in sorted(set(query_words)):
             seqs = self.postings.get(word)
-            if not seqs or len(seqs) * 2 > n:
-                # In most of the NPC's memories ("player", its own name): it tells none apart,
-                # and walking it would make every query cost the whole store.
+            if not seqs:
                 continue
             idf = self.idf(word)
             best += idf

@@ -20,6 +20,7 @@ last bit of a float.
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 
@@ -94,6 +95,9 @@ def score_belief(belief: Belief, query: RetrievalQuery, query_words: frozenset[s
 #: The newest memories scored whatever the player said: an older memory comes back only when the
 #: player's line shares a word with it (so retrieval costs the same in a store of thousands).
 RECENT_CANDIDATES = 64
+#: At most this many more candidates join them, the most relevant first: a word in most of an
+#: NPC's memories (its own town) must not make every query score the whole store.
+RELEVANT_CANDIDATES = 64
 #: Relevance (0 to 1) at which a memory counts as called for by the player's line.
 RELEVANCE_FLOOR = 0.3
 
@@ -106,11 +110,11 @@ def retrieve_episodic(
 ) -> tuple[tuple[EpisodicEntry, float], ...]:
     """The best `max_episodic` entries with their scores, in the documented order: first up to
     half of them (rounded up) that the player's line calls for (relevance at least
-    `RELEVANCE_FLOOR`, most relevant first), then the best of the rest by score; of memories
+    `RELEVANCE_FLOOR`, most relevant first, then by score), then the best of the rest by score; of memories
     that `said` the same thing (by default: the same text), only the first so chosen.
 
-    The candidates are the newest `RECENT_CANDIDATES` entries and every entry sharing a keyword
-    with the player's line. `index` is the NPC's whole long-term memory (`RecallIndex`), from
+    The candidates are the newest `RECENT_CANDIDATES` entries and the `RELEVANT_CANDIDATES`
+    entries most relevant to the player's line (ties: the newest). `index` is the NPC's whole long-term memory (`RecallIndex`), from
     which relevance takes its word rarities; without it, one is built from `entries`."""
     if not query.max_episodic:
         return ()  # a prompt without memories (the task does not need them)
@@ -121,7 +125,7 @@ def retrieve_episodic(
         index = RecallIndex.of(kept)
     relevance = index.relevance(words) if words else {}
     chosen = set(range(max(0, len(kept) - RECENT_CANDIDATES), len(kept)))
-    for seq in relevance:
+    for seq in heapq.nsmallest(RELEVANT_CANDIDATES, relevance, key=lambda seq: (-round(relevance[seq], 9), -seq)):
         at = bisect.bisect_left(kept, seq, key=_BY_SEQ)
         if at < len(kept) and kept[at].seq == seq:
             chosen.add(at)
@@ -129,8 +133,9 @@ def retrieve_episodic(
     scores = _score_episodes(candidates, query, [relevance.get(e.seq, 0.0) for e in candidates])
     # Sorted on tuples built in place of a key function, ending with the position (a stable
     # sort's tie-break, should two entries share a seq), so the entries are never compared.
+    # Equally relevant (a word every one of them holds) ranks by score.
     called_for = sorted(
-        (-round(relevance[e.seq], 9), -e.at_interaction, e.text, e.seq, i)
+        (-round(relevance[e.seq], 9), -scores[i], -e.at_interaction, e.text, e.seq, i)
         for i, e in enumerate(candidates)
         if relevance.get(e.seq, 0.0) >= RELEVANCE_FLOOR
     )

@@ -154,3 +154,49 @@ def test_one_memory_per_thing_said() -> None:
     query = RetrievalQuery(player_input="How is the weather?", now_interaction=12, max_episodic=6)
     found = retrieve_episodic([*same, *other], query, said=lambda e: e.text.split(" / ")[0])
     assert [e.seq for e, _ in found] == [10, 11]  # the newest answer, then the other memory
+
+
+def test_the_topic_an_npc_talks_about_most_can_still_be_recalled() -> None:
+    """A word in most of an NPC's memories weighs little, but when it is the only word the player
+    asked about, the memories holding it are the ones called for (it once dropped out)."""
+    castle = [
+        "The castle's west tower leaks when it rains.",
+        "The player asked about the castle kitchens.",
+        "A banner fell from the castle wall at dawn.",
+        "The castle guard changes at the ninth bell.",
+        "The king dines in the castle's great hall.",
+        "Rats got into the castle granary.",
+        "The castle well was cleaned last spring.",
+    ]
+    other = [
+        "The miller's daughter sold bread by the river.",
+        "Wolves were heard on the north road.",
+        "The chapel bell cracked in the frost.",
+        "A peddler sold boots at the market.",
+        "The ferry ran late because of fog.",
+        "The blacksmith bought new bellows.",
+    ]
+    entries = [_entry(i, text, at=i) for i, text in enumerate(castle + other, start=1)]
+    query = RetrievalQuery(player_input="Tell me about the castle", max_episodic=6)
+    chosen = [entry.text for entry, _ in retrieve_episodic(entries, query)]
+    assert len(chosen) == 6
+    assert all("castle" in text for text in chosen), chosen
+
+
+def test_a_word_in_every_memory_scores_only_the_most_relevant_few(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retrieval's cost stays bounded: a word in all of a thousand memories brings at most
+    RELEVANT_CANDIDATES of them besides the newest, and the query still answers."""
+    from loreguard.memory import retrieval
+
+    entries = [_entry(i, f"The player passed the gate, day {i}.", at=i) for i in range(1, 1001)]
+    scored: list[int] = []
+    original = retrieval._score_episodes
+
+    def counting(candidates, *rest):
+        scored.append(len(candidates))
+        return original(candidates, *rest)
+
+    monkeypatch.setattr(retrieval, "_score_episodes", counting)
+    chosen = retrieve_episodic(entries, RetrievalQuery(player_input="the gate", max_episodic=4))
+    assert len(chosen) == 4
+    assert scored == [retrieval.RECENT_CANDIDATES + retrieval.RELEVANT_CANDIDATES], scored
