@@ -5,10 +5,11 @@ A small model asked to pick an intent from everything its NPC may do picks one a
 never; asked "the player wants the north gate opened: grant it or not?", it can answer. So the
 governance plane reads the request, deterministically, and the model only decides.
 
-An intent with `cues` is *requested* when the player's line says one of them (folded words,
-plurals undone, as a contiguous run: "Open the gates!" says "open the gate") and names one of
+An intent with `cues` is *requested* when a sentence of the player's line asks for its act
+(`asking`: by the sentence's mood and the act's verbs, or one of the designer's cues said as a
+contiguous run of folded words, plurals undone) and names one of
 the allowed values of each enum parameter that has more than one (an enum with one value is
-filled in). An integer or number parameter takes the number just before the named value ("two
+filled in); only the asking sentences are read for values. An integer or number parameter takes the number just before the named value ("two
 loaves of bread" -> 2, digits or number words up to ninety and "dozen"), else its smallest
 allowed value (at least 1): a number elsewhere in the line ("here's 5 silver for bread") is not
 a count. Only the first enum parameter with several values sets the alternatives; another takes
@@ -29,6 +30,7 @@ from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.npc import IntentParam, IntentSpec, ParamType
 from loreguard.schemas.output import EmitWorldIntentMutation, WorldIntent
 from loreguard.schemas.text import fold, stem, word_tokens
+from loreguard.server.pipeline.asking import asking_words
 from loreguard.server.pipeline.gate.numbers import DOZEN, ONES, TENS
 
 #: How many words before a named value a number may stand and still count it ("two loaves of
@@ -110,9 +112,10 @@ def _default_count(param: IntentParam) -> int | None:
     return value if _within(param, value) else None
 
 
-def _requested(spec: IntentSpec, words: tuple[str, ...]) -> list[OfferedIntent]:
+def _requested(spec: IntentSpec, line: str) -> list[OfferedIntent]:
     """The alternatives the line asks for (none when it asks for nothing this intent can give)."""
-    if not any(_says(words, cue) for cue in spec.cues):
+    words = asking_words(line, spec, [_words(cue) for cue in spec.cues])
+    if not words:
         return []
     named: list[tuple[int, str, str]] = []  # (where, param, value) of enum values the line names
     fixed: dict[str, JsonScalar] = {}
@@ -159,13 +162,12 @@ def offered_intents(
 ) -> tuple[OfferedIntent, ...]:
     """What the model may grant this turn, by intent type then parameters: the intents the line
     requests, every intent without cues, and every intent a rule requires; none a rule forbids."""
-    words = _words(player_input)
     banned, needed = frozenset(forbidden), frozenset(required)
     offers: list[OfferedIntent] = []
     for spec in sorted(specs, key=lambda s: s.type):
         if spec.type in banned:
             continue
-        requested = _requested(spec, words) if spec.cues else []
+        requested = _requested(spec, player_input) if spec.cues else []
         if requested:
             offers += requested
         elif not spec.cues or spec.type in needed:
