@@ -40,6 +40,9 @@ class PlannedBatch:
     scope_hashes: Mapping[str, str]
     #: The store's state version the plan was made against; a commit checks it.
     base_version: int
+    #: The fallback line `complete_interaction`'s NPC spoke, which it remembers as its last
+    #: (None: it keeps the one it had).
+    fallback_line: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -97,6 +100,8 @@ def write_batch(db: sqlite3.Connection, planned: PlannedBatch, audit: AuditEntry
     db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (plan.next_seq,))
     if complete_interaction is not None:
         db.execute("UPDATE scopes SET interactions = interactions + 1 WHERE scope = ?", (complete_interaction,))
+        if planned.fallback_line is not None:
+            db.execute("UPDATE scopes SET last_fallback = ? WHERE scope = ?", (planned.fallback_line, complete_interaction))
     if audit is not None:
         audit_log.append(db, planned.audit_seq, audit)
 

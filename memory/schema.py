@@ -9,7 +9,7 @@ from pathlib import Path
 from loreguard.memory.errors import SchemaVersionError
 from loreguard.schemas.memory import WORLD_SCOPE
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA_V1 = """
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -86,9 +86,19 @@ def _add_audit_retention(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
+# Version 4: each scope remembers the last fallback line its NPC spoke (NULL: none yet), so
+# the next fallback passes over it. Bookkeeping like `interactions`: outside the memory hash.
+def _add_last_fallback(db: sqlite3.Connection) -> None:
+    db.execute("ALTER TABLE scopes ADD COLUMN last_fallback TEXT")
+
+
 #: Migration hook: MIGRATIONS[n] upgrades a database from version n to n + 1, inside the
 #: transaction that also records the new version.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_audit_log, 2: _add_audit_retention}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _add_audit_log,
+    2: _add_audit_retention,
+    3: _add_last_fallback,
+}
 
 
 class Transaction:

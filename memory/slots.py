@@ -8,10 +8,11 @@ checked against that older hash and then load like any other: the image itself a
 next sequence number.
 
 A slot holds the game's memory; the designer's data stays as it is now. A load restores world
-state, episodic memory, beliefs, interaction counts, behaviour stats and the next sequence number
-from the slot, and keeps the current profiles, world definition and canonical facts (a scope or
-fact only the slot knows comes back from it: nothing a designer wrote is dropped). A saved
-belief that has the id of a fact added since refuses the load (`SlotConflictError`).
+state, episodic memory, beliefs, interaction counts, each NPC's last fallback line (a slot saved
+before schema 4 has none), behaviour stats and the next sequence number from the slot, and keeps
+the current profiles, world definition and canonical facts (a scope or fact only the slot knows
+comes back from it: nothing a designer wrote is dropped). A saved belief that has the id of a
+fact added since refuses the load (`SlotConflictError`).
 
 `SaveSlots` is the part of the store that saves and loads them (`store.slots`).
 """
@@ -42,7 +43,9 @@ def image(db: sqlite3.Connection) -> str:
     rows: dict[str, Any] = {
         "format": SLOT_FORMAT,
         "next_seq": next_seq,
-        "scopes": [list(r) for r in db.execute("SELECT scope, definition, interactions FROM scopes ORDER BY scope")],
+        "scopes": [
+            list(r) for r in db.execute("SELECT scope, definition, interactions, last_fallback FROM scopes ORDER BY scope")
+        ],
         "entries": [list(r) for r in db.execute("SELECT scope, kind, id, seq, data FROM entries ORDER BY scope, kind, id")],
         "behaviour": [list(r) for r in db.execute("SELECT rule_id, positive, negative FROM behaviour ORDER BY rule_id")],
     }
@@ -68,10 +71,12 @@ def restore(db: sqlite3.Connection, slot: str) -> tuple[StoredState, str]:
     saved = _read(db, slot)
     canonical = MemoryKind.CANONICAL.value
     definitions = dict(db.execute("SELECT scope, definition FROM scopes"))
-    counts = {scope: interactions for scope, _, interactions in saved["scopes"]}
-    saved_definitions = {scope: definition for scope, definition, _ in saved["scopes"]}
+    rows = _scope_rows(saved)
+    counts = {scope: interactions for scope, _, interactions, _ in rows}
+    last_lines = {scope: line for scope, _, _, line in rows}
+    saved_definitions = {scope: definition for scope, definition, _, _ in rows}
     scope_rows = [
-        (name, definitions.get(name) or saved_definitions.get(name), counts.get(name, 0))
+        (name, definitions.get(name) or saved_definitions.get(name), counts.get(name, 0), last_lines.get(name))
         for name in sorted(definitions.keys() | saved_definitions.keys())
     ]
     facts = {(row[0], row[2]): tuple(row) for row in saved["entries"] if row[1] == canonical}
@@ -120,9 +125,15 @@ def _read(db: sqlite3.Connection, slot: str) -> dict[str, Any]:
     return saved
 
 
+def _scope_rows(saved: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """An image's scope rows as (scope, definition, interactions, last fallback line): a slot
+    saved before schema 4 has no last line (None)."""
+    return [(*row, None) if len(row) == 3 else tuple(row) for row in saved["scopes"]]
+
+
 def _image_hash(saved: dict[str, Any]) -> str:
     """The memory hash of an image's rows, as its format defined it."""
-    digests: dict[str, dict[tuple[str, str], str]] = {scope: {} for scope, _, _ in saved["scopes"]}
+    digests: dict[str, dict[tuple[str, str], str]] = {scope: {} for scope, _, _, _ in _scope_rows(saved)}
     for scope, kind, entry_id, _, data in saved["entries"]:
         digests.setdefault(scope, {})[(kind, entry_id)] = sha256_hex(data)
     if saved.get("format", 1) == 1:

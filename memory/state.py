@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from loreguard.memory.entries import ENTRY_MODELS, sorted_scope
@@ -27,6 +27,8 @@ class StoredState:
     interactions: dict[str, int]
     behaviour: dict[str, BehaviourStats]
     next_seq: int
+    #: Per NPC: the last fallback line it spoke (absent: none yet). Outside the memory hash.
+    last_fallback: dict[str, str] = field(default_factory=dict)
 
     def memory_hash(self) -> str:
         return memory_hash_of({name: self.entry_digests[name] for name in self.scopes}, next_seq=self.next_seq)
@@ -37,9 +39,12 @@ def read_state(db: sqlite3.Connection) -> StoredState:
     profiles: dict[str, NpcProfile] = {}
     world: WorldDefinition | None = None
     interactions: dict[str, int] = {}
-    for scope, definition, count in db.execute("SELECT scope, definition, interactions FROM scopes"):
+    last_fallback: dict[str, str] = {}
+    for scope, definition, count, line in db.execute("SELECT scope, definition, interactions, last_fallback FROM scopes"):
         parts[scope] = {kind: [] for kind in MemoryKind}
         interactions[scope] = count
+        if line is not None:
+            last_fallback[scope] = line
         if definition is None:
             continue
         if scope == WORLD_SCOPE:
@@ -57,7 +62,7 @@ def read_state(db: sqlite3.Connection) -> StoredState:
         for rule_id, pos, neg in db.execute("SELECT rule_id, positive, negative FROM behaviour")
     }
     (next_seq,) = db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
-    return StoredState(scopes, digests, profiles, world, interactions, behaviour, next_seq)
+    return StoredState(scopes, digests, profiles, world, interactions, behaviour, next_seq, last_fallback)
 
 
 def replace_contents(
@@ -68,13 +73,14 @@ def replace_contents(
     next_seq: int,
 ) -> StoredState:
     """Swap every memory row for the given ones (inside the caller's transaction): how a save
-    slot is loaded and how a replay puts the store back where a recording started. The next
-    sequence number is put back exactly, not only raised: it is part of the memory hash, and
-    equal hashes must assign equal ids to the next writes."""
+    slot is loaded and how a replay puts the store back where a recording started. A scope row
+    is (scope, definition, interactions, last fallback line or None). The next sequence number
+    is put back exactly, not only raised: it is part of the memory hash, and equal hashes must
+    assign equal ids to the next writes."""
     db.execute("DELETE FROM scopes")
     db.execute("DELETE FROM entries")
     db.execute("DELETE FROM behaviour")
-    db.executemany("INSERT INTO scopes(scope, definition, interactions) VALUES (?, ?, ?)", scopes)
+    db.executemany("INSERT INTO scopes(scope, definition, interactions, last_fallback) VALUES (?, ?, ?, ?)", scopes)
     db.executemany("INSERT INTO entries(scope, kind, id, seq, data) VALUES (?, ?, ?, ?, ?)", entries)
     db.executemany("INSERT INTO behaviour(rule_id, positive, negative) VALUES (?, ?, ?)", behaviour)
     db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (next_seq,))

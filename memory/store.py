@@ -66,6 +66,7 @@ class MemoryStore:
     _world: WorldDefinition | None
     _world_hash: str | None
     _interactions: dict[str, int]
+    _last_fallback: dict[str, str]
     _next_seq: int
 
     def __init__(
@@ -141,6 +142,11 @@ class MemoryStore:
         self.scope(npc_id)
         return self._interactions.get(npc_id, 0)
 
+    def last_fallback(self, npc_id: str) -> str | None:
+        """The last fallback line this NPC spoke (None: none yet); its next fallback passes over it."""
+        self.scope(npc_id)
+        return self._last_fallback.get(npc_id)
+
     def view(self, npc_id: str, also: Iterable[str] = ()) -> StoreView:
         """Everything an interaction for `npc_id` reads, as one consistent snapshot; with `also`,
         the scopes of other NPCs it writes to (a scene's listeners). `UnknownScopeError` for
@@ -161,6 +167,7 @@ class MemoryStore:
                 npc=self._scopes[npc_id],
                 world_memory=self._scopes[WORLD_SCOPE],
                 interactions=self._interactions.get(npc_id, 0),
+                last_fallback=self._last_fallback.get(npc_id),
                 behaviour=self.behaviour.all_stats(),
                 next_seq=self._next_seq,
                 scope_hashes=hashes,
@@ -229,15 +236,24 @@ class MemoryStore:
             return self.commit(self.plan(writes, complete_interaction=complete_interaction))
 
     def plan(
-        self, writes: Sequence[MemoryWrite], *, complete_interaction: str | None = None, hash_scopes: Iterable[str] = ()
+        self,
+        writes: Sequence[MemoryWrite],
+        *,
+        complete_interaction: str | None = None,
+        hash_scopes: Iterable[str] = (),
+        fallback_line: str | None = None,
     ) -> PlannedBatch:
         """Plan a batch against the current state (pure: nothing is written). Its
-        `memory_hash_after` covers `hash_scopes`. A plan with refusals commits as a refusal."""
+        `memory_hash_after` covers `hash_scopes`. A plan with refusals commits as a refusal.
+        `fallback_line`: the line `complete_interaction`'s NPC spoke as a fallback, kept as its
+        last (`last_fallback`), outside the memory hash like the count."""
         with self._lock:
             if complete_interaction is not None:
                 self.scope(complete_interaction)
             plan = plan_batch(self._scopes, writes, self._next_seq, self.policy)
-            return self._planned(plan, complete_interaction=complete_interaction, hash_scopes=hash_scopes)
+            return self._planned(
+                plan, complete_interaction=complete_interaction, fallback_line=fallback_line, hash_scopes=hash_scopes
+            )
 
     def commit(self, planned: PlannedBatch, *, audit: AuditEntry | None = None) -> BatchResult:
         """Write a planned batch, and its audit record when given, in one short transaction.
@@ -302,6 +318,7 @@ class MemoryStore:
         self._world = loaded.world
         self._world_hash = None
         self._interactions = loaded.interactions
+        self._last_fallback = loaded.last_fallback
         self.behaviour.reset(loaded.behaviour)
         self._next_seq = loaded.next_seq
         self._version += 1
@@ -311,6 +328,7 @@ class MemoryStore:
         plan: BatchPlan,
         *,
         complete_interaction: str | None = None,
+        fallback_line: str | None = None,
         definitions: Mapping[str, str] | None = None,
         hash_scopes: Iterable[str] = (),
     ) -> PlannedBatch:
@@ -321,6 +339,7 @@ class MemoryStore:
         return PlannedBatch(
             plan=plan,
             complete_interaction=complete_interaction,
+            fallback_line=fallback_line,
             memory_hash_after=combine_scope_hashes(
                 ((name, scope_hashes.get(name) or self._scope_hash(name)) for name in names), next_seq=plan.next_seq
             ),
@@ -351,6 +370,8 @@ class MemoryStore:
         self._next_seq = plan.next_seq
         if complete_interaction is not None:
             self._interactions[complete_interaction] = self._interactions.get(complete_interaction, 0) + 1
+            if planned.fallback_line is not None:
+                self._last_fallback[complete_interaction] = planned.fallback_line
         if audit is not None:
             self.audit.next_seq = planned.audit_seq + 1
         if plan.contradicted:
@@ -368,6 +389,7 @@ class MemoryStore:
         interactions: Mapping[str, int],
         behaviour: Sequence[BehaviourStats],
         next_seq: int,
+        last_fallback: Mapping[str, str | None] | None = None,
     ) -> str:
         """Replace all memory with the given image, atomically (how a replay puts the store back
         where a recorded interaction started). Returns the memory hash."""
@@ -375,7 +397,8 @@ class MemoryStore:
         definitions = {name: profiles[name].model_dump_json() for name in names if name in profiles}
         if world is not None:
             definitions[WORLD_SCOPE] = world.model_dump_json()
-        scope_rows = [(name, definitions.get(name), interactions.get(name, 0)) for name in names]
+        last = last_fallback or {}
+        scope_rows = [(name, definitions.get(name), interactions.get(name, 0), last.get(name)) for name in names]
         entry_rows = [
             (m.scope, kind.value, entry_key(entry), entry.seq, canonical_json(entry).decode("utf-8"))
             for m in scopes

@@ -24,6 +24,8 @@ class StoreView:
     npc: ScopeMemory
     world_memory: ScopeMemory
     interactions: int
+    #: The last fallback line the NPC spoke (None: none yet); its next fallback passes over it.
+    last_fallback: str | None
     behaviour: dict[str, BehaviourStats]
     next_seq: int
     #: (scope, scope hash) for the NPC and the world, sorted by scope.

@@ -40,6 +40,9 @@ class MemoryImage(FrozenModel):
     world: str | None = None
     #: The NPC's completed interactions (it picks the seed and the interaction index).
     interactions: int = Field(ge=0)
+    #: The last fallback line the NPC spoke (its next fallback passes over it); None: none yet,
+    #: or a record written before Loreguard remembered it.
+    last_fallback: str | None = None
     #: The store's next sequence number (new episodic entries are named from it).
     next_seq: int = Field(ge=1)
     behaviour: tuple[BehaviourStats, ...] = ()

@@ -24,6 +24,7 @@ FIXTURES = (
     ("schema1-slot1", "de45057^", False),  # before the audit log: schema 1, slot format 1
     ("schema2-slot1", "fbafe75^", False),  # the audit log in the file: schema 2, slot format 1
     ("schema2-slot2", "00963fa", True),  # the memory hash covers next_seq: schema 2, slot format 2, records
+    ("schema3-slot2", "2745e45", True),  # audit retention, before the last fallback line: schema 3, slot format 2
 )
 
 # Runs inside the old code: only the API every version had.
@@ -47,7 +48,7 @@ for i, text in enumerate(["The player paid the toll.", "The player asked about t
     assert store.apply([w(AppendEpisodic(scope="guard", text=text, significance=0.3 + i / 10, at_interaction=i))], complete_interaction="guard").committed
 assert store.apply([w(UpsertBelief(scope="guard", belief_id="player_honest", content="The player pays the toll.", confidence=0.7))]).committed
 assert store.apply([w(SetWorldState(scope="@world", key="gate", value="closed"), Authority.GAME_SYSTEM)]).committed
-saved = store.save("chapter1")
+saved = getattr(store, "slots", store).save("chapter1")  # store.slots.save since the store was split
 guard, world = store.scope("guard"), store.scope("@world")
 state = {
     "memory_hash": saved,

@@ -113,6 +113,7 @@ class AuditRecorder:
                 profile=view.profile_hash,
                 world=view.world_hash,
                 interactions=view.interactions,
+                last_fallback=view.last_fallback,
                 next_seq=view.next_seq,
                 behaviour=tuple(view.behaviour[k] for k in sorted(view.behaviour)),
             ),

@@ -267,6 +267,7 @@ class Replayer:
                 profiles={record.npc_id: profile},
                 world=world,
                 interactions={record.npc_id: image.interactions},
+                last_fallback={record.npc_id: image.last_fallback},
                 behaviour=image.behaviour,
                 next_seq=image.next_seq,
             )

@@ -3,13 +3,15 @@
 Order: the NPC's lines for this trigger, the world's lines for this trigger, the NPC's generic
 lines, the world's generic lines, then the world's emergency line. All the lines that apply are
 one rotation, in that order, stepped by the NPC's fallback count (its interactions that ended
-without a conversation exchange in memory: `interaction_index - exchanges_held`): the first
-fallback says the first line, the next one the next line, so two fallbacks in a row, or with
-replies between them, never say the same line while there is another (a merchant with one line
-of her own goes on to the world's). Once memory has pruned some of the NPC's exchanges (past
-`MemoryPolicy.episodic_limit`) the count also steps on replies: two fallbacks in a row still
-differ, two with replies between them may not. Never random, and read from memory, so a replay picks the
-same line. A fallback never changes memory.
+without a conversation exchange in memory: `interaction_index - exchanges_held`; once memory has
+pruned exchanges it steps on replies too). The count alone cannot keep two fallbacks apart (the
+lines that apply differ per trigger: a zone's fallback after a player's may land on the generic
+line just said), so the store remembers the last fallback line each NPC spoke (`last_fallback`;
+outside the memory hash, like its interaction count) and the rotation passes over that line
+while another line passes the checks: two fallbacks in a row, or with replies between them,
+never say the same line while the lines that apply hold another that passes. Never random, and
+read from the store (the audit record keeps the last line), so a replay picks the same line. A
+fallback never changes memory.
 
 A fallback is spoken with no model, so each line is judged by the gate's own checks
 (`checks.check_constraint`, `checks.secret_leaks`) as a reply with that dialogue, neutral emotion
@@ -77,10 +79,12 @@ def choose_fallback(
     position: int,
     constraints: Sequence[Constraint] = (),
     secrets: Sequence[Secret] = (),
+    last_said: str | None = None,
 ) -> FallbackChoice:
     """The first line in fallback order that breaks none of `constraints` (the interaction's
     active designer rules) and reveals none of `secrets`; `position` is the NPC's fallback count,
-    where each list's rotation starts."""
+    where each list's rotation starts. `last_said` (the NPC's last fallback line) is said only
+    when no other line of the pool passes."""
     candidates: list[tuple[str, str, tuple[str, ...]]] = [("npc_trigger", *_lines("npc", profile.fallbacks, trigger))]
     if world is not None:
         candidates.append(("world_trigger", *_lines("world", world.fallbacks, trigger)))
@@ -91,12 +95,18 @@ def choose_fallback(
     # One rotation through every line that applies, in fallback order.
     pool = [(source, f"{path}.{i}", line) for source, path, lines in candidates for i, line in enumerate(lines)]
     skipped: list[SkippedFallback] = []
+    repeat: tuple[str, str] | None = None  # (source, line): the last line said, if it passes
     for k in range(len(pool)):
         source, where, line = pool[(position + k) % len(pool)]
         failures = line_failures(line, constraints, secrets)
-        if not failures:
+        if failures:
+            skipped.append(SkippedFallback(line=where, failures=tuple(failures)))
+        elif line != last_said:
             return FallbackChoice(text=line, source=source, skipped=tuple(skipped))
-        skipped.append(SkippedFallback(line=where, failures=tuple(failures)))
+        elif repeat is None:
+            repeat = (source, line)
+    if repeat is not None:  # no other line passes: saying it again beats the emergency line
+        return FallbackChoice(text=repeat[1], source=repeat[0], skipped=tuple(skipped))
     failures = line_failures(emergency[1], constraints, secrets)
     if not failures:
         return FallbackChoice(text=emergency[1], source="emergency", skipped=tuple(skipped))

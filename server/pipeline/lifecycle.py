@@ -375,16 +375,13 @@ class GovernancePipeline:
         # retry escalations describe the model's mistakes, not a line the designer wrote).
         snapshot = run.first_snapshot
         choice = choose_fallback(
-            run.view.profile,
-            run.view.world,
-            run.ctx.trigger_reason,
+            run.view.profile, run.view.world, run.ctx.trigger_reason,
             # the NPC's fallbacks so far: each interaction that wrote no exchange to memory
             max(0, run.interaction_index - snapshot.exchanges_held),
-            snapshot.constraints.constraints,
-            snapshot.secrets,
-        )
-        # The interaction still counts (it picks the next line and seed); the NPC's memory does
-        # not change (in a scene, those present remember the line they heard).
+            snapshot.constraints.constraints, snapshot.secrets, last_said=run.view.last_fallback,
+        )  # fmt: skip
+        # The interaction still counts (it picks the next line and seed; the store keeps the line
+        # said); the NPC's memory does not change (in a scene, those present remember the line).
         result = self._commit(
             run,
             "fallback",
@@ -397,6 +394,7 @@ class GovernancePipeline:
                 skipped_fallbacks=choice.skipped,
                 backend_failure=run.backend_failure,
             ),
+            fallback_line=choice.text or None,  # silence is no line to pass over
         )
         self._count("fallback", 1)
         self._count(f"fallback.{choice.source}", 1)
@@ -433,6 +431,7 @@ class GovernancePipeline:
         build: Callable[[str], InteractionResult],
         *,
         complete: bool = True,
+        fallback_line: str | None = None,
     ) -> InteractionResult:
         """Plan the ending's batch, build the reply from the memory hash it leads to and, with a
         recorder, the audit record; then commit batch and record in one short transaction."""
@@ -443,7 +442,7 @@ class GovernancePipeline:
             run.timer.lap(phase)
             return build(self.store.memory_hash(run.scopes))
         with self._commit_lock:
-            return self._plan_and_commit(run, phase, writes, build, complete_interaction)
+            return self._plan_and_commit(run, phase, writes, build, complete_interaction, fallback_line)
 
     def _plan_and_commit(
         self,
@@ -452,10 +451,13 @@ class GovernancePipeline:
         writes: list,
         build: Callable[[str], InteractionResult],
         complete_interaction: str | None,
+        fallback_line: str | None,
     ) -> InteractionResult:
         recorder = self.recorder
         for plans in range(_MAX_PLANS):
-            planned = self.store.plan(writes, complete_interaction=complete_interaction, hash_scopes=run.scopes)
+            planned = self.store.plan(
+                writes, complete_interaction=complete_interaction, hash_scopes=run.scopes, fallback_line=fallback_line
+            )
             if not planned.ok:
                 raise LifecycleHalt(phase, f"memory refused approved writes: {planned.plan.refusals}")
             if not writes and planned.memory_hash_after != planned.memory_hash_before:

@@ -304,6 +304,7 @@ def test_a_slot_saved_before_the_hash_covered_next_seq_still_loads(store: Memory
     stored, _ = store.db.execute("SELECT image, memory_hash FROM slots WHERE name = 'old'").fetchone()
     image = json.loads(zlib.decompress(stored))
     image["format"] = 1
+    image["scopes"] = [row[:3] for row in image["scopes"]]  # scope rows had no last fallback line then
     digests: dict[str, dict[tuple[str, str], str]] = {name: {} for name, _, _ in image["scopes"]}
     for scope, kind, entry_id, _, data in image["entries"]:
         digests[scope][(kind, entry_id)] = sha256_hex(data)

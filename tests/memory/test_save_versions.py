@@ -1,8 +1,8 @@
 """Saves across versions: files earlier Loreguards wrote load today; newer or damaged ones are refused.
 
 The fixtures in `saves/` were written by the code of earlier commits (`tools/make_save_fixtures.py`):
-schema 1 with slot format 1, schema 2 with slot format 1, schema 2 with slot format 2. Each holds a
-slot `chapter1` and memory written after it.
+schema 1 with slot format 1, schema 2 with slot format 1, schema 2 and schema 3 with slot format 2.
+Each holds a slot `chapter1` and memory written after it.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _copy(name: str, tmp_path: Path) -> Path:
 
 
 def test_every_earlier_format_has_a_fixture() -> None:
-    assert FIXTURES == ["schema1-slot1", "schema2-slot1", "schema2-slot2"]
+    assert FIXTURES == ["schema1-slot1", "schema2-slot1", "schema2-slot2", "schema3-slot2"]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -53,6 +53,7 @@ def test_a_save_an_earlier_version_wrote_loads(name: str, tmp_path: Path) -> Non
         assert [[s.key, s.value] for s in world.world_state] == expected["world_state"]
         assert store.next_seq == expected["next_seq"]
         assert store.interactions("guard") == expected["interactions"]
+        assert store.last_fallback("guard") is None  # saved before NPCs remembered their last fallback line
         if name.endswith("slot2"):  # the memory hash is defined as it was then
             assert digest == expected["memory_hash"]
         # The file is today's now: it takes writes, saves and loads them.
@@ -62,6 +63,21 @@ def test_a_save_an_earlier_version_wrote_loads(name: str, tmp_path: Path) -> Non
         assert store.slots.load("chapter2") == again
     (version,) = sqlite3.connect(path).execute("SELECT version FROM schema_version").fetchone()
     assert version == SCHEMA_VERSION
+
+
+def test_a_schema3_file_gains_the_last_fallback_line_and_keeps_it(tmp_path: Path) -> None:
+    """Schema 4 remembers each NPC's last fallback line: a file written before has none, keeps
+    the next one across a reopen, and a slot saved before has none to restore."""
+    path = _copy("schema3-slot2", tmp_path)
+    with MemoryStore(path) as store:
+        assert store.last_fallback("guard") is None
+        before = store.memory_hash()
+        assert store.commit(store.plan([], complete_interaction="guard", fallback_line="Move along.")).committed
+        assert store.memory_hash() == before  # outside the memory hash, like the interaction count
+    with MemoryStore(path) as store:
+        assert store.last_fallback("guard") == "Move along."
+        store.slots.load("chapter1")
+        assert store.last_fallback("guard") is None
 
 
 def _slot_image(store: MemoryStore, slot: str) -> dict:
