@@ -254,7 +254,7 @@ class IncrementalGate:
             self._prefix = prefix_snapshot(self.snapshot)
         raw = cut_output(text)
         parse = parse_output(raw)
-        prefix = validate(parse, raw, self._prefix, self.config, None, self.hygiene, self.special_tokens)
+        prefix = validate(parse, raw, self._prefix, self.config, None, self.hygiene, self.special_tokens, prefix=True)
         if not prefix.accepted:
             self.failed = prefix
             return False

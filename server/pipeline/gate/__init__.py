@@ -2,12 +2,13 @@
 one module each, in the order `validation` asks them:
 
 - `hygiene`       only the NPC's own words: markup, labels, stage directions, fragments
-- `register`      the assistant's register, narrating the player
+- `register`      the assistant's register, narrating the player, giving in to a jailbreak
 - `readout`       the prompt's instructions read out
 - `degenerate`    loops, brackets left open, a word cut off, special tokens
 - `parroting`     an example, the player's line or the persona copied
 - `self_repeats`  a reply the NPC said before to another question
-- `voices`        lines spoken for someone else, or to itself
+- `non_answers`   a word from nowhere, an introduction instead of an answer
+- `voices`        lines spoken for someone else, to itself, under another name, as the buyer
 - `checks`        the designer's constraints and the secrets
 - `premise`       a yes to a claim canon denies
 - `grounding`     numbers about what the prompt carried (`numbers` reads them)

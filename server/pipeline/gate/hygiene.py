@@ -13,7 +13,10 @@ also a hard failure of the gate's hard limits, so the attempt is retried.
   reply its emotion when the model left that neutral; any other is dropped.
 - A trailing fragment (ending on a word no sentence ends on: "the", "with", "to") is cut back to
   the last full sentence; with none, it is rejected. A reply that opens in lower case with a word
-  that continues a sentence ("so that you can proceed.") is the tail of one, and is rejected.
+  that continues a sentence ("so that you can proceed.") is the tail of one, and is rejected, as
+  is one that opens, in any case, where no sentence of its own starts ("So as to keep the wolves
+  out.", "Such as the lantern."); unless it is whole all the same: a question ("who goes
+  there?") or a clause before its main one ("when the bell rings, the gate shuts.").
 - A reply with nothing left once stripped fails the attempt (`empty_after_hygiene`).
 
 It starts from `phrases.clean_dialogue` and finishes with it, and changes nothing it did not
@@ -62,12 +65,24 @@ GESTURES: dict[str, Emotion | None] = {
 #: Words a complete English sentence does not end on: a reply ending on one was cut short.
 DANGLING_WORDS = frozenset(
     "a an the and or but nor because although unless whereas than of my your our their its whose "
-    "with to for from into onto at by as is are was were be been being will would shall should could must very".split()
+    "with to for from into onto at by as is are was were be been being will would shall should could must very "
+    "upon toward towards during among amongst between beneath despite except unlike via regarding concerning "
+    "whether".split()
 )
 #: Words a question opens with: one that ends on "for" or "with" lacks its mark, it is not cut.
 QUESTION_OPENERS = frozenset("what who whom where which how why when are is do does did can could will would shall".split())
 #: Words a reply cannot open with in lower case: it is the tail of a sentence ("so that you can
 #: proceed."), the model having started in the middle.
+#: Words that open a clause before the main one ("when the bell rings, ...").
+SUBORDINATORS = frozenset("when if where as while because although though unless once since until after before".split())
+#: Openings that never carry a sentence of their own, whatever the case: "So as to keep the
+#: wolves out.", "In order to pass.", "Such as the lantern." (a reply that starts there is the
+#: rest of a sentence the model never wrote).
+_NO_MAIN_CLAUSE = re.compile(
+    r"^\W*(?:so as to|in order to|in order for|such as|as well as|rather than|due to the fact|"
+    r"which (?:is|was|means|meant) (?:why|that)|whereby|whereas)\b",
+    re.IGNORECASE,
+)
 CONTINUING_WORDS = frozenset(
     "so and but or nor because that which who whom whose to with for from of than then while whereas unless "
     "although though if when where as by into onto".split()
@@ -272,7 +287,8 @@ class _Scrubber:
         no sentence was cut there, whatever its last word ("...and says 'no")."""
         text = self.text
         first = _words(text[:40])[:1]
-        if text[:1].islower() and first and first[0] in CONTINUING_WORDS:
+        opener = text[:1].islower() and first and first[0] in CONTINUING_WORDS
+        if (opener or _NO_MAIN_CLAUSE.match(text)) and not _whole_sentence(text):
             # the tail of a sentence whose start the model never wrote: nothing to cut back to
             self.found(FindingKind.SENTENCE_FRAGMENT, text[:80], reject=True)
             return
@@ -291,6 +307,20 @@ class _Scrubber:
         self.found(FindingKind.SENTENCE_FRAGMENT, tail)
         if not self.strict:
             self.text = text[: ends[-1]]
+
+
+def _whole_sentence(text: str) -> bool:
+    """Whether a line opening in lower case with a word that may continue a sentence is a whole
+    one all the same: a question ("who goes there?") or a clause before its main one ("when the
+    bell rings, the gate shuts.")."""
+    end = _TERMINAL.search(text)
+    first = text[: end.end()] if end else text
+    words = _words(first)
+    if first.rstrip().endswith("?") and words and words[0] in QUESTION_OPENERS | {"who", "whose", "where", "if"}:
+        return True
+    head, comma, rest = first.partition(",")
+    opens_a_clause = words[0] in SUBORDINATORS or _NO_MAIN_CLAUSE.match(first) is not None
+    return bool(comma) and opens_a_clause and len(_words(rest)) >= 2 and len(_words(head)) >= 2
 
 
 def _unquoted(text: str) -> str:

@@ -58,6 +58,7 @@ from loreguard.server.pipeline.gate.checks import check_constraint, mutation_tex
 from loreguard.server.pipeline.gate.degenerate import find_degenerate
 from loreguard.server.pipeline.gate.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.gate.hygiene import Scrubbed, scrub_dialogue
+from loreguard.server.pipeline.gate.non_answers import find_non_answer, known_texts
 from loreguard.server.pipeline.gate.parroting import find_parroting
 from loreguard.server.pipeline.gate.premise import find_agreed_false_claims, tag_statements
 from loreguard.server.pipeline.gate.readout import find_instructions_read_out
@@ -165,17 +166,20 @@ def validate(
     hygiene: OutputHygiene = OutputHygiene.CLEAN,
     special_tokens: tuple[str, ...] = (),
     cut_at: int | None = None,
+    *,
+    prefix: bool = False,
 ) -> GateResult:
     """`hygiene` is the NPC's profile setting (`NpcProfile.output_hygiene`); `special_tokens`
     the loaded model's (`InferenceBackend.special_tokens`), never to be shown to a player;
     `cut_at` the dialogue length the output schema allows (`GenerationLimits.dialogue_chars`):
-    a dialogue that long that ends no sentence was cut by the grammar (see `hygiene`)."""
+    a dialogue that long that ends no sentence was cut by the grammar (see `hygiene`); `prefix`:
+    the dialogue may go on (streaming), so a rule more words can satisfy (`non_answers`) waits."""
     output, schema_error, scrubbed = _to_output(parse, snapshot, hygiene, cut_at)
     ledger = _Ledger(parse.path, scrubbed.findings if scrubbed is not None else ())
 
     # 1. hard limits
     said = said_texts(output, raw)
-    hard = _hard_limit_failures(raw, output, scrubbed, snapshot, config, special_tokens)
+    hard = _hard_limit_failures(raw, output, scrubbed, snapshot, config, special_tokens, prefix)
     hard.extend(_constraint_failures(snapshot, output, raw, said, critical=True))
     if ledger.record(GateName.HARD_LIMITS, hard):
         return ledger.result(output)
@@ -271,6 +275,7 @@ def _hard_limit_failures(
     snapshot: StateSnapshot,
     config: GateConfig,
     special_tokens: tuple[str, ...],
+    prefix: bool = False,
 ) -> list[GateFailure]:
     """The hard limits on the output itself: its size, hygiene, the prompt's markup, degenerate
     text, parroting and self-repeats (the critical constraints are checked beside them)."""
@@ -328,7 +333,11 @@ def _hard_limit_failures(
     hard.extend(
         find_self_repeats(output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits, repeat_context(snapshot))
     )
-    hard.extend(find_other_voices(before or output.dialogue, snapshot.context.scene_turn, snapshot.npc_name))
+    if not prefix:  # "I'm Brom." may be the start of an answer
+        hard.extend(find_non_answer(output.dialogue, snapshot.context.said(), snapshot.npc_name, known_texts(snapshot)))
+    hard.extend(
+        find_other_voices(before or output.dialogue, snapshot.context.scene_turn, snapshot.npc_name, snapshot.allowed_intents)
+    )
     return hard
 
 

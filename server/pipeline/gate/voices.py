@@ -16,11 +16,15 @@ Brom.", "No, Brom. The gate is shut.", both Qwen2.5-Coder-1.5B's as Brom).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
 from loreguard.schemas.interaction import SceneTurn
+from loreguard.schemas.npc import IntentSpec
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
+from loreguard.server.pipeline.asking import receives
+from loreguard.server.pipeline.gate.grounding import CURRENCY
 from loreguard.server.pipeline.phrases import sentences
 
 SPEAKS_FOR_OTHERS_RULE = "speaks_for_others"
@@ -30,11 +34,21 @@ SPEAKS_TO_ITSELF_RULE = "speaks_to_itself"
 #: A line that is nothing but a name of someone in the scene ("Brom the gate guard."): a label
 #: with the words it would have introduced missing.
 ONLY_A_NAME_RULE = "only_a_name"
+#: A line in which the NPC gives itself another name ("Amen, I am Captain Sir Edward." said by Brom).
+NAMES_ITSELF_WRONGLY_RULE = "names_itself_wrongly"
+#: A seller speaking as the buyer: paying the player, or asking for its own wares.
+SPEAKS_AS_THE_BUYER_RULE = "speaks_as_the_buyer"
 
 
-def find_other_voices(dialogue: str, turn: SceneTurn | None, speaker: str) -> list[GateFailure]:
+def find_other_voices(
+    dialogue: str, turn: SceneTurn | None, speaker: str, intents: Iterable[IntentSpec] = ()
+) -> list[GateFailure]:
     """One failure when a scene's line (as written, before hygiene) holds a speaker label of
-    anyone in the scene; none outside a scene."""
+    anyone in the scene, or any line calls its speaker by its own name, gives the speaker another
+    name, or has a seller speak as the buyer (`intents`: the NPC's, whose wares it sells)."""
+    mine = _wrong_name(dialogue, speaker) or _as_the_buyer(dialogue, speaker, intents)
+    if mine:
+        return mine
     if turn is None:
         # a name opening the line is the NPC giving it ("Mira, that's me."), not calling anyone
         return _to_itself(dialogue, speaker, opening=False)
@@ -44,6 +58,54 @@ def find_other_voices(dialogue: str, turn: SceneTurn | None, speaker: str) -> li
         return _to_itself(dialogue, speaker) or _only_a_name(dialogue, (speaker, *others))
     evidence = dialogue[found.start() : found.end() + 40].strip()
     return [_failure(SPEAKS_FOR_OTHERS_RULE, f"the line speaks for {found.group(1)} (a speaker label inside it)", evidence)]
+
+
+#: Titles before a name: "I am Captain Sir Edward" names Edward.
+_TITLES = frozenset("captain sir lord lady master mistress dame madam sergeant old young father mother brother sister".split())
+_SELF_NAMED = re.compile(
+    r"(?:^|[.!?,;]\s*|\b(?:and|but|amen|aye|yes|well)\W+)(?i:i'm|i am|i’m|my name is|my name's|(?:they |folk |people )?call me|the name's)\s+"
+    r"((?:[A-Z][\w\-]*\s+){0,3}[A-Z][\w\-]*)(?=\s*(?:[.,!?;:]|$|\s+(?:the|of|and|at|here)\b))"
+)
+
+
+def _wrong_name(dialogue: str, speaker: str) -> list[GateFailure]:
+    """ "Amen, I am Captain Sir Edward." said by Brom: an NPC's own name is canon."""
+    own = {form.casefold() for form in (speaker, *speaker.split())}
+    for match in _SELF_NAMED.finditer(dialogue):
+        names = [word for word in match.group(1).split() if word.casefold() not in _TITLES]
+        if names and names[0].casefold() not in own:
+            first = speaker.split()[0] if speaker.split() else speaker
+            return [
+                _failure(NAMES_ITSELF_WRONGLY_RULE, f"the speaker calls itself {names[0]}: its name is {first}", match.group(0))
+            ]
+    return []
+
+
+def _as_the_buyer(dialogue: str, speaker: str, intents: Iterable[IntentSpec]) -> list[GateFailure]:
+    """A seller who pays the player or asks for its own wares: "I'll give you 20 silver." said
+    by Mira, who sells lanterns."""
+    wares = sorted({value for spec in intents if receives(spec) for param in spec.params.values() for value in param.enum})
+    if not wares:
+        return []
+    ware = "|".join(re.escape(w) for w in sorted(wares, key=lambda w: (-len(w), w)))
+    found = _PAYS.search(dialogue) or re.search(
+        rf"\bi(?:'d|’d| would| will|'ll|’ll)? (?:want|need|like|take|buy) (?:to buy )?(?:a|an|the|one|two|three|some|\d+) "
+        rf"(?:\w+ )?(?:{ware})s?\b",
+        dialogue,
+        re.IGNORECASE,
+    )
+    if found is None:
+        return []
+    first = speaker.split()[0] if speaker.split() else speaker
+    reason = f"{first} sells {', '.join(wares)}: the line speaks as the buyer; answer as the seller"
+    return [_failure(SPEAKS_AS_THE_BUYER_RULE, reason, found.group(0))]
+
+
+_PAYS = re.compile(
+    r"\bi(?:'ll|’ll| will|'d|’d| would| can)? ?(?:give|pay|offer|hand) you (?:\d+|a|one|two|three|four|five|six|seven|eight|"
+    r"nine|ten|twenty|thirty|fifty|a hundred|some|a few) (?:\w+ )?(?:" + "|".join(sorted(CURRENCY)) + r")s?\b",
+    re.IGNORECASE,
+)
 
 
 def _only_a_name(dialogue: str, names: tuple[str, ...]) -> list[GateFailure]:
@@ -100,8 +162,11 @@ def _greeted(speaker: str) -> re.Pattern[str]:
 
 @lru_cache(maxsize=256)
 def _named_as_you(speaker: str) -> re.Pattern[str]:
-    """The player told they are the speaker: "You're Brom." said by Brom."""
-    return re.compile(rf"(?:^|[.!?]\s+)\W*(?:you're|you are|you’re)\s+({_name_forms(speaker)})\b", re.IGNORECASE)
+    """The player told they are the speaker: "You're Brom." said by Brom; "Your name is Mira."
+    said by Mira when asked hers."""
+    return re.compile(
+        rf"(?:^|[.!?]\s+)\W*(?:you're|you are|you’re|your name is|your name's)\s+({_name_forms(speaker)})\b", re.IGNORECASE
+    )
 
 
 @lru_cache(maxsize=256)

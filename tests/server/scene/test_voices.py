@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from loreguard.schemas.interaction import InteractionContext, SceneLine, SceneMember, SceneTurn
+from loreguard.server.demo import demo_npcs
 from loreguard.server.pipeline.gate.voices import (
+    NAMES_ITSELF_WRONGLY_RULE,
     ONLY_A_NAME_RULE,
+    SPEAKS_AS_THE_BUYER_RULE,
     SPEAKS_FOR_OTHERS_RULE,
     SPEAKS_TO_ITSELF_RULE,
     find_other_voices,
@@ -70,6 +73,7 @@ def test_outside_a_scene_no_speaker_label_is_looked_for() -> None:
         "I enjoy my job, Brom.",
         "No, Brom. The gate is closed at dusk.",
         "Good evening, Brom! The gate closes at dusk.",
+        "Your name is Brom.",  # qwen2.5-coder-1.5b as Mira, to "What's your name?" (here as Brom)
     ],
 )
 def test_a_line_that_calls_the_player_by_the_npcs_own_name_fails(line: str) -> None:
@@ -110,3 +114,66 @@ def test_a_scene_new_message_ends_with_the_cue_to_speak_for_oneself_only() -> No
     assert new_message(context) == f'Player: "Hello."\n{SCENE_CUE}'
     opening = context.model_copy(update={"scene_turn": TURN})
     assert new_message(opening) == f"{SCENE_OPENING}\n{SCENE_CUE}"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Amen, I am Captain Sir Edward.",  # qwen2.5-coder-0.5b as Brom, in the Godot demo
+        "My name is Edward.",
+        "Well, I'm Marcus, the smith.",
+        "They call me Red Tom here.",
+    ],
+)
+def test_a_line_in_which_the_npc_gives_itself_another_name_fails(line: str) -> None:
+    (failure,) = find_other_voices(line, None, "Brom the Gate Guard")
+    assert failure.rule_id == NAMES_ITSELF_WRONGLY_RULE and "its name is Brom" in failure.reason
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "I am Brom, and I keep this gate.",
+        "I'm Brom the Gate Guard.",
+        "I am Captain Brom of the north gate.",
+        "I'm Eldmoor born and bred.",
+        "I am the guard here.",
+        "I'm Arthur's man, to the bone.",
+        "Who am I? I'm Brom.",
+    ],
+)
+def test_a_line_in_which_the_npc_gives_its_own_name_or_none_passes(line: str) -> None:
+    assert find_other_voices(line, None, "Brom the Gate Guard") == []
+
+
+MERCHANT = next(p for p in demo_npcs() if p.id == "merchant")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [  # qwen2.5-coder-1.5b as Mira, in one `bench quality` run
+        "I'm not sure, but I'll give you 20 silver.",
+        "I'd love it. I've got a torch, I'll give you 20 silver.",
+        "I want a lantern, I'd like 5 silver.",
+        "I'll pay you ten gold for it.",
+    ],
+)
+def test_a_seller_speaking_as_the_buyer_fails(line: str) -> None:
+    (failure,) = find_other_voices(line, None, MERCHANT.name, MERCHANT.allowed_intents)
+    assert failure.rule_id == SPEAKS_AS_THE_BUYER_RULE and "answer as the seller" in failure.reason
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "One lantern, love. That's 5 silver.",
+        "I'll give you a good price on rope.",
+        "I'd like 5 silver for the lantern, dear.",
+        "I need to restock my bread before the fair.",
+        "I'll give you a lantern for 5 silver.",
+    ],
+)
+def test_a_seller_selling_passes(line: str) -> None:
+    assert find_other_voices(line, None, MERCHANT.name, MERCHANT.allowed_intents) == []
+    # an NPC that sells nothing may pay the player
+    assert find_other_voices("I'll give you 20 silver for your sword.", None, "Brom") == []

@@ -61,6 +61,9 @@ const BUILT_IN_RULES := {
 	"assistant_register": "spoke like a helpful assistant, not as the character",
 	"repeated_sentence": "said a sentence again that it said to another question",
 	"narrates_the_player": "talked about the player instead of to them",
+	"yields_to_the_player": "gave in to the player and dropped its own rules",
+	# non_answers.py
+	"non_answer": "said something that answers nothing that was asked",
 	# parroting.py, self_repeats.py
 	"parroting": "copied words instead of answering",
 	"repeats_itself": "gave an earlier answer again, to a different question",
@@ -68,6 +71,8 @@ const BUILT_IN_RULES := {
 	"speaks_for_others": "spoke for someone else in the scene",
 	"speaks_to_itself": "spoke to itself by name, as if someone else were talking",
 	"only_a_name": "said only a name",
+	"names_itself_wrongly": "called itself by another name",
+	"speaks_as_the_buyer": "spoke as the buyer instead of the seller",
 	# gate.py, numbers in the line against the context
 	"ungrounded_numbers": "named an amount nothing in the scene backs up",
 }

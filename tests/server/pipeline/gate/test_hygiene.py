@@ -203,6 +203,10 @@ def test_a_colon_that_names_no_speaker_stays(text: str) -> None:
         ("Come back at dawn. I was about to", "Come back at dawn."),
         ("so that you can proceed.", None),  # a tail whose sentence was never written
         ("and then the gate shut.", None),
+        ("So as to keep the wolves out.", None),  # a purpose clause with no main clause, capitalised
+        ("Such as the lantern and the rope.", None),
+        ("I will tell you of the dangers upon", None),  # a preposition no sentence ends on
+        ("The road is long. Wolves wait beneath", "The road is long."),
     ],
 )
 def test_a_reply_cut_on_a_word_no_sentence_ends_or_starts_with_is_trimmed_or_rejected(text: str, kept: str | None) -> None:
@@ -211,6 +215,21 @@ def test_a_reply_cut_on_a_word_no_sentence_ends_or_starts_with_is_trimmed_or_rej
         assert [f.rule_id for f in scrubbed.failures] == ["sentence_fragment"]
     else:
         assert scrubbed.text == kept and not scrubbed.failures
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "who goes there?",  # a question in lower case is a whole one
+        "when does the market open?",
+        "when the bell rings, the gate shuts.",  # a clause before its main one
+        "In order to pass, you need a writ.",
+        "So that is how it is.",
+        "Nothing to worry about.",
+    ],
+)
+def test_a_whole_sentence_that_opens_like_a_tail_stays(text: str) -> None:
+    assert scrub_dialogue(text, npc_name="Brom", npc_id="guard").findings == ()
 
 
 #: What the embedded model wrote in the Godot demo, cut by the grammar at 160 characters.

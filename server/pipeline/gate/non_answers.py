@@ -1,0 +1,130 @@
+"""A reply that answers nothing the player said. Pure.
+
+Two shapes the real models wrote, both validated before this check:
+
+- **A word from nowhere.** "Nominated", said to "When does the gate close?" and again to "Any
+  news from the hills?": a line of one word, a verb's or an adverb's form, that the player's
+  line, the persona, the world's lore, the canonical facts, world state or the examples do not
+  hold, and which is no interjection or common short answer ("Aye.", "Tomorrow.", "Indeed.",
+  "Closed."). A noun alone may answer ("Wolves." to "What are you afraid of?") and passes.
+- **An introduction instead of an answer.** "I'm Brom." to "Can I wait here until morning?";
+  "Oh, hello there! I'm Mira, a merchant by the river market." to "What do you have for sale?":
+  every sentence a greeting, the NPC naming itself, or asking what the player wants, to a
+  question that was not about who it is and a line that was no greeting.
+
+Either fails the gate's hard limits (`non_answer`) and is retried with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from loreguard.schemas.receipt import GateFailure, GateName
+from loreguard.schemas.rules import Severity
+from loreguard.schemas.text import keywords, word_tokens
+from loreguard.server.pipeline.gate.numbers import ONES, TENS
+from loreguard.server.pipeline.phrases import sentences
+
+if TYPE_CHECKING:
+    from loreguard.server.pipeline.snapshot import StateSnapshot
+
+NON_ANSWER_RULE = "non_answer"
+#: The longest line (in words) that can be a word from nowhere: two words ("Stay calm.", "Fair
+#: enough.") are ordinary speech too often to judge by where they came from.
+MAX_STRAY_WORDS = 1
+
+#: Short answers and interjections a person says to anything (keywords form: stemmed).
+COMMON_ANSWERS = frozenset(
+    keywords(
+        "hmph hmm hm ha hah bah pfft ugh eh heh oi hey ahem aha ah oh aye nay yes no yep yeah nope sure fine right "
+        "well indeed certainly gladly absolutely perhaps maybe never always soon later now today tonight tomorrow "
+        "yesterday morning evening night noon midnight dawn dusk sunrise sunset here there nowhere everywhere "
+        "somewhere someone nobody nothing everything anything welcome greetings hello farewell goodbye thanks "
+        "thank sorry please halt stop wait go begone enough quiet silence careful listen look agreed done deal "
+        "true false exactly precisely probably possibly unlikely alas north south east west left up down inside "
+        "outside cheers huh really seriously truly honestly good bad great terrible excellent wonderful lovely "
+        "splendid nice interesting strange odd curious sir madam friend traveller traveler stranger love dear "
+        "lad lass rats blast damn bother move along off away leave come forward back gone closed open shut "
+        "busy free cheap expensive costly safe dangerous quite very much many few some none all both either "
+        "hail howdy evening afternoon nonsense ridiculous rubbish impossible unbelievable incredible amazing "
+        "marvellous marvelous brilliant perfect wonderful superb dreadful awful horrible fool idiot liar thief "
+        "coward traitor hush shh psst enough done ready coming understood noted granted denied correct wrong "
+        "exactly naturally obviously surely definitely agreed deal bye later again what whatever who why how "
+        "when where which pardon excuse apologies congratulations welcome cheers bless mercy gods"
+    )
+)
+
+#: Endings of a word that cannot answer alone unless the question gave it: "Nominated".
+_NOT_ALONE = ("ed", "ing", "ly")
+NUMBER_WORDS = frozenset((*ONES, *TENS, "hundred", "thousand", "dozen", "none"))
+
+_GREETING = (
+    r"(?:oh|ah|well|hello|hi|hey|greetings|hail|welcome|good (?:day|morning|evening|afternoon)|well met)"
+    r"(?:\s+there)?(?:,?\s+(?:traveller|traveler|stranger|friend|love|dear|sir|madam))?"
+)
+_GREETING_ONLY = re.compile(rf"^\W*(?:{_GREETING}\W*)+$", re.IGNORECASE)
+_ASKS_BACK = re.compile(
+    r"^\W*(?:what (?:do|can|may|would) (?:you|i) (?:need|want|like|do for you|get you|be after)[^.!?]*"
+    r"|how (?:can|may) i help(?: you)?|what brings you[^.!?]*)\W*$",
+    re.IGNORECASE,
+)
+#: A player's line that asks who the NPC is, or greets it: an introduction answers it.
+_ASKS_WHO = re.compile(
+    r"\b(?:who (?:are|r) (?:you|u)|your name|who is (?:this|that|there|it)|introduce|what are you|"
+    r"call you|who goes there|are you\b)",
+    re.IGNORECASE,
+)
+_GREETS = re.compile(rf"^\W*(?:{_GREETING}|hiya|howdy|evening|morning)\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=256)
+def _introduction(speaker: str) -> re.Pattern[str]:
+    """A sentence that only names the speaker, after a greeting maybe, with an appositive maybe:
+    "Oh, hello there! I'm Mira, a merchant by the river market."."""
+    first = speaker.split()[0] if speaker.split() else speaker
+    names = "|".join(re.escape(n) for n in sorted({speaker, first}, key=lambda n: (-len(n), n)))
+    return re.compile(
+        rf"^\W*(?:{_GREETING}\W+)*(?:i'm|i am|i’m|my name is|my name's|the name's|they call me|it's)\s+(?:{names})\b"
+        r"(?:\s*,\s*(?:a|an|the)\s+[^,.!?]*)?\W*$",
+        re.IGNORECASE,
+    )
+
+
+def find_non_answer(dialogue: str, player_line: str, speaker: str, known: Iterable[str]) -> list[GateFailure]:
+    """One failure when `dialogue` answers nothing of `player_line` (see the module); `known`:
+    the texts the prompt carried (persona, lore, facts, state, examples)."""
+    said = word_tokens(dialogue)
+    if 0 < len(said) <= MAX_STRAY_WORDS:
+        # a noun from nowhere may answer ("Wolves." to "What are you afraid of?"); a verb's or
+        # an adverb's form alone answers nothing
+        stray = {word for word in keywords(dialogue) - COMMON_ANSWERS if word.endswith(_NOT_ALONE)}
+        if stray and not any(word.isdigit() or word in NUMBER_WORDS for word in said):
+            heard = keywords(player_line).union(*(keywords(text) for text in known))
+            if not stray & heard:
+                word = sorted(stray)[0]
+                return [_failure(f"the line is a word from nowhere ({word!r}): answer what the player said", dialogue)]
+    if not player_line.rstrip().endswith("?") or _ASKS_WHO.search(player_line) or _GREETS.match(player_line):
+        return []
+    parts = sentences(dialogue)
+    if not parts or not any(_introduction(speaker).match(part) for part in parts):
+        return []
+    if all(_introduction(speaker).match(p) or _GREETING_ONLY.match(p) or _ASKS_BACK.match(p) for p in parts):
+        first = speaker.split()[0] if speaker.split() else speaker
+        return [_failure(f"{first} introduces themselves instead of answering the question", dialogue[:80])]
+    return []
+
+
+def known_texts(snapshot: StateSnapshot) -> tuple[str, ...]:
+    """What the prompt carried for a line to draw on: persona, lore, facts, state, examples."""
+    state = tuple(f"{key} {value}" for key, value in snapshot.world_state)
+    examples = tuple(text for example in snapshot.few_shot for text in (example.player, example.npc))
+    return (snapshot.persona, snapshot.world_lore, *(fact.text for fact in snapshot.canonical), *state, *examples)
+
+
+def _failure(reason: str, evidence: str) -> GateFailure:
+    return GateFailure(
+        gate=GateName.HARD_LIMITS, reason=reason, severity=Severity.HARD, rule_id=NON_ANSWER_RULE, evidence=evidence
+    )

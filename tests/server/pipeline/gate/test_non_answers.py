@@ -1,0 +1,56 @@
+"""Non-answers: a word from nowhere and an introduction instead of an answer fail; short
+answers, interjections and introductions the player asked for pass. Lines from the Qwen2.5-Coder
+models where marked."""
+
+from __future__ import annotations
+
+import pytest
+
+from loreguard.server.pipeline.gate.non_answers import NON_ANSWER_RULE, find_non_answer
+
+KNOWN = (
+    "You are Brom, a gruff but fair guard at the north gate of Eldmoor.",
+    "The north gate closes at dusk.",
+    "The king of Eldmoor is named Arthur.",
+)
+
+
+def _fails(line: str, player: str, speaker: str = "Brom the Gate Guard") -> bool:
+    found = find_non_answer(line, player, speaker, KNOWN)
+    assert all(f.rule_id == NON_ANSWER_RULE for f in found)
+    return bool(found)
+
+
+@pytest.mark.parametrize(
+    ("line", "player"),
+    [
+        ("Nominated", "When does the gate close?"),  # qwen2.5-coder-0.5b, in the Godot demo
+        ("Nominated.", "Any news from the hills?"),
+        ("I'm Brom.", "Can I wait here until morning?"),  # qwen2.5-coder-1.5b
+        ("Oh, hello there! I'm Brom, the guard of the north gate. What do you need?", "Is the road north safe?"),
+    ],
+)
+def test_a_line_that_answers_nothing_fails(line: str, player: str) -> None:
+    assert _fails(line, player)
+
+
+@pytest.mark.parametrize(
+    ("line", "player"),
+    [
+        ("Dusk.", "When does the gate close?"),  # the facts hold it
+        ("Arthur.", "Who is the king?"),
+        ("Tomorrow.", "When does the market open?"),
+        ("Hmph.", "Nice weather, isn't it?"),
+        ("Nonsense!", "The king is called Edward now."),
+        ("Seven.", "How many guards are there?"),
+        ("Stay calm.", "Wolves! Wolves at the gate!"),  # two words are ordinary speech
+        ("Wolves.", "What are you afraid of?"),  # a word from the player's own line... or near it
+        ("I'm Brom.", "Who are you?"),
+        ("I'm Brom, the guard here.", "What's your name?"),
+        ("Hail, traveller. I'm Brom.", "Good evening."),
+        ("I'm Brom. You can wait by the fire until dawn.", "Can I wait here until morning?"),
+        ("I'm Brom.", "Hello there, guard."),
+    ],
+)
+def test_a_short_answer_or_an_introduction_asked_for_passes(line: str, player: str) -> None:
+    assert not _fails(line, player)
