@@ -7,6 +7,8 @@ name or makes it another person in the ways a model writes it:
   king of Eldmoor is the captain's wife" (someone's kin or household, `PERSON_NOUNS`, named by
   what they are: "the king is Edward's father" or "my brother" says whose kin he is, not who);
 - the subject as a title before another name: "King Edward", "the river Thames";
+- a name and the subject side by side, set off by commas: "Edward, king of Eldmoor!", "the
+  king, Edward, is kind" (not "Edward, the king is Arthur", which speaks to Edward);
 - another name first, then a copula and the subject ("Edward is the king"), or one of the
   claim's `role_cues` ("Edward rules", "Edward rules here"; a one-word cue before an object,
   "Marcus rules the guard", is about something else).
@@ -67,6 +69,14 @@ ROLE_FOLLOWERS = frozenset("here now today still well wisely justly us over from
 TITLES = frozenset(
     "queen king prince princess lord lady duke duchess baron baroness sir dame captain count "
     "countess earl master mistress father mother brother sister".split()
+)
+
+
+#: Words that call out to someone before a comma, capitalised at a clause's start and no name:
+#: "Hail, the king of Eldmoor!".
+CALLS = frozenset(
+    "hail hello greetings welcome praise thanks thank behold lo hark look listen alas ho sire majesty "
+    "long god gods glory cheers please pardon sorry mercy".split()
 )
 
 
@@ -134,6 +144,10 @@ def contradicted_name(clause: Clause, compiled: NameClaim) -> tuple[str, bool] |
         if start and tokens[start - 1] in OTHER_ONE:
             continue  # "the old king was Uther": another king
         flip = denied(clause, start)
+        # in apposition: "the king, Edward, is kind", "our king, Edward."
+        run = _name_run(clause, end) if end in clause.breaks else end
+        if run > end and (run >= len(tokens) or run in clause.breaks):
+            return _verdict(compiled, tokens[end:run], flip)
         # the subject as a title: "King Edward", "the river Thames"
         run = _name_run(clause, end) if end < len(tokens) and capital[end] else end
         if run > end and (run >= len(tokens) or tokens[run] != "s"):
@@ -169,6 +183,8 @@ def _name_first(clause: Clause, compiled: NameClaim) -> tuple[str, bool] | None:
         if run == i or not_vouched(clause, i):
             continue
         name = tokens[i:run]
+        if run in clause.breaks and not set(name) & CALLS and _appositive_subject(clause, compiled, run):
+            return _verdict(compiled, name, denied(clause, i))  # "Edward, king of Eldmoor!"
         role = next((r for r in compiled.roles if tokens[run : run + len(r)] == r), None)
         if role is not None and _about_the_realm(clause, run + len(role), one_word=len(role) == 1):
             return _verdict(compiled, name, denied(clause, i))
@@ -184,6 +200,24 @@ def _name_first(clause: Clause, compiled: NameClaim) -> tuple[str, bool] | None:
             if stems[at:after] == subject and tokens[after : after + 1] != ("s",):
                 return _verdict(compiled, name, negated != denied(clause, i))
     return None
+
+
+def _appositive_subject(clause: Clause, compiled: NameClaim, at: int) -> bool:
+    """Whether the phrase opening at `at` is only the subject ("king of Eldmoor", "the king"),
+    set beside a name: no verb after it makes it a sentence of its own ("Edward, the king is
+    Arthur" speaks to Edward)."""
+    tokens, stems = clause.tokens, clause.stems
+    while at < len(tokens) and tokens[at] in DETERMINERS:
+        at += 1
+    for subject in compiled.subjects:
+        after = at + len(subject)
+        if stems[at:after] != subject or tokens[after : after + 1] == ("s",):
+            continue
+        if tokens[after : after + 1] == ("of",):
+            after = _name_run(clause, after + 1) if after + 1 < len(tokens) and clause.capital[after + 1] else after + 2
+        if after >= len(tokens) or after in clause.breaks:
+            return True
+    return False
 
 
 def _about_the_realm(clause: Clause, after: int, *, one_word: bool) -> bool:

@@ -205,6 +205,10 @@ EVERYDAY = [KING_ROLES, RIVER, HOURS]
         ("Edward is the king of Eldmoor.", "edward"),
         ("King Edward keeps the peace.", "edward"),
         ("The river Thames runs through town.", "thames"),
+        # a name in apposition to the subject (qwen2.5-coder-0.5b: "Edward, king of Eldmoor!")
+        ("Edward, king of Eldmoor! You are so nice and cheerful!", "edward"),
+        ("The king, Edward, is kind.", "edward"),
+        ("Thank you, Edward, the king.", "edward"),
     ],
 )
 def test_everyday_forms_of_a_contradiction_are_caught(text: str, asserted: str) -> None:
@@ -258,6 +262,10 @@ def test_a_pronoun_finds_its_subject_in_the_reply_or_the_players_line(context: s
         ("", "The old king was Uther."),
         ("", "Marcus rules the guard with an iron fist."),
         ("", "The king is my father."),
+        ("", "Edward, the king is Arthur."),  # speaks to Edward
+        ("", "Hail, the king of Eldmoor!"),
+        ("", "Arthur, king of Eldmoor, is kind."),
+        ("", "The king, bless him, is Arthur."),
         ("", "Arthur, the king, is Edward's father."),
         ("", "The gate won't wait, it closes at dusk."),
         ("", "The gate never closes early."),
