@@ -43,6 +43,12 @@ func _test_lifeline() -> void:
 		"the port replaced, the lifeline added",
 		str(argv)
 	)
+	var stoppable := LoreguardSupervisor.with_lifeline(command, 4242, 99, "tok", "/tmp/x.log", "/tmp/x.stop")
+	_expect(
+		stoppable.slice(-2) == PackedStringArray(["--stop-file", "/tmp/x.stop"]),
+		"a stop file the sidecar watches",
+		str(stoppable)
+	)
 	var supervisor := LoreguardSupervisor.new()
 	_expect(supervisor.token.length() == 24 and supervisor.token != LoreguardSupervisor.new().token, "a random token")
 	_expect(supervisor.owns({"launch_token": supervisor.token}), "owns a hello with its token")

@@ -64,6 +64,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.add_argument("--judge-url", help="--judge model: an OpenAI-compatible server for the judge instead")
     serve.add_argument("--judge-timeout-ms", type=int, default=3000, help="how long the judge model may take (default 3000)")
     serve.add_argument("--parent-pid", type=int, help="exit when this process (the game that launched the sidecar) dies")
+    serve.add_argument("--stop-file", help="with --parent-pid: stop cleanly (replies sent, memory flushed) once this file exists")
     serve.add_argument("--launch-token", help="echoed in `hello`, so the launcher knows this sidecar is the one it started")
     serve.add_argument(
         "--stall-limit-s", type=float, default=120.0,
@@ -80,7 +81,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.log_file:  # first, so a bad argument's message reaches the launching game too
         _redirect_output(Path(args.log_file))
-    what, load = _with_lifeline(args.parent_pid, lambda: model_backend(backend_choice(args)))
+    stop_file = Path(args.stop_file) if args.stop_file else None
+    what, load = _with_lifeline(args.parent_pid, lambda: model_backend(backend_choice(args)), stop_file)
     config = SidecarConfig(
         host=args.host,
         port=args.port,
@@ -92,7 +94,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     return serve(
         load, what, Path(args.data), config, judge=_judge_setup(args, what), parent_pid=args.parent_pid,
-        stall_limit_s=args.stall_limit_s,
+        stall_limit_s=args.stall_limit_s, stop_file=stop_file,
     )  # fmt: skip
 
 
@@ -113,9 +115,10 @@ def _archive(args: argparse.Namespace) -> Path | None:
     return Path(args.audit_archive) if args.audit_archive else Path(args.data) / "audit-archive"
 
 
-def _with_lifeline(parent_pid: int | None, step: Callable[[], _T]) -> _T:
+def _with_lifeline(parent_pid: int | None, step: Callable[[], _T], stop_file: Path | None = None) -> _T:
     """Run `step` (which may download a model for minutes) and exit at once if the launching game
-    dies meanwhile: `serve` watches the game itself only from when it starts loading."""
+    dies or asks to stop meanwhile: `serve` watches the game itself only from when it starts
+    loading."""
     if parent_pid is None:
         return step()
     import os
@@ -125,7 +128,7 @@ def _with_lifeline(parent_pid: int | None, step: Callable[[], _T]) -> _T:
     if not is_alive(parent_pid):
         print(f"the launching process {parent_pid} is not running; not starting", file=sys.stderr, flush=True)
         raise SystemExit(1)
-    watch = ParentWatch(parent_pid, lambda: os._exit(0)).start()
+    watch = ParentWatch(parent_pid, lambda: os._exit(0), stop_file=stop_file).start()
     try:
         return step()
     finally:

@@ -1,4 +1,5 @@
-"""`serve --parent-pid PID`: a sidecar launched by a game exits when that game process dies.
+"""`serve --parent-pid PID`: a sidecar launched by a game exits when that game process dies, or
+when the game asks it to (`--stop-file`: the file appears).
 
 The game cannot be relied on to stop its sidecar: the editor's Stop button and a crash end it
 with SIGKILL, and a left-over sidecar keeps the port (and stale memory) for the next run. So the
@@ -68,13 +69,19 @@ def is_alive(pid: int, identity: str | None = None) -> bool:
 
 
 class ParentWatch:
-    """Calls `on_death` once, from its own thread, when process `pid` is no longer alive."""
+    """Calls `on_death` once, from its own thread, when process `pid` is no longer alive, or
+    when `stop_file` exists: the launcher asks its sidecar to stop (a game that quits; Godot
+    cannot send SIGTERM, and SIGKILL would leave the memory file's WAL behind). `asked` tells
+    which it was."""
 
-    def __init__(self, pid: int, on_death: Callable[[], None], poll_s: float = POLL_S) -> None:
+    def __init__(self, pid: int, on_death: Callable[[], None], poll_s: float = POLL_S, stop_file: Path | None = None) -> None:
         self.pid = pid
         self._identity = start_time(pid)
         self._on_death = on_death
         self._poll_s = poll_s
+        self._stop_file = stop_file
+        #: The launcher asked to stop (its stop file appeared) rather than died.
+        self.asked = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"parent-watch-{pid}", daemon=True)
 
@@ -87,6 +94,9 @@ class ParentWatch:
 
     def _run(self) -> None:
         while is_alive(self.pid, self._identity):
+            if self._stop_file is not None and self._stop_file.exists():
+                self.asked = True
+                break
             if self._stop.wait(self._poll_s):
                 return
         if not self._stop.is_set():

@@ -49,9 +49,11 @@ def serve(
     judge: JudgeSetup | None = None,
     parent_pid: int | None = None,
     stall_limit_s: float = 0.0,
+    stop_file: Path | None = None,
 ) -> int:
     """Serve until SIGINT/SIGTERM, or until process `parent_pid` (the game that launched this
-    sidecar) dies: then the sidecar stops as on SIGTERM, or at once while still loading. With
+    sidecar) dies or creates `stop_file`: then the sidecar stops as on SIGTERM, or at once while
+    still loading. With
     `stall_limit_s`, a model call that has not returned in that long (a GPU driver that stopped
     answering) ends the process with exit code 3, for the launcher to restart it (watchdog.py)."""
     out = out if out is not None else sys.stderr  # looked up now: a default bound at import goes stale
@@ -63,13 +65,14 @@ def serve(
             return 1
 
         def parent_died() -> None:
-            print(f"the launching process {parent_pid} is gone; stopping", file=out, flush=True)
+            why = "asked the sidecar to stop" if watch is not None and watch.asked else "is gone; stopping"
+            print(f"the launching process {parent_pid} {why}", file=out, flush=True)
             if running:
                 running[0].request_stop()
             else:
                 os._exit(0)  # still loading the model: nothing written yet worth a flush
 
-        watch = ParentWatch(parent_pid, parent_died).start()
+        watch = ParentWatch(parent_pid, parent_died, stop_file=stop_file).start()
     data.mkdir(parents=True, exist_ok=True)
     try:  # before the model: a memory file that cannot be read stops the launch in a second, not a minute
         store = MemoryStore(data / "memory.sqlite")
@@ -105,7 +108,9 @@ def serve(
             os._exit(3)
 
         stalls = StallWatch(backend.stalled_s, stall_limit_s, stalled).start()
-    print(f"loreguard sidecar listening on {sidecar.address} (data in {data}); Ctrl-C stops it", file=out, flush=True)
+    # A launched sidecar's output is the game's Output panel: Ctrl-C is no advice there.
+    stops = "it stops with the game that launched it" if parent_pid is not None else "Ctrl-C stops it"
+    print(f"loreguard sidecar listening on {sidecar.address} (data in {data}); {stops}", file=out, flush=True)
     try:
         sidecar.serve_forever()
     finally:

@@ -97,6 +97,24 @@ def test_a_sigkilled_game_leaves_no_sidecar_and_the_next_run_reuses_nothing_stal
     assert len(set(pids)) == 3
 
 
+def test_a_game_that_quits_shuts_its_sidecar_down_cleanly(tmp_path: Path) -> None:
+    """A normal quit asks the sidecar to stop (its stop file), so it sends its replies and
+    flushes memory: the log says so, and SQLite's WAL is gone (SIGKILL left it behind)."""
+    port = free_port()
+    env = {**os.environ, **_launch_env(tmp_path, port, DEMO_SCENE_SCRIPT), "LOREGUARD_TEST_QUIT": "1"}
+    game, pid, _, lines = _run_until_ready(env)
+    with game:
+        assert game.wait(timeout=60) == 0
+    assert not is_alive(pid), "the sidecar outlived its game's quit"
+    output = "".join(lines)
+    assert "[loreguard sidecar] the launching process" in output and "asked the sidecar to stop" in output, output
+    assert "[loreguard sidecar] loreguard sidecar stopped: replies sent, memory flushed" in output, output
+    assert "Ctrl-C" not in output, output  # no terminal advice in the game's output
+    data = tmp_path / "data"
+    assert (data / "memory.sqlite").exists()
+    assert not (data / "memory.sqlite-wal").exists(), sorted(p.name for p in data.iterdir())
+
+
 def test_a_foreign_sidecar_on_the_port_is_left_alone(tmp_path: Path) -> None:
     """A sidecar this game did not launch (no launch token, e.g. one left over from an older
     addon) answers on the configured port: the game launches its own elsewhere and says so."""

@@ -84,6 +84,38 @@ def test_a_sidecar_exits_when_its_launcher_is_sigkilled(tmp_path: Path) -> None:
     assert "loreguard sidecar stopped" in text
 
 
+def test_parent_watch_calls_back_when_the_stop_file_appears(tmp_path: Path) -> None:
+    child = _sleeper()
+    asked: list[bool] = []
+    stop_file = tmp_path / "sidecar.stop"
+    watch = ParentWatch(child.pid, lambda: asked.append(True), poll_s=0.02, stop_file=stop_file).start()
+    with child:
+        stop_file.touch()
+        wait_for(lambda: asked, "the watch to see the stop file")
+        assert watch.asked and is_alive(child.pid)  # asked, not dead
+        child.kill()
+
+
+def test_a_sidecar_asked_to_stop_by_its_launcher_stops_cleanly(tmp_path: Path) -> None:
+    game = _sleeper()
+    port = free_port()
+    log = tmp_path / "logs" / "sidecar.log"
+    stop_file = tmp_path / "sidecar.stop"
+    sidecar = _serve(tmp_path, port, "--parent-pid", str(game.pid), "--stop-file", str(stop_file), "--log-file", str(log))
+    with game, sidecar:
+        _hello(port, sidecar)
+        stop_file.touch()
+        sidecar.communicate(timeout=60)
+        assert is_alive(game.pid)
+        game.kill()
+    assert sidecar.returncode == 0
+    text = log.read_text()
+    assert f"the launching process {game.pid} asked the sidecar to stop" in text
+    assert "it stops with the game that launched it" in text and "Ctrl-C" not in text
+    assert "loreguard sidecar stopped: replies sent, memory flushed" in text
+    assert not (tmp_path / "data" / "memory.sqlite-wal").exists()
+
+
 def test_a_sidecar_whose_launcher_is_already_gone_does_not_start(tmp_path: Path) -> None:
     game = _sleeper()
     game.kill()

@@ -3,9 +3,11 @@ extends RefCounted
 ## The sidecar process the `Loreguard` autoload launched: starts it with this game's lifeline,
 ## notices when it exits, and tails its log.
 ##
-## The lifeline is three arguments added to the launch command (`loreguard serve …`):
+## The lifeline is four arguments added to the launch command (`loreguard serve …`):
 ## `--parent-pid` (the sidecar exits by itself when this game dies, even by SIGKILL from the
-## editor's Stop button), `--launch-token` (echoed in `hello`, so a sidecar found on the port is
+## editor's Stop button), `--stop-file` (`stop` creates it: the sidecar shuts down cleanly, its
+## replies sent and memory flushed; Godot has no SIGTERM, and SIGKILL would leave the memory
+## file's WAL behind), `--launch-token` (echoed in `hello`, so a sidecar found on the port is
 ## known to be this game's and not a stale or foreign one) and `--log-file` (the game cannot read
 ## a child's pipes without blocking, so it tails this file: loading progress and log lines).
 ## The client decides what to do about an exit (LoreguardClient restarts with backoff).
@@ -21,6 +23,9 @@ signal downloading(file: String, done_mib: float, total_mib: float)
 const POLL_MS := 100
 ## Waits before each restart; their count bounds the restarts before the client gives up.
 const RESTART_DELAYS_MS := [300, 1000, 2000, 4000, 8000]
+## How long `stop` waits for the sidecar to shut down cleanly before it kills it: enough for an
+## idle sidecar (about half a second), not for a reply still being generated.
+const STOP_GRACE_MS := 5000
 ## Prefix of the sidecar's log lines in the Output panel.
 const LOG_PREFIX := "[loreguard sidecar] "
 
@@ -44,6 +49,8 @@ var command_line: String = ""
 var answered: bool = false
 
 var _log: FileAccess
+# The file whose appearance asks the launched sidecar to stop (see `stop`).
+var _stop_path: String = ""
 var _log_rest: String = ""
 var _next_poll_ms: int = 0
 # A progress tick; native libraries may append their own output to it (no newline between).
@@ -61,7 +68,12 @@ func _init() -> void:
 
 ## `command` with its `--port` replaced by `to_port` and the lifeline arguments added.
 static func with_lifeline(
-	command: PackedStringArray, to_port: int, parent_pid: int, launch_token: String, log_file: String
+	command: PackedStringArray,
+	to_port: int,
+	parent_pid: int,
+	launch_token: String,
+	log_file: String,
+	stop_file: String = ""
 ) -> PackedStringArray:
 	var out := PackedStringArray()
 	var i := 0
@@ -84,6 +96,8 @@ static func with_lifeline(
 			log_file
 		]
 	)
+	if not stop_file.is_empty():
+		out.append_array(["--stop-file", stop_file])
 	return out
 
 
@@ -154,7 +168,10 @@ func launch(command: PackedStringArray, on_port: int) -> String:
 	var fresh := FileAccess.open(log_path, FileAccess.WRITE)
 	if fresh != null:
 		fresh.close()
-	var argv := with_lifeline(command, port, OS.get_process_id(), token, log_path)
+	_stop_path = dir.path_join("sidecar-%s.stop" % token)
+	if FileAccess.file_exists(_stop_path):
+		DirAccess.remove_absolute(_stop_path)
+	var argv := with_lifeline(command, port, OS.get_process_id(), token, log_path, _stop_path)
 	pid = OS.create_process(argv[0], argv.slice(1))
 	if pid <= 0:
 		pid = -1
@@ -177,11 +194,21 @@ func poll(now_ms: int) -> bool:
 	return true
 
 
-## Stops the launched sidecar (if it still runs) and removes its log.
-func stop() -> void:
+## Stops the launched sidecar (if it still runs) and removes its log: asks it to shut down
+## cleanly, waits up to `grace_ms` (its last log lines reach the Output panel), then kills it.
+func stop(grace_ms: int = STOP_GRACE_MS) -> void:
 	if pid > 0 and OS.is_process_running(pid):
-		OS.kill(pid)
+		var asked := FileAccess.open(_stop_path, FileAccess.WRITE) if not _stop_path.is_empty() else null
+		if asked != null:
+			asked.close()
+			var until := Time.get_ticks_msec() + grace_ms
+			while OS.is_process_running(pid) and Time.get_ticks_msec() < until:
+				OS.delay_msec(20)
+		if OS.is_process_running(pid):
+			OS.kill(pid)
 	pid = -1
+	if not _stop_path.is_empty() and FileAccess.file_exists(_stop_path):
+		DirAccess.remove_absolute(_stop_path)
 	read_log()
 	_log = null
 	_log_rest = ""
