@@ -22,7 +22,11 @@ var approved_intents: PackedStringArray = []
 ## How many lines the NPCs said: each line's number, "#3" in the dialogue and the governance view.
 var lines_said: int = 0
 
+## When the line being waited for was asked for: the player's words, or the scene asking its
+## next speaker (a line of Brom and Mira's own talk is not timed from the player's last words).
 var _sent_at_ms: int = 0
+## The player said something and waits for the answer (its time counts from their words).
+var _player_waiting: bool = false
 ## Line number -> the dialogue paragraph it starts at.
 var _line_paragraphs: Dictionary = {}
 var _dots_phase: float = 0.0
@@ -98,6 +102,7 @@ func send() -> void:
 		_input.clear()
 		_dialogue.append_text("[color=#9ab]You → Brom and Mira:[/color] %s\n" % _escape(text))
 		_sent_at_ms = Time.get_ticks_msec()
+		_player_waiting = true
 		if not _gate_talk.is_running:
 			_near_gate.set_pressed_no_signal(true)
 			_gate_talk.player_present = true
@@ -110,6 +115,7 @@ func send() -> void:
 	_typewriter.finish()
 	_dialogue.append_text("[color=#9ab]You → %s:[/color] %s\n" % [npc.profile.display_name, _escape(text)])
 	_sent_at_ms = Time.get_ticks_msec()
+	_player_waiting = true
 	await npc.say(text)
 	_input.editable = true
 	_input.grab_focus()
@@ -175,6 +181,8 @@ func _narrate(text: String) -> void:
 
 
 func _on_thinking(npc: LoreguardNPC, thinking: bool) -> void:
+	if thinking and not _player_waiting:
+		_sent_at_ms = Time.get_ticks_msec()  # the scene asked this NPC for its line just now
 	_thinking.visible = thinking
 	_thinking_label.text = "%s is thinking" % npc.profile.display_name
 
@@ -189,6 +197,7 @@ func _on_chunk(text: String, npc: LoreguardNPC) -> void:
 func _on_replied(line: LoreguardLine, npc: LoreguardNPC) -> void:
 	lines_said += 1
 	var latency_ms := Time.get_ticks_msec() - _sent_at_ms
+	_player_waiting = false
 	var note := " [i](%s)[/i]" % line.emotion if line.emotion != "neutral" else ""
 	var marker := " [bgcolor=#7a4a12][color=#ffd9a0] FALLBACK [/color][/bgcolor]" if line.fallback_used else ""
 	if _speaking == npc:  # the line was typed chunk by chunk: only the emotion and marker are left
@@ -222,6 +231,7 @@ func _start_line(npc: LoreguardNPC) -> String:
 
 
 func _on_failed(error: LoreguardError, npc: LoreguardNPC) -> void:
+	_player_waiting = false
 	if _speaking != null:
 		_typewriter.type_text("\n")
 		_speaking = null

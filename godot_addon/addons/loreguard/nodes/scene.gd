@@ -7,7 +7,8 @@ extends Node
 ##     $GateTalk.line_spoken.connect(func(npc: LoreguardNPC, line: LoreguardLine): print(line))
 ##     $GateTalk.begin()                        # e.g. the player comes near
 ##     $GateTalk.say("What are you two on about?")   # the player joins; the NPC named answers
-##     $GateTalk.end()                          # the player walks away
+##     $GateTalk.end()                          # the player walks away: a line still being
+##                                              # spoken is dropped, its speaker stops thinking
 ##
 ## The speakers are the LoreguardNPC children (or `npcs`). Each line also goes through its
 ## speaker node as if the player had asked it: `thinking_started`, `dialogue_chunk`, `replied`
@@ -134,14 +135,20 @@ func begin() -> LoreguardResult:
 ## Speaks the scene's next line; the result's body is the `scene.next` reply.
 func next_line() -> LoreguardResult:
 	var loreguard := client()
+	var run_id := _run_id
 	var state: Variant = (await loreguard.scene_get(id())).body
-	if not is_running:  # ended meanwhile: no line is asked for
-		return LoreguardResult.failure(LoreguardError.new(LoreguardError.CLIENT, "%s: the scene has ended" % name))
+	if not is_running or run_id != _run_id:  # ended meanwhile: no line is asked for
+		return _ended_meanwhile()
 	var speaker: LoreguardNPC = _speakers.get(state.get("next_speaker", "") if state is Dictionary else "")
 	if speaker != null:
 		speaker.begin_line()
 		line_started.emit(speaker, lines_spoken + 1)
-	var result := await loreguard.scene_next(id(), false, _on_chunk if stream else Callable())
+	var result := await loreguard.scene_next(id(), false, _on_chunk.bind(run_id) if stream else Callable())
+	if not is_running or run_id != _run_id:
+		# The scene ended while the line was being spoken (the player walked away): nobody is
+		# there to hear it, so it is dropped, and its speaker stops thinking.
+		_stop_thinking()
+		return _ended_meanwhile()
 	if not result.ok:
 		if speaker != null:
 			speaker.finish_line(result)
@@ -186,9 +193,10 @@ func say(text: String, kind: String = "player", to: String = "") -> LoreguardRes
 func end() -> LoreguardResult:
 	if not is_running:
 		return LoreguardResult.success("scene.end.ok", {})
-	var result := await client().scene_end(id())
+	# Over here at once: a line still being spoken is dropped when it arrives (`next_line`).
 	_finish("ended_by_request")
-	return result
+	_stop_thinking()
+	return await client().scene_end(id())
 
 
 func _run(run_id: int) -> void:
@@ -200,7 +208,9 @@ func _run(run_id: int) -> void:
 			await get_tree().create_timer(pause_between_lines_s).timeout
 
 
-func _on_chunk(body: Dictionary) -> void:
+func _on_chunk(body: Dictionary, run_id: int) -> void:
+	if not is_running or run_id != _run_id:
+		return  # a line of a scene that has ended
 	var npc: LoreguardNPC = _speakers.get(str(body.get("speaker", "")))
 	var text := str(body.get("text", ""))
 	if npc != null:
@@ -213,6 +223,18 @@ func _finish(reason: String) -> void:
 		return
 	is_running = false
 	ended.emit(reason)
+
+
+## Every speaker still thinking stops: its line will not be heard.
+func _stop_thinking() -> void:
+	for npc: LoreguardNPC in _speakers.values():
+		if npc.is_thinking:
+			npc.is_thinking = false
+			npc.thinking_finished.emit()
+
+
+func _ended_meanwhile() -> LoreguardResult:
+	return LoreguardResult.failure(LoreguardError.new(LoreguardError.CLIENT, "%s: the scene has ended" % name))
 
 
 func _fail(error: LoreguardError) -> LoreguardResult:
