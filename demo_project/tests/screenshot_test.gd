@@ -180,8 +180,19 @@ func _scene_at_gate() -> void:
 	var talk: LoreguardScene = _demo.get_node("GateTalk")
 	var spoken: Array[String] = []
 	talk.line_spoken.connect(func(npc: LoreguardNPC, _line: LoreguardLine) -> void: spoken.append(npc.profile.id))
+	var pressed_ms := Time.get_ticks_msec()
 	(_node("NearGate") as CheckButton).button_pressed = true
 	await _until(func() -> bool: return spoken.size() >= 2)
+	var since_ms := Time.get_ticks_msec() - pressed_ms
+	var governance: LoreguardGovernanceLog = _node("Governance")
+	var scene_lines := governance.entries().filter(
+		func(e: Dictionary) -> bool: return e["trigger"] == "npc_interaction"
+	)
+	_expect(
+		scene_lines.size() >= 2 and scene_lines.all(func(e: Dictionary) -> bool: return e["latency_ms"] <= since_ms),
+		"a scene line's time counts from when the scene asked for it, not from the player's last words",
+		str(scene_lines.map(func(e: Dictionary) -> int: return e["latency_ms"])) + " <= %d ms" % since_ms
+	)
 	var dialogue: RichTextLabel = _node("Dialogue")
 	await _until(func() -> bool: return dialogue.visible_characters < 0)
 	var text := dialogue.get_parsed_text()

@@ -53,6 +53,11 @@ func entry_count() -> int:
 	return _entries.size()
 
 
+## The listed lines, in order: {number, npc, line, latency_ms, trigger} each (a copy).
+func entries() -> Array[Dictionary]:
+	return _entries.duplicate()
+
+
 ## Unfolds (or folds) what refused attempt `attempt` of line `number` said.
 func show_refused_text(number: int, attempt: int, shown: bool = true) -> void:
 	var key := "%d:%d" % [number, attempt]
