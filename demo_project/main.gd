@@ -74,13 +74,15 @@ func _ready() -> void:
 	_near_gate.toggled.connect(_walk_to_gate)
 	_gate_talk.started.connect(func() -> void: _narrate("Brom and Mira are talking at the gate."))
 	_gate_talk.ended.connect(_on_talk_ended)
+	_gate_talk.failed.connect(_on_talk_failed)
 	_guard.route("open_gate", _open_gate)
 	_merchant.route("give_item", _give_item)
 	_loreguard.status_changed.connect(_show_status)
 	_show_status(_loreguard.status)
 	_governance_toggle.toggled.connect(func(on: bool) -> void: _governance.visible = on)
 	_governance.line_clicked.connect(show_line)
-	_loreguard.sidecar_problem.connect(func(message: String) -> void: _status.text = message)
+	# A problem for the game's developer (already in the Output panel): the status line's tooltip.
+	_loreguard.sidecar_problem.connect(func(message: String) -> void: _status.tooltip_text = message)
 	_input.text_submitted.connect(func(_text: String) -> void: send())
 	_send_button.pressed.connect(send)
 	_loreguard.load_world(world)
@@ -148,8 +150,9 @@ func player_status(status: LoreguardSidecarStatus) -> String:
 				"The townsfolk lost their train of thought; bringing them back (try %d of %d)..."
 				% [status.attempt, status.max_attempts]
 			)
-	# FAILED: the reason is one line naming the fix (a launch command that cannot start, say).
-	return "The townsfolk cannot talk: %s" % status.reason
+	# FAILED: the reason names the fix for the game's developer (a launch command that cannot
+	# start, say): it is in the Output panel and this line's tooltip, not in the player's face.
+	return "The townsfolk cannot talk: the dialogue engine did not start (details in the Output panel)."
 
 
 func _show_status(status: LoreguardSidecarStatus) -> void:
@@ -173,6 +176,21 @@ func _walk_to_gate(near: bool) -> void:
 func _on_talk_ended(reason: String) -> void:
 	_near_gate.set_pressed_no_signal(false)
 	_narrate("You walk away from the gate." if reason == "ended_by_request" else "Brom and Mira fall silent.")
+
+
+func _on_talk_failed(error: LoreguardError) -> void:
+	if not _gate_talk.is_running:
+		_near_gate.set_pressed_no_signal(false)
+	_dialogue.append_text("[color=#e77]Brom and Mira cannot talk: %s[/color]\n" % _escape(_why_not(error)))
+
+
+## Why a line or the scene could not be spoken, in the player's words.
+func _why_not(error: LoreguardError) -> String:
+	if error.code != LoreguardError.SIDECAR_DOWN:
+		return str(error)
+	if _loreguard.status.state == LoreguardSidecarStatus.State.FAILED:
+		return "the dialogue engine is not running (see the status line)"
+	return "lost the train of thought (the dialogue engine stopped); try again in a moment"
 
 
 func _narrate(text: String) -> void:
@@ -237,12 +255,9 @@ func _on_failed(error: LoreguardError, npc: LoreguardNPC) -> void:
 		_speaking = null
 		lines_said += 1  # the cut-off line keeps its number: the next one must not reuse it
 	_typewriter.finish()
-	var why := str(error)
-	if error.code == LoreguardError.SIDECAR_DOWN:
-		why = "lost the train of thought (the dialogue engine stopped); try again in a moment"
-		if _loreguard.status.state == LoreguardSidecarStatus.State.FAILED:
-			why = "the dialogue engine is not running (see the status line)"
-	_dialogue.append_text("[color=#e77]%s could not answer: %s[/color]\n" % [npc.profile.display_name, _escape(why)])
+	_dialogue.append_text(
+		"[color=#e77]%s could not answer: %s[/color]\n" % [npc.profile.display_name, _escape(_why_not(error))]
+	)
 
 
 func _open_gate(params: Dictionary) -> void:

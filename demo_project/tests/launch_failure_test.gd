@@ -42,6 +42,20 @@ func _ready() -> void:
 	print("launch_failure: sidecar running: ", _loreguard.launched_pid > 0)
 	print("launch_failure: label: ", _status_label.text)
 	print("launch_failure: a line after that: %s after %d ms" % [code, waited_ms])
+	# Standing by the gate: Brom and Mira's talk cannot start either, and says so at once.
+	var near: CheckButton = $Main.get_node("%NearGate")
+	started = Time.get_ticks_msec()
+	near.button_pressed = true
+	var talk: LoreguardScene = $Main/GateTalk
+	var begun := await talk.begin()
+	print(
+		(
+			"launch_failure: the scene: %s after %d ms"
+			% [begun.error.code if not begun.ok else "ok", Time.get_ticks_msec() - started]
+		)
+	)
+	print("launch_failure: the toggle after that: ", near.button_pressed)
+	print("launch_failure: tooltip: ", _status_label.tooltip_text.left(40))
 	print("launch_failure: dialogue: ", _dialogue.get_parsed_text().strip_edges().replace("\n", " | "))
 	get_tree().quit(0)
 

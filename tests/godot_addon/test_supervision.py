@@ -171,9 +171,18 @@ def _assert_one_line_no_restart(output: str, found: dict[str, str], launches: in
     assert output.count("ERROR: Loreguard: ") == 1, output  # push_error once, not once per restart
     assert "Could not create child process" not in output and "SCRIPT ERROR" not in output, output
     assert re.fullmatch(r"sidecar_down after \d+ ms", found["a line after that"]), output
-    # The demo shows the same line, and its dialogue says the engine is not running.
-    assert found["label"] == f"The townsfolk cannot talk: {found['failed']}", output
+    # The player reads one short line; the developer's reason is the Output panel's and the tooltip's.
+    assert found["label"] == "The townsfolk cannot talk: the dialogue engine did not start (details in the Output panel).", (
+        output
+    )
+    assert found["tooltip"] == found["failed"][:40], output
     assert "Brom could not answer: the dialogue engine is not running" in found["dialogue"], output
+    # Brom and Mira's talk fails at once too, the toggle goes back, the dialogue says why.
+    assert re.fullmatch(r"sidecar_down after \d+ ms", found["the scene"]), output
+    assert found["the toggle after that"] == "false", output
+    assert "Brom and Mira cannot talk: the dialogue engine is not running" in found["dialogue"], output
+    # and the game quits without leaking (a scene waiting forever for a registration held on)
+    assert "leaked at exit" not in output and "still in use at exit" not in output, output
     return found["failed"]
 
 

@@ -91,7 +91,8 @@ func speakers() -> Array[LoreguardNPC]:
 
 
 ## Starts the scene on the sidecar (its NPCs must be registered: they register when they enter
-## the tree), then, with `auto_continue`, runs it line by line until it ends.
+## the tree), then, with `auto_continue`, runs it line by line until it ends. With a sidecar that
+## failed for good it fails at once (`sidecar_down`), as a line would.
 func begin() -> LoreguardResult:
 	var loreguard := client()
 	if loreguard == null:
@@ -100,16 +101,16 @@ func begin() -> LoreguardResult:
 	_speakers.clear()
 	var ids := PackedStringArray()
 	for npc in speaking:
-		if not npc.is_registered:
-			await npc.registered
+		if not await _registered(npc, loreguard):
+			return _fail(_not_running(npc))
 		ids.append(npc.profile.id)
 		_speakers[npc.profile.id] = npc
 	var listening := PackedStringArray()
 	for path in listeners:
 		var npc := get_node_or_null(path) as LoreguardNPC
 		if npc != null:
-			if not npc.is_registered:
-				await npc.registered
+			if not await _registered(npc, loreguard):
+				return _fail(_not_running(npc))
 			listening.append(npc.profile.id)
 	var options := {
 		"listeners": Array(listening),
@@ -231,6 +232,22 @@ func _stop_thinking() -> void:
 		if npc.is_thinking:
 			npc.is_thinking = false
 			npc.thinking_finished.emit()
+
+
+## Waits for `npc` to be registered on the sidecar; false when the sidecar failed for good
+## (a launch that cannot start): the registration will never come.
+func _registered(npc: LoreguardNPC, loreguard: LoreguardClient) -> bool:
+	while not npc.is_registered:
+		if loreguard.status.state == LoreguardSidecarStatus.State.FAILED:
+			return false
+		await get_tree().process_frame
+	return true
+
+
+func _not_running(npc: LoreguardNPC) -> LoreguardError:
+	return LoreguardError.new(
+		LoreguardError.SIDECAR_DOWN, "%s: the sidecar is not running, so %s cannot take part" % [name, npc.name]
+	)
 
 
 func _ended_meanwhile() -> LoreguardResult:

@@ -108,9 +108,14 @@ func _process(_delta: float) -> void:
 	_requests.expire(now, address)
 
 
-# Quitting the game and freeing this node both pass through here.
+# Quitting the game and freeing this node both pass through here. Every request still waiting
+# (designer data kept for a reconnect included) ends with `sidecar_down`: a coroutine awaiting one
+# would otherwise outlive the game, holding what it loaded ("resources still in use at exit").
 func _exit_tree() -> void:
 	stop_sidecar()
+	var never := func(_pending: LoreguardPendingRequest) -> bool: return false
+	_requests.fail_in_flight("the game is quitting", never)
+	_requests.refuse_waiting("the game is quitting", never)
 
 
 ## Connects to `to_address` (default: the project setting). With auto-launch on, launches the
