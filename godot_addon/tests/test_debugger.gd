@@ -104,7 +104,7 @@ func _test_panel() -> void:
 		"detail: decision, constraints, prompt",
 		text.left(400)
 	)
-	_expect(text.contains("hard limits pass") and text.contains("secrets pass"), "detail: every gate's verdict")
+	_expect(text.contains("basic checks pass") and text.contains("secrets pass"), "detail: every gate's verdict")
 	_expect(text.contains("attempt 1: passed every check"), "detail: what ended the attempt", text)
 	_expect(panel.detail.wrap_mode == TextEdit.LINE_WRAPPING_BOUNDARY, "detail: long raw output wraps")
 	panel.size = Vector2(900, 400)

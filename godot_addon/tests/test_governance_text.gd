@@ -68,6 +68,18 @@ func _test_examples() -> void:
 	_expect(down.begins_with("the model could not answer (model crashed); used the world's emergency line"), down)
 	_expect(WORDS.outcome("validated", 1) == "its own line passed first time", "outcome, first time")
 	_expect(WORDS.outcome("validated", 3) == "its own line passed on attempt 3", "outcome, third attempt")
+	var cut_attempt := {"stream": {"cut": {"released_chars": 42, "reason": "gate"}}}
+	_expect(
+		(
+			WORDS.outcome_of({"outcome": "validated", "attempts": [{}, {}, cut_attempt]})
+			== "its own line passed on attempt 3, cut short where a check stopped it"
+		),
+		"an outcome whose spoken attempt was stopped mid-line says so"
+	)
+	_expect(
+		WORDS.outcome_of({"outcome": "validated", "attempts": [{}, {}]}) == "its own line passed on attempt 2",
+		"and one that was not, does not"
+	)
 	_expect(WORDS.intent("give_item", {"item": "lantern", "count": 1}) == "give_item(count=1, item=lantern)", "intent")
 	var canon := WORDS.rejected_change("canonical:king is a canonical fact")
 	_expect(canon == "tried to change a fact of the world: canonical:king", "a refused change", canon)

@@ -99,7 +99,7 @@ static func describe(record: Dictionary) -> String:
 	var context: Dictionary = _dict(record, "context")
 	var npc := str(receipt.get("npc_id", ""))
 	var attempts := _list(receipt, "attempts")
-	var outcome := LoreguardGovernanceText.outcome(str(receipt.get("outcome", "")), attempts.size())
+	var outcome := LoreguardGovernanceText.outcome_of(receipt)
 	var lines := PackedStringArray()
 	lines.append("%s · %s · %s" % [record_id(record), npc, outcome])
 	# The NPC's own count picks its seed; said as a count so it is not read as a second id.

@@ -100,7 +100,13 @@ func entry_bbcode(entry: Dictionary) -> String:
 			number_color.to_html(false),
 			number,
 			_escape(entry["npc"]),
-			_escape(LoreguardGovernanceText.outcome(line.outcome, line.attempts)),
+			_escape(
+				(
+					LoreguardGovernanceText.outcome_of(receipt)
+					if not receipt.is_empty()
+					else LoreguardGovernanceText.outcome(line.outcome, line.attempts)
+				)
+			),
 			quiet_color.to_html(false),
 			entry["latency_ms"],
 		]

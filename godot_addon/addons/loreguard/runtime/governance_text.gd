@@ -11,7 +11,7 @@ extends RefCounted
 
 ## The gates (server/pipeline/gate/validation.py, in the order they run) as a sentence names them.
 const GATES := {
-	"hard_limits": "the hard limits",
+	"hard_limits": "the basic checks (length, markup, speaking as the character)",
 	"schema": "the reply-format check",
 	"constraints": "the designer's rules",
 	"canonical": "the world's facts",
@@ -22,7 +22,7 @@ const GATES := {
 }
 ## The same, short enough for a table cell.
 const GATES_SHORT := {
-	"hard_limits": "hard limits",
+	"hard_limits": "basic checks",
 	"schema": "reply format",
 	"constraints": "designer rules",
 	"canonical": "world facts",
@@ -227,6 +227,18 @@ static func outcome(code: String, attempts: int) -> String:
 	if code == "validated":
 		return "its own line passed first time" if attempts <= 1 else "its own line passed on attempt %d" % attempts
 	return OUTCOMES.get(code, code)
+
+
+## A receipt's outcome in words, from the receipt itself: as `outcome`, and a line whose spoken
+## attempt was stopped mid-line (what was shown before the stop stands) says so.
+static func outcome_of(receipt: Dictionary) -> String:
+	var code := _text(receipt.get("outcome"))
+	var attempts: Array = receipt.get("attempts") if receipt.get("attempts") is Array else []
+	var said := outcome(code, attempts.size())
+	if code == "validated" and not attempts.is_empty() and attempts[-1] is Dictionary:
+		if int(_cut(attempts[-1]).get("released_chars", 0)) > 0:
+			return said + ", cut short where a check stopped it"
+	return said
 
 
 ## A receipt's `fallback_reason` ("attempts_exhausted -> npc_trigger") in words, e.g. "every
