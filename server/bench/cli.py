@@ -81,6 +81,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     first_line.add_argument("--launches", type=int, default=3, help="launches of each mode (cold, warm)")
     first_line.add_argument("--typing-s", type=float, default=2.0, help="seconds the player takes to type the first line")
+    first_line.add_argument(
+        "--busy", action="store_true", help="also launch on a busy machine (a process spinning on each core), alternated"
+    )
     for parser in (inference, concurrency, quality, streaming, first_line):
         _model_options(parser)
     add_bundle_bench(suites, print_figures)
@@ -228,7 +231,7 @@ def _first_line(args: argparse.Namespace) -> Mapping[str, object]:
     serve_args += ["--yes"] if args.yes else []
     serve_args += ["--device", args.device] if args.device else []
     serve_args += ["--gpu-layers", str(args.gpu_layers)] if args.gpu_layers is not None else []
-    return bench_first_line(launches=args.launches, typing_s=args.typing_s, extra_args=tuple(serve_args))
+    return bench_first_line(launches=args.launches, typing_s=args.typing_s, extra_args=tuple(serve_args), busy=args.busy)
 
 
 def _concurrency(args: argparse.Namespace) -> Mapping[str, object]:

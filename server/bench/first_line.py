@@ -11,15 +11,26 @@ Two modes, alternated launch after launch so that both see the same machine:
 - `warm`: both NPCs are warmed (`npc.warm`, what the addon's `warm_up` does) as soon as they
   are registered, so their static prompt is evaluated while the player types.
 
+With `busy`, every launch of each mode is also made on a busy machine (one process spinning on
+each core, as a game and a build beside the sidecar would), alternated with the quiet one.
+
 Figures (medians over the launches of each mode): `launch_to_ready_ms`, `{mode}_first_words_ms`
 (the player's line sent to the first chunk), `{mode}_launch_to_first_words_ms` (the same from
 launch, `typing_s` included), `{mode}_attempts` (of the first line), and
-`warm_over_cold_first_words` (the ratio: below 1 is what warming saves). Every first line heard
-is printed to stderr: read them.
+`warm_over_cold_first_words` (the ratio: below 1 is what warming saves); with `busy` the same
+with a `busy_` prefix, and `busy_over_quiet_warm_first_words`. Every first line heard is printed
+to stderr: read them.
+
+Why no prefill while the player types: the first line's prompt before the player's message is
+the same whatever they type (no memory is recalled yet), so the warm-up already holds it; what
+is left is the player's own message (a few dozen tokens) and the decoding.
 """
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
 import socket
 import statistics
 import subprocess
@@ -67,7 +78,7 @@ def _one_launch(mode: str, folder: Path, *, typing_s: float, extra: list[str]) -
             client.load_world(demo_world())
             for profile in demo_npcs():
                 client.register_npc(profile)
-                if mode == "warm":
+                if mode.endswith("warm"):
                     client.warm(profile.id)
             # the player reads the screen and types: the one wait here models a person
             time.sleep(max(0.0, ready + typing_s - time.perf_counter()))
@@ -92,24 +103,61 @@ def _one_launch(mode: str, folder: Path, *, typing_s: float, extra: list[str]) -
         process.wait(timeout=60)
 
 
-def bench_first_line(*, launches: int = 3, typing_s: float = 2.0, extra_args: tuple[str, ...] = ()) -> dict[str, object]:
-    """`launches` launches of each mode, alternated; `extra_args` go to `serve` (a model, a device)."""
-    runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
+def _spin() -> None:
+    while True:
+        pass
+
+
+class _BusyMachine:
+    """One process spinning on each core while in use."""
+
+    def __enter__(self) -> _BusyMachine:
+        self._spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(os.cpu_count() or 2)]
+        for spinner in self._spinners:
+            spinner.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for spinner in self._spinners:
+            spinner.terminate()
+        for spinner in self._spinners:
+            spinner.join()
+
+
+def bench_first_line(
+    *, launches: int = 3, typing_s: float = 2.0, extra_args: tuple[str, ...] = (), busy: bool = False
+) -> dict[str, object]:
+    """`launches` launches of each mode, alternated (with `busy`, on a quiet and on a busy machine
+    in turn); `extra_args` go to `serve` (a model, a device)."""
+    loads = ("", "busy_") if busy else ("",)
+    runs: dict[str, list[dict[str, float]]] = {load + mode: [] for load in loads for mode in MODES}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(launches):
-            for mode in MODES:
-                folder = Path(tmp) / f"{mode}-{i}"
-                runs[mode].append(_one_launch(mode, folder, typing_s=typing_s, extra=list(extra_args)))
+            for load in loads:
+                for mode in MODES:
+                    folder = Path(tmp) / f"{load}{mode}-{i}"
+                    with _BusyMachine() if load else contextlib.nullcontext():
+                        run = _one_launch(load + mode, folder, typing_s=typing_s, extra=list(extra_args))
+                    runs[load + mode].append(run)
 
-    def median(mode: str, name: str) -> float:
-        return round(statistics.median(run[name] for run in runs[mode]), 1)
+    def median(key: str, name: str) -> float:
+        return round(statistics.median(run[name] for run in runs[key]), 1)
 
     figures: dict[str, object] = {"launches": launches, "typing_s": typing_s}
-    figures["launch_to_ready_ms"] = round(statistics.median(r["launch_to_ready_ms"] for m in MODES for r in runs[m]), 1)
-    for mode in MODES:
-        figures[f"{mode}_first_words_ms"] = median(mode, "first_words_ms")
-        figures[f"{mode}_launch_to_first_words_ms"] = median(mode, "launch_to_first_words_ms")
-        figures[f"{mode}_attempts"] = median(mode, "attempts")
-    cold = figures["cold_first_words_ms"]
-    figures["warm_over_cold_first_words"] = round(float(figures["warm_first_words_ms"]) / float(cold), 3) if cold else 0.0  # type: ignore[arg-type]
+    for load in loads:
+        figures[f"{load}launch_to_ready_ms"] = round(
+            statistics.median(r["launch_to_ready_ms"] for m in MODES for r in runs[load + m]), 1
+        )
+        for mode in MODES:
+            figures[f"{load}{mode}_first_words_ms"] = median(load + mode, "first_words_ms")
+            figures[f"{load}{mode}_launch_to_first_words_ms"] = median(load + mode, "launch_to_first_words_ms")
+            figures[f"{load}{mode}_attempts"] = median(load + mode, "attempts")
+        cold = float(figures[f"{load}cold_first_words_ms"])  # type: ignore[arg-type]
+        warm = float(figures[f"{load}warm_first_words_ms"])  # type: ignore[arg-type]
+        figures[f"{load}warm_over_cold_first_words"] = round(warm / cold, 3) if cold else 0.0
+    if busy:
+        quiet = float(figures["warm_first_words_ms"])  # type: ignore[arg-type]
+        figures["busy_over_quiet_warm_first_words"] = (
+            round(float(figures["busy_warm_first_words_ms"]) / quiet, 3) if quiet else 0.0
+        )  # type: ignore[arg-type]
     return figures
