@@ -1,4 +1,4 @@
-extends Node
+extends "res://tests/scene_test.gd"
 ## The player walks away while an NPC of a LoreguardScene is still thinking its line
 ## (tests/godot_addon/test_scene.py runs it against a sidecar whose scripted lines take a while):
 ## the thinking stops at once, and the line, when the sidecar answers it, is never shown. Exits
@@ -6,36 +6,15 @@ extends Node
 ##
 ## Environment: LOREGUARD_ADDRESS.
 
-const WATCHDOG_S := 120.0
 
-var _passed: int = 0
-var _failed: int = 0
-
-
-func _ready() -> void:
-	get_tree().create_timer(WATCHDOG_S).timeout.connect(
-		func() -> void:
-			printerr("scene_leave: watchdog fired after %d s" % WATCHDOG_S)
-			get_tree().quit(2)
-	)
-	await _run()
-	print("scene_leave: %d passed, %d failed" % [_passed, _failed])
-	get_tree().quit(0 if _failed == 0 else 1)
+func _init() -> void:
+	label = "scene_leave"
 
 
 func _run() -> void:
-	var loreguard: LoreguardClient = get_node("/root/Loreguard")
-	if not loreguard.is_connected_to_sidecar():
-		await loreguard.connected
-	await loreguard.load_world(load("res://world.tres"))
-	var talk := LoreguardScene.new()
-	talk.name = "GateTalk"
-	talk.topic = "the smith is late with the new hinge"
-	talk.pause_between_lines_s = 0.0
-	var guard := _npc("guard")
-	var merchant := _npc("merchant")
-	talk.add_child(guard)
-	talk.add_child(merchant)
+	var talk := await _gate_talk(get_node("/root/Loreguard"))
+	var guard: LoreguardNPC = talk.get_child(0)
+	var merchant: LoreguardNPC = talk.get_child(1)
 	var shown: Array[String] = []
 	var thinking: Array[String] = []
 	for npc: LoreguardNPC in [guard, merchant]:
@@ -72,26 +51,3 @@ func _run() -> void:
 		"the line spoken into the ended scene was never shown: %s" % [shown]
 	)
 	_check(reasons == ["ended_by_request"], "and the scene ended once: %s" % [reasons])
-
-
-func _npc(npc_id: String) -> LoreguardNPC:
-	var npc := LoreguardNPC.new()
-	npc.profile = load("res://npcs/%s_profile.tres" % npc_id)
-	npc.rules.append(load("res://npcs/%s_rules.tres" % npc_id))
-	npc.stream = true
-	return npc
-
-
-func _until(condition: Callable, timeout_s: float) -> void:
-	var deadline := Time.get_ticks_msec() + int(timeout_s * 1000)
-	while not condition.call() and Time.get_ticks_msec() < deadline:
-		await get_tree().process_frame
-
-
-func _check(condition: bool, what: String) -> void:
-	if condition:
-		_passed += 1
-		print("ok: ", what)
-	else:
-		_failed += 1
-		printerr("FAIL: ", what)

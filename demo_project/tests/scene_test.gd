@@ -9,6 +9,8 @@ extends Node
 
 const WATCHDOG_S := 120.0
 
+## The name the summary line starts with (scene_leave_test.gd, which extends this, has its own).
+var label: String = "scene"
 var _passed: int = 0
 var _failed: int = 0
 
@@ -16,28 +18,20 @@ var _failed: int = 0
 func _ready() -> void:
 	get_tree().create_timer(WATCHDOG_S).timeout.connect(
 		func() -> void:
-			printerr("scene: watchdog fired after %d s" % WATCHDOG_S)
+			printerr("%s: watchdog fired after %d s" % [label, WATCHDOG_S])
 			get_tree().quit(2)
 	)
 	await _run()
-	print("scene: %d passed, %d failed" % [_passed, _failed])
+	print("%s: %d passed, %d failed" % [label, _passed, _failed])
 	get_tree().quit(0 if _failed == 0 else 1)
 
 
 func _run() -> void:
 	var loreguard: LoreguardClient = get_node("/root/Loreguard")
-	if not loreguard.is_connected_to_sidecar():
-		await loreguard.connected
-	await loreguard.load_world(load("res://world.tres"))
-	var talk := LoreguardScene.new()
-	talk.name = "GateTalk"
-	talk.topic = "the smith is late with the new hinge"
+	var talk := await _gate_talk(loreguard)
 	talk.max_lines = 3
-	talk.pause_between_lines_s = 0.0
-	var guard := _npc("guard")
-	var merchant := _npc("merchant")
-	talk.add_child(guard)
-	talk.add_child(merchant)
+	var guard: LoreguardNPC = talk.get_child(0)
+	var merchant: LoreguardNPC = talk.get_child(1)
 	var chunks := {"guard": [], "merchant": []}
 	var replied := {"guard": [], "merchant": []}
 	for npc: LoreguardNPC in [guard, merchant]:
@@ -94,6 +88,21 @@ func _run() -> void:
 	_check(reasons == ["ended_by_request"] and not talk.is_running, "walking away ended it: %s" % [reasons])
 	var late := await loreguard.scene_say(talk.id(), "Wait!")
 	_check(not late.ok and late.error.code == LoreguardError.INVALID, "words into an ended scene: invalid: %s" % late)
+
+
+## Brom and Mira's talk at the gate, not yet in the tree, once the client is connected and the
+## world loaded.
+func _gate_talk(loreguard: LoreguardClient) -> LoreguardScene:
+	if not loreguard.is_connected_to_sidecar():
+		await loreguard.connected
+	await loreguard.load_world(load("res://world.tres"))
+	var talk := LoreguardScene.new()
+	talk.name = "GateTalk"
+	talk.topic = "the smith is late with the new hinge"
+	talk.pause_between_lines_s = 0.0
+	talk.add_child(_npc("guard"))
+	talk.add_child(_npc("merchant"))
+	return talk
 
 
 func _npc(npc_id: String) -> LoreguardNPC:

@@ -141,38 +141,22 @@ def find_assistant_register(dialogue: str, npc_name: str) -> list[GateFailure]:
     plain = dialogue.replace("\u2019", "'")
     narration = _NARRATION.search(plain)
     if narration is not None:
+        said = narration.group(0)
         return [
-            GateFailure(
-                gate=GateName.HARD_LIMITS,
-                reason=f"tells about {narration.group(0)!r} instead of speaking to them: answer as {npc_name}, to 'you'",
-                severity=Severity.HARD,
-                rule_id=NARRATES_PLAYER_RULE,
-                evidence=narration.group(0),
-            )
+            _hard(NARRATES_PLAYER_RULE, f"tells about {said!r} instead of speaking to them: answer as {npc_name}, to 'you'", said)
         ]
     yielded = _YIELDS.search(plain)
     if yielded is not None:
-        return [
-            GateFailure(
-                gate=GateName.HARD_LIMITS,
-                reason=f"gives in to the player ({yielded.group(0)!r}): {npc_name} keeps their own rules and facts "
-                "and answers as themselves",
-                severity=Severity.HARD,
-                rule_id=YIELDS_RULE,
-                evidence=yielded.group(0),
-            )
-        ]
+        said = yielded.group(0)
+        reason = f"gives in to the player ({said!r}): {npc_name} keeps their own rules and facts and answers as themselves"
+        return [_hard(YIELDS_RULE, reason, said)]
     # a line that only apologises is the assistant's; beside a real answer an apology is talk
     phrase = plain.strip() if _APOLOGY_ONLY.match(plain) else assistant_phrase(plain)
     if phrase is None:
         return []
-    return [
-        GateFailure(
-            gate=GateName.HARD_LIMITS,
-            reason=f"speaks as a helpful assistant ({phrase!r}), not as {npc_name}: say it as {npc_name} would, "
-            "in a person's own words",
-            severity=Severity.HARD,
-            rule_id=ASSISTANT_REGISTER_RULE,
-            evidence=phrase,
-        )
-    ]
+    reason = f"speaks as a helpful assistant ({phrase!r}), not as {npc_name}: say it as {npc_name} would, in a person's own words"
+    return [_hard(ASSISTANT_REGISTER_RULE, reason, phrase)]
+
+
+def _hard(rule_id: str, reason: str, evidence: str) -> GateFailure:
+    return GateFailure(gate=GateName.HARD_LIMITS, reason=reason, severity=Severity.HARD, rule_id=rule_id, evidence=evidence)
