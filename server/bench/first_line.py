@@ -16,14 +16,15 @@ each core, as a game and a build beside the sidecar would), alternated with the 
 
 Figures (medians over the launches of each mode): `launch_to_ready_ms`, `{mode}_first_words_ms`
 (the player's line sent to the first chunk), `{mode}_launch_to_first_words_ms` (the same from
-launch, `typing_s` included), `{mode}_attempts` (of the first line), and
+launch, `typing_s` included), `{mode}_attempts` (of the first line), `{mode}_prefill_tokens`
+(what its first attempt still had to evaluate of its prompt), and
 `warm_over_cold_first_words` (the ratio: below 1 is what warming saves); with `busy` the same
 with a `busy_` prefix, and `busy_over_quiet_warm_first_words`. Every first line heard is printed
 to stderr: read them.
 
 Why no prefill while the player types: the first line's prompt before the player's message is
 the same whatever they type (no memory is recalled yet), so the warm-up already holds it; what
-is left is the player's own message (a few dozen tokens) and the decoding.
+is left is the player's own message (`warm_prefill_tokens`) and the decoding.
 """
 
 from __future__ import annotations
@@ -97,6 +98,8 @@ def _one_launch(mode: str, folder: Path, *, typing_s: float, extra: list[str]) -
             "first_words_ms": (first - sent) * 1000,
             "launch_to_first_words_ms": (first - launched) * 1000,
             "attempts": float(len(result.receipt.attempts)),
+            # what was left to evaluate of the first attempt's prompt when the line arrived
+            "prefill_tokens": float(result.receipt.attempts[0].tokens_evaluated),
         }
     finally:
         process.terminate()
@@ -152,6 +155,7 @@ def bench_first_line(
             figures[f"{load}{mode}_first_words_ms"] = median(load + mode, "first_words_ms")
             figures[f"{load}{mode}_launch_to_first_words_ms"] = median(load + mode, "launch_to_first_words_ms")
             figures[f"{load}{mode}_attempts"] = median(load + mode, "attempts")
+            figures[f"{load}{mode}_prefill_tokens"] = median(load + mode, "prefill_tokens")
         cold = float(figures[f"{load}cold_first_words_ms"])  # type: ignore[arg-type]
         warm = float(figures[f"{load}warm_first_words_ms"])  # type: ignore[arg-type]
         figures[f"{load}warm_over_cold_first_words"] = round(warm / cold, 3) if cold else 0.0
