@@ -156,12 +156,9 @@ def bench_first_line(
             figures[f"{load}{mode}_launch_to_first_words_ms"] = median(load + mode, "launch_to_first_words_ms")
             figures[f"{load}{mode}_attempts"] = median(load + mode, "attempts")
             figures[f"{load}{mode}_prefill_tokens"] = median(load + mode, "prefill_tokens")
-        cold = float(figures[f"{load}cold_first_words_ms"])  # type: ignore[arg-type]
-        warm = float(figures[f"{load}warm_first_words_ms"])  # type: ignore[arg-type]
+        cold, warm = median(load + "cold", "first_words_ms"), median(load + "warm", "first_words_ms")
         figures[f"{load}warm_over_cold_first_words"] = round(warm / cold, 3) if cold else 0.0
     if busy:
-        quiet = float(figures["warm_first_words_ms"])  # type: ignore[arg-type]
-        figures["busy_over_quiet_warm_first_words"] = (
-            round(float(figures["busy_warm_first_words_ms"]) / quiet, 3) if quiet else 0.0
-        )  # type: ignore[arg-type]
+        quiet = median("warm", "first_words_ms")
+        figures["busy_over_quiet_warm_first_words"] = round(median("busy_warm", "first_words_ms") / quiet, 3) if quiet else 0.0
     return figures

@@ -40,7 +40,7 @@ from loreguard.schemas.memory import (
     StateClaim,
 )
 from loreguard.schemas.npc import NpcProfile
-from loreguard.schemas.output import AppendEpisodicMutation
+from loreguard.schemas.output import MAX_MUTATION_TEXT, AppendEpisodicMutation
 from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import (
     AttemptRecord,
@@ -64,7 +64,8 @@ TASK = "memory_consolidation"
 #: The tag of a note the model wrote in a consolidation.
 SUMMARY_TAG = "summary"
 MAX_NOTES = 3
-MAX_NOTE_CHARS = 240
+#: A note becomes an episodic memory (`AppendEpisodicMutation`): no longer than one may be.
+MAX_NOTE_CHARS = MAX_MUTATION_TEXT
 #: Fading entries shown to the model at most (the most significant first); the rest go unsummarised.
 MAX_SHOWN = 24
 

@@ -93,21 +93,7 @@ def serve(
         print(f"semantic judge: off, {judge.off_because} (--judge model turns it on)", file=out, flush=True)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: sidecar.request_stop())
-    stalls = None
-    where = backend.fingerprint().extra.get("device", "cpu")
-    # Only a GPU: a CPU decode ends when its arithmetic does (a large model's prefill on a slow
-    # machine can take minutes), while a GPU driver that stopped answering never returns.
-    if stall_limit_s > 0 and where != "cpu":
-
-        def stalled(seconds: float) -> None:
-            print(
-                f"llama.cpp has not returned from one decode on {where} in {seconds:.0f} s: the GPU driver stopped "
-                "answering; exiting (code 3) so the launcher starts a new sidecar",
-                file=out, flush=True,
-            )  # fmt: skip
-            os._exit(3)
-
-        stalls = StallWatch(backend.stalled_s, stall_limit_s, stalled).start()
+    stalls = _stall_watch(backend, stall_limit_s, out)
     # A launched sidecar's output is the game's Output panel: Ctrl-C is no advice there.
     stops = "it stops with the game that launched it" if parent_pid is not None else "Ctrl-C stops it"
     print(f"loreguard sidecar listening on {sidecar.address} (data in {data}); {stops}", file=out, flush=True)
@@ -123,3 +109,23 @@ def serve(
         backend.close()
     print("loreguard sidecar stopped: replies sent, memory flushed", file=out, flush=True)
     return 0
+
+
+def _stall_watch(backend: InferenceBackend, stall_limit_s: float, out: TextIO) -> StallWatch | None:
+    """On a GPU, a watch that ends the process (exit code 3) when one model call has not
+    returned in `stall_limit_s`; None on a CPU or with no limit. A CPU decode ends when its
+    arithmetic does (a large model's prefill on a slow machine can take minutes), while a GPU
+    driver that stopped answering never returns."""
+    where = backend.fingerprint().extra.get("device", "cpu")
+    if stall_limit_s <= 0 or where == "cpu":
+        return None
+
+    def stalled(seconds: float) -> None:
+        print(
+            f"llama.cpp has not returned from one decode on {where} in {seconds:.0f} s: the GPU driver stopped "
+            "answering; exiting (code 3) so the launcher starts a new sidecar",
+            file=out, flush=True,
+        )  # fmt: skip
+        os._exit(3)
+
+    return StallWatch(backend.stalled_s, stall_limit_s, stalled).start()

@@ -73,6 +73,9 @@ def test_approved_notes_replace_what_was_fading_and_replay(tmp_path: Path) -> No
         (_notes("I am a Roman soldier and the road is mine."), "summary_refused"),  # says what no memory said
         ("the guard remembers nothing in particular", "summary_unreadable"),  # not the asked JSON
         (_notes(), "summary_empty"),
+        # longer than a memory may be (the grammar allowed 240 characters, a memory 200: recording
+        # the refusal crashed the consolidation)
+        (_notes("The password is silver moon, " + "and the road north is long and wet " * 6), "summary_unreadable"),
     ],
 )
 def test_a_summary_the_gate_refuses_changes_nothing_and_is_recorded(tmp_path: Path, summary: str, why: str) -> None:
