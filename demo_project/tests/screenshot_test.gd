@@ -210,11 +210,36 @@ func _scene_at_gate() -> void:
 		text.right(400)
 	)
 	await _capture("scene-at-gate")
+	# The player walks away while the next line is being thought.
+	var npcs: Array[LoreguardNPC] = [_demo.get_node("Guard"), _demo.get_node("Merchant")]
+	await _until(func() -> bool: return npcs.any(func(npc: LoreguardNPC) -> bool: return npc.is_thinking))
+	var speaker: LoreguardNPC = npcs.filter(func(npc: LoreguardNPC) -> bool: return npc.is_thinking).front()
 	(_node("NearGate") as CheckButton).button_pressed = false
 	await _until(func() -> bool: return not talk.is_running)
 	await _until(func() -> bool: return dialogue.get_parsed_text().contains("You walk away from the gate."))
 	_expect(dialogue.get_parsed_text().contains("You walk away from the gate."), "walking away ends it")
 	_expect(not (_node("NearGate") as CheckButton).button_pressed, "and the toggle is off")
+	_expect(not (_node("Thinking") as Control).is_visible_in_tree(), "and no one is left thinking")
+	# The one who was thinking answers the player next: by then the line it was thinking for the
+	# scene has come back from the sidecar, and it must not have been shown.
+	var picker: OptionButton = _node("NpcPicker")
+	for i in picker.item_count:
+		if picker.get_item_text(i) == speaker.profile.display_name:
+			picker.select(i)
+	(_node("Input") as LineEdit).text = "Are you still there?"
+	var answered: Array[bool] = []
+	speaker.replied.connect(func(_line: LoreguardLine) -> void: answered.append(true), CONNECT_ONE_SHOT)
+	_demo.call("send")
+	await _until(func() -> bool: return not answered.is_empty())
+	await _until(func() -> bool: return dialogue.visible_characters < 0)
+	var after := dialogue.get_parsed_text().split("You walk away from the gate.")[-1]
+	var spoken_after := Array(after.split("\n")).filter(func(line: String) -> bool: return line.begins_with("#"))
+	_expect(
+		spoken_after.size() == 1 and spoken_after[0].contains(speaker.profile.display_name + ":"),
+		"after walking away only the player's own answer is heard, not the scene's dropped line",
+		after
+	)
+	await _capture("walked-away")
 
 
 func _node(unique_name: String) -> Node:

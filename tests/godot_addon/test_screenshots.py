@@ -57,7 +57,7 @@ def test_demo_scene_renders_and_lays_out_at(width: int, height: int, display: st
     assert result.returncode == 0 and re.search(r"screenshots: \d+ passed, 0 failed", output), output
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert pngs == sorted(
-        ["ready.png", "governance-unfolded.png", "editor-tab.png", "editor-tab-first.png", "scene-at-gate.png"]
+        ["ready.png", "governance-unfolded.png", "editor-tab.png", "editor-tab-first.png", "scene-at-gate.png", "walked-away.png"]
         + [
             f"{moment}-{name}.png"
             for name in ("refused-then-passed", "fallback", "intent", "every-attempt-refused")
