@@ -7,6 +7,9 @@ extends Control
 ## the line took. Stand by the gate and Brom and Mira talk to each other (a LoreguardScene); pick
 ## "Brom and Mira" to join their talk, and walk away to leave them to it.
 
+## The town's width beside the talk panel (stretch ratios), without and with the governance view.
+const TOWN_WIDTH := 0.75
+const TOWN_WIDTH_WITH_GOVERNANCE := 0.5
 ## The picker's entry that speaks into Brom and Mira's talk at the gate.
 const TOGETHER := "Brom and Mira (join their talk)"
 
@@ -41,6 +44,7 @@ var _speaking: LoreguardNPC
 @onready var _guard: LoreguardNPC = $Guard
 @onready var _merchant: LoreguardNPC = $Merchant
 @onready var _gate_talk: LoreguardScene = $GateTalk
+@onready var _town: Control = $Margin/Columns/Town
 @onready var _near_gate: CheckButton = %NearGate
 @onready var _gate: ColorRect = %Gate
 @onready var _gate_label: Label = %GateLabel
@@ -79,7 +83,7 @@ func _ready() -> void:
 	_merchant.route("give_item", _give_item)
 	_loreguard.status_changed.connect(_show_status)
 	_show_status(_loreguard.status)
-	_governance_toggle.toggled.connect(func(on: bool) -> void: _governance.visible = on)
+	_governance_toggle.toggled.connect(_show_governance)
 	_governance.line_clicked.connect(show_line)
 	# A problem for the game's developer (already in the Output panel): the status line's tooltip.
 	_loreguard.sidecar_problem.connect(func(message: String) -> void: _status.tooltip_text = message)
@@ -232,6 +236,13 @@ func _on_replied(line: LoreguardLine, npc: LoreguardNPC) -> void:
 	# A line of Brom and Mira's talk answers the other NPC (or the player who joined it).
 	var trigger := "npc_interaction" if _gate_talk.is_running else "player_utterance"
 	_governance.add_line(lines_said, line, npc.profile.display_name, latency_ms, trigger)
+
+
+## Shows or hides how each line was checked. Shown, it takes more of the panel than the dialogue
+## and the town gives the panel some of its width: it is what a developer opened it to read.
+func _show_governance(on: bool) -> void:
+	_governance.visible = on
+	_town.size_flags_stretch_ratio = TOWN_WIDTH_WITH_GOVERNANCE if on else TOWN_WIDTH
 
 
 ## Scrolls the dialogue to line `number` (the governance view's "#3" links here).
