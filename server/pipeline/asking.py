@@ -33,38 +33,22 @@ from loreguard.schemas.text import stem, word_tokens
 #: Verb families: an intent named after one verb is asked for with any of them. The first word of
 #: each family is its name. Words are stemmed, lower case.
 ACT_FAMILIES: tuple[tuple[str, ...], ...] = (
-    (
-        "open",
-        "unbar",
-        "unlock",
-        "unlatch",
-        "unbolt",
-        "raise",
-        "lift",
-        "swing",
-        "let",
-        "allow",
-        "pass",
-        "enter",
-        "admit",
-        "through",
-    ),
+    ("open", "unbar", "unlock", "unlatch", "unbolt", "raise", "lift", "swing", "let", "allow", "pass", "enter", "admit",
+     "through"),
     ("close", "shut", "bar", "lock", "bolt", "seal", "lower"),
     ("give", "hand", "sell", "spare", "fetch", "bring", "trade", "buy", "purchase", "get", "have", "take", "grab"),
     ("heal", "cure", "mend", "patch", "tend", "bandage"),
     ("follow", "come", "join", "accompany", "escort", "guide", "lead"),
     ("teach", "train", "show", "instruct"),
-    ("repair", "fix", "mend", "forge", "sharpen"),
-)
+    ("repair", "fix", "forge", "sharpen"),
+)  # fmt: skip
 #: Acts in which the player receives something: a wish names them on its own ("I need rope").
 RECEIVING = frozenset({"give", "hand", "sell", "trade"})
 #: Movement that asks for a way through ("I must get through", "let me pass", "Could I go in?").
 _MOVEMENT = frozenset({"through", "in", "into", "inside", "pass", "past", "enter", "out", "by"})
 _MOVING = frozenset({"come", "go", "get", "walk", "ride", "head", "step", "slip"})
 #: Verbs of talk and manners: "please" with them asks to be told or excused, not given.
-_TALK = frozenset(
-    "tell say explain describe speak talk answer remind show stop wait listen look leave forgive excuse don t let us".split()
-)
+_TALK = frozenset("tell say explain describe speak talk answer remind show stop wait listen look leave forgive excuse".split())
 _PAYING = frozenset({("here", "s"), ("here", "is"), ("here", "are"), ("take", "this"), ("take", "these")})
 
 _WISH_VERBS = frozenset({"want", "need", "like", "love", "wish", "take", "have", "buy", "get", "purchase", "require"})
@@ -87,7 +71,7 @@ _OPENERS = frozenset(
 _NEGATIONS = frozenset({"not", "t", "never", "no", "nothing", "nor", "neither"})
 #: Past forms and time words that make a sentence a report, not a request.
 _PAST = frozenset(
-    "opened unbarred unlocked closed shut gave sold bought handed took had got needed wanted liked asked "
+    "opened unbarred unlocked closed gave sold bought handed took had got needed wanted liked asked "
     "passed came went did was were yesterday ago earlier last used".split()
 )
 _WH = frozenset({"who", "whom", "whose", "what", "when", "where", "why", "how", "which", "whether", "if"})
@@ -131,7 +115,7 @@ def receives(spec: IntentSpec) -> bool:
 
 class Sentence(NamedTuple):
     """A sentence of the player's line: its closing punctuation, its stemmed words, and its
-    clauses' words (split at commas and at "so", "but", "and then")."""
+    clauses' words (split at commas and at "so", "but", "and")."""
 
     punctuation: str
     words: tuple[str, ...]

@@ -86,6 +86,14 @@ def test_a_question_report_refusal_or_statement_is_not(line: str, specs: tuple[I
     assert _offers(line, specs) == []
 
 
+def test_an_act_of_another_family_is_read_from_its_own_verbs() -> None:
+    close = (IntentSpec.model_validate({"type": "close_gate", "cues": ["close the gate"]}),)
+    assert _offers("Shut the gate!", close) == ["close_gate()"]  # "shut" is no past tense here
+    assert _offers("Bar the gate, quick!", close) == ["close_gate()"]
+    assert _offers("Who shut the gate?", close) == []
+    assert _offers("Open the gate!", close) == []  # the other act
+
+
 def test_an_answer_before_a_request_does_not_refuse_it() -> None:
     assert _offers("No, I need a lantern for the road.", GIVE) == ["give_item(count=1, item=lantern)"]
     assert _offers("No rope for me.", GIVE) == []
