@@ -107,8 +107,9 @@ def _one_launch(mode: str, folder: Path, *, typing_s: float, extra: list[str]) -
 
 
 def _spin() -> None:
+    """Keeps one core busy, as a game or a build beside the sidecar would."""
     while True:
-        pass
+        pass  # the work is the loop itself
 
 
 class _BusyMachine:
