@@ -63,6 +63,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     stand_in.add_argument("--token-ms", type=float, default=20.0, help="milliseconds per generated token")
     stand_in.add_argument("--prompt-token-ms", type=float, default=0.0, help="milliseconds per prompt token not cached")
     stand_in.set_defaults(handler=_stand_in_engine)
+    sampling = _suite(suites, "sampling", _sampling, "host time per sampled token (grammar masks, sampling) at 1, 8, 32 rows")
+    sampling.add_argument("--rows", default="1,8,32", help="comma-separated N: generations decoding together")
     quality = _suite(
         suites, "quality", _quality, "the embedded model's answers to fixed player lines: pass, fallback, degenerate, parroted"
     )
@@ -84,7 +86,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     first_line.add_argument(
         "--busy", action="store_true", help="also launch on a busy machine (a process spinning on each core), alternated"
     )
-    for parser in (inference, concurrency, quality, streaming, first_line):
+    for parser in (inference, concurrency, sampling, quality, streaming, first_line):
         _model_options(parser)
     add_bundle_bench(suites, print_figures)
 
@@ -200,6 +202,14 @@ def _inference(args: argparse.Namespace) -> Mapping[str, object]:
         npcs=args.npcs, rounds=args.rounds, model=_model_path(args), threads=args.threads, **_placement(args),
         reproducible=args.reproducible,
     )  # fmt: skip
+
+
+def _sampling(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.sampling import bench_sampling
+
+    return bench_sampling(
+        rows=tuple(int(n) for n in args.rows.split(",")), model=_model_path(args), threads=args.threads, **_placement(args)
+    )
 
 
 def _quality(args: argparse.Namespace) -> Mapping[str, object]:

@@ -52,6 +52,11 @@ class GenerationRequest(FrozenModel):
     #: as the first token sampled (a streamed retry does not begin again with the sentence just
     #: rejected). Only for backends whose `continues_output` is True.
     avoid_start: str = ""
+    #: What the NPC said before, oldest first (its recent replies, then this interaction's
+    #: rejected attempts): a sampler with DRY counts them as words already written, so a long run
+    #: of one of them is penalised as a repeat within the reply would be (llama.cpp's server lets
+    #: DRY see the prompt the same way). Backends without DRY ignore it.
+    said_before: tuple[str, ...] = ()
 
 
 class Generation(FrozenModel):

@@ -7,7 +7,8 @@ and wait; the engine admits jobs up to the slot count, and each step builds one 
 * prompt tokens of newcomers still prefilling, chunked (`prefill_chunk` tokens a step while
   others decode) so a long newcomer does not stall everyone else's next token.
 
-Each job samples from its own row's logits with its own seeded, grammar-constrained sampler.
+Each job samples from its own row's logits with its own seeded, grammar-constrained sampler; a
+step samples all its rows at once (`sample_rows`).
 A newcomer first copies the longest prompt prefix any sequence already holds (`SequencePool`),
 so a repeat turn of an NPC evaluates only what changed since its last turn. Finished sequences
 stay resident for that reuse until ids or KV cells run short; then they are saved to host
@@ -35,7 +36,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from loreguard.server.inference.llama_native import NativeContext, NativeError, NativeModel
-from loreguard.server.inference.llama_sampling import TokenSampler
+from loreguard.server.inference.sampling import SamplingTimes, TokenSampler, sample_rows
 from loreguard.server.inference.sequences import Sequence, SequencePool
 from loreguard.server.inference.spill import SpillCache, SpilledSequence
 
@@ -109,6 +110,17 @@ class EngineStats:
     kv_full_failures: int = 0
     #: Prompt tokens warm-ups evaluated (not in `prompt_tokens_evaluated`).
     warm_tokens_evaluated: int = 0
+    #: Seconds in steps, and in their `llama_decode` calls (on a GPU the call returns before
+    #: the device is done: the wait is in `sampling.logits_s`).
+    step_s: float = 0.0
+    decode_s: float = 0.0
+    sampling: SamplingTimes = field(default_factory=SamplingTimes)
+
+    @property
+    def outside_decode_share(self) -> float:
+        """The share of step time the host spent on its own work, not on the device's."""
+        device = self.decode_s + self.sampling.logits_s
+        return max(0.0, self.step_s - device) / self.step_s if self.step_s else 0.0
 
 
 class BatchedEngine:
@@ -222,7 +234,9 @@ class BatchedEngine:
                 for job in [j for j in self._active if j.deadline is not None and now > j.deadline]:
                     self._fail(job, EngineTimeout(f"the generation ran past its deadline after {job.generated} tokens"))
                 if self._active:
+                    started = time.perf_counter()
                     self._step()
+                    self.stats.step_s += time.perf_counter() - started
 
     def _may_warm_alongside(self) -> bool:
         """The next warm-up may join the generations decoding: it asked to, and no other warm-up
@@ -355,7 +369,9 @@ class BatchedEngine:
                 add(job, chunk, not job.warm and job.pos + len(chunk) == len(job.prompt))
                 room -= len(chunk)
 
+        started = time.perf_counter()
         status = self.ctx.decode(tokens, positions, seq_ids, logits)
+        self.stats.decode_s += time.perf_counter() - started
         if status == _NO_KV_SLOT:
             warm = [job for job, _, _ in plan if job.warm]
             if warm:
@@ -375,6 +391,7 @@ class BatchedEngine:
         self.stats.rows += len(tokens)
         self.stats.peak_decoding = max(self.stats.peak_decoding, len(decoding))
 
+        sampling: list[tuple[EngineJob, int]] = []
         for job, n, row in plan:
             assert job.seq is not None
             if job.prefilling:
@@ -391,11 +408,22 @@ class BatchedEngine:
                 if not job.prefilling:
                     self._end_warm(job, "warmed")
             elif row >= 0:
-                self._sample(job, row)
+                sampling.append((job, row))
+        if sampling:
+            self._sample(sampling)
 
-    def _sample(self, job: EngineJob, row: int) -> None:
-        assert job.sampler is not None
-        token = job.sampler.sample(self.ctx, row)
+    def _sample(self, sampling: list[tuple[EngineJob, int]]) -> None:
+        """Every sampling row of the step at once (`sample_rows`); a row that fails fails its job."""
+        rows = [(job.sampler, row) for job, row in sampling]
+        tokens_chosen = sample_rows(self.ctx, rows, self.stats.sampling)  # type: ignore[arg-type]
+        for (job, _), token in zip(sampling, tokens_chosen, strict=True):
+            if isinstance(token, NativeError):
+                self._fail(job, token)
+            else:
+                self._took(job, token)
+
+    def _took(self, job: EngineJob, token: int) -> None:
+        """The job's sampler chose `token`: its output grows, or it ends."""
         if job.generated == 0:
             job.ttft_ms = (time.perf_counter() - job.started) * 1000
         job.generated += 1

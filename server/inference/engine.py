@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from loreguard.server.inference.base import Observer, WarmResult
-from loreguard.server.inference.llama_sampling import TokenSampler
+from loreguard.server.inference.sampling import TokenSampler
 
 
 @dataclass(frozen=True)

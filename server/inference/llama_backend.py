@@ -51,12 +51,13 @@ from loreguard.server.inference.llama_native import (
     sequence_limit,
     supports_gpu_offload,
 )
-from loreguard.server.inference.llama_sampling import SamplingParams, TokenSampler
 from loreguard.server.inference.model_files import file_prefix_sha256, resolve_model_path
 from loreguard.server.inference.prefix_cache import PrefixCache
 from loreguard.server.inference.reproducible_engine import ReproducibleEngine
+from loreguard.server.inference.sampling import SamplingParams, TokenSampler
 from loreguard.server.inference.sequences import SequencePool, common_prefix
 from loreguard.server.inference.spill import SpillCache
+from loreguard.server.inference.token_masks import MaskVocabulary
 
 #: Stands for the new message when a warm-up renders the prompt before it (never in a prompt:
 #: player text is cleaned of control characters).
@@ -130,6 +131,8 @@ class LlamaCppBackend(InferenceBackend):
         self._special_tokens = self._model.special_token_texts()
         self._closed = False
         self._model.stop_tokens = self._stop_token_ids()
+        #: The vocabulary as the sampler's grammar masks read it (built once: ~1 s at 150k tokens).
+        self.vocabulary = MaskVocabulary(self._model)
         self._fingerprint = self._make_fingerprint()
 
     def _load(self) -> NativeContext:
@@ -383,8 +386,9 @@ class LlamaCppBackend(InferenceBackend):
 
     def _sampler(self, request: GenerationRequest, grammar: CompiledGrammar | None, forced: list[int]) -> TokenSampler:
         avoid = self._model.tokenize(request.avoid_start, add_special=False)[:1] if request.avoid_start else []
+        said = [self._model.tokenize(line + "\n", add_special=False) for line in request.said_before]
         sampler = TokenSampler(
-            self._model, self._sampling, request.seed, grammar.gbnf if grammar else None, avoid[0] if avoid else None
+            self.vocabulary, self._sampling, request.seed, grammar.gbnf if grammar else None, avoid[0] if avoid else None, said
         )
         try:
             sampler.force(forced)

@@ -2,13 +2,14 @@
 
 We use the C API rather than the high-level `llama_cpp.Llama` object because the backend needs
 three things that object hides: exact control of the KV cache (clear, save and restore one
-sequence), a canonical evaluation order (prefix, then suffix, in fixed batches), and a sampler
-that checks the sampled token against the grammar before filtering the whole vocabulary.
+sequence), a canonical evaluation order (prefix, then suffix, in fixed batches), and the logits
+of a whole batch as one array, which the host-side sampler (`sampling.py`) reads in one pass.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import sys
@@ -181,6 +182,16 @@ MAX_SEQUENCES = 256
 _log = logging.getLogger(__name__)
 
 
+@functools.lru_cache(maxsize=64)
+def _float_array(n: int) -> type[ctypes.Array[ctypes.c_float]]:
+    return ctypes.c_float * n
+
+
+def _floats(address: int, n: int) -> np.ndarray:
+    """A float32 view of `n` floats of native memory at `address` (no copy)."""
+    return np.frombuffer(_float_array(n).from_address(address), dtype=np.float32)
+
+
 def sequence_limit(n_ctx: int, context: NativeContext) -> int:
     """The most tokens one sequence may hold: `n_ctx`, within the context. Says so in the log
     (each time a backend loads) when that is more than the model was trained on (llama.cpp's own
@@ -335,6 +346,20 @@ class NativeContext:
     def logits_row(self, row: int) -> np.ndarray:
         """The logits of batch row `row` of the last decode (a view, valid until the next)."""
         return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, row), shape=(self.model.n_vocab,))
+
+    def logits_rows(self, rows: list[int]) -> np.ndarray:
+        """The logits of batch rows `rows` of the last decode as one `[rows, n_vocab]` array: a
+        view of llama.cpp's buffer when they lie there one after another (the rows a batch asked
+        logits for, in order), else a copy."""
+        n_vocab = self.model.n_vocab
+        addresses = [ctypes.cast(llama_cpp.llama_get_logits_ith(self._ctx, row), ctypes.c_void_p).value for row in rows]
+        if not all(addresses):
+            raise NativeError(f"no logits for batch rows {rows}")
+        first = addresses[0]
+        assert first is not None
+        if all(address == first + i * n_vocab * 4 for i, address in enumerate(addresses)):
+            return _floats(first, len(rows) * n_vocab).reshape(len(rows), n_vocab)
+        return np.stack([_floats(address, n_vocab) for address in addresses if address is not None])
 
     def close(self) -> None:
         if self._ctx:

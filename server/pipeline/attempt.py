@@ -87,7 +87,29 @@ def _request(
         output_prefix=continuation_prefix(carry.continued) if carry.continued or carry.avoid else "",
         avoid_start=carry.avoid,
         timeout_ms=timeout_ms,
+        said_before=said_before(snapshot, run.attempts),
     )
+
+
+#: The NPC's recent replies a generation is told it said (`GenerationRequest.said_before`): the
+#: newest few, which fit DRY's window (`LlamaCppConfig.dry_last_n` tokens) beside the reply.
+SAID_BEFORE_REPLIES = 8
+
+
+def said_before(snapshot: StateSnapshot, attempts: list[AttemptRecord]) -> tuple[str, ...]:
+    """What the NPC said before this attempt, oldest first: its newest replies, then what this
+    interaction's earlier attempts wrote (a retry that says the refused line again is refused
+    again)."""
+    replies = [r.dialogue for r in reversed(snapshot.recent_replies[:SAID_BEFORE_REPLIES]) if r.dialogue]
+    written = [_dialogue(a.raw_output) for a in attempts]
+    return tuple(replies + [text for text in written if text])
+
+
+def _dialogue(raw: str) -> str:
+    """An output's dialogue ("" when it has none)."""
+    data = parse_output(raw).data or {}
+    dialogue = data.get("dialogue")
+    return dialogue if isinstance(dialogue, str) else ""
 
 
 def run_attempt(

@@ -68,13 +68,13 @@ def test_npcs_asking_at_once_are_decoded_in_the_same_steps(llama_backend: LlamaC
 
 
 def test_a_full_kv_cache_drops_resident_sequences_and_still_answers(tmp_path: Path) -> None:
-    # Room for one generation's context (2,816 tokens: the prompt of about 690 plus the output
-    # schema's longest answer, about 1,930) and no more: four NPCs' turns of about 730 tokens
-    # each overflow it.
-    budget = -(-2816 * 23040 // 2**20)
-    backend = LlamaCppBackend(LlamaCppConfig(n_ctx=2816, kv_budget_mib=budget, n_threads=2, parallel=1))
+    # Room for one generation's context (3,072 tokens: a second turn's prompt of about 900 plus
+    # the output schema's longest answer, about 1,930) and no more: five NPCs' turns of about 750
+    # tokens each overflow it.
+    budget = -(-3072 * 23040 // 2**20)
+    backend = LlamaCppBackend(LlamaCppConfig(n_ctx=3072, kv_budget_mib=budget, n_threads=2, parallel=1))
     try:
-        npcs = load_npcs(4)
+        npcs = load_npcs(5)
         store = open_store(tmp_path / "m.sqlite", world=demo_world(), npcs=npcs)
         recording = Recording(backend)
         pipeline = GovernancePipeline(store, recording)

@@ -262,3 +262,31 @@ def test_a_decode_in_progress_is_seen_from_another_thread(llama_backend: LlamaCp
     wait_for(lambda: seen.append(llama_backend.stalled_s()) or seen[-1] > 0, "a decode to be seen running")
     worker.join(timeout=600)
     assert llama_backend.stalled_s() == 0.0
+
+
+def _longest_shared_run(a: list[str], b: list[str]) -> int:
+    """The most words in a row that `a` and `b` share."""
+    best = 0
+    for i in range(len(a)):
+        for j in range(len(b)):
+            k = 0
+            while i + k < len(a) and j + k < len(b) and a[i + k] == b[j + k]:
+                k += 1
+            best = max(best, k)
+    return best
+
+
+def test_a_line_the_npc_said_before_is_not_written_again(reproducible_backend: LlamaCppBackend, tmp_path: Path) -> None:
+    """`said_before`: DRY counts the NPC's earlier lines as words already written, so the same
+    prompt and seed no longer give the same long line (llama.cpp's DRY on its own sees only the
+    reply, and a model copies its own last answer from the conversation)."""
+    asked = _request_for(reproducible_backend, tmp_path, "guard", "Hello there. Who are you?")
+    first = json.loads(reproducible_backend.generate(asked).text)["dialogue"]
+    assert len(first.split()) >= 4, first  # long enough that a copy would be a run DRY punishes
+    again = json.loads(reproducible_backend.generate(asked).text)["dialogue"]
+    assert again == first  # without it, the same line: a function of prompt and seed
+    told = json.loads(reproducible_backend.generate(asked.model_copy(update={"said_before": (first,)})).text)["dialogue"]
+    assert _longest_shared_run(told.split(), first.split()) < len(first.split()), (first, told)
+    # Every line it was told is said before; an unrelated one leaves the reply as it was.
+    unrelated = asked.model_copy(update={"said_before": ("Bread, rope and lanterns!",)})
+    assert json.loads(reproducible_backend.generate(unrelated).text)["dialogue"] == first

@@ -244,3 +244,19 @@ def test_a_judge_model_past_its_timeout_gives_way_to_the_keyword_check(tmp_path:
     result = pipeline.interact(ask("What of the war?"))
     assert "keyword judge" in result.receipt.attempts[0].failures[0].reason
     assert late.requests[0].timeout_ms == 250 and pipeline.judge.timeouts == 2
+
+
+def test_a_generation_is_told_what_the_npc_said_before_oldest_first(tmp_path: Path) -> None:
+    """`GenerationRequest.said_before`: the NPC's newest replies, then what this interaction's
+    refused attempts wrote, so DRY keeps a retry from saying the refused line again."""
+    profile = rich_guard_profile(
+        rules=[{"id": "no_beasts", "type": "prohibition", "severity": "hard", "checks": {"forbidden_phrases": ["dragon"]}}]
+    )
+    lines = [say("The gate shuts at dusk."), say("Rain again, traveller."), say("A dragon, I swear it."), say("Quiet skies.")]
+    pipeline, backend = make_pipeline(tmp_path / "s.sqlite", lines, profile=profile)
+    for question in ("When does the gate shut?", "How is the weather?", "What flies over the hills?"):
+        pipeline.interact(ask(question))
+    first, retry = backend.requests[2], backend.requests[3]
+    assert first.said_before == ("The gate shuts at dusk.", "Rain again, traveller.")
+    assert retry.said_before == ("The gate shuts at dusk.", "Rain again, traveller.", "A dragon, I swear it.")
+    assert backend.requests[0].said_before == ()  # nothing said yet
