@@ -80,7 +80,10 @@ REQUEST_HEADING = "### Request\n"
 #: What a scene's speaker is told last (`snapshot.SCENE_CUE`): to speak for itself only.
 SCENE_INSTRUCTION = SCENE_CUE
 REQUEST_INSTRUCTION = "The player asks you to"
-GRANT_INSTRUCTION = "To grant it, write"
+#: Granting is the default: what the designer lets the NPC do is its to give, and a rule (shown
+#: above the conversation) is what says no. Told only "to grant it, write ...", an instruct model
+#: refused its own trade: the merchant said "I can't give you the rope" to "Sell me some rope".
+GRANT_INSTRUCTION = "It is yours to give: grant it, unless a rule above forbids it, by writing"
 REFUSE_INSTRUCTION = "To refuse, write"
 
 

@@ -31,7 +31,7 @@ _PATTERNS = tuple(
         # offering its services
         rf"\b(?:how|what) (?:else )?(?:can|may|could|shall) i (?:do|{_HELP}) (?:for )?(?:you|today)\b",
         rf"\bhow may i {_HELP}\b",
-        rf"\bis there (?:anything|something) (?:else |more )?(?:\w+ )?(?:i can (?:do|{_HELP})|you(?:'d| would) like (?:to discuss|to know|help|assistance)|you need (?:to discuss|help|assistance))\b",
+        rf"\bis there (?:anything|something) (?:else |more )?(?:\w+ )?(?:i can (?:do|{_HELP})|you(?:'d| would) like (?:to discuss|to know|to talk about|help|assistance)|you need (?:to discuss|help|assistance))\b",
         r"\b(?:let me know|feel free to ask|don't hesitate to ask) if\b",
         r"\bif you have any (?:other |more |further |specific )?(?:questions|concerns|requests)\b",
         r"\bdo you have (?:a|any) (?:other |more |further |specific )?(?:questions?|requests?|concerns?)\b",
@@ -54,6 +54,7 @@ _PATTERNS = tuple(
         r"\bcould you (?:please )?(?:clarify|elaborate|rephrase|explain what you mean)\b",
         r"\bplease (?:provide|clarify|specify|elaborate|rephrase)\b",
         r"\bwhat you(?:'re| are) referring to\b",
+        r"\b(?:not sure|unsure) what you(?:'re| are) (?:asking|saying|trying to say)\b",
         r"\bclarify your (?:question|request)\b",
         r"\bclarification\b",
         r"\b(?:the )?necessary information\b",

@@ -197,17 +197,29 @@ def without_repeated_sentences(
     """`dialogue` less its sentences that repeat an earlier reply, and those sentences, when what
     is left is new: "Aye, I will open the gate for you. Stay in the shadows until then." keeps its
     first sentence when the second was said before. Unchanged when no sentence repeats, when
-    every one does, or when what is left still repeats (the gate then fails it whole)."""
+    every one does, or when what is left still repeats (the gate then fails it whole). What is
+    left repeats when each of its sentences was said before word for word, however short: of
+    the guard's first reply said again ("Good evening, traveller. The gate closes at dusk."), the
+    greeting alone is no answer to "Can I wait here until morning?"."""
     parts = sentences(dialogue)
     if len(parts) < 2 or not recent or not limits.repeat_window:
         return dialogue, ()
     removed = tuple(s for s in parts if find_self_repeats(s, player_input, recent, limits, context))
     if not removed or len(removed) == len(parts):
         return dialogue, ()
-    kept = " ".join(s for s in parts if s not in removed)
+    left = [s for s in parts if s not in removed]
+    said = _sentences_said(recent)
+    if all(tuple(norm_words(s)) in said for s in left):
+        return dialogue, ()
+    kept = " ".join(left)
     if find_self_repeats(kept, player_input, recent, limits, context):
         return dialogue, ()
     return kept, removed
+
+
+def _sentences_said(recent: tuple[RecentReply, ...]) -> frozenset[tuple[str, ...]]:
+    """Every sentence of the recent replies, as its normalised words."""
+    return frozenset(tuple(norm_words(s)) for reply in recent for s in sentences(reply.dialogue))
 
 
 def _restates_fact(piece: _Piece, asks: frozenset[str], context: RepeatContext, limits: OutputLimits) -> bool:

@@ -143,8 +143,11 @@ def _vocative(speaker: str) -> re.Pattern[str]:
 
 
 #: Words with which a sentence names its own speaker: "I'm the guard here, Brom." is no one
-#: called by name.
-_NAMES_ITSELF = re.compile(r"\b(?:i'm|i am|i’m|my name|call me|called|named|this is|it's me)\b", re.IGNORECASE)
+#: called by name. "I'm" names only before an article or a name: "I'm sorry, Brom." calls.
+_NAMES_ITSELF = re.compile(
+    r"\b(?i:i'm|i am|i’m)\s+(?:(?i:the|a|an|your|this|that|just|only)\b|[A-Z])"
+    r"|\b(?i:my name|call me|called|named|this is|it's me)\b"
+)
 #: What opens a line before a name called out: "No, Brom.", "Good evening, Brom!".
 _GREETINGS = r"(?:yes|no|aye|nay|well|oh|ah|sorry|hello|hi|greetings|welcome|thank you|thanks|good (?:day|evening|morning|night))"
 
@@ -156,8 +159,11 @@ def _name_forms(speaker: str) -> str:
 
 @lru_cache(maxsize=256)
 def _greeted(speaker: str) -> re.Pattern[str]:
-    """A greeting or a yes or no, then the speaker's own name: "No, Brom. The gate is shut."."""
-    return re.compile(rf"^\W*{_GREETINGS},?\s+({_name_forms(speaker)})\s*[,.!?]", re.IGNORECASE)
+    """A greeting, a yes or no or an apology, then the speaker's own name: "No, Brom. The gate is
+    shut.", "I'm sorry, Brom, but I can't allow that."."""
+    return re.compile(
+        rf"^\W*(?:(?:i'm|i am|i’m)\s+(?:so\s+|very\s+)?)?{_GREETINGS},?\s+({_name_forms(speaker)})\s*[,.!?]", re.IGNORECASE
+    )
 
 
 @lru_cache(maxsize=256)

@@ -71,7 +71,8 @@ def test_the_prompt_carries_the_request_and_the_grammar_only_it(tmp_path: Path) 
     assert "### Request" not in plain.player_turn
     assert (
         "The player asks you to give_item(count=2, item=bread)\n"
-        'To grant it, write "intent": {"type": "give_item", "params": {"count": 2, "item": "bread"}}\n'
+        "It is yours to give: grant it, unless a rule above forbids it, by writing "
+        '"intent": {"type": "give_item", "params": {"count": 2, "item": "bread"}}\n'
         'To refuse, write "intent": "none"'
     ) in request.player_turn
     # the examples show a granted intent as the model writes one

@@ -74,6 +74,9 @@ def test_outside_a_scene_no_speaker_label_is_looked_for() -> None:
         "No, Brom. The gate is closed at dusk.",
         "Good evening, Brom! The gate closes at dusk.",
         "Your name is Brom.",  # qwen2.5-coder-1.5b as Mira, to "What's your name?" (here as Brom)
+        "I'm sorry, Brom. I don't have any stories to tell.",  # qwen2.5-coder-1.5b as Brom, bench quality
+        "I'm sorry, Brom. You can't climb the wall here.",
+        "I'm sorry, Brom, but I can't allow that. It's not safe to go through the north gate at night.",
     ],
 )
 def test_a_line_that_calls_the_player_by_the_npcs_own_name_fails(line: str) -> None:
@@ -89,6 +92,8 @@ def test_a_line_that_calls_the_player_by_the_npcs_own_name_fails(line: str) -> N
         "The name's Brom.",
         "They call me Brom, traveller.",
         "I am the gate guard, Brom.",
+        "I'm just a guard, Brom.",
+        "I'm Brom, Brom of the north gate.",
         "Ask Mira, she knows the river.",
         "Good evening, traveller. I'm Brom.",
         "Brom, at your service.",  # outside a scene a name opening the line is given, not called

@@ -47,6 +47,9 @@ ASSISTANT = (
     "I'm sorry, love. I don't have any information about trade right now.",
     "The weather is not always this wet. It can vary depending on the season and other factors.",
     "There are several inn options in Eldmoor, such as the old tavern or the inn on the side of the river.",
+    # qwen2.5-coder-1.5b in `bench quality`, session 4
+    "I'm not sure what you're asking.",  # to "What is the password?"
+    "Oh, you're feeling grumpy? Well, I'm sorry if that's the case. Is there anything specific you'd like to talk about?",
 )
 
 IN_CHARACTER = (
@@ -71,6 +74,8 @@ IN_CHARACTER = (
     "I don't have any bread left, love. Come back at dawn.",
     "You've few options, traveller: the gate at dawn or the river.",
     "You'll want the inn by the river. Tell them Brom sent you.",
+    "I'm not sure what you saw, traveller, but it wasn't a dragon.",
+    "Is there anything you'd like to buy, love? Talk is free, rope isn't.",
 )
 
 
