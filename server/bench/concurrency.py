@@ -274,6 +274,7 @@ def bench_concurrency(
     if engine is not None:
         figures["engine_peak_decoding"] = engine.stats.peak_decoding
         figures["engine_steps"] = engine.stats.steps
+        figures["engine_outside_decode_share"] = round(engine.stats.outside_decode_share, 4)
     figures["wall_s"] = round(time.perf_counter() - started, 1)
     backend.close()
     return figures

@@ -54,10 +54,10 @@ from loreguard.server.inference.llama_native import (
 from loreguard.server.inference.model_files import file_prefix_sha256, resolve_model_path
 from loreguard.server.inference.prefix_cache import PrefixCache
 from loreguard.server.inference.reproducible_engine import ReproducibleEngine
-from loreguard.server.inference.sampling import SamplingParams, TokenSampler
+from loreguard.server.inference.sampling import SAMPLER, SamplingParams, TokenSampler
 from loreguard.server.inference.sequences import SequencePool, common_prefix
 from loreguard.server.inference.spill import SpillCache
-from loreguard.server.inference.token_masks import MaskVocabulary
+from loreguard.server.inference.token_masks import MaskVocabulary, llguidance_version
 
 #: Stands for the new message when a warm-up renders the prompt before it (never in a prompt:
 #: player text is cleaned of control characters).
@@ -250,6 +250,8 @@ class LlamaCppBackend(InferenceBackend):
             extra={
                 "description": description,
                 "llama_cpp_python": llama_cpp.__version__,
+                "sampler": SAMPLER,
+                "llguidance": llguidance_version(),
                 "gpu_offload_supported": supports_gpu_offload(),
                 "offloaded_layers": self.offloaded_layers,
                 "device": self.device.spec,

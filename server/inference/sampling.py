@@ -42,6 +42,9 @@ from loreguard.server.inference.token_masks import MaskVocabulary, OutputMatcher
 #: Candidates lie within this many nats of a row's best token: a token whose probability is below
 #: e^-10 (1/22,026) of that token's is never drawn, llama.cpp's min-p sampler at 4.5e-5.
 WINDOW = 10.0
+#: Which sampler wrote a text, in every receipt's model fingerprint (`extra["sampler"]`): a live
+#: replay by another sampler may write other words from the same seed, and this says why.
+SAMPLER = "loreguard-host-1"
 #: DRY's penalty grows no further past this many repeated tokens (base ** 48 is already huge).
 _DRY_MAX_MATCH = 50
 

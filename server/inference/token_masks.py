@@ -14,6 +14,7 @@ GBNF-to-Lark converter.
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -27,6 +28,10 @@ from loreguard.server.inference.llama_native import NativeError, NativeModel
 #: Where DRY stops matching a repeated sequence (llama.cpp's defaults): a new line, a colon, a
 #: quote, an asterisk. A token whose text holds one is a breaker.
 DRY_SEQUENCE_BREAKERS = (b"\n", b":", b'"', b"*")
+
+
+def llguidance_version() -> str:
+    return importlib.metadata.version("llguidance")
 
 
 def mask_words(n_vocab: int) -> int:

@@ -21,6 +21,7 @@ from loreguard.server.inference.grammar import compile_schema
 from loreguard.server.inference.llama_backend import LlamaCppBackend, LlamaCppConfig
 from loreguard.server.inference.llama_native import supports_gpu_offload
 from loreguard.server.inference.model_files import ModelNotFound, embedded_model_path
+from loreguard.server.inference.sampling import SAMPLER
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 from loreguard.server.pipeline.retry import RetryPolicy
 
@@ -187,6 +188,8 @@ def test_fingerprint_identifies_the_file_and_reports_offload(llama_backend: Llam
     assert (fingerprint.file_name, fingerprint.size_bytes) == (path.name, path.stat().st_size)
     assert fingerprint.quantization == "Q4_1" and fingerprint.n_ctx == llama_backend.config.n_ctx
     assert fingerprint.extra["gpu_offload_supported"] is supports_gpu_offload()
+    # which sampler wrote the text: a live replay by another may write other words from the seed
+    assert fingerprint.extra["sampler"] == SAMPLER and fingerprint.extra["llguidance"]
     if not supports_gpu_offload():
         assert fingerprint.extra["offloaded_layers"] == 0
     json.dumps(fingerprint.model_dump(mode="json"))  # goes into audit records as is
