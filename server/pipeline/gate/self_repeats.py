@@ -209,12 +209,22 @@ def without_repeated_sentences(
         return dialogue, ()
     left = [s for s in parts if s not in removed]
     said = _sentences_said(recent)
-    if all(tuple(norm_words(s)) in said for s in left):
+    if all(tuple(norm_words(s)) in said and not _answers(s, player_input, context, limits) for s in left):
         return dialogue, ()
     kept = " ".join(left)
     if find_self_repeats(kept, player_input, recent, limits, context):
         return dialogue, ()
     return kept, removed
+
+
+def _answers(sentence: str, player_input: str, context: RepeatContext, limits: OutputLimits) -> bool:
+    """Whether the sentence answers the player's line though said before: a canonical fact the
+    line asks about ("The gate closes at dusk." to "What time does the gate close?"), or the NPC
+    naming itself to "Who are you?"."""
+    if _introduces(sentence, player_input, context):
+        return True
+    asks = keywords(player_input)
+    return any(_restates_fact(piece, asks, context, limits) for piece in _pieces(sentence, 1))
 
 
 def _sentences_said(recent: tuple[RecentReply, ...]) -> frozenset[tuple[str, ...]]:

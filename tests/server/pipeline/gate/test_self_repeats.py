@@ -283,3 +283,12 @@ def test_stripping_the_repeats_keeps_a_reply_only_when_what_is_left_is_new() -> 
     fresh = "You may wait by the brazier, traveller. The north gate will always close at dusk."
     kept, removed = without_repeated_sentences(fresh, "Can I wait here until morning?", said, LIMITS)
     assert kept == "You may wait by the brazier, traveller." and removed == ("The north gate will always close at dusk.",)
+
+
+def test_a_fact_said_before_is_still_an_answer_when_the_player_asks_for_it() -> None:
+    """Stripped of its repeated tail, "The gate closes at dusk." was said before, but the player
+    asks when the gate closes: the canonical fact is the answer, kept (qwen2.5-coder-1.5b as Brom)."""
+    said = recent(("Good evening. When does the gate close?", "The gate closes at dusk. I can't let you go in now, traveller."))
+    again = "The gate closes at dusk. I can't let you go in now, traveller."
+    kept, removed = without_repeated_sentences(again, "What time does the gate close?", said, LIMITS, GUARD)
+    assert kept == "The gate closes at dusk." and removed == ("I can't let you go in now, traveller.",)
