@@ -101,9 +101,15 @@ def _as_the_buyer(dialogue: str, speaker: str, intents: Iterable[IntentSpec]) ->
     return [_failure(SPEAKS_AS_THE_BUYER_RULE, reason, found.group(0))]
 
 
+_COINS = (
+    r"(?:\d+|a|one|two|three|four|five|six|seven|eight|nine|ten|twenty|thirty|fifty|a hundred|some|a few) (?:\w+ )?(?:"
+    + "|".join(sorted(CURRENCY))
+    + r")s?\b"
+)
+#: The seller paying: "I'll give you 20 silver.", and handing coins over: "Here's 5 silver."
+#: (qwen2.5-coder-1.5b as Mira, to "Can you give me a torch?").
 _PAYS = re.compile(
-    r"\bi(?:'ll|’ll| will|'d|’d| would| can)? ?(?:give|pay|offer|hand) you (?:\d+|a|one|two|three|four|five|six|seven|eight|"
-    r"nine|ten|twenty|thirty|fifty|a hundred|some|a few) (?:\w+ )?(?:" + "|".join(sorted(CURRENCY)) + r")s?\b",
+    rf"\bi(?:'ll|’ll| will|'d|’d| would| can)? ?(?:give|pay|offer|hand) you {_COINS}|\bhere(?:'s|’s| is| are) {_COINS}",
     re.IGNORECASE,
 )
 

@@ -161,6 +161,7 @@ MERCHANT = next(p for p in demo_npcs() if p.id == "merchant")
         "I'd love it. I've got a torch, I'll give you 20 silver.",
         "I want a lantern, I'd like 5 silver.",
         "I'll pay you ten gold for it.",
+        "I can give you a torch. Here's 5 silver.",  # session 4, to "Can you give me a torch?"
     ],
 )
 def test_a_seller_speaking_as_the_buyer_fails(line: str) -> None:
@@ -176,6 +177,8 @@ def test_a_seller_speaking_as_the_buyer_fails(line: str) -> None:
         "I'd like 5 silver for the lantern, dear.",
         "I need to restock my bread before the fair.",
         "I'll give you a lantern for 5 silver.",
+        "Here's your lantern, love. That's 5 silver.",
+        "Here's the rope; five silver, as agreed.",
     ],
 )
 def test_a_seller_selling_passes(line: str) -> None:
