@@ -189,7 +189,7 @@ def _float_array(n: int) -> type[ctypes.Array[ctypes.c_float]]:
 
 def _floats(address: int, n: int) -> np.ndarray:
     """A float32 view of `n` floats of native memory at `address` (no copy)."""
-    return np.frombuffer(_float_array(n).from_address(address), dtype=np.float32)
+    return np.frombuffer(memoryview(_float_array(n).from_address(address)).cast("B"), dtype=np.float32)
 
 
 def sequence_limit(n_ctx: int, context: NativeContext) -> int:

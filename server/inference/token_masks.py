@@ -88,7 +88,8 @@ def _tokenizer(model: NativeModel, ends: list[int]) -> llguidance.LLTokenizer:
             piece = b"\xff" + piece
         tokens.append(piece)
     tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
-    return llguidance.LLTokenizer.from_llamacpp(
+    # Missing from llguidance's stubs; its own `llguidance.llamacpp` calls it the same way.
+    return llguidance.LLTokenizer.from_llamacpp(  # type: ignore[attr-defined]
         tokens=tokens, vocab_ptr=model.vocab, tokenize_fptr=tokenize, eos_token=ends, slices=None
     )
 
