@@ -204,7 +204,10 @@ def without_repeated_sentences(
     parts = sentences(dialogue)
     if len(parts) < 2 or not recent or not limits.repeat_window:
         return dialogue, ()
-    removed = tuple(s for s in parts if find_self_repeats(s, player_input, recent, limits, context))
+    habits = _habits(recent[:OPENING_WINDOW])
+    removed = tuple(
+        s for s in parts if tuple(norm_words(s)) in habits or find_self_repeats(s, player_input, recent, limits, context)
+    )
     if not removed or len(removed) == len(parts):
         return dialogue, ()
     left = [s for s in parts if s not in removed]
@@ -225,6 +228,18 @@ def _answers(sentence: str, player_input: str, context: RepeatContext, limits: O
         return True
     asks = keywords(player_input)
     return any(_restates_fact(piece, asks, context, limits) for piece in _pieces(sentence, 1))
+
+
+#: A sentence said word for word in this many of the last `OPENING_WINDOW` replies is a tic the
+#: player hears ("What would you like?" closing seven of the merchant's lines, qwen2.5-coder-1.5b):
+#: however short, it is stripped from a reply that says something besides.
+HABIT_TIMES = 2
+
+
+def _habits(recent: tuple[RecentReply, ...]) -> frozenset[tuple[str, ...]]:
+    """The sentences said word for word in `HABIT_TIMES` of `recent` or more."""
+    counts = Counter(words for reply in recent for words in {tuple(norm_words(s)) for s in sentences(reply.dialogue)})
+    return frozenset(words for words, n in counts.items() if n >= HABIT_TIMES and words)
 
 
 def _sentences_said(recent: tuple[RecentReply, ...]) -> frozenset[tuple[str, ...]]:

@@ -292,3 +292,21 @@ def test_a_fact_said_before_is_still_an_answer_when_the_player_asks_for_it() -> 
     again = "The gate closes at dusk. I can't let you go in now, traveller."
     kept, removed = without_repeated_sentences(again, "What time does the gate close?", said, LIMITS, GUARD)
     assert kept == "The gate closes at dusk." and removed == ("I can't let you go in now, traveller.",)
+
+
+def test_a_short_sentence_said_again_and_again_is_stripped_as_a_tic() -> None:
+    """qwen2.5-coder-1.5b as Mira closed seven lines with "What would you like?": from the third
+    time, it is stripped from a reply that says something besides; once is no habit."""
+    said = recent(
+        ("Who rules Eldmoor?", "The king of Eldmoor is named Arthur. What would you like?"),
+        ("Is the market busy?", "Yes, busy all day long. What would you like?"),
+    )
+    reply = "The river is called Ald, love. What would you like?"
+    assert without_repeated_sentences(reply, "What's the river called?", said, LIMITS, MERCHANT) == (
+        "The river is called Ald, love.",
+        ("What would you like?",),
+    )
+    once = said[:1]
+    assert without_repeated_sentences(reply, "What's the river called?", once, LIMITS, MERCHANT) == (reply, ())
+    # the tic alone stays for the gate to judge: nothing else would be left
+    assert without_repeated_sentences("What would you like?", "Hello.", said, LIMITS, MERCHANT) == ("What would you like?", ())
