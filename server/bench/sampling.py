@@ -65,14 +65,16 @@ def _together(backend: LlamaCppBackend, request: GenerationRequest, n: int) -> f
         thread.start()
     for thread in threads:
         thread.join()
-    valid = 0
-    for text in texts:
-        try:
-            ParsedOutput.model_validate_json(text)
-            valid += 1
-        except ValidationError:
-            pass
-    return valid / n
+    return sum(_parses(text) for text in texts) / n
+
+
+def _parses(text: str) -> bool:
+    """Whether `text` is a valid output of the schema (strict JSON, every field in bounds)."""
+    try:
+        ParsedOutput.model_validate_json(text)
+    except ValidationError:
+        return False
+    return True
 
 
 def bench_sampling(
