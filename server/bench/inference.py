@@ -81,7 +81,8 @@ def _decode_tok_s(g: Generation) -> float | None:
     return (g.tokens_generated - 1) / seconds if g.tokens_generated > 8 and seconds > 0 else None
 
 
-def _strictly_valid(text: str) -> bool:
+def strictly_valid(text: str) -> bool:
+    """Whether `text` is a valid output of the schema (strict JSON, every field in bounds)."""
     try:
         ParsedOutput.model_validate_json(text)
     except ValidationError:
@@ -189,7 +190,7 @@ def _figures(backend: LlamaCppBackend, rotation: _Rotation, same: _SameRequests)
         "kv_state_mb_per_npc": round(static_prefix * backend.native_model.kv_bytes_per_token / 2**20, 1),
         "grammar_full_filter_rate": round(backend.stats.grammar_full_filters / max(1, backend.stats.tokens_generated), 4),
         "truncated_outputs": sum(g.finish_reason == "length" for g in generations),
-        "schema_valid_rate": round(sum(_strictly_valid(g.text) for g in generations) / len(generations), 3),
+        "schema_valid_rate": round(sum(strictly_valid(g.text) for g in generations) / len(generations), 3),
     }
 
 

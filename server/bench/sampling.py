@@ -24,10 +24,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from loreguard.memory import MemoryStore
-from loreguard.schemas import InteractionContext, ParsedOutput
+from loreguard.schemas import InteractionContext
+from loreguard.server.bench.inference import strictly_valid
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.inference.base import GenerationRequest
 from loreguard.server.inference.llama_backend import LlamaCppBackend
@@ -65,16 +64,7 @@ def _together(backend: LlamaCppBackend, request: GenerationRequest, n: int) -> f
         thread.start()
     for thread in threads:
         thread.join()
-    return sum(_parses(text) for text in texts) / n
-
-
-def _parses(text: str) -> bool:
-    """Whether `text` is a valid output of the schema (strict JSON, every field in bounds)."""
-    try:
-        ParsedOutput.model_validate_json(text)
-    except ValidationError:
-        return False
-    return True
+    return sum(strictly_valid(text) for text in texts) / n
 
 
 def bench_sampling(

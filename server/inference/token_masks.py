@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.metadata
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -46,12 +47,16 @@ class MaskVocabulary:
 
     def __init__(self, model: NativeModel) -> None:
         self.n_vocab = model.n_vocab
-        ends = [token for token in range(model.n_vocab) if model.is_end_of_generation(token)]
+        tokens, ends, breakers = _read_vocabulary(model)
         if not ends:
             raise NativeError("the model has no end-of-generation token for the grammar to end on")
-        self.tokenizer = _tokenizer(model, ends)
+        tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
+        # Missing from llguidance's stubs; its own `llguidance.llamacpp` calls it the same way.
+        self.tokenizer = llguidance.LLTokenizer.from_llamacpp(  # type: ignore[attr-defined]
+            tokens=tokens, vocab_ptr=model.vocab, tokenize_fptr=tokenize, eos_token=ends, slices=None
+        )
         #: 1 for a token whose text holds a DRY sequence breaker, else 0 (bytes: fast to index).
-        self.breaker_flags = bytes(any(b in model.piece(token) for b in DRY_SEQUENCE_BREAKERS) for token in range(model.n_vocab))
+        self.breaker_flags = breakers
         self.executor = llguidance.LLExecutor()
 
     def matcher(self, gbnf: str) -> OutputMatcher:
@@ -72,26 +77,35 @@ class MaskVocabulary:
             self.executor.unsafe_compute_mask_ptr(pairs, masks.ctypes.data, masks.shape[1] * 4, masks.shape[0])
 
 
-def _tokenizer(model: NativeModel, ends: list[int]) -> llguidance.LLTokenizer:
-    """llguidance's tokenizer over the model's vocabulary: each token's bytes (control tokens
-    marked with a 0xFF byte, so no grammar of ours admits them) and llama.cpp's own tokenize."""
+#: Any DRY sequence breaker in a token's bytes.
+_BREAKER = re.compile(b"|".join(re.escape(b) for b in DRY_SEQUENCE_BREAKERS))
+
+
+def _read_vocabulary(model: NativeModel) -> tuple[list[bytes], list[int], bytes]:
+    """One pass over the vocabulary (a second at 150k tokens, at start-up): each token's bytes as
+    llguidance reads them (control tokens marked with a 0xFF byte, so no grammar of ours admits
+    them), the end-of-generation tokens, and which tokens break a DRY sequence (a control token,
+    written as nothing, breaks none)."""
     buffer = ctypes.create_string_buffer(1024)
     tokens: list[bytes] = []
+    ends: list[int] = []
+    breakers = bytearray(model.n_vocab)
     for token in range(model.n_vocab):
         n = llama_cpp.llama_token_to_piece(model.vocab, token, buffer, len(buffer), 0, True)
         if n < 0:
             raise NativeError(f"token {token}'s text does not fit {len(buffer)} bytes")
         piece = buffer.raw[:n]
         attr = llama_cpp.llama_vocab_get_attr(model.vocab, token)
-        control = attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
-        if control or (attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED and piece.startswith(b"<") and piece.endswith(b">")):
+        if attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL:
             piece = b"\xff" + piece
+        else:
+            breakers[token] = _BREAKER.search(piece) is not None
+            if attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED and piece.startswith(b"<") and piece.endswith(b">"):
+                piece = b"\xff" + piece
         tokens.append(piece)
-    tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
-    # Missing from llguidance's stubs; its own `llguidance.llamacpp` calls it the same way.
-    return llguidance.LLTokenizer.from_llamacpp(  # type: ignore[attr-defined]
-        tokens=tokens, vocab_ptr=model.vocab, tokenize_fptr=tokenize, eos_token=ends, slices=None
-    )
+        if model.is_end_of_generation(token):
+            ends.append(token)
+    return tokens, ends, bytes(breakers)
 
 
 @lru_cache(maxsize=256)
