@@ -29,7 +29,7 @@ accelerator="${LOREGUARD_ACCELERATOR:-$default}"
 
 header_version() {  # VK_HEADER_VERSION of an include folder, or 0
   local h="$1/vulkan/vulkan_core.h" v=""
-  [ -f "$h" ] && v="$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\)$/\1/p' "$h" | head -1)"
+  [ -f "$h" ] && v="$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\)$/\1/p;T;q' "$h")"
   echo "${v:-0}"
 }
 
@@ -102,7 +102,10 @@ esac
 fingerprint="$VERSION $accelerator $BASE_ARGS ${CMAKE_ARGS_EXTRA:-} $(uname -m)"
 if [ "$accelerator" = vulkan ]; then
   include="${extra##*-DVulkan_INCLUDE_DIR=}"
-  fingerprint+=" headers=$(header_version "$include") glslc=$(glslc --version 2>&1 | head -1)"
+  # The whole output read, then its first line: `| head -1` closes the pipe while glslc still
+  # writes its next line, and under pipefail that SIGPIPE (exit 141) ended the script at random.
+  glslc_version="$(glslc --version 2>&1)"
+  fingerprint+=" headers=$(header_version "$include") glslc=${glslc_version%%$'\n'*}"
 fi
 key="$(echo "$fingerprint" | sha256sum | cut -c1-16)"
 wheels="$CACHE/wheels/llama-cpp-python-$VERSION-$accelerator-$key"
