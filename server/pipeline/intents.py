@@ -18,8 +18,13 @@ kind's alternatives only (a known limit: designers with such intents give them o
 request for something the NPC does not have ("a torch"), puts nothing on the table. An intent
 without cues is offered every turn with its parameters left to the model, as before cues.
 
-An intent a rule forbids in this context is never offered; one a rule requires always is. Pure:
-the same line and profile give the same offer, in the same order.
+An intent a rule forbids in this context is never offered; one a rule requires always is. A
+grant agrees to the request as the player worded it, so a request whose asking sentences say a
+phrase a hard prohibition forbids ("Can I have some bread for free?" to a merchant who never
+says "for free") is not offered either: it is a `RefusedRequest`, which the prompt names with the
+rule that forbids it (told only to grant unless a rule forbids, an instruct model read "every sale
+has its price" and handed the bread over, saying "Yes, I'll have some bread for you."). Pure: the
+same line and profile give the same offer, in the same order.
 """
 
 from __future__ import annotations
@@ -68,6 +73,22 @@ class OfferedIntent(FrozenModel):
         return len(self.params) == len(self.spec.params)
 
 
+class RefusedRequest(FrozenModel):
+    """A request worded in terms a rule forbids: not on the table, and the prompt says why."""
+
+    offer: OfferedIntent
+    #: The rule and the phrase of it that the player's asking sentences say.
+    rule_id: str
+    phrase: str
+
+
+class IntentTable(FrozenModel):
+    """What the model may grant this turn, and what the player asked for that a rule forbids."""
+
+    offered: tuple[OfferedIntent, ...] = ()
+    refused: tuple[RefusedRequest, ...] = ()
+
+
 def _words(text: str) -> tuple[str, ...]:
     return tuple(stem(word) for word in word_tokens(text))
 
@@ -112,11 +133,14 @@ def _default_count(param: IntentParam) -> int | None:
     return value if _within(param, value) else None
 
 
-def _requested(spec: IntentSpec, line: str) -> list[OfferedIntent]:
-    """The alternatives the line asks for (none when it asks for nothing this intent can give)."""
+def _requested(spec: IntentSpec, line: str) -> tuple[list[OfferedIntent], tuple[str, ...]]:
+    """The alternatives the line asks for (none when it asks for nothing this intent can give),
+    and the words of the sentences that ask."""
     words = asking_words(line, spec, [_words(cue) for cue in spec.cues])
-    if not words:
-        return []
+    return (_alternatives(spec, words) if words else []), words
+
+
+def _alternatives(spec: IntentSpec, words: tuple[str, ...]) -> list[OfferedIntent]:
     named: list[tuple[int, str, str]] = []  # (where, param, value) of enum values the line names
     fixed: dict[str, JsonScalar] = {}
     for name, param in sorted(spec.params.items()):
@@ -159,20 +183,40 @@ def offered_intents(
     *,
     forbidden: Iterable[str] = (),
     required: Iterable[str] = (),
+    forbidden_terms: Iterable[tuple[str, str]] = (),
 ) -> tuple[OfferedIntent, ...]:
+    """What the model may grant this turn (`intent_table`'s offers)."""
+    return intent_table(player_input, specs, forbidden=forbidden, required=required, forbidden_terms=forbidden_terms).offered
+
+
+def intent_table(
+    player_input: str,
+    specs: Iterable[IntentSpec],
+    *,
+    forbidden: Iterable[str] = (),
+    required: Iterable[str] = (),
+    forbidden_terms: Iterable[tuple[str, str]] = (),
+) -> IntentTable:
     """What the model may grant this turn, by intent type then parameters: the intents the line
-    requests, every intent without cues, and every intent a rule requires; none a rule forbids."""
+    requests, every intent without cues, and every intent a rule requires; none a rule forbids.
+    `forbidden_terms`: (rule id, phrase) of the hard prohibitions in force; a request whose
+    asking sentences say one is refused, not offered (the first such rule, in the given order)."""
     banned, needed = frozenset(forbidden), frozenset(required)
+    terms = tuple(forbidden_terms)
     offers: list[OfferedIntent] = []
+    refused: list[RefusedRequest] = []
     for spec in sorted(specs, key=lambda s: s.type):
         if spec.type in banned:
             continue
-        requested = _requested(spec, player_input) if spec.cues else []
-        if requested:
+        requested, words = _requested(spec, player_input) if spec.cues else ([], ())
+        term = next(((rule_id, phrase) for rule_id, phrase in terms if _says(words, phrase)), None)
+        if requested and term is not None:
+            refused += [RefusedRequest(offer=offer, rule_id=term[0], phrase=term[1]) for offer in requested]
+        elif requested:
             offers += requested
         elif not spec.cues or spec.type in needed:
             offers.append(OfferedIntent(spec=spec))
-    return tuple(offers)
+    return IntentTable(offered=tuple(offers), refused=tuple(refused))
 
 
 def refusal(dialogue: str) -> str:
@@ -202,6 +246,31 @@ def offer_problem(m: EmitWorldIntentMutation, offered: tuple[OfferedIntent, ...]
     if not offers:
         return f"the player did not ask for {m.intent}"
     return f"the player asked for {' or '.join(describe(offer) for offer in offers)}"
+
+
+def grant_problem(
+    m: EmitWorldIntentMutation,
+    spec: IntentSpec | None,
+    offered: tuple[OfferedIntent, ...],
+    refused: tuple[RefusedRequest, ...],
+    dialogue: str,
+) -> str:
+    """Why the gate does not approve this grant, or "" when it does: the intent must be allowed,
+    on the table this turn, and not turned down by the reply's own words."""
+    problem = intent_problem(m, spec) or offer_problem(m, offered)
+    if problem:
+        return refused_problem(m, refused) or problem
+    said_no = refusal(dialogue) if requested(m, offered) else ""
+    return f'the reply turns it down ("{said_no}")' if said_no else ""
+
+
+def refused_problem(m: EmitWorldIntentMutation, refused: tuple[RefusedRequest, ...]) -> str:
+    """Why a grant of a request worded in forbidden terms is not approved, or "" when `m` grants
+    none of them."""
+    for r in refused:
+        if r.offer.spec.type == m.intent and all(m.params.get(name) == value for name, value in r.offer.params):
+            return f'the player asked for it "{r.phrase}", which rule {r.rule_id} forbids'
+    return ""
 
 
 def intent_problem(m: EmitWorldIntentMutation, spec: IntentSpec | None) -> str:

@@ -85,6 +85,8 @@ REQUEST_INSTRUCTION = "The player asks you to"
 #: refused its own trade: the merchant said "I can't give you the rope" to "Sell me some rope".
 GRANT_INSTRUCTION = "It is yours to give: grant it, unless a rule above forbids it, by writing"
 REFUSE_INSTRUCTION = "To refuse, write"
+#: Said of a request the player worded in terms a rule forbids ("for free"): not the NPC's to give.
+FORBIDDEN_REQUEST_INSTRUCTION = "A rule above forbids that: refuse it."
 
 
 def _json_line(example: FewShotExample) -> str:
@@ -243,9 +245,11 @@ def scene_situation(turn: SceneTurn, location: str = "") -> str:
 def _request_section(s: StateSnapshot) -> str:
     """What the player asked for that the NPC may grant, and how to grant it ("" for nothing)."""
     offers = [offer for offer in s.offered_intents if offer.requested]
-    if not offers:
+    if not offers and not s.refused_requests:
         return ""
     lines = ["", "", REQUEST_HEADING.rstrip("\n")]
+    for refused in s.refused_requests:
+        lines.append(f'{REQUEST_INSTRUCTION} {describe(refused.offer)} "{refused.phrase}". {FORBIDDEN_REQUEST_INSTRUCTION}')
     # No description here: a small model says the line closest to its answer ("Offer to hand to
     # the player."); the system message lists what each intent does.
     for offer in offers:

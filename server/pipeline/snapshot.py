@@ -29,9 +29,10 @@ from loreguard.schemas.npc import (
     WorldDefinition,
 )
 from loreguard.schemas.output import NO_INTENT, EmitWorldIntentMutation, Emotion, ProposedMutation
+from loreguard.schemas.rules import RuleType, Severity
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
-from loreguard.server.pipeline.intents import OfferedIntent, offered_intents
+from loreguard.server.pipeline.intents import IntentTable, OfferedIntent, RefusedRequest, intent_table
 
 #: Episodic entries with this tag are raw exchanges; the prompt shows them in their own section.
 EXCHANGE_TAG = "exchange"
@@ -212,6 +213,9 @@ class StateSnapshot(FrozenModel):
     #: The intents the model may grant this turn (`intents`): what the player's line asked
     #: for, the intents without cues, the ones a rule requires; none a rule forbids.
     offered_intents: tuple[OfferedIntent, ...] = ()
+    #: What the player asked for in words a hard rule forbids ("bread for free"): not offered,
+    #: and named in the prompt with the rule (`intents.RefusedRequest`).
+    refused_requests: tuple[RefusedRequest, ...] = ()
     #: The repair message for this attempt: why the previous one was rejected.
     repair: str = ""
     #: On a retry, the first attempt's rules: the prompt keeps showing them where they were (so
@@ -318,14 +322,16 @@ def _reply_changes(reply: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], 
     return tuple(notes), tuple(beliefs)
 
 
-def _offers(context: InteractionContext, profile: NpcProfile, constraints: ConstraintSet) -> tuple[OfferedIntent, ...]:
+def _offers(context: InteractionContext, profile: NpcProfile, constraints: ConstraintSet) -> IntentTable:
     # Only the player asks for an intent: in a scene, what another NPC says offers none.
     asked = context.scene_turn.player_words() if context.scene_turn is not None else context.player_input
-    return offered_intents(
+    binding = [c for c in constraints.constraints if c.type is RuleType.PROHIBITION and c.severity is not Severity.SOFT]
+    return intent_table(
         asked,
         profile.allowed_intents,
         forbidden=(i for c in constraints.constraints for i in c.checks.forbidden_intents),
         required=(i for c in constraints.constraints for i in c.checks.required_intents),
+        forbidden_terms=((c.rule_id, phrase) for c in binding for phrase in c.checks.forbidden_phrases),
     )
 
 
@@ -405,6 +411,7 @@ def build_snapshot(
     )
     episodes = retrieve_episodic(memories, query, recall, said=partial(_said, profile.name))
     beliefs = retrieve_beliefs([b for b in npc_memory.beliefs if (b.id, b.content) not in believed], query)
+    intents = _offers(context, profile, constraints)
     return StateSnapshot(
         npc_id=profile.id,
         npc_name=profile.name,
@@ -433,7 +440,8 @@ def build_snapshot(
         few_shot=profile.few_shot[: bounds.max_few_shot],
         secrets=tuple(sorted(profile.secrets, key=lambda x: x.id)),
         allowed_intents=tuple(sorted(profile.allowed_intents, key=lambda i: i.type)),
-        offered_intents=_offers(context, profile, constraints),
+        offered_intents=intents.offered,
+        refused_requests=intents.refused,
         max_chars=bounds.max_chars,
         ungrounded_numbers=profile.ungrounded_numbers,
         output_limits=profile.output_limits,

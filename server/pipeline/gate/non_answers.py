@@ -11,8 +11,13 @@ Two shapes the real models wrote, both validated before this check:
   "Oh, hello there! I'm Mira, a merchant by the river market." to "What do you have for sale?":
   every sentence a greeting, the NPC naming itself, or asking what the player wants, to a
   question that was not about who it is and a line that was no greeting.
+- **The question thrown back.** "What would you like to talk about instead?" to "The king is
+  called Edward now, isn't he?"; "What else would you like to know about Eldmoor?" to "Where is
+  the old mill?" (both Qwen2.5-Coder-1.5B's as the demo NPCs): every sentence asks what the
+  player would like to talk about or know, to a question that was not asking leave to ask ("Can
+  I ask you something?" is answered by "What would you like to know?").
 
-Either fails the gate's hard limits (`non_answer`) and is retried with the reason.
+Each fails the gate's hard limits (`non_answer`) and is retried with the reason.
 """
 
 from __future__ import annotations
@@ -77,6 +82,20 @@ _ASKS_WHO = re.compile(
     r"call you|who goes there|are you\b)",
     re.IGNORECASE,
 )
+#: A sentence asking what the player would talk about or know: the assistant's way of answering
+#: nothing ("What would you like to talk about instead?", "Anything else you'd like to know?").
+_WHAT_TO_TALK_ABOUT = re.compile(
+    r"^\W*(?:so\W+|well\W+)?(?:what|which|is there anything|anything)(?: else| more| other)?(?: topic| subject)?"
+    r"(?: would| do| did| can)? you(?:'d| would)? (?:like|want|wish|care|need)(?: me)? to (?:talk|chat|speak|know|hear|"
+    r"discuss|ask|learn)(?: about| of| more)?[^.!?]*\W*$",
+    re.IGNORECASE,
+)
+#: A player's line that asks leave to ask: "What would you like to know?" answers it.
+_ASKS_TO_ASK = re.compile(
+    r"\b(?:(?:can|could|may|might) i (?:ask|tell|talk|have a word|say)|i (?:have|got) (?:a|some) questions?|"
+    r"(?:want|like|need) to (?:ask|talk|know)|a word with you|got a (?:minute|moment))",
+    re.IGNORECASE,
+)
 _GREETS = re.compile(rf"^\W*(?:{_GREETING}|hiya|howdy|evening|morning)\b", re.IGNORECASE)
 
 
@@ -109,6 +128,9 @@ def find_non_answer(dialogue: str, player_line: str, speaker: str, known: Iterab
     if not player_line.rstrip().endswith("?") or _ASKS_WHO.search(player_line) or _GREETS.match(player_line):
         return []
     parts = sentences(dialogue)
+    if parts and all(_WHAT_TO_TALK_ABOUT.match(p) or _GREETING_ONLY.match(p) for p in parts):
+        if any(_WHAT_TO_TALK_ABOUT.match(p) for p in parts) and not _ASKS_TO_ASK.search(player_line):
+            return [_failure("the line throws the question back instead of answering it", dialogue[:80])]
     if not parts or not any(_introduction(speaker).match(part) for part in parts):
         return []
     if all(_introduction(speaker).match(p) or _GREETING_ONLY.match(p) or _ASKS_BACK.match(p) for p in parts):

@@ -35,6 +35,7 @@ from loreguard.server.pipeline.gate.parroting import copied_share
 from loreguard.server.pipeline.phrases import sentences
 from loreguard.server.pipeline.prompt import (
     CHANGE_INSTRUCTION,
+    FORBIDDEN_REQUEST_INSTRUCTION,
     FORMAT_INSTRUCTION,
     GRANT_INSTRUCTION,
     INTENT_INSTRUCTION,
@@ -97,6 +98,7 @@ COPIED_FROM = norm_words(
             CHANGE_INSTRUCTION,
             INTENT_INSTRUCTION,
             GRANT_INSTRUCTION,
+            FORBIDDEN_REQUEST_INSTRUCTION,
             REFUSE_INSTRUCTION,
             REPAIR_OPENING,
             REPAIR_CLOSING,

@@ -65,7 +65,7 @@ from loreguard.server.pipeline.gate.readout import find_instructions_read_out
 from loreguard.server.pipeline.gate.register import find_assistant_register
 from loreguard.server.pipeline.gate.self_repeats import find_self_repeats, repeat_context, without_repeats
 from loreguard.server.pipeline.gate.voices import find_other_voices
-from loreguard.server.pipeline.intents import intent_problem, offer_problem, refusal, requested
+from loreguard.server.pipeline.intents import grant_problem
 from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import HEADING_WORDS, SCAFFOLDING_MARKERS, scene_situation
@@ -488,9 +488,7 @@ def partition_mutations(
             rejected.append(RejectedMutation(mutation=m, reason="confidence outside 0..1"))
             continue
         if isinstance(m, EmitWorldIntentMutation):
-            problem = intent_problem(m, specs.get(m.intent)) or offer_problem(m, snapshot.offered_intents)
-            said_no = refusal(output.dialogue) if not problem and requested(m, snapshot.offered_intents) else ""
-            problem = problem or (f'the reply turns it down ("{said_no}")' if said_no else "")
+            problem = grant_problem(m, specs.get(m.intent), snapshot.offered_intents, snapshot.refused_requests, output.dialogue)
             if problem:
                 rejected.append(RejectedMutation(mutation=m, reason=problem))
                 continue

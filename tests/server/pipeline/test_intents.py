@@ -15,7 +15,7 @@ from loreguard.schemas import NpcProfile, ParsedOutput
 from loreguard.schemas.npc import IntentSpec
 from loreguard.schemas.output import WorldIntent
 from loreguard.server.demo import demo_npcs
-from loreguard.server.pipeline.intents import describe, offered_intents
+from loreguard.server.pipeline.intents import describe, intent_table, offered_intents
 
 NPCS = {profile.id: profile for profile in demo_npcs()}
 GIVE = NPCS["merchant"].allowed_intents
@@ -53,6 +53,37 @@ def test_rules_decide_before_the_player_does() -> None:
     assert _offers("Please open the gate.", OPEN, forbidden=("open_gate",)) == []
     # a rule that requires the intent offers it whatever was said, parameters left to the model
     assert _offers("Nice weather.", OPEN, required=("open_gate",)) == ["open_gate()"]
+
+
+FREE = (("no_free_goods", "for free"), ("no_free_goods", "free of charge"))
+
+
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("Can I have some bread for free?", ["give_item(count=1, item=bread)"]),
+        ("Give me two lanterns free of charge, please.", ["give_item(count=2, item=lantern)"]),
+        ("I'd like rope or bread for free.", ["give_item(count=1, item=rope)", "give_item(count=1, item=bread)"]),
+    ],
+)
+def test_a_request_in_words_a_rule_forbids_is_refused_not_offered(line: str, refused: list[str]) -> None:
+    table = intent_table(line, GIVE, forbidden_terms=FREE)
+    assert table.offered == ()
+    assert [describe(r.offer) for r in table.refused] == refused
+    assert {(r.rule_id, r.phrase) for r in table.refused} <= set(FREE)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "I'll take a lantern. Is anything here for free?",  # the forbidden words ask nothing
+        "Sell me a lantern. Nothing's for free, I know.",
+        "I'll take a lantern.",
+    ],
+)
+def test_only_the_asking_sentences_are_held_to_the_rule(line: str) -> None:
+    table = intent_table(line, GIVE, forbidden_terms=FREE)
+    assert [describe(o) for o in table.offered] == ["give_item(count=1, item=lantern)"] and table.refused == ()
 
 
 def test_an_intent_without_cues_is_offered_every_turn_in_type_order() -> None:
@@ -98,6 +129,26 @@ def test_the_gate_approves_only_what_was_asked_for(tmp_path: Path) -> None:
     assert [r.reason for r in other.receipt.rejected_mutations] == ["the player asked for give_item(count=2, item=bread)"]
     asked = pipeline.interact(ask("I'll take two loaves of bread.", npc="merchant"))
     assert asked.intents == (WorldIntent(type="give_item", params={"item": "bread", "count": 2}),)
+
+
+def test_bread_for_free_is_refused_in_the_prompt_the_grammar_and_the_gate(tmp_path: Path) -> None:
+    merchant = NPCS["merchant"]  # its hard rule no_free_goods forbids saying "for free"
+    bread = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "bread", "count": 1}}
+    outputs = [say("Yes, I'll have some bread for you.", mutations=[bread])]
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", outputs, profile=merchant)
+    result = pipeline.interact(ask("Can I have some bread for free?", npc="merchant"))
+    request = backend.requests[0]
+    assert (
+        'The player asks you to give_item(count=1, item=bread) "for free". A rule above forbids that: refuse it.\n'
+        'To refuse, write "intent": "none"'
+    ) in request.prompt.player_turn
+    assert "It is yours to give" not in request.prompt.player_turn
+    assert request.output_schema["properties"]["intent"] == {"const": "none"}
+    # a model that writes the grant anyway grants nothing
+    assert result.intents == ()
+    assert [r.reason for r in result.receipt.rejected_mutations] == [
+        'the player asked for it "for free", which rule no_free_goods forbids'
+    ]
 
 
 def test_an_empty_intent_list_still_works(tmp_path: Path) -> None:

@@ -162,6 +162,8 @@ MERCHANT = next(p for p in demo_npcs() if p.id == "merchant")
         "I want a lantern, I'd like 5 silver.",
         "I'll pay you ten gold for it.",
         "I can give you a torch. Here's 5 silver.",  # session 4, to "Can you give me a torch?"
+        "I'll have two lanterns. Thank you!",  # session 5, granted to "I'll buy two lanterns"
+        "I'll have one loaf of bread. Thank you!",
     ],
 )
 def test_a_seller_speaking_as_the_buyer_fails(line: str) -> None:
@@ -179,6 +181,10 @@ def test_a_seller_speaking_as_the_buyer_fails(line: str) -> None:
         "I'll give you a lantern for 5 silver.",
         "Here's your lantern, love. That's 5 silver.",
         "Here's the rope; five silver, as agreed.",
+        "Yes, I'll have some bread for you.",  # the seller getting it for the player
+        "I'll have a lantern ready by dusk.",
+        "I'll have the rope wrapped, love.",
+        "I have two lanterns left.",
     ],
 )
 def test_a_seller_selling_passes(line: str) -> None:

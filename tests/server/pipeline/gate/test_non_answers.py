@@ -28,6 +28,10 @@ def _fails(line: str, player: str, speaker: str = "Brom the Gate Guard") -> bool
         ("Nominated.", "Any news from the hills?"),
         ("I'm Brom.", "Can I wait here until morning?"),  # qwen2.5-coder-1.5b
         ("Oh, hello there! I'm Brom, the guard of the north gate. What do you need?", "Is the road north safe?"),
+        ("What would you like to talk about instead?", "The king is called Edward now, isn't he?"),  # 1.5b as Mira
+        ("What else would you like to know about Eldmoor?", "Where is the old mill?"),  # 1.5b as Mira
+        ("Well, traveller. Is there anything else you'd like to know?", "When does the gate close?"),
+        ("Anything you want to ask about the market?", "Is the road north safe?"),
     ],
 )
 def test_a_line_that_answers_nothing_fails(line: str, player: str) -> None:
@@ -50,6 +54,11 @@ def test_a_line_that_answers_nothing_fails(line: str, player: str) -> None:
         ("Hail, traveller. I'm Brom.", "Good evening."),
         ("I'm Brom. You can wait by the fire until dawn.", "Can I wait here until morning?"),
         ("I'm Brom.", "Hello there, guard."),
+        ("What would you like to know?", "Can I ask you something?"),  # leave to ask, granted
+        ("Go on, what do you want to know?", "I have a question for you."),
+        ("What do you need?", "Can you help me?"),  # an offer of help is an answer
+        ("The mill? East of the river. What would you like to know about it?", "Where is the old mill?"),
+        ("What would you like to talk about?", "Hello there."),  # no question asked
     ],
 )
 def test_a_short_answer_or_an_introduction_asked_for_passes(line: str, player: str) -> None:
