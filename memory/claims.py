@@ -264,10 +264,25 @@ def _by_cue(clause: Clause, compiled: _Compiled, known: tuple[tuple[str, ...], .
                 break
             matches_canonical = any(rest[: len(v)] == v for v in values if v)
             if matches_canonical == negated:
-                named = next((v for v in sorted(known, key=len, reverse=True) if rest[: len(v)] == v), rest[:3])
-                return " ".join(named), negated
+                named = next((v for v in sorted(known, key=len, reverse=True) if rest[: len(v)] == v), None)
+                return " ".join(named) if named is not None else _value_said(clause, len(tokens) - len(rest)), negated
             break  # the first cue after this subject decides
     return None
+
+
+#: Words that end the value a cue asserts: what follows them is another clause ("is named Sir
+#: Valor and he rules well" asserts "sir valor", not "sir valor and").
+_VALUE_ENDS = frozenset("and or but nor who whom which that he she they it we i you because since so when while if as".split())
+
+
+def _value_said(clause: Clause, at: int) -> str:
+    """The value a cue asserts from word `at`: up to three words, to the end of its phrase."""
+    words: list[str] = []
+    for i in range(at, min(len(clause.tokens), at + 3)):
+        if clause.tokens[i] in _VALUE_ENDS or (i > at and i in clause.breaks):
+            break
+        words.append(clause.tokens[i])
+    return " ".join(words or clause.tokens[at : at + 1])
 
 
 def _without_cue(clause: Clause, compiled: _Compiled) -> str | None:

@@ -199,6 +199,9 @@ EVERYDAY = [KING_ROLES, RIVER, HOURS]
         # a copular or naming assertion of another value
         ("The king of Eldmoor is the captain's wife who only has a few children.", "the captain's wife"),
         ("The king is Bob.", "bob"),
+        # the value ends where the next clause begins (the Godot demo's reason read "not sir valor and")
+        ("The king is named Sir Valor and he rules well.", "sir valor"),
+        ("The king's name is Sir Valor, and a fine one.", "sir valor"),
         ("The king has become Edward, not Edward.", "edward"),  # the real model's words
         ("Edward rules.", "edward"),
         ("Edward sits on the throne now.", "edward"),
