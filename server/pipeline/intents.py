@@ -51,7 +51,8 @@ REFUSALS = (
     "may not", "must not", "prohibit", "forbid", "not allow", "not allowing", "not give", "not open", "not sell",
     "no way",
     "no one can", "nobody can", "shouldn't", "should not", "not today", "stay shut", "stays shut",
-    "stay closed", "stays closed", "go away", "move along", "not for sale", "not selling", "sold out",
+    "stay closed", "stays closed", "remain closed", "remain shut", "stay locked", "remain locked", "keep it shut",
+    "keep it closed", "go away", "move along", "not for sale", "not selling", "sold out",
 )  # fmt: skip
 
 

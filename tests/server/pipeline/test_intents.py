@@ -15,7 +15,7 @@ from loreguard.schemas import NpcProfile, ParsedOutput
 from loreguard.schemas.npc import IntentSpec
 from loreguard.schemas.output import WorldIntent
 from loreguard.server.demo import demo_npcs
-from loreguard.server.pipeline.intents import describe, intent_table, offered_intents
+from loreguard.server.pipeline.intents import describe, intent_table, offered_intents, refusal
 
 NPCS = {profile.id: profile for profile in demo_npcs()}
 GIVE = NPCS["merchant"].allowed_intents
@@ -190,6 +190,21 @@ def test_a_reply_that_says_no_grants_nothing(tmp_path: Path) -> None:
     assert pipeline.interact(ask("Please open the gate.")).intents == (
         WorldIntent(type="open_gate", params={"gate_id": "north"}),
     )
+
+
+@pytest.mark.parametrize(
+    ("reply", "said_no"),
+    [
+        # the embedded model as Brom in the played session, the gate opening as he said it
+        ("The door of the gate will remain closed until morning.", "remain closed"),
+        ("The gate remains shut, traveller.", "remain shut"),
+        ("It stays locked till dawn.", "stay locked"),
+        ("Aye, go on through.", ""),
+        ("It's closed at dusk, but I'll open it for you.", ""),
+    ],
+)
+def test_the_words_that_turn_a_request_down(reply: str, said_no: str) -> None:
+    assert refusal(reply) == said_no
 
 
 def test_a_count_belongs_to_the_value_it_stands_before() -> None:
