@@ -5,7 +5,7 @@ extends Node
 ## the gate while Brom and Mira talk, walks away while one of them is thinking and asks that one
 ## "Are you still there?", then quits as a player's game does. Every line heard is printed as
 ## `played: ...`, and a PNG of the window is saved after each answer into $LOREGUARD_TEST_OUT
-## when the game renders (tests/godot_addon/test_played_session.py; docs/played-session.md).
+## when the game renders (tests/godot_addon/test_played_session.py).
 
 ## A real model on two busy cores takes a minute for a line that is retried: generous.
 const WAIT_S := 300.0
