@@ -66,6 +66,10 @@ class RuleChecks(FrozenModel):
     forbidden_intents: tuple[Identifier, ...] = ()
     required_intents: tuple[Identifier, ...] = ()
     forbidden_emotions: tuple[Emotion, ...] = ()
+    #: Words that make a player's request one the rule forbids ("for free", "on credit"): a
+    #: request worded in one is not offered to the model, and the prompt says which rule refuses
+    #: it (server/pipeline/request_terms.py). Prohibitions only.
+    forbidden_requests: tuple[Phrase, ...] = ()
 
     @field_validator("forbidden_patterns", "required_patterns")
     @classmethod
@@ -100,6 +104,10 @@ class ExpectancyRule(FrozenModel):
         if self.behavioural and self.severity is not Severity.SOFT:
             raise ValueError(
                 f"behavioural rule {self.id!r} must be soft, not {self.severity.value}: it shapes style, never truth"
+            )
+        if self.checks.forbidden_requests and self.type is not RuleType.PROHIBITION:
+            raise ValueError(
+                f"{self.type.value} rule {self.id!r} cannot carry checks.forbidden_requests: only a prohibition forbids a request"
             )
         if self.type is RuleType.PERMISSION:
             given = sorted(self.checks.model_dump(exclude_defaults=True))

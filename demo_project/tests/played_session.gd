@@ -97,6 +97,7 @@ func _scene_at_gate() -> void:
 	var npcs: Array[LoreguardNPC] = [_demo.get_node("Guard"), _demo.get_node("Merchant")]
 	await _until(func() -> bool: return npcs.any(func(npc: LoreguardNPC) -> bool: return npc.is_thinking))
 	var thinking := npcs.filter(func(npc: LoreguardNPC) -> bool: return npc.is_thinking)
+	_expect(not thinking.is_empty(), "one of them is thinking when the player walks away")
 	var speaker: LoreguardNPC = thinking.front() if not thinking.is_empty() else npcs[0]
 	(_node("NearGate") as CheckButton).button_pressed = false
 	await _until(func() -> bool: return not talk.is_running)

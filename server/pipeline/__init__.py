@@ -17,7 +17,8 @@ this folder.
 Around them: `lifecycle` (the orchestrator), `preparation` (intake to snapshot), `attempt` (one
 prompt -> inference -> gate), `run` (an interaction in flight), `retry` (escalation and repair),
 `streaming` (the incremental gate), `judge` (the optional semantic judge), `intents` (what is on
-the table this turn), `asking` (whether the player's line asks for an act), `output_schema`
+the table this turn), `asking` (whether the player's line asks for an act), `request_terms` (a
+request worded in terms a rule forbids), `output_schema`
 (what the model may emit), `phrases` (phrase matching), `summaries` (the model's notes of what
 an NPC forgets), `config`, `sink` (the seam to audit), `errors`.
 """
@@ -43,7 +44,7 @@ STAGES = ("interaction", "expectancy", "contract", "snapshot", "prompt", "parsin
 #: The modules that run the stages or serve them.
 AROUND_THE_STAGES = (
     "lifecycle", "preparation", "attempt", "run", "retry", "streaming", "judge", "intents", "asking",
-    "output_schema", "phrases", "summaries", "config", "sink", "errors",
+    "request_terms", "output_schema", "phrases", "summaries", "config", "sink", "errors",
 )  # fmt: skip
 
 __all__ = [

@@ -237,9 +237,22 @@ def asking_words(line: str, spec: IntentSpec, cues: Iterable[tuple[str, ...]] = 
     """The words of the line's sentences that ask for this intent's act, joined (empty when the
     line asks for nothing it can give). `cues`: the designer's phrases, stemmed, that name the
     act too."""
+    return tuple(word for asked in asking_sentences(line, spec, cues) for word in asked.words)
+
+
+class Asking(NamedTuple):
+    """A sentence that asks for the act: its words (with the sentence before, for one that points
+    back: "Got any bread? I'll take one."), and the words of the sentence after it."""
+
+    words: tuple[str, ...]
+    after: tuple[str, ...]
+
+
+def asking_sentences(line: str, spec: IntentSpec, cues: Iterable[tuple[str, ...]] = ()) -> tuple[Asking, ...]:
+    """Each sentence of the line that asks for this intent's act (see `asking_words`)."""
     acts, objects = act_words(spec), object_words(spec)
     phrases = tuple(cues)
-    asked: list[str] = []
+    asked: list[Asking] = []
     said = sentences(line)
     named = frozenset(word for sentence in said for word in sentence.words) & objects  # "Gate. Open. Now."
     values = frozenset(stem(word) for param in spec.params.values() for value in param.enum for word in word_tokens(value))
@@ -247,9 +260,11 @@ def asking_words(line: str, spec: IntentSpec, cues: Iterable[tuple[str, ...]] = 
         if sentence_mood(sentence, acts) != "request":
             continue
         if _names_act(sentence.words, acts, named, phrases, receives(spec)):
+            after = said[at + 1].words if at + 1 < len(said) else ()
             if at and not values & set(sentence.words) and _REFERS & set(sentence.words):
-                asked += said[at - 1].words  # "Got any bread? I'll take one."
-            asked += sentence.words
+                asked.append(Asking(said[at - 1].words + sentence.words, after))  # "Got any bread? I'll take one."
+            else:
+                asked.append(Asking(sentence.words, after))
     return tuple(asked)
 
 

@@ -19,12 +19,12 @@ request for something the NPC does not have ("a torch"), puts nothing on the tab
 without cues is offered every turn with its parameters left to the model, as before cues.
 
 An intent a rule forbids in this context is never offered; one a rule requires always is. A
-grant agrees to the request as the player worded it, so a request whose asking sentences say a
-phrase a hard prohibition forbids ("Can I have some bread for free?" to a merchant who never
-says "for free") is not offered either: it is a `RefusedRequest`, which the prompt names with the
-rule that forbids it (told only to grant unless a rule forbids, an instruct model read "every sale
-has its price" and handed the bread over, saying "Yes, I'll have some bread for you."). Pure: the
-same line and profile give the same offer, in the same order.
+grant agrees to the request as the player worded it, so a request worded in terms a prohibition's
+`forbidden_requests` lists ("Can I have some bread for free?" to the merchant whose rule lists "for
+free") is not offered either: it is a `RefusedRequest` (`request_terms`), which the prompt names
+with the rule that forbids it (told only to grant unless a rule forbids, an instruct model read
+"every sale has its price" and handed the bread over, saying "Yes, I'll have some bread for
+you."). Pure: the same line and profile give the same offer, in the same order.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.npc import IntentParam, IntentSpec, ParamType
 from loreguard.schemas.output import EmitWorldIntentMutation, WorldIntent
 from loreguard.schemas.text import fold, stem, word_tokens
-from loreguard.server.pipeline.asking import asking_words
+from loreguard.server.pipeline.asking import Asking, asking_sentences
 from loreguard.server.pipeline.gate.numbers import DOZEN, ONES, TENS
+from loreguard.server.pipeline.request_terms import refusing
 
 #: How many words before a named value a number may stand and still count it ("two loaves of
 #: bread": three).
@@ -134,11 +135,34 @@ def _default_count(param: IntentParam) -> int | None:
     return value if _within(param, value) else None
 
 
-def _requested(spec: IntentSpec, line: str) -> tuple[list[OfferedIntent], tuple[str, ...]]:
+def _requested(spec: IntentSpec, line: str) -> tuple[list[OfferedIntent], tuple[Asking, ...]]:
     """The alternatives the line asks for (none when it asks for nothing this intent can give),
-    and the words of the sentences that ask."""
-    words = asking_words(line, spec, [_words(cue) for cue in spec.cues])
-    return (_alternatives(spec, words) if words else []), words
+    and the sentences that ask."""
+    askings = asking_sentences(line, spec, [_words(cue) for cue in spec.cues])
+    words = tuple(word for asking in askings for word in asking.words)
+    return (_alternatives(spec, words) if words else []), askings
+
+
+def _refused(
+    spec: IntentSpec, offers: list[OfferedIntent], askings: tuple[Asking, ...], terms: tuple[tuple[str, str], ...]
+) -> tuple[list[OfferedIntent], list[RefusedRequest]]:
+    """`offers` split into those still on the table and those a forbidden term refuses
+    (`request_terms`)."""
+    if not terms or not offers:
+        return offers, []
+    choices = frozenset(name for name, p in spec.params.items() if len(p.enum) > 1)
+    values = sorted({str(value) for offer in offers for name, value in offer.params if name in choices})
+    refusals = refusing(askings, terms, values)
+    kept: list[OfferedIntent] = []
+    refused: list[RefusedRequest] = []
+    for offer in offers:
+        mine = {str(value) for name, value in offer.params if name in choices}
+        hit = next(((rule, phrase) for named, rule, phrase in refusals if not mine or mine & named), None)
+        if hit is None:
+            kept.append(offer)
+        else:
+            refused.append(RefusedRequest(offer=offer, rule_id=hit[0], phrase=hit[1]))
+    return kept, refused
 
 
 def _alternatives(spec: IntentSpec, words: tuple[str, ...]) -> list[OfferedIntent]:
@@ -200,8 +224,9 @@ def intent_table(
 ) -> IntentTable:
     """What the model may grant this turn, by intent type then parameters: the intents the line
     requests, every intent without cues, and every intent a rule requires; none a rule forbids.
-    `forbidden_terms`: (rule id, phrase) of the hard prohibitions in force; a request whose
-    asking sentences say one is refused, not offered (the first such rule, in the given order)."""
+    `forbidden_terms`: (rule id, phrase) of the rules' `forbidden_requests` in force; a request
+    worded in one is refused, not offered (`request_terms`; the first such rule, in the given
+    order). An intent a rule requires stays offered, its parameters left to the model."""
     banned, needed = frozenset(forbidden), frozenset(required)
     terms = tuple(forbidden_terms)
     offers: list[OfferedIntent] = []
@@ -209,11 +234,10 @@ def intent_table(
     for spec in sorted(specs, key=lambda s: s.type):
         if spec.type in banned:
             continue
-        requested, words = _requested(spec, player_input) if spec.cues else ([], ())
-        term = next(((rule_id, phrase) for rule_id, phrase in terms if _says(words, phrase)), None)
-        if requested and term is not None:
-            refused += [RefusedRequest(offer=offer, rule_id=term[0], phrase=term[1]) for offer in requested]
-        elif requested:
+        requested, askings = _requested(spec, player_input) if spec.cues else ([], ())
+        requested, turned_down = _refused(spec, requested, askings, terms)
+        refused += turned_down
+        if requested:
             offers += requested
         elif not spec.cues or spec.type in needed:
             offers.append(OfferedIntent(spec=spec))

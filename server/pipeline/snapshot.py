@@ -29,7 +29,7 @@ from loreguard.schemas.npc import (
     WorldDefinition,
 )
 from loreguard.schemas.output import NO_INTENT, EmitWorldIntentMutation, Emotion, ProposedMutation
-from loreguard.schemas.rules import RuleType, Severity
+from loreguard.schemas.rules import RuleType
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
 from loreguard.server.pipeline.intents import IntentTable, OfferedIntent, RefusedRequest, intent_table
@@ -325,13 +325,13 @@ def _reply_changes(reply: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], 
 def _offers(context: InteractionContext, profile: NpcProfile, constraints: ConstraintSet) -> IntentTable:
     # Only the player asks for an intent: in a scene, what another NPC says offers none.
     asked = context.scene_turn.player_words() if context.scene_turn is not None else context.player_input
-    binding = [c for c in constraints.constraints if c.type is RuleType.PROHIBITION and c.severity is not Severity.SOFT]
+    prohibitions = [c for c in constraints.constraints if c.type is RuleType.PROHIBITION]
     return intent_table(
         asked,
         profile.allowed_intents,
         forbidden=(i for c in constraints.constraints for i in c.checks.forbidden_intents),
         required=(i for c in constraints.constraints for i in c.checks.required_intents),
-        forbidden_terms=((c.rule_id, phrase) for c in binding for phrase in c.checks.forbidden_phrases),
+        forbidden_terms=((c.rule_id, phrase) for c in prohibitions for phrase in c.checks.forbidden_requests),
     )
 
 

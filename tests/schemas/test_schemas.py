@@ -75,6 +75,10 @@ def test_rules_validate_regex_and_behavioural_severity() -> None:
         )
     with pytest.raises(ValidationError, match="must be soft"):
         RuleSet.model_validate({"id": "r", "rules": [{"id": "a", "type": "requirement", "behavioural": True}]})
+    with pytest.raises(ValidationError, match="only a prohibition forbids a request"):
+        RuleSet.model_validate(
+            {"id": "r", "rules": [{"id": "a", "type": "requirement", "checks": {"forbidden_requests": ["for free"]}}]}
+        )
 
 
 def test_parsed_output_is_bounded() -> None:

@@ -87,13 +87,15 @@ _ASKS_WHO = re.compile(
 _WHAT_TO_TALK_ABOUT = re.compile(
     r"^\W*(?:so\W+|well\W+)?(?:what|which|is there anything|anything)(?: else| more| other)?(?: topic| subject)?"
     r"(?: would| do| did| can)? you(?:'d| would)? (?:like|want|wish|care|need)(?: me)? to (?:talk|chat|speak|know|hear|"
-    r"discuss|ask|learn)(?: about| of| more)?[^.!?]*\W*$",
+    r"discuss|ask|learn)(?: about| of| more)?[^.!?]*[.!?]*\s*$",
     re.IGNORECASE,
 )
 #: A player's line that asks leave to ask: "What would you like to know?" answers it.
 _ASKS_TO_ASK = re.compile(
     r"\b(?:(?:can|could|may|might) i (?:ask|tell|talk|have a word|say)|i (?:have|got) (?:a|some) questions?|"
-    r"(?:want|like|need) to (?:ask|talk|know)|a word with you|got a (?:minute|moment))",
+    r"(?:can|could|would|will) you (?:tell|help|answer|teach|explain)|mind if i|a question\b|"
+    r"(?:want|like|need) to (?:ask|talk|know)|a word with you|(?:have|got|spare) a (?:minute|moment|sec|second)|"
+    r"anything (?:about|on)\b)",
     re.IGNORECASE,
 )
 _GREETS = re.compile(rf"^\W*(?:{_GREETING}|hiya|howdy|evening|morning)\b", re.IGNORECASE)

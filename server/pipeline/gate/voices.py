@@ -89,8 +89,8 @@ def _as_the_buyer(dialogue: str, speaker: str, intents: Iterable[IntentSpec]) ->
         return []
     ware = "|".join(re.escape(w) for w in sorted(wares, key=lambda w: (-len(w), w)))
     found = _PAYS.search(dialogue) or re.search(
-        rf"\bi(?:'d|’d| would| will|'ll|’ll)? (?:want|need|like|take|buy|(?<=ll )have|(?<=will )have) (?:to buy )?"
-        rf"(?:a|an|the|one|two|three|some|\d+) (?:\w+ )?(?:\w+ of )?(?:{ware})(?:e?s)?\b{_NOT_FOR_THEM}",
+        rf"\bi(?:'d|’d| would| will|'ll|’ll)? (?:(?:want|need|like|take|buy) (?:to buy )?{_SOME}(?:{ware})(?:e?s)?\b"
+        rf"|(?<=ll )have {_SOME}(?:{ware})(?:e?s)?\b{_BUYER_ENDS})",
         dialogue,
         re.IGNORECASE,
     )
@@ -101,8 +101,10 @@ def _as_the_buyer(dialogue: str, speaker: str, intents: Iterable[IntentSpec]) ->
     return [_failure(SPEAKS_AS_THE_BUYER_RULE, reason, found.group(0))]
 
 
-#: "I'll have some bread for you", "I'll have a lantern ready": the seller getting it for the player.
-_NOT_FOR_THEM = r"(?!,? (?:for you|ready|waiting|set aside|wrapped|put by|for your))"
+_SOME = r"(?:a|an|the|one|two|three|some|\d+) (?:\w+ )?(?:\w+ of )?"
+#: "I'll have two lanterns." said as the buyer ends there, or thanks; "I'll have some bread for
+#: you", "I'll have a lantern ready", "I'll have two lanterns in by Friday" are the seller's.
+_BUYER_ENDS = r"(?=\s*(?:[.!?]|$|,?\s*(?:please|thanks|thank you)\b))"
 _COINS = (
     r"(?:\d+|a|one|two|three|four|five|six|seven|eight|nine|ten|twenty|thirty|fifty|a hundred|some|a few) (?:\w+ )?(?:"
     + "|".join(sorted(CURRENCY))

@@ -59,16 +59,25 @@ FREE = (("no_free_goods", "for free"), ("no_free_goods", "free of charge"))
 
 
 @pytest.mark.parametrize(
-    ("line", "refused"),
+    ("line", "refused", "offered"),
     [
-        ("Can I have some bread for free?", ["give_item(count=1, item=bread)"]),
-        ("Give me two lanterns free of charge, please.", ["give_item(count=2, item=lantern)"]),
-        ("I'd like rope or bread for free.", ["give_item(count=1, item=rope)", "give_item(count=1, item=bread)"]),
+        ("Can I have some bread for free?", ["give_item(count=1, item=bread)"], []),
+        ("Give me two lanterns free of charge, please.", ["give_item(count=2, item=lantern)"], []),
+        ("I'd like rope or bread for free.", ["give_item(count=1, item=rope)", "give_item(count=1, item=bread)"], []),
+        # only what the worded sentence names is refused
+        ("I'd like a lantern. Can I have some bread for free?", ["give_item(count=1, item=bread)"],
+         ["give_item(count=1, item=lantern)"]),
+        # the sentence right after the request adds its terms
+        ("Give me some bread. For free, of course.", ["give_item(count=1, item=bread)"], []),
+        # a sentence that points back refuses what it points at
+        ("Got any rope? I'll take some for free.", ["give_item(count=1, item=rope)"], []),
     ],
-)
-def test_a_request_in_words_a_rule_forbids_is_refused_not_offered(line: str, refused: list[str]) -> None:
+)  # fmt: skip
+def test_a_request_worded_in_terms_a_rule_forbids_is_refused_not_offered(
+    line: str, refused: list[str], offered: list[str]
+) -> None:
     table = intent_table(line, GIVE, forbidden_terms=FREE)
-    assert table.offered == ()
+    assert [describe(o) for o in table.offered] == offered
     assert [describe(r.offer) for r in table.refused] == refused
     assert {(r.rule_id, r.phrase) for r in table.refused} <= set(FREE)
 
@@ -76,14 +85,21 @@ def test_a_request_in_words_a_rule_forbids_is_refused_not_offered(line: str, ref
 @pytest.mark.parametrize(
     "line",
     [
-        "I'll take a lantern. Is anything here for free?",  # the forbidden words ask nothing
+        "I'll take a lantern. Is anything here for free?",  # the terms ask nothing
         "Sell me a lantern. Nothing's for free, I know.",
+        "Sell me a lantern, I know nothing's for free.",  # negated
         "I'll take a lantern.",
     ],
 )
-def test_only_the_asking_sentences_are_held_to_the_rule(line: str) -> None:
+def test_terms_outside_the_request_or_negated_refuse_nothing(line: str) -> None:
     table = intent_table(line, GIVE, forbidden_terms=FREE)
     assert [describe(o) for o in table.offered] == ["give_item(count=1, item=lantern)"] and table.refused == ()
+
+
+def test_a_required_intent_stays_offered_when_its_request_is_refused() -> None:
+    table = intent_table("Open the gate for free.", OPEN, required=("open_gate",), forbidden_terms=(("r", "for free"),))
+    assert [describe(o) for o in table.offered] == ["open_gate()"]
+    assert [describe(r.offer) for r in table.refused] == ["open_gate(gate_id=north)"]
 
 
 def test_an_intent_without_cues_is_offered_every_turn_in_type_order() -> None:
@@ -149,6 +165,15 @@ def test_bread_for_free_is_refused_in_the_prompt_the_grammar_and_the_gate(tmp_pa
     assert [r.reason for r in result.receipt.rejected_mutations] == [
         'the player asked for it "for free", which rule no_free_goods forbids'
     ]
+
+
+def test_a_word_a_rule_forbids_saying_does_not_refuse_a_request(tmp_path: Path) -> None:
+    """The guard may not say "dragon" (forbidden_phrases); a player fleeing one may still ask to
+    be let in: only a rule's `forbidden_requests` refuse a request."""
+    pipeline, backend = make_pipeline(tmp_path / "g.sqlite", [say("Quick, in you come!")], profile=NPCS["guard"])
+    pipeline.interact(ask("Open the gate, quick, the dragon is coming!"))
+    assert "It is yours to give" in backend.requests[0].prompt.player_turn
+    assert "A rule above forbids that" not in backend.requests[0].prompt.player_turn
 
 
 def test_an_empty_intent_list_still_works(tmp_path: Path) -> None:

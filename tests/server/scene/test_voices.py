@@ -184,6 +184,9 @@ def test_a_seller_speaking_as_the_buyer_fails(line: str) -> None:
         "Yes, I'll have some bread for you.",  # the seller getting it for the player
         "I'll have a lantern ready by dusk.",
         "I'll have the rope wrapped, love.",
+        "I'll have some fresh bread tomorrow, love.",
+        "I'll have two lanterns in by Friday.",
+        "I'll have a lantern lit for you.",
         "I have two lanterns left.",
     ],
 )

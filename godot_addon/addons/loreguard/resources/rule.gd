@@ -64,6 +64,9 @@ extends Resource
 @export var required_intents: PackedStringArray
 ## Emotions the line must not show, e.g. "amused" at a funeral.
 @export var forbidden_emotions: PackedStringArray
+## Words that make a player's request one this rule forbids, e.g. "for free": a request worded
+## in one is never granted, and the model is told which rule refuses it. Prohibitions only.
+@export var forbidden_requests: PackedStringArray
 
 
 func to_dict() -> Dictionary:
@@ -88,6 +91,7 @@ func to_dict() -> Dictionary:
 		"forbidden_intents": Array(forbidden_intents),
 		"required_intents": Array(required_intents),
 		"forbidden_emotions": Array(forbidden_emotions),
+		"forbidden_requests": Array(forbidden_requests),
 	}
 	if max_length > 0:
 		checks["max_length"] = max_length
@@ -139,4 +143,5 @@ static func from_dict(data: Dictionary) -> LoreguardRule:
 	out.forbidden_intents = LoreguardDict.strings(checks, "forbidden_intents")
 	out.required_intents = LoreguardDict.strings(checks, "required_intents")
 	out.forbidden_emotions = LoreguardDict.strings(checks, "forbidden_emotions")
+	out.forbidden_requests = LoreguardDict.strings(checks, "forbidden_requests")
 	return out

@@ -57,6 +57,10 @@ def test_a_line_that_answers_nothing_fails(line: str, player: str) -> None:
         ("What would you like to know?", "Can I ask you something?"),  # leave to ask, granted
         ("Go on, what do you want to know?", "I have a question for you."),
         ("What do you need?", "Can you help me?"),  # an offer of help is an answer
+        ("What would you like to know?", "Can you tell me something?"),
+        ("What would you like to know?", "Mind if I ask you something?"),
+        ("What would you like to talk about?", "Do you have a moment?"),
+        ("What do you want to know about it?", "Do you know anything about the mill?"),  # asks which part
         ("The mill? East of the river. What would you like to know about it?", "Where is the old mill?"),
         ("What would you like to talk about?", "Hello there."),  # no question asked
     ],

@@ -1,0 +1,73 @@
+"""Requests worded in terms a rule forbids: "Can I have some bread for free?" to a merchant whose
+rule `no_free_goods` lists "for free" among its `forbidden_requests`.
+
+A grant agrees to the request as the player worded it, so such a request is not the NPC's to
+grant (`intents.intent_table` refuses it). A term counts where a sentence that asks for the act
+says it ("Give me two lanterns free of charge"), or where the sentence right after opens with it
+("Give me some bread. For free, of course."), and not where a negation stands just before it
+("Sell me some bread, I know nothing's for free."). Only the values the terms' sentence names are
+refused ("I'd like a lantern. Can I have some bread for free?" refuses the bread alone); a
+sentence that names none refuses every value asked for. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from loreguard.schemas.text import stem, word_tokens
+from loreguard.server.pipeline.asking import Asking
+
+#: Words that make what follows them within NEGATION_REACH words no term of the request.
+NEGATIONS = frozenset({"not", "t", "no", "nothing", "never", "nor", "none", "nobody"})
+NEGATION_REACH = 3
+#: Words a sentence may open with before the term it adds to the request ("And for free?").
+_OPENERS = frozenset({"and", "oh", "all", "but", "so", "well", "um", "er", "of", "course"})
+
+
+def _stems(text: str) -> tuple[str, ...]:
+    return tuple(stem(word) for word in word_tokens(text))
+
+
+def _says(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:
+    n = len(needle)
+    return any(
+        words[i : i + n] == needle and not NEGATIONS.intersection(words[max(0, i - NEGATION_REACH) : i])
+        for i in range(len(words) - n + 1)
+    )
+
+
+def _opens_with(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:
+    at = 0
+    while at < len(words) and words[at] in _OPENERS and words[at : at + len(needle)] != needle:
+        at += 1
+    return bool(needle) and words[at : at + len(needle)] == needle
+
+
+def forbidding_term(asking: Asking, terms: Iterable[tuple[str, str]]) -> tuple[str, str] | None:
+    """The first (rule id, phrase) of `terms` the asking sentence words its request in, or None."""
+    for rule_id, phrase in terms:
+        needle = _stems(phrase)
+        if needle and (_says(asking.words, needle) or _opens_with(asking.after, needle)):
+            return rule_id, phrase
+    return None
+
+
+def refusing(
+    askings: Iterable[Asking], terms: tuple[tuple[str, str], ...], values: Iterable[str]
+) -> list[tuple[frozenset[str], str, str]]:
+    """For each asking sentence worded in a forbidden term: the values of `values` it names (all
+    of them when it names none), the rule id and the phrase; in the line's order."""
+    stemmed = {value: _stems(value) for value in values}
+    out = []
+    for asking in askings:
+        term = forbidding_term(asking, terms)
+        if term is None:
+            continue
+        named = frozenset(v for v, needle in stemmed.items() if needle and _says_plain(asking.words, needle))
+        out.append((named or frozenset(stemmed), *term))
+    return out
+
+
+def _says_plain(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:
+    n = len(needle)
+    return any(words[i : i + n] == needle for i in range(len(words) - n + 1))
