@@ -64,7 +64,7 @@ from loreguard.server.pipeline.gate.premise import find_agreed_false_claims, tag
 from loreguard.server.pipeline.gate.readout import find_instructions_read_out
 from loreguard.server.pipeline.gate.register import find_assistant_register
 from loreguard.server.pipeline.gate.self_repeats import find_self_repeats, repeat_context, without_repeats
-from loreguard.server.pipeline.gate.voices import find_other_voices
+from loreguard.server.pipeline.gate.voices import find_other_voices, find_player_voice
 from loreguard.server.pipeline.intents import grant_problem
 from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
@@ -337,6 +337,7 @@ def _hard_limit_failures(
         hard.extend(find_non_answer(output.dialogue, snapshot.context.said(), snapshot.npc_name, known_texts(snapshot)))
     hard.extend(
         find_other_voices(before or output.dialogue, snapshot.context.scene_turn, snapshot.npc_name, snapshot.allowed_intents)
+        or find_player_voice(output.dialogue, snapshot.context.said())
     )
     return hard
 

@@ -23,6 +23,7 @@ from loreguard.schemas.interaction import SceneTurn
 from loreguard.schemas.npc import IntentSpec
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
+from loreguard.schemas.text import norm_words
 from loreguard.server.pipeline.asking import receives
 from loreguard.server.pipeline.gate.grounding import CURRENCY
 from loreguard.server.pipeline.phrases import sentences
@@ -38,6 +39,33 @@ ONLY_A_NAME_RULE = "only_a_name"
 NAMES_ITSELF_WRONGLY_RULE = "names_itself_wrongly"
 #: A seller speaking as the buyer: paying the player, or asking for its own wares.
 SPEAKS_AS_THE_BUYER_RULE = "speaks_as_the_buyer"
+
+
+#: The player's own first-person sentence said back as the NPC's ("I have a letter for Arthur."
+#: to "I have a letter for the castle.", Qwen2.5-Coder-1.5B as Brom): the model answered as the
+#: player. Counted over the sentence's opening words, clitics ("'m", "'s") left out.
+SPEAKS_AS_THE_PLAYER_RULE = "speaks_as_the_player"
+AS_THE_PLAYER_WORDS = 5
+_CLITICS = frozenset({"m", "s", "d", "ll", "re", "ve", "t"})
+
+
+def find_player_voice(dialogue: str, player_line: str) -> list[GateFailure]:
+    """One failure when a sentence of `dialogue` opens with the first AS_THE_PLAYER_WORDS words
+    of one of the player's sentences that speaks of itself ("I ...")."""
+    n = AS_THE_PLAYER_WORDS
+    theirs = {words[:n] for words in _openings(player_line) if len(words) >= n and words[0] == "i"}
+    said = next((sentence for sentence in sentences(dialogue) if _opening(sentence)[:n] in theirs), None)
+    if said is None:
+        return []
+    return [_failure(SPEAKS_AS_THE_PLAYER_RULE, "the line says the player's own words as the NPC's: answer them", said)]
+
+
+def _openings(line: str) -> list[tuple[str, ...]]:
+    return [_opening(sentence) for sentence in sentences(line)] if line else []
+
+
+def _opening(sentence: str) -> tuple[str, ...]:
+    return tuple(word for word in norm_words(sentence) if word not in _CLITICS)
 
 
 def find_other_voices(

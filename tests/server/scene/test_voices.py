@@ -10,9 +10,11 @@ from loreguard.server.pipeline.gate.voices import (
     NAMES_ITSELF_WRONGLY_RULE,
     ONLY_A_NAME_RULE,
     SPEAKS_AS_THE_BUYER_RULE,
+    SPEAKS_AS_THE_PLAYER_RULE,
     SPEAKS_FOR_OTHERS_RULE,
     SPEAKS_TO_ITSELF_RULE,
     find_other_voices,
+    find_player_voice,
 )
 from loreguard.server.pipeline.prompt import scene_situation
 from loreguard.server.pipeline.snapshot import SCENE_CUE, SCENE_OPENING, new_message
@@ -194,3 +196,20 @@ def test_a_seller_selling_passes(line: str) -> None:
     assert find_other_voices(line, None, MERCHANT.name, MERCHANT.allowed_intents) == []
     # an NPC that sells nothing may pay the player
     assert find_other_voices("I'll give you 20 silver for your sword.", None, "Brom") == []
+
+
+@pytest.mark.parametrize(
+    ("line", "player", "fails"),
+    [
+        # qwen2.5-coder-1.5b as Brom, session 5's bench quality run
+        ("I have a letter for Arthur. Do you know where it is?", "I have a letter for the castle.", True),
+        ("I need rope for a climb too.", "I need rope for a climb.", True),
+        ("A letter? Leave it with me, I'll see it reaches the castle.", "I have a letter for the castle.", False),
+        ("I'm the captain's man, not his cousin.", "I'm the captain's cousin.", False),  # clitics do not count
+        ("I would like to see your coin first.", "I would like to buy a lantern.", False),
+        ("I have a letter for you.", "Do I have a letter for you?", False),  # no statement of the player's
+    ],
+)
+def test_the_players_own_words_said_as_the_npcs(line: str, player: str, fails: bool) -> None:
+    found = find_player_voice(line, player)
+    assert bool(found) is fails and all(f.rule_id == SPEAKS_AS_THE_PLAYER_RULE for f in found)

@@ -73,6 +73,7 @@ const BUILT_IN_RULES := {
 	"only_a_name": "said only a name",
 	"names_itself_wrongly": "called itself by another name",
 	"speaks_as_the_buyer": "spoke as the buyer instead of the seller",
+	"speaks_as_the_player": "said the player's own words as if they were its own",
 	# gate.py, numbers in the line against the context
 	"ungrounded_numbers": "named an amount nothing in the scene backs up",
 }
