@@ -49,6 +49,13 @@ _PATTERNS = tuple(
         r"\b(?:can't|cannot|can not|unable to) help (?:you )?with (?:that|this)(?: request| question)?\s*(?:[.!]|$)",
         r"\bi (?:don't|do not) have (?:any |enough |much )?(?:information|data|details) (?:about|on|regarding)\b",
         r"\bi (?:don't|do not) have the (?:ability|capability|capacity) to\b",
+        # qwen2.5-coder-1.5b as Mira, session 5: "I'm sorry, but I can't answer that right now."
+        r"\b(?:can't|cannot|can not|unable to|not able to) answer (?:that|this|your question)(?: right now| for you)?\s*(?:[.!]|$)",
+        # a safety policy or a job description in a character's mouth: "I don't want to be involved
+        # in violence or harm.", "my primary focus is on selling goods and providing good service"
+        r"\b(?:violence or harm|harm or violence|harmful or (?:illegal|dangerous)|illegal or harmful)\b",
+        r"\bmy (?:primary|main) (?:focus|goal|purpose|priority|objective) is\b",
+        r"\bprovid(?:e|ing) (?:good|great|excellent|quality) (?:customer )?service\b",
         # asking for context
         r"\b(?:provide|give|share) (?:me )?(?:with )?(?:more|some|additional|further) (?:context|details|information)\b",
         r"\bcould you (?:please )?(?:clarify|elaborate|rephrase|explain what you mean)\b",

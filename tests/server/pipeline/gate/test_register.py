@@ -50,6 +50,10 @@ ASSISTANT = (
     # qwen2.5-coder-1.5b in `bench quality`, session 4
     "I'm not sure what you're asking.",  # to "What is the password?"
     "Oh, you're feeling grumpy? Well, I'm sorry if that's the case. Is there anything specific you'd like to talk about?",
+    # qwen2.5-coder-1.5b in `bench quality`, session 5
+    "I'm sorry, but I can't answer that right now.",  # to "Is the river market busy today?"
+    "No, I can't sell weapons, love. I don't want to be involved in violence or harm.",
+    "Sorry, I can't keep a secret. As a merchant, my primary focus is on selling goods and providing good service to customers.",
 )
 
 IN_CHARACTER = (
@@ -76,6 +80,9 @@ IN_CHARACTER = (
     "You'll want the inn by the river. Tell them Brom sent you.",
     "I'm not sure what you saw, traveller, but it wasn't a dragon.",
     "Is there anything you'd like to buy, love? Talk is free, rope isn't.",
+    "I can't answer that, traveller. Ask the captain what he saw.",
+    "My main worry is the river, love. It's running high.",
+    "Harm a guard and you'll hang, traveller.",
 )
 
 
