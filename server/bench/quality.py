@@ -1,7 +1,7 @@
 """`loreguard bench quality`: what the embedded model's answers look like to the gate.
 
 A fixed set of player lines (`QUALITY_LINES`, 59 across the demo's two NPCs; the first six are
-the terminal demo's turns, nine ask for something the NPC may do: `REQUESTS`) goes through the full governance pipeline twice, each time on a fresh
+the terminal demo's turns, ten ask for something the NPC may do: `REQUESTS`) goes through the full governance pipeline twice, each time on a fresh
 demo store with the same seeds:
 
 - `before`: the sampler without repetition penalties or DRY, the demo guard with its original
@@ -18,8 +18,9 @@ model wrote that were heard, over lines: an NPC saying one line to 17 questions 
 `self_repeats_shown` (heard replies that repeat one the NPC said to another question, by the
 gate's own `repeats_itself` measure) and `fallback_lines_repeated` (fallbacks that said the
 NPC's previous fallback line again); and what the game did: `intent_rate` (of the lines that ask
-for an intent the NPC may grant, those that got it) and `wrong_intent_rate` (lines that got an
-intent they did not ask for: must be 0). With `--judge`, the `after` run asks the semantic judge in
+for an intent the NPC's character grants, those that got it), `discretionary_grant_rate` (the same
+for the requests its character may turn down: `MAY_REFUSE`) and `wrong_intent_rate` (lines that
+got an intent they did not ask for: must be 0). With `--judge`, the `after` run asks the semantic judge in
 each NPC's own sequence, on the batched engine (the sidecar's default, whose prefix reuse makes
 the judge cheap; the other runs use the reproducible engine), and adds its cost per reply: `judge_tokens_evaluated_p50`,
 `judge_tokens_cached_p50`, `judge_ms_p50` (and how often it was asked and found a break).
@@ -135,11 +136,12 @@ QUALITY_LINES: tuple[tuple[str, str], ...] = (
     ("merchant", "Give me a loaf of bread, here's a copper."),
 )
 
-#: What each line that asks for an intent asks for: a request the NPC may grant (the intent is
-#: allowed, and no rule forbids it in the bench's world state: "Can I have some bread for free?"
-#: is not one, the merchant's rule forbids giving anything away, so a grant there is wrong). `intent_rate` counts these lines
-#: that got exactly that intent; `wrong_intent_rate` counts the lines (any) that got an intent
-#: they did not ask for.
+#: What each line that asks for an intent asks for, as the deterministic reading puts it on the
+#: table (`intents`): a request the NPC may grant (the intent is allowed, and no rule forbids it in
+#: the bench's world state: "Can I have some bread for free?" is not one, the merchant's rule
+#: refuses requests "for free", so a grant there is wrong). `intent_rate` counts the lines that got
+#: exactly that intent, less the `MAY_REFUSE` ones; `wrong_intent_rate` counts the lines (any) that
+#: got an intent they did not ask for.
 REQUESTS: dict[tuple[str, str], WorldIntent] = {
     ("guard", "Can you open the gate for me?"): WorldIntent(type="open_gate", params={"gate_id": "north"}),
     ("guard", "The captain sent me. Let me in."): WorldIntent(type="open_gate", params={"gate_id": "north"}),
@@ -152,7 +154,19 @@ REQUESTS: dict[tuple[str, str], WorldIntent] = {
     ("merchant", "Give me a loaf of bread, here's a copper."): WorldIntent(
         type="give_item", params={"item": "bread", "count": 1}
     ),
+    # a wish is a request ("I need a lantern for the road", `asking`): the merchant sells rope
+    ("merchant", "I need rope for a climb."): WorldIntent(type="give_item", params={"item": "rope", "count": 1}),
 }
+#: Requests the NPC's own character turns down, so a refusal is as right as a grant: Brom's
+#: examples answer "Can I come in?" with "Not without the captain's word", and opens for "The
+#: captain expects me". These count in `discretionary_grant_rate`, not in `intent_rate`.
+MAY_REFUSE: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("guard", "Can you open the gate for me?"),
+        ("guard", "Please open the north gate."),
+        ("guard", "Let me through, guard. I have business inside."),
+    }
+)
 
 #: The guard's few-shot example before issue 19 varied it: the line a small model copied.
 ORIGINAL_GUARD_EXAMPLE = {
@@ -196,7 +210,7 @@ def _run(
     pipeline = GovernancePipeline(store, backend, config, judge_backend=backend if judge else None)
     profiles = {p.id: p for p in npcs}
     first_pass = fallbacks = degenerate_first = shown = parroted = demo_parroted = 0
-    asked = granted = wrong = 0
+    asked = granted = wrong = discretionary = discretionary_granted = 0
     world = demo_world()
     heard = _Heard({p.id: _repeat_context(p, world) for p in npcs})
     judged: list[JudgeRecord] = []
@@ -214,8 +228,11 @@ def _run(
         judged += [a.judge for a in attempts if a.judge is not None]
         heard.add(npc_id, line, result.dialogue, fallback=result.outcome is InteractionOutcome.FALLBACK)
         request = REQUESTS.get((npc_id, line))
-        asked += request is not None
-        granted += request is not None and request in result.intents
+        got = request is not None and request in result.intents
+        if (npc_id, line) in MAY_REFUSE:
+            discretionary, discretionary_granted = discretionary + 1, discretionary_granted + got
+        else:
+            asked, granted = asked + (request is not None), granted + got
         wrong += any(intent != request for intent in result.intents)
         if i < len(TURNS):
             demo_parroted += PARROTING_RULE in first_rules
@@ -242,6 +259,7 @@ def _run(
         f"{name}_fallback_lines_repeated": heard.fallbacks_repeated,
         f"{name}_intent_rate": round(granted / asked, 3) if asked else 0.0,
         f"{name}_wrong_intent_rate": round(wrong / n, 3),
+        f"{name}_discretionary_grant_rate": round(discretionary_granted / discretionary, 3) if discretionary else 0.0,
         f"{name}_seconds": round(time.perf_counter() - started, 1),
     }
     if judge:

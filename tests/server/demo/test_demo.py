@@ -87,6 +87,7 @@ def test_bench_quality_reports_what_the_player_heard_and_the_judges_cost(capsys)
     out = capsys.readouterr()
     figures = dict(line.split(": ", 1) for line in out.out.splitlines() if ": " in line)
     assert 0.0 <= float(figures["after_distinct_reply_rate"]) <= 1.0
+    assert 0.0 <= float(figures["after_discretionary_grant_rate"]) <= 1.0  # the guard's requests it may turn down
     assert figures["after_self_repeats_shown"] == "0"  # the gate's repeats_itself: none is heard
     assert int(figures["after_fallback_lines_repeated"]) >= 0
     assert int(figures["after_judge_asked"]) >= int(figures["after_judge_verdicts"]) >= 0
