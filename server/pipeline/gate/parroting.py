@@ -131,6 +131,20 @@ def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int, fl
 _SAME_ASKING = 0.5
 
 
+#: Irregular forms of one word, so two lines ask the same thing in either: "What do you have for
+#: sale?" asks the example's "What do you sell?" (the 1.5B's answer in the example's words was
+#: refused as a copy).
+_SAME_WORD = {
+    "sale": "sell", "sold": "sell", "bought": "buy", "paid": "pay", "told": "tell", "said": "say", "went": "go",
+    "gone": "go", "saw": "see", "seen": "see", "knew": "know", "known": "know", "gave": "give", "given": "give",
+    "took": "take", "taken": "take", "thought": "think", "heard": "hear",
+}  # fmt: skip
+
+
+def _asked_words(line: str) -> frozenset[str]:
+    return frozenset(_SAME_WORD.get(word, word) for word in keywords(line))
+
+
 #: The most words a reply may add to an example's line and still be said in its shape.
 _SHAPE_NEW_WORDS = 3
 
@@ -145,7 +159,7 @@ def _answers_as_example(
     after the example's "One good rope, love.", the player asking for a lantern)."""
     if example.intent is not None and example.intent in requested:
         return True
-    asks, example_asks = keywords(player_input), keywords(example.player)
+    asks, example_asks = _asked_words(player_input), _asked_words(example.player)
     if asks and example_asks and len(asks & example_asks) >= _SAME_ASKING * len(asks | example_asks):
         return True
     said, example_said = " ".join(norm_words(player_input)), " ".join(norm_words(example.player))

@@ -102,6 +102,7 @@ def test_quoting_an_earlier_question_before_answering_it_is_talk() -> None:
 
 DEMO_EXAMPLES = (
     FewShotExample(player="Heard any news?", npc="Only that the river's running high. Mind your boots by the quay!"),
+    FewShotExample(player="What do you sell?", npc="Bread, rope and lanterns, love. Have a look!"),
     FewShotExample(
         player="I'll take a rope. Here's my coin.",
         npc="One good rope, love. Tie your knots tight!",
@@ -125,6 +126,9 @@ OPEN_NORTH = (WorldIntent(type="open_gate", params={"gate_id": "north"}),)
         ("Aye, he said you'd come. Go on through, traveller.", "Could you open the gate for me?", OPEN_NORTH),
         ("Only that the river's running high. Mind your boots by the quay!", "Have you heard any news?", ()),
         ("Brom. I keep this gate, and I keep it well.", "Hello there. Who are you?", ()),
+        # the 1.5B, session 5: the example's answer to the same question in other forms of its words
+        ("Bread, rope and lanterns, love. Have a look!", "What do you have for sale?", ()),
+        ("Only that the river's running high. Mind your boots by the quay!", "Did you hear any news?", ()),
     ],
 )
 def test_an_examples_line_said_to_what_it_answers_is_the_npc_being_itself(
@@ -139,6 +143,7 @@ def test_an_examples_line_said_to_what_it_answers_is_the_npc_being_itself(
         ("Aye, he said you'd come. Go on through, traveller.", "What's the password?"),  # no request for it
         ("Only that the river's running high. Mind your boots by the quay!", "How much is a lantern?"),
         ("Brom. I keep this gate, and I keep it well.", "Is there a dragon in the hills?"),
+        ("Bread, rope and lanterns, love. Have a look!", "Where do you get your salt?"),
         # the example whole, with something added around it
         ("One good rope, love. Tie your knots tight! And mind the river.", "A lantern, please."),
     ],
