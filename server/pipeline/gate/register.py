@@ -59,6 +59,8 @@ _PATTERNS = tuple(
         # asking for context
         r"\b(?:provide|give|share) (?:me )?(?:with )?(?:more|some|additional|further) (?:context|details|information)\b",
         r"\bcould you (?:please )?(?:clarify|elaborate|rephrase|explain what you mean)\b",
+        # qwen2.5-coder-1.5b as Brom, session 5, to "Why so grumpy?": "... Can you explain further?"
+        r"\b(?:explain|elaborate|clarify) (?:a bit |a little )?(?:further|more)\s*\?",
         r"\bplease (?:provide|clarify|specify|elaborate|rephrase)\b",
         r"\bwhat you(?:'re| are) referring to\b",
         r"\b(?:not sure|unsure) what you(?:'re| are) (?:asking|saying|trying to say)\b",

@@ -52,6 +52,7 @@ ASSISTANT = (
     "Oh, you're feeling grumpy? Well, I'm sorry if that's the case. Is there anything specific you'd like to talk about?",
     # qwen2.5-coder-1.5b in `bench quality`, session 5
     "I'm sorry, but I can't answer that right now.",  # to "Is the river market busy today?"
+    "I'm sorry, but I don't understand what you mean by that. Can you explain further?",  # to "Why so grumpy?"
     "No, I can't sell weapons, love. I don't want to be involved in violence or harm.",
     "Sorry, I can't keep a secret. As a merchant, my primary focus is on selling goods and providing good service to customers.",
 )
@@ -83,6 +84,8 @@ IN_CHARACTER = (
     "I can't answer that, traveller. Ask the captain what he saw.",
     "My main worry is the river, love. It's running high.",
     "Harm a guard and you'll hang, traveller.",
+    "I don't understand you, traveller. Explain yourself.",
+    "The captain will explain more when he's back.",
 )
 
 
