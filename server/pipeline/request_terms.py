@@ -28,10 +28,11 @@ def _stems(text: str) -> tuple[str, ...]:
     return tuple(stem(word) for word in word_tokens(text))
 
 
-def _says(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:
+def _says(words: tuple[str, ...], needle: tuple[str, ...], *, unless_negated: bool = True) -> bool:
+    """Whether `needle` stands in `words` (with no negation just before it, by default)."""
     n = len(needle)
     return any(
-        words[i : i + n] == needle and not NEGATIONS.intersection(words[max(0, i - NEGATION_REACH) : i])
+        words[i : i + n] == needle and not (unless_negated and NEGATIONS.intersection(words[max(0, i - NEGATION_REACH) : i]))
         for i in range(len(words) - n + 1)
     )
 
@@ -63,11 +64,6 @@ def refusing(
         term = forbidding_term(asking, terms)
         if term is None:
             continue
-        named = frozenset(v for v, needle in stemmed.items() if needle and _says_plain(asking.words, needle))
+        named = frozenset(v for v, needle in stemmed.items() if needle and _says(asking.words, needle, unless_negated=False))
         out.append((named or frozenset(stemmed), *term))
     return out
-
-
-def _says_plain(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:
-    n = len(needle)
-    return any(words[i : i + n] == needle for i in range(len(words) - n + 1))
