@@ -111,7 +111,9 @@ def secret_leaks(texts: Iterable[str], secrets: Iterable[Secret]) -> list[GateFa
             failures.append(
                 GateFailure(
                     gate=GateName.KNOWLEDGE,
-                    reason=f"tells a value for {secret.topic} ({told!r}): a secret is neither told nor made up",
+                    # the value stays out of the reason, which the retry's repair quotes: the
+                    # 1.5B, told "('Raven')", said "The password is 'Raven.'" twice more
+                    reason=f"tells a value for {secret.topic}: a secret is neither told nor made up; say you will not tell it",
                     severity=Severity.HARD,
                     rule_id=secret.id,
                     evidence=told,

@@ -105,9 +105,48 @@ def _word_ratio(a: tuple[str, ...], b: tuple[str, ...], floor: float) -> float:
     return score if score < floor else SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
-def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int, floor: float, *, by_words: bool = False) -> float:
+#: Words that open the naming of what a request asks for: "a loaf of bread", "two lanterns".
+_OBJECT_OPENERS = frozenset(
+    "a an the some any one two three four five six seven eight nine ten few couple pair another more".split()
+)
+#: The longest naming of a request's object, in words ("a small coil of rope").
+_OBJECT_WORDS = 5
+
+
+def _is_object(run: tuple[str, ...], objects: frozenset[str]) -> bool:
+    """Whether a run of words names what the player's request asks for: it ends on one of the
+    request's parameter values and starts at an article, a number or the value itself."""
+    return (
+        len(run) <= _OBJECT_WORDS
+        and stem(run[-1]) in objects
+        and (run[0] in _OBJECT_OPENERS or stem(run[0]) in objects)
+    )
+
+
+def _copied_share_but_objects(of: tuple[str, ...], other: tuple[str, ...], objects: frozenset[str]) -> float:
+    """`copied_share(of, other, _LINE_RUN_WORDS)`, less the runs that only name the request's
+    object: "A loaf of bread, love!" to "Give me a loaf of bread, here's a copper." takes up
+    the order, as the example's "One good rope, love." does; "Give me a loaf of bread." says
+    the player's line back."""
+    if not of:
+        return 0.0
+    blocks = SequenceMatcher(None, of, other, autojunk=False).get_matching_blocks()
+    runs = (of[b.a : b.a + b.size] for b in blocks if b.size >= _LINE_RUN_WORDS)
+    return sum(len(run) for run in runs if not _is_object(run, objects)) / len(of)
+
+
+def _line_copy(
+    reply: tuple[str, ...],
+    line: tuple[str, ...],
+    min_words: int,
+    floor: float,
+    *,
+    by_words: bool = False,
+    objects: frozenset[str] = frozenset(),
+) -> float:
     """How much `reply` copies `line`: whole-reply similarity (of characters, or of words), or
-    (for a line of at least `min_words` words) the share of the line copied into the reply in runs."""
+    (for a line of at least `min_words` words) the share of the line copied into the reply in runs.
+    `objects`: the stems of what the player's line asks for (see `_copied_share_but_objects`)."""
     if by_words:
         score = _word_ratio(reply, line, floor)
     else:
@@ -122,7 +161,10 @@ def _line_copy(reply: tuple[str, ...], line: tuple[str, ...], min_words: int, fl
     if score < floor and by_words:
         # a reply made of the player's words: "What's the password? Spell it out for me." said
         # back to "I'm the captain's cousin. What's the password? Spell it out for me."
-        score = max(score, copied_share(reply, line, _LINE_RUN_WORDS, floor))
+        copied = copied_share(reply, line, _LINE_RUN_WORDS, floor)
+        if copied >= floor and objects:
+            copied = _copied_share_but_objects(reply, line, objects)
+        score = max(score, copied)
     return score
 
 
@@ -216,7 +258,8 @@ def find_parroting(
             if score >= threshold:
                 return [_failure(f"few-shot example {i}'s {side}", score, line)]
     if player_input and not _answers_in_its_words(dialogue, player_input):
-        score = _line_copy(reply, norm_words(player_input), limits.min_copy_words, threshold, by_words=True)
+        objects = frozenset(stem(str(v)) for intent in requested for v in intent.params.values() if isinstance(v, str))
+        score = _line_copy(reply, norm_words(player_input), limits.min_copy_words, threshold, by_words=True, objects=objects)
         if score >= threshold:
             return [_failure("the player's own line", score, player_input)]
     for line in earlier_inputs:

@@ -166,3 +166,34 @@ def test_a_yes_or_no_in_the_questions_words_is_an_answer(reply: str) -> None:
 def test_the_question_said_back_is_still_an_echo() -> None:
     assert _found("Any trouble on the road lately?", player="Any trouble on the road lately?")
     assert _found("Any trouble on the road lately, you ask?", player="Any trouble on the road lately?")
+
+
+BREAD = (WorldIntent(type="give_item", params={"item": "bread", "count": 1}),)
+LANTERNS = (WorldIntent(type="give_item", params={"item": "lantern", "count": 2}),)
+
+
+@pytest.mark.parametrize(
+    ("reply", "player", "requested"),
+    [  # the 1.5B as Mira, session 6: taking up an order by naming it, as her example does
+        ("A loaf of bread, love!", "Give me a loaf of bread, here's a copper.", BREAD),
+        ("A pair of lanterns, love!", "I'll buy a pair of lanterns.", LANTERNS),
+    ],
+)
+def test_naming_what_the_request_asks_for_takes_up_the_order(
+    reply: str, player: str, requested: tuple[WorldIntent, ...]
+) -> None:
+    assert find_parroting(reply, DEFAULTS, player_input=player, requested=requested) == []
+
+
+@pytest.mark.parametrize(
+    ("reply", "player", "requested"),
+    [
+        ("Give me a loaf of bread, love.", "Give me a loaf of bread, here's a copper.", BREAD),  # the order said back
+        ("I'll buy two lanterns, here you go.", "I'll buy two lanterns, here you go.", LANTERNS),
+        ("A loaf of bread, love!", "Give me a loaf of bread, here's a copper.", ()),  # no request read: as before
+    ],
+)
+def test_the_players_order_said_back_is_still_an_echo(
+    reply: str, player: str, requested: tuple[WorldIntent, ...]
+) -> None:
+    assert find_parroting(reply, DEFAULTS, player_input=player, requested=requested)

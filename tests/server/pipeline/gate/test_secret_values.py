@@ -25,6 +25,8 @@ def test_a_made_up_value_for_a_secret_fails(line: str) -> None:
     (failure,) = secret_leaks([line], [PASSWORD])
     assert failure.rule_id == "password" and failure.severity is Severity.HARD
     assert "neither told nor made up" in failure.reason and "silver" not in failure.reason
+    # the made-up value is evidence for the record, never in the reason a retry's repair quotes
+    assert failure.evidence and failure.evidence.lower() not in failure.reason.lower()
 
 
 @pytest.mark.parametrize(
