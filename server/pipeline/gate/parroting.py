@@ -116,11 +116,7 @@ _OBJECT_WORDS = 5
 def _is_object(run: tuple[str, ...], objects: frozenset[str]) -> bool:
     """Whether a run of words names what the player's request asks for: it ends on one of the
     request's parameter values and starts at an article, a number or the value itself."""
-    return (
-        len(run) <= _OBJECT_WORDS
-        and stem(run[-1]) in objects
-        and (run[0] in _OBJECT_OPENERS or stem(run[0]) in objects)
-    )
+    return len(run) <= _OBJECT_WORDS and stem(run[-1]) in objects and (run[0] in _OBJECT_OPENERS or stem(run[0]) in objects)
 
 
 def _copied_share_but_objects(of: tuple[str, ...], other: tuple[str, ...], objects: frozenset[str]) -> float:

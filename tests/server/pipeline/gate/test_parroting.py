@@ -179,9 +179,7 @@ LANTERNS = (WorldIntent(type="give_item", params={"item": "lantern", "count": 2}
         ("A pair of lanterns, love!", "I'll buy a pair of lanterns.", LANTERNS),
     ],
 )
-def test_naming_what_the_request_asks_for_takes_up_the_order(
-    reply: str, player: str, requested: tuple[WorldIntent, ...]
-) -> None:
+def test_naming_what_the_request_asks_for_takes_up_the_order(reply: str, player: str, requested: tuple[WorldIntent, ...]) -> None:
     assert find_parroting(reply, DEFAULTS, player_input=player, requested=requested) == []
 
 
@@ -193,7 +191,5 @@ def test_naming_what_the_request_asks_for_takes_up_the_order(
         ("A loaf of bread, love!", "Give me a loaf of bread, here's a copper.", ()),  # no request read: as before
     ],
 )
-def test_the_players_order_said_back_is_still_an_echo(
-    reply: str, player: str, requested: tuple[WorldIntent, ...]
-) -> None:
+def test_the_players_order_said_back_is_still_an_echo(reply: str, player: str, requested: tuple[WorldIntent, ...]) -> None:
     assert find_parroting(reply, DEFAULTS, player_input=player, requested=requested)
