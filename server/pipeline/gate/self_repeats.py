@@ -9,6 +9,8 @@ ratio over the normalised words joined by spaces, as `parroting.similarity` meas
 ("do not say ... or anything like it"), and the escalation forbids it.
 
 Not a repeat, because it is an answer (judged by what it adds to what was said before):
+- a piece alike in its letters but sharing no content word with the earlier one (`VOCATIVES`
+  aside): "I can't tell you now, traveller." after "I can't let you go in now, traveller.";
 - a sentence or reply shorter than `min_repeat_words` words: "Move along, traveller." is a line a
   guard may say every day (but a whole short reply said word for word `SHORT_LINE_TIMES` times
   already to other questions is a loop: "A lantern, please" to four questions);
@@ -83,6 +85,24 @@ def _alike(a: _Piece, b: _Piece, threshold: float) -> float:
     return SequenceMatcher(None, a.joined, b.joined, autojunk=False).ratio()
 
 
+#: Words that address the player rather than say anything: two lines alike only in them and
+#: their small words say different things.
+VOCATIVES = keywords("traveller traveler love dear friend stranger sir madam lad lass")
+
+
+@lru_cache(maxsize=4096)
+def _content(text: str) -> frozenset[str]:
+    return keywords(text) - VOCATIVES
+
+
+def _says_otherwise(piece: _Piece, said: _Piece) -> bool:
+    """Whether two pieces alike in their letters share no content word: "I can't tell you now,
+    traveller." is not "I can't let you go in now, traveller." said again (stripped as a repeat,
+    the 1.5B's answer to "Any news from the hills?" was left saying only "It's too dark.")."""
+    mine, earlier = _content(piece.text), _content(said.text)
+    return bool(mine) and bool(earlier) and not mine & earlier
+
+
 class RepeatContext(FrozenModel):
     """What tells an answer from a repeat: the NPC's name, the canonical facts it may restate
     when asked, and the intents a player's line may ask for (requests for the same act are the
@@ -128,7 +148,7 @@ def find_self_repeats(
                 if piece in answers:
                     continue
                 score = _alike(piece, said, threshold)
-                if score < threshold:
+                if score < threshold or _says_otherwise(piece, said):
                     continue
                 if _new_subject(piece, said, asks, keywords(earlier.player)):
                     shape = shape or (said, score)

@@ -310,3 +310,17 @@ def test_a_short_sentence_said_again_and_again_is_stripped_as_a_tic() -> None:
     assert without_repeated_sentences(reply, "What's the river called?", once, LIMITS, MERCHANT) == (reply, ())
     # the tic alone stays for the gate to judge: nothing else would be left
     assert without_repeated_sentences("What would you like?", "Hello.", said, LIMITS, MERCHANT) == ("What would you like?", ())
+
+
+def test_a_sentence_alike_in_letters_but_saying_another_thing_is_kept() -> None:
+    """The 1.5B as the guard (session 6): "I can't tell you now" was stripped as a repeat of "I
+    can't let you go in now", and the player heard only "It's too dark." to "Any news from the
+    hills?"."""
+    earlier = recent(
+        ("Good evening. When does the gate close?", "The gate closes at dusk. I can't let you go in now, traveller.")
+    )
+    reply = "I can't tell you now, traveller. It's too dark."
+    assert find_self_repeats("I can't tell you now, traveller.", "Any news from the hills?", earlier, LIMITS) == []
+    assert without_repeated_sentences(reply, "Any news from the hills?", earlier, LIMITS) == (reply, ())
+    # the same words said again still repeat
+    assert find_self_repeats("I can't let you go in now, traveller.", "Any news from the hills?", earlier, LIMITS)
