@@ -122,9 +122,13 @@ def find_self_repeats(
     recent: tuple[RecentReply, ...],
     limits: OutputLimits,
     context: RepeatContext = _NO_CONTEXT,
+    *,
+    openings: bool = True,
 ) -> list[GateFailure]:
     """One failure when `dialogue` repeats one of `recent` (newest first) said to another player
-    line; none otherwise. The newest earlier line repeated is named."""
+    line; none otherwise. The newest earlier line repeated is named. `openings`: whether a reply
+    that opens as the last ones did counts (not for a sentence judged alone: see
+    `without_repeated_sentences`)."""
     if not recent or not limits.repeat_window:
         return []
     asked = norm_words(player_input)
@@ -160,7 +164,7 @@ def find_self_repeats(
             shaped.append(shape)
     if len(shaped) >= SHAPE_TIMES:
         return [_failure(shaped[0][0].text, shaped[0][1])]
-    return _same_opening(dialogue, others[:OPENING_WINDOW])
+    return _same_opening(dialogue, others[:OPENING_WINDOW]) if openings else []
 
 
 #: A reply's first this many words, said at the start of `OPENING_TIMES` of the NPC's last
@@ -226,7 +230,12 @@ def without_repeated_sentences(
         return dialogue, ()
     habits = _habits(recent[:OPENING_WINDOW])
     removed = tuple(
-        s for s in parts if tuple(norm_words(s)) in habits or find_self_repeats(s, player_input, recent, limits, context)
+        s
+        for s in parts
+        # a sentence that only opens as the last replies did says something new: the reply is
+        # retried for its opening, not cut ("I'm sorry, but the captain has ordered me not to
+        # let you go through" was stripped, leaving the 1.5B's guard with "You can't open it now.")
+        if tuple(norm_words(s)) in habits or find_self_repeats(s, player_input, recent, limits, context, openings=False)
     )
     if not removed or len(removed) == len(parts):
         return dialogue, ()
