@@ -79,6 +79,12 @@ class IntentSpec(FrozenModel):
     #: gate approves nothing else. An intent without cues is offered every turn (the model
     #: decides when, and its parameters).
     cues: tuple[Phrase, ...] = Field(default=(), max_length=32)
+    #: Phrases with which the NPC says it does the act now ("go on through", "here's your"). A
+    #: reply that says one, not negated, in no question and under no condition ("if", "when"),
+    #: must grant this intent, or the gate fails it (`grants_in_words_only`): the game would not
+    #: do what the player heard. Pick words that only mean the act done now ("I'll open the gate"
+    #: may be a promise for the morning).
+    grant_phrases: tuple[Phrase, ...] = Field(default=(), max_length=32)
 
 
 class FewShotExample(FrozenModel):

@@ -24,7 +24,7 @@ NEGATION_REACH = 3
 _OPENERS = frozenset({"and", "oh", "all", "but", "so", "well", "um", "er", "of", "course"})
 
 
-def _stems(text: str) -> tuple[str, ...]:
+def stems(text: str) -> tuple[str, ...]:
     return tuple(stem(word) for word in word_tokens(text))
 
 
@@ -47,7 +47,7 @@ def _opens_with(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:
 def forbidding_term(asking: Asking, terms: Iterable[tuple[str, str]]) -> tuple[str, str] | None:
     """The first (rule id, phrase) of `terms` the asking sentence words its request in, or None."""
     for rule_id, phrase in terms:
-        needle = _stems(phrase)
+        needle = stems(phrase)
         if needle and (_says(asking.words, needle) or _opens_with(asking.after, needle)):
             return rule_id, phrase
     return None
@@ -58,7 +58,7 @@ def refusing(
 ) -> list[tuple[frozenset[str], str, str]]:
     """For each asking sentence worded in a forbidden term: the values of `values` it names (all
     of them when it names none), the rule id and the phrase; in the line's order."""
-    stemmed = {value: _stems(value) for value in values}
+    stemmed = {value: stems(value) for value in values}
     out = []
     for asking in askings:
         term = forbidding_term(asking, terms)

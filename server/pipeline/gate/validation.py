@@ -2,12 +2,10 @@
 
 1. hard limits: output size, output hygiene (markup, speaker labels, stage directions,
    meta-text, fragments: see `hygiene`; what is rejected fails hard, what is stripped is gone
-   before any other gate looks), degenerate output (loops, open brackets, a cut-off word, the
-   model's special tokens, no words: see `degenerate`), the prompt's instructions read out
-   (see `readout`), parroting (a copied example, the
-   player's line or the persona: see `parroting`), self-repeats (a recent reply said again to
-   another question: see `self_repeats`), and every critical constraint; a critical failure
-   stops at once;
+   before any other gate looks), degenerate output (`degenerate`), the prompt's instructions
+   read out (`readout`), parroting (`parroting`), self-repeats (`self_repeats`), the assistant's
+   register (`register`), non-answers, other voices, a grant said but not done (`deeds`), and
+   every critical constraint; a critical failure stops at once;
 2. schema: the parsed JSON must be a valid `ParsedOutput`;
 3. constraints: the remaining (soft and hard) constraints;
 4. canonical: no claim of a canonical fact may be contradicted, nor the claim of a world-state
@@ -55,6 +53,7 @@ from loreguard.schemas.receipt import (
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import norm_words
 from loreguard.server.pipeline.gate.checks import check_constraint, mutation_texts, said_texts, secret_leaks
+from loreguard.server.pipeline.gate.deeds import find_grants_in_words_only
 from loreguard.server.pipeline.gate.degenerate import find_degenerate
 from loreguard.server.pipeline.gate.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.gate.hygiene import Scrubbed, scrub_dialogue
@@ -333,8 +332,11 @@ def _hard_limit_failures(
     hard.extend(
         find_self_repeats(output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits, repeat_context(snapshot))
     )
-    if not prefix:  # "I'm Brom." may be the start of an answer
+    if not prefix:  # "I'm Brom." may be the start of an answer; the intent follows the dialogue
         hard.extend(find_non_answer(output.dialogue, snapshot.context.said(), snapshot.npc_name, known_texts(snapshot)))
+        granted = (m.intent for m in output.mutations if isinstance(m, EmitWorldIntentMutation))
+        offered = (o.spec.type for o in snapshot.offered_intents if o.requested)
+        hard.extend(find_grants_in_words_only(output.dialogue, granted, snapshot.allowed_intents, offered, snapshot.npc_name))
     hard.extend(
         find_other_voices(before or output.dialogue, snapshot.context.scene_turn, snapshot.npc_name, snapshot.allowed_intents)
         or find_player_voice(output.dialogue, snapshot.context.said())

@@ -110,7 +110,7 @@ def test_an_intent_without_cues_is_offered_every_turn_in_type_order() -> None:
 
 def test_the_prompt_carries_the_request_and_the_grammar_only_it(tmp_path: Path) -> None:
     merchant = NPCS["merchant"]
-    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Hello, love."), say("Here you are.")], profile=merchant)
+    pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Hello, love."), say("Two loaves, love.")], profile=merchant)
     pipeline.interact(ask("Lovely day.", npc="merchant"))
     pipeline.interact(ask("I'll take two loaves of bread.", npc="merchant"))
     plain, request = (r.prompt for r in backend.requests)

@@ -37,7 +37,8 @@ def _run(tmp_path: Path, case: dict[str, Any]) -> InteractionResult:
     """The case's earlier exchanges (each must be heard as the model wrote it), then its line."""
     npc = case["npc"]
     earlier = [dialogue for _, dialogue in case["earlier"]]
-    backend = ScriptedBackend({npc: [say(d) for d in earlier] + [say(case["dialogue"])] * 3}, special_tokens=SPECIALS)
+    reply = say(case["dialogue"], mutations=[case["grants"]] if "grants" in case else None)
+    backend = ScriptedBackend({npc: [say(d) for d in earlier] + [reply] * 3}, special_tokens=SPECIALS)
     pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
     for player, dialogue in case["earlier"]:
         before = pipeline.interact(ask(player, npc=npc, scene="eldmoor"))

@@ -16,6 +16,10 @@ extends Resource
 ## each enum parameter), its parameters filled in from the line, and the sidecar approves
 ## nothing else; without, the model may emit it on any turn.
 @export var cues: PackedStringArray = []
+## Phrases with which the NPC says it does the act now ("go on through", "here's your"). A reply
+## that says one (not negated, in no question, under no "if" or "when") must grant this intent,
+## or the sidecar refuses it and asks again: the game would not do what the player heard.
+@export var grant_phrases: PackedStringArray = []
 
 
 func to_dict() -> Dictionary:
@@ -23,7 +27,13 @@ func to_dict() -> Dictionary:
 	for param in params:
 		if param != null:
 			by_name[param.name] = param.to_dict()
-	return {"type": type, "description": description, "params": by_name, "cues": Array(cues)}
+	return {
+		"type": type,
+		"description": description,
+		"params": by_name,
+		"cues": Array(cues),
+		"grant_phrases": Array(grant_phrases),
+	}
 
 
 static func from_dict(data: Dictionary) -> LoreguardIntent:
@@ -32,6 +42,7 @@ static func from_dict(data: Dictionary) -> LoreguardIntent:
 	out.resource_name = out.type  # the inspector lists arrays of intents by this
 	out.description = data.get("description", "")
 	out.cues = PackedStringArray(data.get("cues", []))
+	out.grant_phrases = PackedStringArray(data.get("grant_phrases", []))
 	var params_data: Dictionary = data.get("params", {})
 	var names := params_data.keys()
 	names.sort()

@@ -74,6 +74,8 @@ const BUILT_IN_RULES := {
 	"names_itself_wrongly": "called itself by another name",
 	"speaks_as_the_buyer": "spoke as the buyer instead of the seller",
 	"speaks_as_the_player": "said the player's own words as if they were its own",
+	# deeds.py
+	"grants_in_words_only": "said it did something the game was not asked to do",
 	# gate.py, numbers in the line against the context
 	"ungrounded_numbers": "named an amount nothing in the scene backs up",
 }
@@ -159,6 +161,7 @@ const _QUOTES_EVIDENCE := [
 	"repeated_sentence",
 	"repeats_itself",
 	"speaks_for_others",
+	"grants_in_words_only",
 ]
 
 static var _compiled: Array[RegEx] = []
