@@ -39,6 +39,7 @@ from loreguard.schemas.receipt import GateFailure, GateName, SkippedFallback
 from loreguard.schemas.rules import Constraint, ExpectancyRule, RuleChecks, Severity
 from loreguard.server.pipeline.expectancy import holds_everywhere, to_constraint
 from loreguard.server.pipeline.gate.checks import check_constraint, secret_leaks
+from loreguard.server.pipeline.gate.deeds import find_grants_in_words_only
 from loreguard.server.pipeline.phrases import clean_dialogue
 
 BUILTIN_EMERGENCY = "..."
@@ -157,8 +158,13 @@ def fallback_problems(world: WorldDefinition | None, profiles: Iterable[NpcProfi
         rule_paths = {c.rule_id: path for path, c in rules}
         secrets = profile.secrets if profile else ()
         secret_paths = {s.id: f"npc.secrets.{i}" for i, s in enumerate(secrets)}
+        intents = profile.allowed_intents if profile else ()
         for line, text in lines:
             for failure in line_failures(text, [c for _, c in rules], secrets):
                 paths = secret_paths if failure.gate is GateName.KNOWLEDGE else rule_paths
                 problems.append(FallbackProblem(npc_id=npc_id, line=line, broken=paths[failure.rule_id or ""], failure=failure))
+            # a fallback grants nothing, so one that says an act is done says it in words only
+            for failure in find_grants_in_words_only(text, (), intents, (), profile.name if profile else ""):
+                at = next(i for i, spec in enumerate(intents) if failure.evidence in spec.grant_phrases)
+                problems.append(FallbackProblem(npc_id=npc_id, line=line, broken=f"npc.allowed_intents.{at}", failure=failure))
     return problems

@@ -13,9 +13,11 @@ from stores import open_store
 from loreguard.memory import MemoryPolicy, MemoryStore
 from loreguard.schemas import InteractionOutcome, TriggerReason
 from loreguard.schemas.audit import PackageSelection
+from loreguard.schemas.npc import Fallbacks
 from loreguard.schemas.rules import Constraint
 from loreguard.server.audit import AuditRecorder
 from loreguard.server.audit.replay import Replayer
+from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.expectancy import to_constraint
@@ -60,6 +62,16 @@ def test_a_world_rule_holds_for_the_npcs_it_names_and_for_no_others() -> None:
     assert _problems(world, None) == []  # no NPC registered yet: the rule holds for nobody
     assert _problems(world, _guard(["Hmph."])) == [("guard", "world.fallbacks.generic.0", "world.rules.0", "guard_no_dragon")]
     assert _problems(world, _guard(["Hmph."]).model_copy(update={"id": "smith"})) == []  # type: ignore[attr-defined]
+
+
+def test_a_fallback_that_says_an_act_is_done_is_a_registration_problem() -> None:
+    """A fallback grants nothing: "Go on through" in one would leave the gate shut behind it."""
+    guard = next(p for p in demo_npcs() if p.id == "guard")
+    profile = guard.model_copy(update={"fallbacks": Fallbacks(generic=("Hmph.", "Fine. Go on through, traveller."))})
+    assert _problems(demo_world(), profile) == [
+        ("guard", "npc.fallbacks.generic.1", "npc.allowed_intents.0", "grants_in_words_only")
+    ]
+    assert _problems(demo_world(), guard) == []  # the demo's own lines say no such thing
 
 
 def test_soft_conditional_and_intent_rules_are_no_registration_problem() -> None:
