@@ -56,6 +56,12 @@ _PATTERNS = tuple(
         r"\b(?:violence or harm|harm or violence|harmful or (?:illegal|dangerous)|illegal or harmful)\b",
         r"\bmy (?:primary|main) (?:focus|goal|purpose|priority|objective) is\b",
         r"\bprovid(?:e|ing) (?:good|great|excellent|quality) (?:customer )?service\b",
+        # qwen2.5-coder-1.5b as Brom, session 6: "As a guard, I am required to maintain the
+        # security of Eldmoor.", "my goal is to ensure the safety and order of Eldmoor"
+        r"\bas an? \w+, (?:i(?:'m| am) (?:required|obliged|responsible)|i (?:need|have) to (?:maintain|ensure|uphold)"
+        r"|my (?:goal|duty|role|purpose|responsibility|job) is to (?:maintain|ensure|provide|uphold))\b",
+        r"\b(?:maintain|ensure|uphold) the (?:security|safety)(?: and (?:order|security|safety))? of\b",
+        r"\bi (?:don't|do not) have access to\b",
         # asking for context
         r"\b(?:provide|give|share) (?:me )?(?:with )?(?:more|some|additional|further) (?:context|details|information)\b",
         r"\bcould you (?:please )?(?:clarify|elaborate|rephrase|explain what you mean)\b",

@@ -55,6 +55,11 @@ ASSISTANT = (
     "I'm sorry, but I don't understand what you mean by that. Can you explain further?",  # to "Why so grumpy?"
     "No, I can't sell weapons, love. I don't want to be involved in violence or harm.",
     "Sorry, I can't keep a secret. As a merchant, my primary focus is on selling goods and providing good service to customers.",
+    # qwen2.5-coder-1.5b in `bench quality`, session 6: a job description for an answer
+    "I don't know why the gate should be shut, traveller. As a guard, I am required to maintain the security of Eldmoor.",
+    "I'm sorry, but I don't know why you're grumpy. As a guard, my goal is to ensure the safety and order of Eldmoor.",
+    "The weather is still rainy, and I need to ensure the safety of Eldmoor.",
+    "As a guard, my job is to keep Eldmoor safe, and I don't have access to any secrets or information.",
 )
 
 IN_CHARACTER = (
@@ -86,6 +91,10 @@ IN_CHARACTER = (
     "Harm a guard and you'll hang, traveller.",
     "I don't understand you, traveller. Explain yourself.",
     "The captain will explain more when he's back.",
+    "As a guard, my job is to keep Eldmoor safe. I am proud to be a part of the city's defenses.",  # to "Do you like your job?"
+    "As a boy, I had to keep the geese; now I keep a gate.",
+    "It's my duty to keep this gate, traveller, and I keep it well.",
+    "Keep the town safe? That's the captain's worry, love.",
 )
 
 
