@@ -9,6 +9,7 @@ one module each, in the order `validation` asks them:
 - `self_repeats`  a reply the NPC said before to another question
 - `non_answers`   a word from nowhere, an introduction instead of an answer
 - `voices`        lines spoken for someone else, to itself, under another name, as the buyer
+- `deeds`         an act said done (an intent's `grant_phrases`) that the reply does not grant
 - `checks`        the designer's constraints and the secrets
 - `premise`       a yes to a claim canon denies
 - `grounding`     numbers about what the prompt carried (`numbers` reads them)
