@@ -11,6 +11,9 @@ Two shapes the real models wrote, both validated before this check:
   "Oh, hello there! I'm Mira, a merchant by the river market." to "What do you have for sale?":
   every sentence a greeting, the NPC naming itself, or asking what the player wants, to a
   question that was not about who it is and a line that was no greeting.
+- **A greeting for an answer.** "Good evening, traveller." to "Can I wait here until morning?"
+  (Qwen2.5-Coder-1.5B as Brom, what hygiene left of a reply whose last sentence it cut): every
+  sentence a greeting, to a question that was no greeting and did not ask who is there.
 - **The question thrown back.** "What would you like to talk about instead?" to "The king is
   called Edward now, isn't he?"; "What else would you like to know about Eldmoor?" to "Where is
   the old mill?" (both Qwen2.5-Coder-1.5B's as the demo NPCs): every sentence asks what the
@@ -79,7 +82,7 @@ _ASKS_BACK = re.compile(
 #: A player's line that asks who the NPC is, or greets it: an introduction answers it.
 _ASKS_WHO = re.compile(
     r"\b(?:who (?:are|r) (?:you|u)|your name|who is (?:this|that|there|it)|introduce|what are you|"
-    r"call you|who goes there|are you\b)",
+    r"call you|who goes there|are you\b|any(?:one|body) (?:there|here|home|around|about)|(?:some|any)(?:one|body) there)",
     re.IGNORECASE,
 )
 #: A sentence asking what the player would talk about or know: the assistant's way of answering
@@ -133,6 +136,8 @@ def find_non_answer(dialogue: str, player_line: str, speaker: str, known: Iterab
     if parts and all(_WHAT_TO_TALK_ABOUT.match(p) or _GREETING_ONLY.match(p) for p in parts):
         if any(_WHAT_TO_TALK_ABOUT.match(p) for p in parts) and not _ASKS_TO_ASK.search(player_line):
             return [_failure("the line throws the question back instead of answering it", dialogue[:80])]
+        if all(_GREETING_ONLY.match(p) for p in parts):
+            return [_failure("the line only greets instead of answering the question", dialogue[:80])]
     if not parts or not any(_introduction(speaker).match(part) for part in parts):
         return []
     if all(_introduction(speaker).match(p) or _GREETING_ONLY.match(p) or _ASKS_BACK.match(p) for p in parts):
