@@ -11,9 +11,10 @@ Two shapes the real models wrote, both validated before this check:
   "Oh, hello there! I'm Mira, a merchant by the river market." to "What do you have for sale?":
   every sentence a greeting, the NPC naming itself, or asking what the player wants, to a
   question that was not about who it is and a line that was no greeting.
-- **A greeting for an answer.** "Good evening, traveller." to "Can I wait here until morning?"
-  (Qwen2.5-Coder-1.5B as Brom, what hygiene left of a reply whose last sentence it cut): every
-  sentence a greeting, to a question that was no greeting and did not ask who is there.
+- **A greeting left for an answer.** "Good evening, traveller." to "Can I wait here until
+  morning?" (Qwen2.5-Coder-1.5B as Brom: hygiene cut the unfinished sentence that answered):
+  every sentence left a greeting, to a question that was no greeting and did not ask who is
+  there. A greeting the model wrote alone is let be: streamed, it is the start of an answer.
 - **The question thrown back.** "What would you like to talk about instead?" to "The king is
   called Edward now, isn't he?"; "What else would you like to know about Eldmoor?" to "Where is
   the old mill?" (both Qwen2.5-Coder-1.5B's as the demo NPCs): every sentence asks what the
@@ -117,9 +118,12 @@ def _introduction(speaker: str) -> re.Pattern[str]:
     )
 
 
-def find_non_answer(dialogue: str, player_line: str, speaker: str, known: Iterable[str]) -> list[GateFailure]:
+def find_non_answer(
+    dialogue: str, player_line: str, speaker: str, known: Iterable[str], *, cut_short: bool = False
+) -> list[GateFailure]:
     """One failure when `dialogue` answers nothing of `player_line` (see the module); `known`:
-    the texts the prompt carried (persona, lore, facts, state, examples)."""
+    the texts the prompt carried (persona, lore, facts, state, examples); `cut_short`: hygiene
+    stripped part of what the model wrote (a greeting is then all that is left of an answer)."""
     said = word_tokens(dialogue)
     if 0 < len(said) <= MAX_STRAY_WORDS:
         # a noun from nowhere may answer ("Wolves." to "What are you afraid of?"); a verb's or
@@ -136,8 +140,8 @@ def find_non_answer(dialogue: str, player_line: str, speaker: str, known: Iterab
     if parts and all(_WHAT_TO_TALK_ABOUT.match(p) or _GREETING_ONLY.match(p) for p in parts):
         if any(_WHAT_TO_TALK_ABOUT.match(p) for p in parts) and not _ASKS_TO_ASK.search(player_line):
             return [_failure("the line throws the question back instead of answering it", dialogue[:80])]
-        if all(_GREETING_ONLY.match(p) for p in parts):
-            return [_failure("the line only greets instead of answering the question", dialogue[:80])]
+        if cut_short and all(_GREETING_ONLY.match(p) for p in parts):
+            return [_failure("all that is left is a greeting: answer the question", dialogue[:80])]
     if not parts or not any(_introduction(speaker).match(part) for part in parts):
         return []
     if all(_introduction(speaker).match(p) or _GREETING_ONLY.match(p) or _ASKS_BACK.match(p) for p in parts):

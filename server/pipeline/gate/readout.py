@@ -58,6 +58,11 @@ INSTRUCTIONS = " ".join(
         SCENE_INSTRUCTION,
         REPAIR_OPENING,
         REPAIR_CLOSING,
+        # the Request section: "You can grant the north gate, unless a rule above forbids it."
+        # (qwen2.5-coder-0.5b as Brom) copies it
+        GRANT_INSTRUCTION,
+        REFUSE_INSTRUCTION,
+        FORBIDDEN_REQUEST_INSTRUCTION,
         "Output format. Examples. Rules. Correction. Facts always true. Situation. Request.",
         "dialogue intent emotion mutations spoken words characters changes significance confidence sentiment",
     )
@@ -75,7 +80,7 @@ TEXT_WORDS = frozenset(
 #: is one: a guard speaks of the captain's rules all day.)
 EVERYDAY_WORDS = keywords(
     "every one exactly nothing else new previous write follows never reveal anything change changes now true "
-    "always facts situation rule rules words spoken characters most kind"
+    "always facts situation rule rules words spoken characters most kind give yours refuse unless"
 )
 #: Instruction words a character hardly ever says: each counts twice.
 RARE_IN_SPEECH = frozenset(

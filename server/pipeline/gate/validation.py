@@ -276,8 +276,7 @@ def _hard_limit_failures(
     special_tokens: tuple[str, ...],
     prefix: bool = False,
 ) -> list[GateFailure]:
-    """The hard limits on the output itself: its size, hygiene, the prompt's markup, degenerate
-    text, parroting and self-repeats (the critical constraints are checked beside them)."""
+    """The hard limits on the output itself, in the module's order (critical constraints aside)."""
     hard: list[GateFailure] = []
     if len(raw) > config.max_raw_chars:
         hard.append(
@@ -333,10 +332,11 @@ def _hard_limit_failures(
         find_self_repeats(output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits, repeat_context(snapshot))
     )
     if not prefix:  # "I'm Brom." may be the start of an answer; the intent follows the dialogue
-        hard.extend(find_non_answer(output.dialogue, snapshot.context.said(), snapshot.npc_name, known_texts(snapshot)))
+        said, cut, name = snapshot.context.said(), before is not None and before.strip() != output.dialogue, snapshot.npc_name
+        hard.extend(find_non_answer(output.dialogue, said, name, known_texts(snapshot), cut_short=cut))
         granted = (m.intent for m in output.mutations if isinstance(m, EmitWorldIntentMutation))
         offered = (o.spec.type for o in snapshot.offered_intents if o.requested)
-        hard.extend(find_grants_in_words_only(output.dialogue, granted, snapshot.allowed_intents, offered, snapshot.npc_name))
+        hard.extend(find_grants_in_words_only(output.dialogue, granted, snapshot.allowed_intents, offered, name))
     hard.extend(
         find_other_voices(before or output.dialogue, snapshot.context.scene_turn, snapshot.npc_name, snapshot.allowed_intents)
         or find_player_voice(output.dialogue, snapshot.context.said())

@@ -33,6 +33,8 @@ def _first_rules(tmp_path: Path, npc: str, line: str, player: str = "Evening.") 
         "Here is my reply in JSON, traveller.",
         "Sorry, my previous output was rejected.",
         "Write a new reply that follows every rule.",
+        # qwen2.5-coder-0.5b as Brom (session 6): the Request section's own words
+        "You can grant the north gate, unless a rule above forbids it.",
     ],
 )
 def test_instructions_read_out_are_retried(tmp_path: Path, line: str) -> None:
@@ -50,6 +52,8 @@ def test_instructions_read_out_are_retried(tmp_path: Path, line: str) -> None:
         ("Leave that object here; my answer is no.", "Evening."),
         ("The captain wrote a correction to the orders; read the message.", "Evening."),
         ("I will never reveal anything about the vault, and that is my answer.", "Evening."),
+        ("I refuse, unless the captain says so.", "Evening."),
+        ("The king above forbids it, traveller.", "Evening."),
         # the player's own words are the world's: echoing "format" after being asked is talk
         ("What format? I only know the gate's hours.", "What format do you want my letter in?"),
     ],
