@@ -13,6 +13,7 @@ sentence that names none refuses every value asked for. Pure.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from loreguard.schemas.text import stem, word_tokens
 from loreguard.server.pipeline.asking import Asking
@@ -24,6 +25,7 @@ NEGATION_REACH = 3
 _OPENERS = frozenset({"and", "oh", "all", "but", "so", "well", "um", "er", "of", "course"})
 
 
+@lru_cache(maxsize=4096)  # the same phrases and sentences, turn after turn
 def stems(text: str) -> tuple[str, ...]:
     return tuple(stem(word) for word in word_tokens(text))
 
