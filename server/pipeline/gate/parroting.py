@@ -211,14 +211,15 @@ def _answers_as_example(
 #: trouble on the road lately." to "Any trouble on the road lately?"); contractions are split
 #: where the normaliser splits them ("hasn't" -> "hasn", "t").
 _ANSWER_WORDS = frozenset(
-    "no not none never nobody nothing yes aye nay hasn haven isn aren wasn weren don doesn didn won cannot".split()
+    "no not none never nobody nothing yes aye nay hasn haven isn aren wasn weren don doesn didn won cannot t".split()
 )
 
 
 def _answers_in_its_words(dialogue: str, player_input: str) -> bool:
-    """Whether the reply is a statement answering the player's question with a yes or a no
-    the question did not hold: an answer, not an echo."""
-    if not player_input.rstrip().endswith("?") or dialogue.rstrip().endswith("?"):
+    """Whether the reply is a statement answering the player's question or request with a yes
+    or a no the player's line did not hold: an answer, not an echo ("You can't open the north
+    gate now." to "Please open the north gate.", the 1.5B as Brom)."""
+    if dialogue.rstrip().endswith("?"):
         return False
     reply, asked = norm_words(dialogue), norm_words(player_input)
     if reply[: len(asked)] == asked:

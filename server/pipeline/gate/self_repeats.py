@@ -277,10 +277,14 @@ def _sentences_said(recent: tuple[RecentReply, ...]) -> frozenset[tuple[str, ...
 
 
 def _restates_fact(piece: _Piece, asks: frozenset[str], context: RepeatContext, limits: OutputLimits) -> bool:
-    """Whether the piece restates a canonical fact the player's line asks about."""
+    """Whether the piece restates a canonical fact the player's line asks about: alike to it, or
+    saying nothing but its words ("The gate closes at dusk, traveller." restates "The north gate
+    closes at dusk."; the vocative had kept it below the likeness threshold)."""
     threshold = limits.max_self_similarity
+    said = _content(piece.text)
     return any(
-        asks & keywords(fact) and any(_alike(piece, known, threshold) >= threshold for known in _pieces(fact, 1))
+        asks & keywords(fact)
+        and ((said and said <= keywords(fact)) or any(_alike(piece, known, threshold) >= threshold for known in _pieces(fact, 1)))
         for fact in context.facts
     )
 

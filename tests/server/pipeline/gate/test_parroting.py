@@ -193,3 +193,11 @@ def test_naming_what_the_request_asks_for_takes_up_the_order(reply: str, player:
 )
 def test_the_players_order_said_back_is_still_an_echo(reply: str, player: str, requested: tuple[WorldIntent, ...]) -> None:
     assert find_parroting(reply, DEFAULTS, player_input=player, requested=requested)
+
+
+def test_a_refusal_in_the_requests_words_is_an_answer() -> None:
+    """The 1.5B as Brom (session 6): "You can't open the north gate now." to "Please open the
+    north gate." was refused as an echo; the "can't" it adds answers the request."""
+    assert _found("You can't open the north gate now.", player="Please open the north gate.") == []
+    assert _found("Please open the north gate.", player="Please open the north gate.")  # said back
+    assert _found("Open the north gate, please.", player="Please open the north gate.")

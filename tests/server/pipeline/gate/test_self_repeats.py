@@ -341,3 +341,13 @@ def test_a_sentence_that_only_opens_as_the_last_replies_did_is_not_cut_out() -> 
     assert without_repeated_sentences(reply, "Can you open the gate for me?", said, LIMITS) == (reply, ())
     (failure,) = find_self_repeats(reply, "Can you open the gate for me?", said, LIMITS)
     assert "opens as your last replies did" in failure.reason
+
+
+def test_a_canonical_fact_said_with_a_vocative_is_still_the_answer_asked_for() -> None:
+    """The 1.5B as Brom (session 6), asked the gate's hours again in other words: "The gate closes
+    at dusk, traveller." was refused as a repeat; the vocative kept it below the likeness to the
+    fact. A piece saying nothing but the fact's words restates it."""
+    said = recent(("When does the gate close?", "The gate closes at dusk."))
+    line = "The gate closes at dusk, traveller."
+    assert find_self_repeats(line, "What time does the gate close?", said, LIMITS, GUARD) == []
+    assert find_self_repeats(line, "Where can I find an inn?", said, LIMITS, GUARD)  # not what was asked
