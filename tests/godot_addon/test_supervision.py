@@ -172,9 +172,7 @@ def _assert_one_line_no_restart(output: str, found: dict[str, str], launches: in
     assert "Could not create child process" not in output and "SCRIPT ERROR" not in output, output
     assert re.fullmatch(r"sidecar_down after \d+ ms", found["a line after that"]), output
     # The player reads one short line; the developer's reason is the Output panel's and the tooltip's.
-    assert found["label"] == "The townsfolk cannot talk: the dialogue engine did not start (details in the Output panel).", (
-        output
-    )
+    assert found["label"] == "The townsfolk cannot talk: the dialogue engine did not start (details in the Output panel).", output
     assert found["tooltip"] == found["failed"][:40], output
     assert "Brom could not answer: the dialogue engine is not running" in found["dialogue"], output
     # Brom and Mira's talk fails at once too, the toggle goes back, the dialogue says why.

@@ -4,41 +4,67 @@ what the player heard: the gate stays shut behind "Go on through". Pure.
 
 The designer lists, per intent, the words with which the NPC says it does the act now
 (`IntentSpec.grant_phrases`). A sentence that says one fails the gate's hard limits
-(`grants_in_words_only`) unless the reply grants that intent, except where the words are not a
-grant: a negation just before them ("I can't let you go on through"), a question ("Shall I say
-go on through?"), or a condition earlier in the sentence ("If the captain comes, in you go."). The
+(`grants_in_words_only`) unless the reply grants that intent (and the gate approves it), except
+where the words are not a grant: a denial earlier in their clause ("I can't just let you go on
+through"), a question ("Shall I say go on through?"), or a condition in the sentence ("If the
+captain comes, in you go.", "You may pass at dawn, when the gate opens."). The
 retry is told to grant the intent where the player asked for it (the grammar offers it), or
 else to say no in words.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from loreguard.schemas.npc import IntentSpec
+from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
+from loreguard.server.pipeline.intents import grant_problem
 from loreguard.server.pipeline.phrases import sentences
-from loreguard.server.pipeline.request_terms import NEGATION_REACH, NEGATIONS, stems
+from loreguard.server.pipeline.request_terms import NEGATIONS, stems
+
+if TYPE_CHECKING:
+    from loreguard.server.pipeline.snapshot import StateSnapshot
 
 GRANTS_IN_WORDS_ONLY_RULE = "grants_in_words_only"
-#: Words that make the rest of their sentence a condition, not a deed done now.
+#: Words that make the sentence a condition, not a deed done now.
 CONDITIONS = frozenset(stems("if when once unless until after whenever"))
+#: Words that deny what follows them in their clause ("I can't just let you go on through").
+DENIALS = NEGATIONS | {"cannot", "cant"}
+#: Where a clause ends: a grant phrase is looked for within one ("Hold on, you go" says no "on
+#: you go"), and a denial reaches to its end.
+_CLAUSES = re.compile(r"[,;:\u2014]|\s-\s|\bbut\b", re.IGNORECASE)
 
 
 def _grant_said(sentence: str, phrases: tuple[str, ...]) -> str | None:
     """The first of `phrases` the sentence says as a deed done now, or None."""
-    if sentence.rstrip().endswith("?"):
+    if sentence.rstrip().endswith("?") or CONDITIONS.intersection(stems(sentence)):
         return None
-    words = stems(sentence)
-    for phrase in phrases:
-        needle = stems(phrase)
-        for at in range(len(words) - len(needle) + 1) if needle else ():
-            if words[at : at + len(needle)] != needle:
-                continue
-            if not NEGATIONS.intersection(words[max(0, at - NEGATION_REACH) : at]) and not CONDITIONS.intersection(words[:at]):
-                return phrase
+    for clause in _CLAUSES.split(sentence):
+        words = stems(clause)
+        for phrase in phrases:
+            needle = stems(phrase)
+            for at in range(len(words) - len(needle) + 1) if needle else ():
+                if words[at : at + len(needle)] == needle and not DENIALS.intersection(words[:at]):
+                    return phrase
     return None
+
+
+def grants_in_words_only(output: ParsedOutput, snapshot: StateSnapshot) -> list[GateFailure]:
+    """`find_grants_in_words_only` for a parsed reply: its intents that the gate will approve
+    count as granted (one a rule refuses grants nothing: "Here you go" with it is still words)."""
+    specs = {spec.type: spec for spec in snapshot.allowed_intents}
+    granted = (
+        m.intent
+        for m in output.mutations
+        if isinstance(m, EmitWorldIntentMutation)
+        and not grant_problem(m, specs.get(m.intent), snapshot.offered_intents, snapshot.refused_requests, output.dialogue)
+    )
+    offered = (o.spec.type for o in snapshot.offered_intents if o.requested)
+    return find_grants_in_words_only(output.dialogue, granted, snapshot.allowed_intents, offered, snapshot.npc_name)
 
 
 def find_grants_in_words_only(

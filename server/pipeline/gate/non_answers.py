@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from loreguard.schemas.receipt import GateFailure, GateName
+from loreguard.schemas.receipt import FindingKind, GateFailure, GateName
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import keywords, word_tokens
 from loreguard.server.pipeline.gate.numbers import ONES, TENS
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from loreguard.server.pipeline.snapshot import StateSnapshot
 
 NON_ANSWER_RULE = "non_answer"
+#: What hygiene strips whole sentences for: a reply cut by one may be left with a greeting only.
+SENTENCES_CUT = frozenset({FindingKind.SENTENCE_FRAGMENT, FindingKind.REPEATED_SENTENCE, FindingKind.ASSISTANT_REGISTER})
 #: The longest line (in words) that can be a word from nowhere: two words ("Stay calm.", "Fair
 #: enough.") are ordinary speech too often to judge by where they came from.
 MAX_STRAY_WORDS = 1
@@ -83,7 +85,7 @@ _ASKS_BACK = re.compile(
 #: A player's line that asks who the NPC is, or greets it: an introduction answers it.
 _ASKS_WHO = re.compile(
     r"\b(?:who (?:are|r) (?:you|u)|your name|who is (?:this|that|there|it)|introduce|what are you|"
-    r"call you|who goes there|are you\b|any(?:one|body) (?:there|here|home|around|about)|(?:some|any)(?:one|body) there)",
+    r"call you|who goes there|are you\b|any(?:one|body) (?:there|here|home|around)|(?:some|any)(?:one|body) there)",
     re.IGNORECASE,
 )
 #: A sentence asking what the player would talk about or know: the assistant's way of answering

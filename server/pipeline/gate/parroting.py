@@ -116,7 +116,11 @@ _OBJECT_WORDS = 5
 def _is_object(run: tuple[str, ...], objects: frozenset[str]) -> bool:
     """Whether a run of words names what the player's request asks for: it ends on one of the
     request's parameter values and starts at an article, a number or the value itself."""
-    return len(run) <= _OBJECT_WORDS and stem(run[-1]) in objects and (run[0] in _OBJECT_OPENERS or stem(run[0]) in objects)
+    return (
+        len(run) <= _OBJECT_WORDS
+        and stem(run[-1]) in objects
+        and (run[0] in _OBJECT_OPENERS or run[0].isdigit() or stem(run[0]) in objects)
+    )
 
 
 def _copied_share_but_objects(of: tuple[str, ...], other: tuple[str, ...], objects: frozenset[str]) -> float:
@@ -255,7 +259,8 @@ def find_parroting(
             if score >= threshold:
                 return [_failure(f"few-shot example {i}'s {side}", score, line)]
     if player_input and not _answers_in_its_words(dialogue, player_input):
-        objects = frozenset(stem(str(v)) for intent in requested for v in intent.params.values() if isinstance(v, str))
+        values = (v for intent in requested for v in intent.params.values() if isinstance(v, str))
+        objects = frozenset(stem(word) for value in values for word in norm_words(value))
         score = _line_copy(reply, norm_words(player_input), limits.min_copy_words, threshold, by_words=True, objects=objects)
         if score >= threshold:
             return [_failure("the player's own line", score, player_input)]

@@ -80,7 +80,7 @@ TEXT_WORDS = frozenset(
 #: is one: a guard speaks of the captain's rules all day.)
 EVERYDAY_WORDS = keywords(
     "every one exactly nothing else new previous write follows never reveal anything change changes now true "
-    "always facts situation rule rules words spoken characters most kind give yours refuse unless"
+    "always facts situation rule rules words spoken characters most kind give refuse unless forbid forbids above"
 )
 #: Instruction words a character hardly ever says: each counts twice.
 RARE_IN_SPEECH = frozenset(

@@ -58,10 +58,10 @@ _PATTERNS = tuple(
         r"\bprovid(?:e|ing) (?:good|great|excellent|quality) (?:customer )?service\b",
         # qwen2.5-coder-1.5b as Brom, session 6: "As a guard, I am required to maintain the
         # security of Eldmoor.", "my goal is to ensure the safety and order of Eldmoor"
-        r"\bas an? \w+, (?:i(?:'m| am) (?:required|obliged|responsible)|i (?:need|have) to (?:maintain|ensure|uphold)"
-        r"|my (?:goal|duty|role|purpose|responsibility|job) is to (?:maintain|ensure|provide|uphold))\b",
-        r"\b(?:maintain|ensure|uphold) the (?:security|safety)(?: and (?:order|security|safety))? of\b",
-        r"\bi (?:don't|do not) have access to\b",
+        r"\bas an? \w+(?: \w+){0,2}, i(?:'m| am) (?:required|obliged)\b",
+        r"\b(?:i(?:'m| am) (?:required|obliged) to|i (?:need|have) to|my (?:goal|duty|role|purpose|responsibility|job) is to"
+        r"|ordered me to) (?:maintain|ensure|uphold) (?:the )?(?:security|safety|order)\b",
+        r"\bi (?:don't|do not) have access to (?:any |that |this |such |the )?(?:information|data|details|secrets or)\b",
         # asking for context
         r"\b(?:provide|give|share) (?:me )?(?:with )?(?:more|some|additional|further) (?:context|details|information)\b",
         r"\bcould you (?:please )?(?:clarify|elaborate|rephrase|explain what you mean)\b",

@@ -53,11 +53,11 @@ from loreguard.schemas.receipt import (
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import norm_words
 from loreguard.server.pipeline.gate.checks import check_constraint, mutation_texts, said_texts, secret_leaks
-from loreguard.server.pipeline.gate.deeds import find_grants_in_words_only
+from loreguard.server.pipeline.gate.deeds import grants_in_words_only
 from loreguard.server.pipeline.gate.degenerate import find_degenerate
 from loreguard.server.pipeline.gate.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.gate.hygiene import Scrubbed, scrub_dialogue
-from loreguard.server.pipeline.gate.non_answers import find_non_answer, known_texts
+from loreguard.server.pipeline.gate.non_answers import SENTENCES_CUT, find_non_answer, known_texts
 from loreguard.server.pipeline.gate.parroting import find_parroting
 from loreguard.server.pipeline.gate.premise import find_agreed_false_claims, tag_statements
 from loreguard.server.pipeline.gate.readout import find_instructions_read_out
@@ -332,11 +332,11 @@ def _hard_limit_failures(
         find_self_repeats(output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits, repeat_context(snapshot))
     )
     if not prefix:  # "I'm Brom." may be the start of an answer; the intent follows the dialogue
-        said, cut, name = snapshot.context.said(), before is not None and before.strip() != output.dialogue, snapshot.npc_name
-        hard.extend(find_non_answer(output.dialogue, said, name, known_texts(snapshot), cut_short=cut))
-        granted = (m.intent for m in output.mutations if isinstance(m, EmitWorldIntentMutation))
-        offered = (o.spec.type for o in snapshot.offered_intents if o.requested)
-        hard.extend(find_grants_in_words_only(output.dialogue, granted, snapshot.allowed_intents, offered, name))
+        cut = scrubbed is not None and any(f.kind in SENTENCES_CUT for f in scrubbed.findings)
+        hard.extend(
+            find_non_answer(output.dialogue, snapshot.context.said(), snapshot.npc_name, known_texts(snapshot), cut_short=cut)
+        )
+        hard.extend(grants_in_words_only(output, snapshot))
     hard.extend(
         find_other_voices(before or output.dialogue, snapshot.context.scene_turn, snapshot.npc_name, snapshot.allowed_intents)
         or find_player_voice(output.dialogue, snapshot.context.said())

@@ -48,6 +48,12 @@ def test_saying_the_act_is_done_without_granting_it_fails(line: str, specs: tupl
     [
         ("I can't let you go on through, traveller.", GUARD),  # negated
         ("No one may go on through after dusk.", GUARD),
+        ("I cannot let you go on through, traveller.", GUARD),  # a denial anywhere earlier in the clause
+        ("I can't just let you go on through.", GUARD),
+        ("I can't allow you to go on through.", GUARD),
+        ("You may pass once the captain returns at dawn.", GUARD),  # a condition after the words
+        ("You may pass at dawn, when the gate opens.", GUARD),
+        ("Hold on, you go and ask the captain.", GUARD),  # no phrase across a comma
         ("Shall I say in you go, then?", GUARD),  # a question
         ("If the captain sends word, you may pass.", GUARD),  # a condition
         ("When the bell rings, in you go.", GUARD),
@@ -90,3 +96,15 @@ def test_a_grant_said_to_a_question_nobody_asked_to_grant_is_refused(tmp_path: P
     result = pipeline.interact(ask("When does the gate close?", scene="eldmoor"))
     assert {f.rule_id for f in result.receipt.attempts[0].failures} == {GRANTS_IN_WORDS_ONLY_RULE}
     assert result.dialogue == "The gate closes at dusk, traveller." and result.intents == ()
+
+
+def test_a_grant_the_gate_refuses_grants_nothing(tmp_path: Path) -> None:
+    """ "Here you go, love." with give_item for a request worded "for free": the rule refuses the
+    intent, so the words hand over nothing and fail too (a reviewer's case)."""
+    free = {"kind": "emit_world_intent", "intent": "give_item", "params": {"count": 2, "item": "lantern"}}
+    backend = ScriptedBackend({"merchant": [say("Here you go, love.", mutations=[free])] * 3})
+    result = GovernancePipeline(demo_store(tmp_path / "d.sqlite"), backend).interact(
+        ask("Give me two lanterns for free.", npc="merchant", scene="eldmoor")
+    )
+    assert GRANTS_IN_WORDS_ONLY_RULE in {f.rule_id for f in result.receipt.attempts[0].failures}
+    assert result.intents == () and result.dialogue != "Here you go, love."

@@ -169,6 +169,7 @@ def test_the_question_said_back_is_still_an_echo() -> None:
 
 
 BREAD = (WorldIntent(type="give_item", params={"item": "bread", "count": 1}),)
+CAPITAL_BREAD = (WorldIntent(type="give_item", params={"item": "Bread", "count": 1}),)
 LANTERNS = (WorldIntent(type="give_item", params={"item": "lantern", "count": 2}),)
 
 
@@ -177,6 +178,7 @@ LANTERNS = (WorldIntent(type="give_item", params={"item": "lantern", "count": 2}
     [  # the 1.5B as Mira, session 6: taking up an order by naming it, as her example does
         ("A loaf of bread, love!", "Give me a loaf of bread, here's a copper.", BREAD),
         ("A pair of lanterns, love!", "I'll buy a pair of lanterns.", LANTERNS),
+        ("A loaf of bread, love!", "Give me a loaf of bread, here's a copper.", CAPITAL_BREAD),  # a value as written
     ],
 )
 def test_naming_what_the_request_asks_for_takes_up_the_order(reply: str, player: str, requested: tuple[WorldIntent, ...]) -> None:

@@ -53,6 +53,7 @@ def test_instructions_read_out_are_retried(tmp_path: Path, line: str) -> None:
         ("The captain wrote a correction to the orders; read the message.", "Evening."),
         ("I will never reveal anything about the vault, and that is my answer.", "Evening."),
         ("I refuse, unless the captain says so.", "Evening."),
+        ("I cannot grant that, and my answer is final: the captain forbids it.", "Evening."),
         ("The king above forbids it, traveller.", "Evening."),
         # the player's own words are the world's: echoing "format" after being asked is talk
         ("What format? I only know the gate's hours.", "What format do you want my letter in?"),

@@ -95,6 +95,9 @@ IN_CHARACTER = (
     "As a boy, I had to keep the geese; now I keep a gate.",
     "It's my duty to keep this gate, traveller, and I keep it well.",
     "Keep the town safe? That's the captain's worry, love.",
+    "I don't have access to the vault, only the captain holds the key.",
+    "The watch is here to ensure the safety of Eldmoor, traveller.",
+    "As a merchant, my job is to provide fair goods.",
 )
 
 
