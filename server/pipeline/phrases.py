@@ -15,6 +15,11 @@ from functools import lru_cache
 
 from loreguard.schemas.text import match_form, norm_words, skeleton, spelled_out
 
+#: Words with which an NPC addresses the one it talks to ("Move along, traveller."): they say
+#: nothing of what a line is about (a greeting may end on one; two lines alike only in them and
+#: their small words say different things).
+VOCATIVES = ("traveller", "traveler", "stranger", "friend", "love", "dear", "sir", "madam", "lad", "lass")
+
 _NON_ALPHA = re.compile(r"[\W\d_]+")
 _SPACES = re.compile(r"\s+")
 #: Han ideographs, hiragana, katakana: a phrase in these scripts has no spaces to match on.

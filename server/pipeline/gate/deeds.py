@@ -74,10 +74,11 @@ def find_grants_in_words_only(
     it; none otherwise. `granted`: the intent types the reply grants; `offered`: those the
     player's line put on the table (the reply may grant them)."""
     done, askable = frozenset(granted), frozenset(offered)
+    said = sentences(dialogue)  # split once, not once per intent
     for spec in specs:
         if not spec.grant_phrases or spec.type in done:
             continue
-        phrase = next((p for s in sentences(dialogue) if (p := _grant_said(s, spec.grant_phrases))), None)
+        phrase = next((p for s in said if (p := _grant_said(s, spec.grant_phrases))), None)
         if phrase is None:
             continue
         if spec.type in askable:

@@ -35,7 +35,7 @@ from loreguard.schemas.receipt import FindingKind, GateFailure, GateName
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import keywords, word_tokens
 from loreguard.server.pipeline.gate.numbers import ONES, TENS
-from loreguard.server.pipeline.phrases import sentences
+from loreguard.server.pipeline.phrases import VOCATIVES, sentences
 
 if TYPE_CHECKING:
     from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -74,7 +74,7 @@ NUMBER_WORDS = frozenset((*ONES, *TENS, "hundred", "thousand", "dozen", "none"))
 
 _GREETING = (
     r"(?:oh|ah|well|hello|hi|hey|greetings|hail|welcome|good (?:day|morning|evening|afternoon)|well met)"
-    r"(?:\s+there)?(?:,?\s+(?:traveller|traveler|stranger|friend|love|dear|sir|madam))?"
+    rf"(?:\s+there)?(?:,?\s+(?:{'|'.join(VOCATIVES)}))?"
 )
 _GREETING_ONLY = re.compile(rf"^\W*(?:{_GREETING}\W*)+$", re.IGNORECASE)
 _ASKS_BACK = re.compile(

@@ -47,7 +47,7 @@ from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import fold, keywords, norm_words, stem
 from loreguard.server.pipeline.gate.hygiene import Scrubbed
 from loreguard.server.pipeline.intents import describe, offered_intents
-from loreguard.server.pipeline.phrases import sentences
+from loreguard.server.pipeline.phrases import VOCATIVES, sentences
 from loreguard.server.pipeline.snapshot import RecentReply, StateSnapshot
 
 REPEATS_ITSELF_RULE = "repeats_itself"
@@ -85,14 +85,13 @@ def _alike(a: _Piece, b: _Piece, threshold: float) -> float:
     return SequenceMatcher(None, a.joined, b.joined, autojunk=False).ratio()
 
 
-#: Words that address the player rather than say anything: two lines alike only in them and
-#: their small words say different things.
-VOCATIVES = keywords("traveller traveler love dear friend stranger sir madam lad lass")
+_ADDRESSING = keywords(" ".join(VOCATIVES))
 
 
 @lru_cache(maxsize=4096)
 def _content(text: str) -> frozenset[str]:
-    return keywords(text) - VOCATIVES
+    """The content words of a text, less the words that address the player (`VOCATIVES`)."""
+    return keywords(text) - _ADDRESSING
 
 
 def _says_otherwise(piece: _Piece, said: _Piece) -> bool:
