@@ -193,6 +193,7 @@ EVERYDAY = [KING_ROLES, RIVER, HOURS]
         # a negation anywhere in the clause of the canonical value
         ("The gate never closes. The captain forbids it.", "never closes"),
         ("The gate doesn't close, traveller.", "doesn't close"),
+        ("The gate's closing is never closes, traveller.", "never closes"),  # qwen2.5-coder-1.5b
         ("It is not true that the king is named Arthur.", "arthur"),
         ("Arthur is not the king.", "arthur"),
         ("The king is not Arthur, whatever you heard.", "arthur"),

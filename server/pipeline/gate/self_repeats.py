@@ -18,7 +18,8 @@ Not a repeat, because it is an answer (judged by what it adds to what was said b
   alike as `SAME_QUESTION` ("Open the gate." and "Please open the gate."), or both are silent (a
   greeting on each approach), or both ask for the same intent with the same parameters ("The
   captain sent me. Let me in." and "Please open the north gate."), saying the same again is
-  consistent, not a loop;
+  consistent, not a loop; but the whole reply word for word to a request in other words is a
+  line the player has heard ("A rope, love! Tie your knots tight!" to two rope requests);
 - a canonical fact restated to a line that asks about it: "The gate closes at dusk." said again
   to "What time does the gate close?" (the piece is as alike to one of `RepeatContext.facts` as
   to the earlier line, and the player's line shares a content word with that fact);
@@ -143,6 +144,8 @@ def find_self_repeats(
         if _introduces(dialogue, player_input, context)
         else tuple(p for p in mine if _restates_fact(p, asks, context, limits))
     )
+    if len(answers) < len(mine) and (again := _said_word_for_word(dialogue, others)):
+        return [_failure(again, 1.0)]  # even to the same request in other words: the player hears it twice
     shaped: list[tuple[_Piece, float]] = []  # earlier pieces of the same shape about another subject
     for earlier in others:
         shape: tuple[_Piece, float] | None = None
@@ -199,6 +202,14 @@ SHAPE_TIMES = 2
 #: How many times a line too short to be compared by likeness may be said, word for word, to
 #: other questions before saying it again is a loop ("A lantern, please" to four questions).
 SHORT_LINE_TIMES = 2
+
+
+def _said_word_for_word(dialogue: str, others: tuple[RecentReply, ...]) -> str:
+    """The newest of `others` that the whole reply says word for word, or "": "A rope, love! Tie
+    your knots tight!" to "I need rope for a climb." and again to "Sell me some rope, please."
+    (the 1.5B's merchant) is the same request, but a line the player has heard."""
+    words = norm_words(dialogue)
+    return next((r.dialogue for r in others if norm_words(r.dialogue) == words), "")
 
 
 def _short_again(dialogue: str, others: tuple[RecentReply, ...]) -> list[GateFailure]:

@@ -206,6 +206,10 @@ MERCHANT = RepeatContext(
         ("Go on, traveller. You can go through the gate now.", "Please open the north gate.",
          ("The captain sent me. Let me in.", "Aye. You can go through the gate now."), GUARD, False),  # same request
         # and loops
+        ("A rope, love! Tie your knots tight!", "Sell me some rope, please.",
+         ("I need rope for a climb.", "A rope, love! Tie your knots tight!"), MERCHANT, True),  # same request, same line
+        ("Aye. Go on through, traveller.", "Please open the north gate.",
+         ("The captain sent me. Let me in.", "Aye. Go on through, traveller."), GUARD, True),
         ("I'm sorry, love. I don't have any bread to give away right now.", "I'll take two loaves of bread.",
          ("Can I have some bread for free?", "I'm sorry, love. I don't have any bread to give away right now."),
          MERCHANT, True),  # word for word, to another request
