@@ -39,6 +39,14 @@ def _says(words: tuple[str, ...], needle: tuple[str, ...], *, unless_negated: bo
     )
 
 
+def denied_in(sentence: str, phrase: str) -> bool:
+    """Whether `phrase` stands in `sentence`, and only where a negation stands just before it:
+    "No, love. Not for free." and "I don't sell bread for free." refuse a request in the terms a
+    rule forbids; they do not grant it (the gate's `forbidden_phrases` check lets them be)."""
+    words, needle = stems(sentence), stems(phrase)
+    return bool(needle) and _says(words, needle, unless_negated=False) and not _says(words, needle)
+
+
 def _opens_with(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:
     at = 0
     while at < len(words) and words[at] in _OPENERS and words[at : at + len(needle)] != needle:

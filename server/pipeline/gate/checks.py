@@ -11,8 +11,9 @@ from loreguard.schemas.npc import Secret
 from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput, ProposedMutation
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Constraint, Severity
-from loreguard.schemas.text import STOPWORDS, word_tokens
-from loreguard.server.pipeline.phrases import contains_phrase, reveals
+from loreguard.schemas.text import STOPWORDS, fold, word_tokens
+from loreguard.server.pipeline.phrases import contains_phrase, reveals, sentences
+from loreguard.server.pipeline.request_terms import denied_in
 
 
 @lru_cache(maxsize=1024)
@@ -42,6 +43,18 @@ def said_texts(output: ParsedOutput | None, raw: str) -> list[str]:
     return [output.dialogue, *mutation_texts(output)] if output is not None else [raw]
 
 
+def _says_phrase(text: str, phrase: str, refusable: bool) -> bool:
+    """Whether `text` says the forbidden `phrase`. A phrase that is also one of the rule's
+    `forbidden_requests` is not said in a sentence that only denies it ("No, love. Not for
+    free."): that is the NPC refusing the request the rule forbids (the 1.5B's merchant was
+    refused for it, and the player heard a fallback)."""
+    if not contains_phrase(text, phrase):
+        return False
+    if not refusable:
+        return True
+    return any(contains_phrase(s, phrase) and not denied_in(s, phrase) for s in sentences(text))
+
+
 def check_constraint(
     c: Constraint, output: ParsedOutput | None, raw: str, gate: GateName, *, said: list[str] | None = None
 ) -> list[GateFailure]:
@@ -60,8 +73,9 @@ def check_constraint(
     def fail(reason: str, evidence: str | None = None) -> None:
         failures.append(GateFailure(gate=gate, reason=reason, severity=c.severity, rule_id=c.rule_id, evidence=evidence))
 
+    terms = {fold(t) for t in checks.forbidden_requests}
     for phrase in checks.forbidden_phrases:
-        if any(contains_phrase(text, phrase) for text in said):
+        if any(_says_phrase(text, phrase, fold(phrase) in terms) for text in said):
             fail(f'forbidden phrase "{phrase}"', phrase)
     for pattern in checks.forbidden_patterns:
         for text in said:

@@ -167,6 +167,29 @@ def test_bread_for_free_is_refused_in_the_prompt_the_grammar_and_the_gate(tmp_pa
     ]
 
 
+@pytest.mark.parametrize(
+    ("reply", "refused"),
+    [
+        # the 1.5B's refusals of "Can I have some bread for free?", refused for "for free" in session 6
+        ("No, love. Not for free.", False),
+        ("I don't sell bread for free, love.", False),
+        ("Nothing's for free at my stall, love.", False),
+        # saying it is giving it
+        ("Take the rope for free, dear.", True),
+        ("Not for free? Fine, take it for free then.", True),  # a denial beside it in the same sentence
+        ("No. For free, as a favour.", True),  # the denial is another sentence's
+    ],
+)
+def test_a_term_the_rule_forbids_in_requests_may_be_said_to_refuse_one(tmp_path: Path, reply: str, refused: bool) -> None:
+    """ "for free" is both what the merchant may not say and what makes a request one she
+    refuses: said only where a negation stands just before it, it is her refusal."""
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [say(reply)] * 3, profile=NPCS["merchant"])
+    result = pipeline.interact(ask("Can I have some bread for free?", npc="merchant"))
+    failed = [f.rule_id for a in result.receipt.attempts for f in a.failures]
+    assert ("no_free_goods" in failed) is refused
+    assert result.intents == ()
+
+
 def test_a_word_a_rule_forbids_saying_does_not_refuse_a_request(tmp_path: Path) -> None:
     """The guard may not say "dragon" (forbidden_phrases); a player fleeing one may still ask to
     be let in: only a rule's `forbidden_requests` refuse a request."""
