@@ -20,6 +20,11 @@ Two shapes the real models wrote, both validated before this check:
   the old mill?" (both Qwen2.5-Coder-1.5B's as the demo NPCs): every sentence asks what the
   player would like to talk about or know, to a question that was not asking leave to ask ("Can
   I ask you something?" is answered by "What would you like to know?").
+- **The refusal stripped.** "I'm sorry, love, but I can't give you bread at this time. We need
+  to be careful with our supplies." to "Give me a loaf of bread, here's a copper." (the 1.5B's
+  merchant): hygiene strips the assistant's refusal, and the player hears only "We need to be
+  careful with our supplies.". Where the player asked for something, nothing was granted, a
+  stripped sentence said no and nothing left does, the line lost its answer.
 
 Each fails the gate's hard limits (`non_answer`) and is retried with the reason.
 """
@@ -31,7 +36,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from loreguard.schemas.receipt import FindingKind, GateFailure, GateName
+from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput
+from loreguard.schemas.receipt import FindingKind, GateFailure, GateName, OutputFinding
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import keywords, word_tokens
 from loreguard.server.pipeline.gate.numbers import ONES, TENS
@@ -120,12 +126,28 @@ def _introduction(speaker: str) -> re.Pattern[str]:
     )
 
 
+#: Words that say no: a reply holding none of them refuses nothing in words.
+_SAYS_NO = frozenset("no not t nothing never cannot nay none nor".split())
+
+
 def find_non_answer(
-    dialogue: str, player_line: str, speaker: str, known: Iterable[str], *, cut_short: bool = False
+    dialogue: str,
+    player_line: str,
+    speaker: str,
+    known: Iterable[str],
+    findings: Iterable[OutputFinding] = (),
+    *,
+    asked_for_act: bool = False,
 ) -> list[GateFailure]:
     """One failure when `dialogue` answers nothing of `player_line` (see the module); `known`:
-    the texts the prompt carried (persona, lore, facts, state, examples); `cut_short`: hygiene
-    stripped part of what the model wrote (a greeting is then all that is left of an answer)."""
+    the texts the prompt carried (persona, lore, facts, state, examples); `findings`: what
+    hygiene found (what it cut away may have been the answer); `asked_for_act`: the player asked
+    for an act and the reply grants none."""
+    findings = tuple(findings)
+    cut_short = any(f.kind in SENTENCES_CUT for f in findings)
+    refusals = [f.text for f in findings if f.kind is FindingKind.ASSISTANT_REGISTER and _SAYS_NO & set(word_tokens(f.text))]
+    if asked_for_act and refusals and not _SAYS_NO & set(word_tokens(dialogue)):
+        return [_failure(f"your answer was in an assistant's words ({refusals[0][:80]!r}): say no in your own", dialogue[:80])]
     said = word_tokens(dialogue)
     if 0 < len(said) <= MAX_STRAY_WORDS:
         # a noun from nowhere may answer ("Wolves." to "What are you afraid of?"); a verb's or
@@ -150,6 +172,14 @@ def find_non_answer(
         first = speaker.split()[0] if speaker.split() else speaker
         return [_failure(f"{first} introduces themselves instead of answering the question", dialogue[:80])]
     return []
+
+
+def non_answer_of(output: ParsedOutput, snapshot: StateSnapshot, findings: Iterable[OutputFinding]) -> list[GateFailure]:
+    """`find_non_answer` of a parsed reply in its interaction: `findings` are hygiene's."""
+    granted = any(isinstance(m, EmitWorldIntentMutation) for m in output.mutations)
+    asked = not granted and any(o.requested for o in snapshot.offered_intents)
+    said = snapshot.context.said()
+    return find_non_answer(output.dialogue, said, snapshot.npc_name, known_texts(snapshot), findings, asked_for_act=asked)
 
 
 def known_texts(snapshot: StateSnapshot) -> tuple[str, ...]:

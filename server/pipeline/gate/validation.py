@@ -57,7 +57,7 @@ from loreguard.server.pipeline.gate.deeds import grants_in_words_only
 from loreguard.server.pipeline.gate.degenerate import find_degenerate
 from loreguard.server.pipeline.gate.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.gate.hygiene import Scrubbed, scrub_dialogue
-from loreguard.server.pipeline.gate.non_answers import SENTENCES_CUT, find_non_answer, known_texts
+from loreguard.server.pipeline.gate.non_answers import non_answer_of
 from loreguard.server.pipeline.gate.parroting import find_parroting
 from loreguard.server.pipeline.gate.premise import find_agreed_false_claims, tag_statements
 from loreguard.server.pipeline.gate.readout import find_instructions_read_out
@@ -332,10 +332,7 @@ def _hard_limit_failures(
         find_self_repeats(output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits, repeat_context(snapshot))
     )
     if not prefix:  # "I'm Brom." may be the start of an answer; the intent follows the dialogue
-        cut = scrubbed is not None and any(f.kind in SENTENCES_CUT for f in scrubbed.findings)
-        hard.extend(
-            find_non_answer(output.dialogue, snapshot.context.said(), snapshot.npc_name, known_texts(snapshot), cut_short=cut)
-        )
+        hard.extend(non_answer_of(output, snapshot, scrubbed.findings if scrubbed is not None else ()))
         hard.extend(grants_in_words_only(output, snapshot))
     hard.extend(
         find_other_voices(before or output.dialogue, snapshot.context.scene_turn, snapshot.npc_name, snapshot.allowed_intents)

@@ -4,8 +4,14 @@ models where marked."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from factories import say
+from pipeline_helpers import ask, make_pipeline
+
+from loreguard.schemas.receipt import FindingAction, FindingKind, OutputFinding
+from loreguard.server.demo import demo_npcs
 from loreguard.server.pipeline.gate.non_answers import NON_ANSWER_RULE, find_non_answer
 
 KNOWN = (
@@ -81,6 +87,48 @@ def test_a_short_answer_or_an_introduction_asked_for_passes(line: str, player: s
     ],
 )
 def test_a_greeting_is_all_that_is_left_of_an_answer_only_when_cut_short(line: str, player: str, fails: bool) -> None:
-    assert bool(find_non_answer(line, player, "Brom", KNOWN, cut_short=True)) is fails
+    assert bool(find_non_answer(line, player, "Brom", KNOWN, (_stripped(FindingKind.SENTENCE_FRAGMENT, "I'm sorry"),))) is fails
     # written alone, a greeting may be the start of an answer (streamed, it is released first)
     assert find_non_answer(line, player, "Brom", KNOWN) == []
+
+
+def _stripped(kind: FindingKind, text: str) -> OutputFinding:
+    return OutputFinding(kind=kind, text=text, action=FindingAction.STRIPPED)
+
+
+BREAD = "Give me a loaf of bread, here's a copper."
+REFUSAL = _stripped(FindingKind.ASSISTANT_REGISTER, "I'm sorry, love, but I can't give you bread at this time.")
+
+
+@pytest.mark.parametrize(
+    ("line", "findings", "asked", "fails"),
+    [
+        # qwen2.5-coder-1.5b as Mira, session 7: the refusal stripped, a non-sequitur left
+        ("We need to be careful with our supplies.", (REFUSAL,), True, True),
+        ("The stall is not open today, love.", (REFUSAL,), True, False),  # what is left says no too
+        ("We need to be careful with our supplies.", (REFUSAL,), False, False),  # no request, or granted
+        (
+            "We need to be careful with our supplies.",
+            (_stripped(FindingKind.ASSISTANT_REGISTER, "How can I help?"),),
+            True,
+            False,
+        ),
+        ("We need to be careful with our supplies.", (), True, False),
+    ],
+)
+def test_a_refusal_stripped_as_an_assistants_leaves_no_answer_to_a_request(
+    line: str, findings: tuple[OutputFinding, ...], asked: bool, fails: bool
+) -> None:
+    found = find_non_answer(line, BREAD, "Mira", KNOWN, findings, asked_for_act=asked)
+    assert bool(found) is fails
+    if fails:
+        assert "say no in your own" in found[0].reason
+
+
+def test_the_player_hears_a_refusal_not_what_was_left_of_one(tmp_path: Path) -> None:
+    merchant = next(p for p in demo_npcs() if p.id == "merchant")
+    stripped = "I'm sorry, love, but I can't give you bread at this time. We need to be careful with our supplies."
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [say(stripped), say("A copper? Bread's two, love.")], profile=merchant)
+    result = pipeline.interact(ask(BREAD, npc="merchant"))
+    assert [[f.rule_id for f in a.failures] for a in result.receipt.attempts] == [[NON_ANSWER_RULE], []]
+    assert result.dialogue == "A copper? Bread's two, love."
