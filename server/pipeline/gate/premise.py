@@ -35,7 +35,10 @@ _INVERTED = re.compile(
 #: A reply that opens by agreeing with what it was told.
 _AGREEING = re.compile(
     r"^\W*(?:(?:oh|ah|aah|well|why|hm+|mm+|ooh|och|ha)\W+)?(?:yes|yeah|yep|aye|indeed|right|true|correct|exactly|certainly|of course|sure|so it is|that's right|that's true|"
-    r"that is right|that is true|you're right|you are right|(?:he|she|it|they) (?:is|are|does|do|has|have|was))\b",
+    r"that is right|that is true|you're right|you are right|(?:he|she|it|they) (?:is|are|does|do|has|have|was)|"
+    # hearsay taken up: "I hear that. He's been busy ruling the land." (qwen2.5-coder-1.5b as Mira)
+    r"i(?:'ve| have)? (?:hear|heard) (?:that|so|as much|the same)|so i(?:'ve| have)? (?:hear|heard)|so (?:they|people) say|"
+    r"that's what (?:i|they|people) (?:hear|heard|say)|(?:i )?(?:believe|think|suppose|guess) so)\b",
     re.IGNORECASE,
 )
 

@@ -34,6 +34,9 @@ def _first_failures(tmp_path: Path, npc: str, player: str, reply: str) -> list[s
         ("So the king is named Edward these days?", "Indeed, love, and a fine king too."),
         (FALSE_CLAIM, "Oh, yes. I see you've learned something new, love."),  # qwen2.5-coder-1.5b
         (FALSE_CLAIM, "Well, aye, Edward it is."),
+        (FALSE_CLAIM, "I hear that. He's been busy ruling the land for a while now."),  # qwen2.5-coder-1.5b, session 7
+        (FALSE_CLAIM, "So I've heard, love."),
+        (FALSE_CLAIM, "I believe so, dear."),
     ],
 )
 def test_agreeing_with_a_claim_canon_denies_fails_as_that_facts_contradiction(tmp_path: Path, player: str, reply: str) -> None:
@@ -50,6 +53,8 @@ def test_agreeing_with_a_claim_canon_denies_fails_as_that_facts_contradiction(tm
         ("I heard a song about Edward. Nice tune, isn't it?", "Yes, a pretty tune, love."),
         (FALSE_CLAIM, "Oh, no, love. Arthur is king, same as ever."),
         (FALSE_CLAIM, "Oh, yesterday's gossip! Arthur is king, love."),  # "yes" only inside a word
+        (FALSE_CLAIM, "I heard that too, love, but Arthur is king."),  # the value that holds
+        (FALSE_CLAIM, "I hear the river's running high, love."),  # hearsay of something else
     ],
 )
 def test_what_does_not_agree_with_a_false_claim_passes(tmp_path: Path, player: str, reply: str) -> None:
