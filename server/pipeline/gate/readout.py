@@ -140,10 +140,14 @@ def find_instructions_read_out(dialogue: str, snapshot: StateSnapshot) -> list[G
     asked = keywords(snapshot.context.said())
     # an intent's name as the prompt writes it ("give_item") is no word a character says
     names = [spec.type for spec in snapshot.allowed_intents if "_" in spec.type]
+    frame = ("stay", *norm_words(snapshot.npc_name)[:1])
     for sentence in sentences(dialogue):
         named = next((name for name in names if name in sentence.lower()), None)
         if named is not None:
             return [_read_out(sentence, f"the intent name {named}")]
+        if len(frame) == 2 and norm_words(sentence)[:2] == frame:
+            # the character frame's first words: "The gate closes at dusk. Stay Brom." (the 1.5B)
+            return [_read_out(sentence, "the character frame")]
         said = (keywords(sentence) & meta) - asked
         # a run copied from the instructions holds one of their words: only then is it looked for
         copied = bool(said) and copied_share(norm_words(sentence), COPIED_FROM, run=COPIED_RUN_WORDS) > 0

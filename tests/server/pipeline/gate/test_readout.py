@@ -35,6 +35,8 @@ def _first_rules(tmp_path: Path, npc: str, line: str, player: str = "Evening.") 
         "Write a new reply that follows every rule.",
         # qwen2.5-coder-0.5b as Brom (session 6): the Request section's own words
         "You can grant the north gate, unless a rule above forbids it.",
+        # qwen2.5-coder-1.5b as Brom (session 7, bench first-line): the character frame's opening
+        "The gate closes at dusk. Stay Brom.",
     ],
 )
 def test_instructions_read_out_are_retried(tmp_path: Path, line: str) -> None:
@@ -55,6 +57,7 @@ def test_instructions_read_out_are_retried(tmp_path: Path, line: str) -> None:
         ("I refuse, unless the captain says so.", "Evening."),
         ("I cannot grant that, and my answer is final: the captain forbids it.", "Evening."),
         ("The king above forbids it, traveller.", "Evening."),
+        ("Stay back, traveller. Brom keeps this gate.", "Evening."),
         # the player's own words are the world's: echoing "format" after being asked is talk
         ("What format? I only know the gate's hours.", "What format do you want my letter in?"),
     ],
