@@ -81,7 +81,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     first_line = _suite(
         suites, "first-line", _first_line, "launching the sidecar to the player's first words, NPCs warmed or not"
     )
-    first_line.add_argument("--launches", type=int, default=3, help="launches of each mode (cold, warm)")
+    first_line.add_argument("--launches", type=int, default=3, help="launches of each mode (cold, warm, warmed)")
     first_line.add_argument("--typing-s", type=float, default=2.0, help="seconds the player takes to type the first line")
     first_line.add_argument(
         "--busy", action="store_true", help="also launch on a busy machine (a process spinning on each core), alternated"
