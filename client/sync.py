@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -94,9 +95,15 @@ class Client:
     def register_npc(self, profile: NpcProfile | dict[str, Any]) -> wire.NpcRegisterReply:
         return self.send(calls.register_npc(profile))
 
-    def warm(self, npc_id: str) -> wire.NpcWarmReply:
-        """Warm the NPC's prompt into the model's cache before its first line (`npc.warm`)."""
-        return self.send(calls.warm(npc_id))
+    def warm(self, npc_id: str, *, wait: bool = False) -> wire.NpcWarmReply:
+        """Warm the NPC's prompt into the model's cache before its first line (`npc.warm`).
+        With `wait`, return only once the sidecar has no warm-up left to do (`stats` counter
+        `warm.pending` is 0): what a game does when a scene loads, before the player can speak."""
+        reply = self.send(calls.warm(npc_id))
+        pause = threading.Event()  # never set: an interruptible pause between polls
+        while wait and self.stats().counters.get("warm.pending", 0):
+            pause.wait(0.05)
+        return reply
 
     def set_state(self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()) -> wire.SetStateReply:
         return self.send(calls.set_state(values, npc_id, remove))

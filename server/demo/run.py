@@ -114,7 +114,13 @@ def run_demo(
                     client.register_npc(profile)
                     names[profile.id] = profile.name
                 print(f"Loreguard demo: world 'eldmoor', NPCs {', '.join(sorted(names))}; memory in {directory}", file=out)
-                print(f"Sidecar: {sidecar.address}; model: {model}\n", file=out)
+                print(f"Sidecar: {sidecar.address}; model: {model}", file=out)
+                if live:  # as a game does when the scene loads: the NPCs' prompts into the cache
+                    started = time.perf_counter()
+                    for n, npc_id in enumerate(sorted(names), start=1):
+                        client.warm(npc_id, wait=n == len(names))
+                    print(f"Warmed the NPCs' prompts in {time.perf_counter() - started:.1f} s (once per scene)", file=out)
+                print(file=out)
                 rows = [["#", "npc", "attempts", "failed gates", "fallback", "intents", "mutations ok/rej", "ms"]]
                 for n, turn in enumerate(TURNS, start=1):
                     start = time.perf_counter()

@@ -1,8 +1,9 @@
 """`--model auto`: the strongest model this machine serves within a latency bar, and why.
 
 A player judges an NPC first by how long it takes to say anything. So `auto` takes the strongest
-catalogue model whose first validated words (`bench first-line`, warmed NPC) are expected within
-`BAR_S` on this placement, among those installed (or installable, where downloading is allowed),
+catalogue model whose first validated words (`bench first-line`'s `warmed` mode: the NPC's prompt
+warmed into the cache when the scene loaded, as the addon's `warm_up` and the demo do) are
+expected within `BAR_S` on this placement, among those installed (or installable, where downloading is allowed),
 and falls back to the embedded 135M model, which is always there. The expectation comes from
 measurement: an entry's `first_words` holds the seconds it took on a given number of CPU cores,
 scaled here to this machine's cores; an entry without a figure is never picked, since nobody
@@ -88,7 +89,7 @@ def pick_model(
         if entry.name not in installed and not may_download:
             passed_over.append(f"{entry.name} is not installed (`loreguard models pull {entry.name}`, or --yes)")
             continue
-        why = f"~{expected:.1f} s to its first words on {where}, within {bar:.0f} s"
+        why = f"~{expected:.1f} s to its first words on {where} once warmed, within {bar:.0f} s"
         if entry.name not in installed:
             why += f"; downloading it once ({entry.download_mib} MiB)"
         if passed_over:  # the stronger ones, and why not them

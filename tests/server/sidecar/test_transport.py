@@ -103,6 +103,14 @@ def test_npc_warm_is_answered_at_once_and_changes_no_memory(tmp_path: Path) -> N
         assert client.audit_tail().records == ()
 
 
+def test_npc_warm_with_wait_returns_once_the_warm_ups_are_done(tmp_path: Path) -> None:
+    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        client.warm("merchant")
+        assert client.warm("guard", wait=True).npc_id == "guard"
+        # both done when it returns: no waiting here
+        assert counter(client, "warm.pending") == 0 and counter(client, "warm.unsupported") == 2
+
+
 def test_npc_warm_refuses_bad_input_with_typed_errors(tmp_path: Path) -> None:
     with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
         before = sidecar.store.memory_hash()
