@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
@@ -120,9 +121,17 @@ class AsyncClient:
     async def register_npc(self, profile: NpcProfile | dict[str, Any]) -> wire.NpcRegisterReply:
         return await self.send(calls.register_npc(profile))
 
-    async def warm(self, npc_id: str) -> wire.NpcWarmReply:
-        """Warm the NPC's prompt into the model's cache before its first line (`npc.warm`)."""
-        return await self.send(calls.warm(npc_id))
+    async def warm(self, npc_id: str, *, wait_s: float | None = None) -> wire.NpcWarmReply:
+        """Warm the NPC's prompt into the model's cache before its first line (`npc.warm`); with
+        `wait_s`, as `Client.warm`: return once no warm-up is pending, `NoReply` after `wait_s`."""
+        reply = await self.send(calls.warm(npc_id))
+        if wait_s is not None:
+            deadline = time.monotonic() + wait_s
+            while (await self.stats()).counters.get("warm.pending", 0):
+                if time.monotonic() > deadline:
+                    raise NoReply(f"warm-ups still pending after {wait_s:g}s")
+                await asyncio.sleep(0.05)  # a poll of the sidecar's counter
+        return reply
 
     async def set_state(
         self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -95,14 +94,18 @@ class Client:
     def register_npc(self, profile: NpcProfile | dict[str, Any]) -> wire.NpcRegisterReply:
         return self.send(calls.register_npc(profile))
 
-    def warm(self, npc_id: str, *, wait: bool = False) -> wire.NpcWarmReply:
+    def warm(self, npc_id: str, *, wait_s: float | None = None) -> wire.NpcWarmReply:
         """Warm the NPC's prompt into the model's cache before its first line (`npc.warm`).
-        With `wait`, return only once the sidecar has no warm-up left to do (`stats` counter
-        `warm.pending` is 0): what a game does when a scene loads, before the player can speak."""
+        With `wait_s`, return only once the sidecar has no warm-up left to do (`stats` counter
+        `warm.pending` is 0), what a game does when a scene loads, and raise `NoReply` if that
+        takes longer than `wait_s` seconds."""
         reply = self.send(calls.warm(npc_id))
-        pause = threading.Event()  # never set: an interruptible pause between polls
-        while wait and self.stats().counters.get("warm.pending", 0):
-            pause.wait(0.05)
+        if wait_s is not None:
+            deadline = time.monotonic() + wait_s
+            while self.stats().counters.get("warm.pending", 0):
+                if time.monotonic() > deadline:
+                    raise NoReply(f"warm-ups still pending at {self.address} after {wait_s:g}s")
+                time.sleep(0.05)  # a poll of the sidecar's counter, not a wait on an outcome
         return reply
 
     def set_state(self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()) -> wire.SetStateReply:

@@ -329,6 +329,8 @@ def _by_negated_verb(clause: Clause, compiled: _Compiled) -> tuple[str, bool] | 
             # a negation in another phrase of the clause negates another verb
             negations = [i for i in range(max(end, clause.phrase_start(at)), at) if tokens[i] in NEGATING_WORDS]
             if not negations:
+                if any(compiled.value_at(tokens, i) for i in range(at + 1, min(len(tokens), at + 4))):
+                    break  # "closes at dusk and never closes for long": the value that holds, said
                 continue  # "the gate's closing is never closes" (the 1.5B): the noun before the verb
             if not_vouched(clause, start) or denied(clause, start):
                 break

@@ -12,11 +12,13 @@ sentence that names none refuses every value asked for. Pure.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 
 from loreguard.schemas.text import stem, word_tokens
 from loreguard.server.pipeline.asking import Asking
+from loreguard.server.pipeline.phrases import contains_phrase, match_form
 
 #: Words that make what follows them within NEGATION_REACH words no term of the request.
 NEGATIONS = frozenset({"not", "t", "no", "nothing", "never", "nor", "none", "nobody"})
@@ -39,12 +41,27 @@ def _says(words: tuple[str, ...], needle: tuple[str, ...], *, unless_negated: bo
     )
 
 
-def denied_in(sentence: str, phrase: str) -> bool:
-    """Whether `phrase` stands in `sentence`, and only where a negation stands just before it:
-    "No, love. Not for free." and "I don't sell bread for free." refuse a request in the terms a
-    rule forbids; they do not grant it (the gate's `forbidden_phrases` check lets them be)."""
-    words, needle = stems(sentence), stems(phrase)
-    return bool(needle) and _says(words, needle, unless_negated=False) and not _says(words, needle)
+#: Where one clause of a line ends and the next begins: a negation governs only its own.
+_CLAUSE_BREAK = re.compile(r"[.!?;:,\u2014\u2013]+|\s-\s|\bbut\b", re.IGNORECASE)
+
+
+def said_only_to_deny(text: str, phrase: str) -> bool:
+    """Whether each clause of `text` that says `phrase` has a negation before it: "No, love. Not
+    for free." and "I can't give you bread for free." refuse a request in the terms a rule
+    forbids; they do not grant it (the gate's `forbidden_phrases` check lets them be). A clause
+    of its own without one ("Take it, no charge, for free."), a copy disguised (spelled out,
+    look-alike letters) beside a denied one, or the phrase across a clause's end ("for... free")
+    is the phrase said."""
+    needle = stems(phrase)
+    clauses = [c for c in _CLAUSE_BREAK.split(text) if contains_phrase(c, phrase)]
+    if not needle or not clauses:
+        return False
+    for clause in clauses:
+        words = stems(match_form(clause))  # the form the phrase check reads: disguises undone
+        found = [i for i in range(len(words) - len(needle) + 1) if words[i : i + len(needle)] == needle]
+        if not found or any(not NEGATIONS.intersection(words[:i]) for i in found):
+            return False
+    return True
 
 
 def _opens_with(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:

@@ -246,6 +246,8 @@ def test_a_pronoun_finds_its_subject_in_the_reply_or_the_players_line(context: s
         ("", "I heard the gate never closes in the south."),
         ("", "It's not true that the gate never closes."),  # a denied denial
         ("", "The gate doesn't close until dusk."),  # the value follows the negated verb
+        ("", "The gate closes at dusk and never closes for long."),  # the value that holds, said first
+        ("", "The gate closes at dusk, and never closes again till then."),
         ("", "King Arthur rules us all."),
         ("", "The river Ald runs through town."),
         ("", "The king is a kind man, and old."),  # a description, not a name

@@ -12,8 +12,8 @@ from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput, Prop
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Constraint, Severity
 from loreguard.schemas.text import STOPWORDS, fold, word_tokens
-from loreguard.server.pipeline.phrases import contains_phrase, reveals, sentences
-from loreguard.server.pipeline.request_terms import denied_in
+from loreguard.server.pipeline.phrases import contains_phrase, reveals
+from loreguard.server.pipeline.request_terms import said_only_to_deny
 
 
 @lru_cache(maxsize=1024)
@@ -45,14 +45,10 @@ def said_texts(output: ParsedOutput | None, raw: str) -> list[str]:
 
 def _says_phrase(text: str, phrase: str, refusable: bool) -> bool:
     """Whether `text` says the forbidden `phrase`. A phrase that is also one of the rule's
-    `forbidden_requests` is not said in a sentence that only denies it ("No, love. Not for
+    `forbidden_requests` is not said where each clause holding it denies it ("No, love. Not for
     free."): that is the NPC refusing the request the rule forbids (the 1.5B's merchant was
     refused for it, and the player heard a fallback)."""
-    if not contains_phrase(text, phrase):
-        return False
-    if not refusable:
-        return True
-    return any(contains_phrase(s, phrase) and not denied_in(s, phrase) for s in sentences(text))
+    return contains_phrase(text, phrase) and not (refusable and said_only_to_deny(text, phrase))
 
 
 def check_constraint(

@@ -24,7 +24,8 @@ Two shapes the real models wrote, both validated before this check:
   to be careful with our supplies." to "Give me a loaf of bread, here's a copper." (the 1.5B's
   merchant): hygiene strips the assistant's refusal, and the player hears only "We need to be
   careful with our supplies.". Where the player asked for something, nothing was granted, a
-  stripped sentence said no and nothing left does, the line lost its answer.
+  stripped sentence said no and nothing left does (nor puts the player off, nor speaks of what
+  was asked: "Rope's sold out, love."), the line lost its answer.
 
 Each fails the gate's hard limits (`non_answer`) and is retried with the reason.
 """
@@ -128,6 +129,8 @@ def _introduction(speaker: str) -> re.Pattern[str]:
 
 #: Words that say no: a reply holding none of them refuses nothing in words.
 _SAYS_NO = frozenset("no not t nothing never cannot nay none nor".split())
+#: Words that put the player off without a no: "Come back at dawn, traveller.", "Sold out, love."
+_PUTS_OFF = frozenset("later tomorrow dawn morning back wait sold closed shut tonight away elsewhere".split())
 
 
 def find_non_answer(
@@ -146,7 +149,8 @@ def find_non_answer(
     findings = tuple(findings)
     cut_short = any(f.kind in SENTENCES_CUT for f in findings)
     refusals = [f.text for f in findings if f.kind is FindingKind.ASSISTANT_REGISTER and _SAYS_NO & set(word_tokens(f.text))]
-    if asked_for_act and refusals and not _SAYS_NO & set(word_tokens(dialogue)):
+    left = set(word_tokens(dialogue))
+    if asked_for_act and refusals and not left & (_SAYS_NO | _PUTS_OFF) and not keywords(dialogue) & keywords(player_line):
         return [_failure(f"your answer was in an assistant's words ({refusals[0][:80]!r}): say no in your own", dialogue[:80])]
     said = word_tokens(dialogue)
     if 0 < len(said) <= MAX_STRAY_WORDS:

@@ -35,12 +35,19 @@ _INVERTED = re.compile(
 #: A reply that opens by agreeing with what it was told.
 _AGREEING = re.compile(
     r"^\W*(?:(?:oh|ah|aah|well|why|hm+|mm+|ooh|och|ha)\W+)?(?:yes|yeah|yep|aye|indeed|right|true|correct|exactly|certainly|of course|sure|so it is|that's right|that's true|"
-    r"that is right|that is true|you're right|you are right|(?:he|she|it|they) (?:is|are|does|do|has|have|was)|"
-    # hearsay taken up: "I hear that. He's been busy ruling the land." (qwen2.5-coder-1.5b as Mira)
-    r"i(?:'ve| have)? (?:hear|heard) (?:that|so|as much|the same)|so i(?:'ve| have)? (?:hear|heard)|so (?:they|people) say|"
-    r"that's what (?:i|they|people) (?:hear|heard|say)|(?:i )?(?:believe|think|suppose|guess) so)\b",
+    r"that is right|that is true|you're right|you are right|(?:he|she|it|they) (?:is|are|does|do|has|have|was))\b",
     re.IGNORECASE,
 )
+#: Hearsay taken up, said on its own ("I hear that. He's been busy ruling the land.",
+#: qwen2.5-coder-1.5b as Mira): agreement, unless the reply goes on to doubt it ("So they say. I
+#: wouldn't believe a word of it.").
+_HEARSAY = re.compile(
+    r"^\W*(?:(?:oh|ah|well)\W+)?(?:i(?:'ve| have)? (?:hear|heard) (?:that|so|as much|the same)|so i(?:'ve| have)? "
+    r"(?:hear|heard)|so (?:they|people) say|that's what (?:i|they|people) (?:hear|heard|say)|i (?:believe|think|suppose|guess) so)"
+    r"\s*(?:[.!,;]|$)",
+    re.IGNORECASE,
+)
+_DOUBTS = frozenset("not t no never nonsense lie lies rubbish gossip".split())
 
 
 def tag_statements(text: str) -> str:
@@ -76,7 +83,8 @@ def find_agreed_false_claims(
 ) -> list[Contradiction]:
     """The contradictions of canon or world state in the player's claim, when `dialogue` opens by
     agreeing with it and does not say the value that holds."""
-    if not _AGREEING.match(dialogue):
+    hearsay = _HEARSAY.match(dialogue) and not _DOUBTS & set(norm_words(dialogue))
+    if not (_AGREEING.match(dialogue) or hearsay):
         return []
     claim = player_claims(said)
     if not claim:

@@ -140,12 +140,13 @@ def find_instructions_read_out(dialogue: str, snapshot: StateSnapshot) -> list[G
     asked = keywords(snapshot.context.said())
     # an intent's name as the prompt writes it ("give_item") is no word a character says
     names = [spec.type for spec in snapshot.allowed_intents if "_" in spec.type]
-    frame = ("stay", *norm_words(snapshot.npc_name)[:1])
+    name = norm_words(snapshot.npc_name)
+    frame = ("stay", *name)
     for sentence in sentences(dialogue):
         named = next((name for name in names if name in sentence.lower()), None)
         if named is not None:
             return [_read_out(sentence, f"the intent name {named}")]
-        if len(frame) == 2 and norm_words(sentence)[:2] == frame:
+        if name and _frame_said(sentence, frame, snapshot.npc_name):
             # the character frame's first words: "The gate closes at dusk. Stay Brom." (the 1.5B)
             return [_read_out(sentence, "the character frame")]
         said = (keywords(sentence) & meta) - asked
@@ -155,6 +156,15 @@ def find_instructions_read_out(dialogue: str, snapshot: StateSnapshot) -> list[G
             why = f"the words {', '.join(sorted(said))}" if not copied else "words copied from them"
             return [_read_out(sentence, why)]
     return []
+
+
+def _frame_said(sentence: str, frame: tuple[str, ...], npc_name: str) -> bool:
+    """Whether the sentence is the character frame's "Stay <name>" (and maybe "at all times"),
+    the name written as the prompt writes it: "Stay sharp." said by an NPC named Sharp is speech."""
+    words = norm_words(sentence)
+    if words not in (frame, (*frame, "at", "all", "times")):
+        return False
+    return npc_name.strip() in sentence
 
 
 def _read_out(sentence: str, why: str) -> GateFailure:

@@ -124,11 +124,14 @@ def find_self_repeats(
     context: RepeatContext = _NO_CONTEXT,
     *,
     openings: bool = True,
+    whole: bool = True,
 ) -> list[GateFailure]:
     """One failure when `dialogue` repeats one of `recent` (newest first) said to another player
     line; none otherwise. The newest earlier line repeated is named. `openings`: whether a reply
     that opens as the last ones did counts (not for a sentence judged alone: see
-    `without_repeated_sentences`)."""
+    `without_repeated_sentences`); `whole`: whether `dialogue` is the whole reply, which may not
+    be an earlier one word for word even to the same request (not a sentence of it, nor a
+    streamed reply's first sentences)."""
     if not recent or not limits.repeat_window:
         return []
     asked = norm_words(player_input)
@@ -144,8 +147,10 @@ def find_self_repeats(
         if _introduces(dialogue, player_input, context)
         else tuple(p for p in mine if _restates_fact(p, asks, context, limits))
     )
-    if len(answers) < len(mine) and (again := _said_word_for_word(dialogue, others)):
-        return [_failure(again, 1.0)]  # even to the same request in other words: the player hears it twice
+    if whole and len(answers) < len(mine) and (again := _said_word_for_word(dialogue, others)):
+        # even to the same request in other words: the player hears the line twice
+        reason = f"you said this line before, word for word: {again[:_EVIDENCE_CHARS]!r}; say it another way"
+        return [_failure(again, 1.0, reason)]
     shaped: list[tuple[_Piece, float]] = []  # earlier pieces of the same shape about another subject
     for earlier in others:
         shape: tuple[_Piece, float] | None = None
@@ -245,7 +250,8 @@ def without_repeated_sentences(
         # a sentence that only opens as the last replies did says something new: the reply is
         # retried for its opening, not cut ("I'm sorry, but the captain has ordered me not to
         # let you go through" was stripped, leaving the 1.5B's guard with "You can't open it now.")
-        if tuple(norm_words(s)) in habits or find_self_repeats(s, player_input, recent, limits, context, openings=False)
+        if tuple(norm_words(s)) in habits
+        or find_self_repeats(s, player_input, recent, limits, context, openings=False, whole=False)
     )
     if not removed or len(removed) == len(parts):
         return dialogue, ()

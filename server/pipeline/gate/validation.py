@@ -329,7 +329,9 @@ def _hard_limit_failures(
         )
     )
     hard.extend(
-        find_self_repeats(output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits, repeat_context(snapshot))
+        find_self_repeats(
+            output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits, repeat_context(snapshot), whole=not prefix
+        )
     )
     if not prefix:  # "I'm Brom." may be the start of an answer; the intent follows the dialogue
         hard.extend(non_answer_of(output, snapshot, scrubbed.findings if scrubbed is not None else ()))

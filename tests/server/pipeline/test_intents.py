@@ -175,9 +175,15 @@ def test_bread_for_free_is_refused_in_the_prompt_the_grammar_and_the_gate(tmp_pa
         ("I don't sell bread for free, love.", False),
         ("Nothing's for free at my stall, love.", False),
         # saying it is giving it
+        ("I won't give it to you for free, love.", False),
         ("Take the rope for free, dear.", True),
-        ("Not for free? Fine, take it for free then.", True),  # a denial beside it in the same sentence
+        ("Not for free? Fine, take it for free then.", True),  # denied once, then said
         ("No. For free, as a favour.", True),  # the denial is another sentence's
+        ("Take it, no charge, for free.", True),  # the negation is another clause's
+        ("No payment needed, free of charge.", True),
+        ("Not for free, but take it for fr\u0435\u0435.", True),  # look-alike letters beside a denial
+        ("Not for free, but take it for f r e e.", True),  # spelled out
+        ("Take the rope for... free, dear.", True),  # across a clause's end
     ],
 )
 def test_a_term_the_rule_forbids_in_requests_may_be_said_to_refuse_one(tmp_path: Path, reply: str, refused: bool) -> None:

@@ -10,14 +10,15 @@ import msgpack
 import pytest
 import zmq
 from factories import say
-from sidecar_helpers import running_sidecar
+from sidecar_helpers import GREETINGS, running_sidecar
 from waiting import counter, wait_for
 
-from loreguard.client import AsyncClient, Client, Forbidden, Invalid, NotFound, Overloaded, UnknownType
+from loreguard.client import AsyncClient, Client, Forbidden, Invalid, NoReply, NotFound, Overloaded, UnknownType
 from loreguard.schemas import InteractionResult
+from loreguard.schemas.prompt import Prompt
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.inference import ScriptedBackend
-from loreguard.server.inference.base import Generation, GenerationRequest
+from loreguard.server.inference.base import Generation, GenerationRequest, WarmResult
 
 
 class GatedBackend(ScriptedBackend):
@@ -103,12 +104,27 @@ def test_npc_warm_is_answered_at_once_and_changes_no_memory(tmp_path: Path) -> N
         assert client.audit_tail().records == ()
 
 
-def test_npc_warm_with_wait_returns_once_the_warm_ups_are_done(tmp_path: Path) -> None:
-    with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
-        client.warm("merchant")
-        assert client.warm("guard", wait=True).npc_id == "guard"
+class _SlowWarmBackend(ScriptedBackend):
+    """A model whose warm-up runs until the test lets it finish."""
+
+    def __init__(self) -> None:
+        super().__init__([say(line) for line in GREETINGS], cycle=True)
+        self.finish = threading.Event()
+
+    def warm(self, npc_id: str, prompt: Prompt, *, alongside: bool = False) -> WarmResult:
+        assert self.finish.wait(60), "the test never let the warm-up finish"
+        return WarmResult(outcome="warmed", tokens=10, tokens_evaluated=10)
+
+
+def test_npc_warm_with_wait_s_returns_once_no_warm_up_is_pending(tmp_path: Path) -> None:
+    backend = _SlowWarmBackend()
+    with running_sidecar(tmp_path, backend) as sidecar, Client(sidecar.address, timeout_s=10) as client:
+        with pytest.raises(NoReply, match="warm-ups still pending"):
+            client.warm("guard", wait_s=0.2)  # the warm-up is still running: the wait says so
+        backend.finish.set()
+        assert client.warm("merchant", wait_s=30).npc_id == "merchant"
         # both done when it returns: no waiting here
-        assert counter(client, "warm.pending") == 0 and counter(client, "warm.unsupported") == 2
+        assert counter(client, "warm.pending") == 0 and counter(client, "warm.warmed") == 2
 
 
 def test_npc_warm_refuses_bad_input_with_typed_errors(tmp_path: Path) -> None:

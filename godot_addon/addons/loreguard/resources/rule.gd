@@ -66,7 +66,7 @@ extends Resource
 @export var forbidden_emotions: PackedStringArray
 ## Words that make a player's request one this rule forbids, e.g. "for free": a request worded
 ## in one is never granted, and the model is told which rule refuses it. Prohibitions only.
-## One also in forbidden_phrases may be said to refuse ("Not for free."), a negation just before it.
+## One also in forbidden_phrases may be said to refuse ("Not for free."), a negation before it in its clause.
 @export var forbidden_requests: PackedStringArray
 
 

@@ -106,6 +106,8 @@ REFUSAL = _stripped(FindingKind.ASSISTANT_REGISTER, "I'm sorry, love, but I can'
         # qwen2.5-coder-1.5b as Mira, session 7: the refusal stripped, a non-sequitur left
         ("We need to be careful with our supplies.", (REFUSAL,), True, True),
         ("The stall is not open today, love.", (REFUSAL,), True, False),  # what is left says no too
+        ("Come back at dawn, love.", (REFUSAL,), True, False),  # puts the player off
+        ("The bread's all gone to the castle, love.", (REFUSAL,), True, False),  # speaks of what was asked
         ("We need to be careful with our supplies.", (REFUSAL,), False, False),  # no request, or granted
         (
             "We need to be careful with our supplies.",

@@ -55,6 +55,10 @@ def test_agreeing_with_a_claim_canon_denies_fails_as_that_facts_contradiction(tm
         (FALSE_CLAIM, "Oh, yesterday's gossip! Arthur is king, love."),  # "yes" only inside a word
         (FALSE_CLAIM, "I heard that too, love, but Arthur is king."),  # the value that holds
         (FALSE_CLAIM, "I hear the river's running high, love."),  # hearsay of something else
+        (FALSE_CLAIM, "Think so? You've had too much ale, love."),
+        (FALSE_CLAIM, "I've heard the same nonsense from drunks, love."),
+        (FALSE_CLAIM, "So they say. I wouldn't believe a word of it."),  # hearsay doubted
+        (FALSE_CLAIM, "I hear that from fools every day."),
     ],
 )
 def test_what_does_not_agree_with_a_false_claim_passes(tmp_path: Path, player: str, reply: str) -> None:

@@ -355,3 +355,17 @@ def test_a_canonical_fact_said_with_a_vocative_is_still_the_answer_asked_for() -
     line = "The gate closes at dusk, traveller."
     assert find_self_repeats(line, "What time does the gate close?", said, LIMITS, GUARD) == []
     assert find_self_repeats(line, "Where can I find an inn?", said, LIMITS, GUARD)  # not what was asked
+
+
+def test_only_the_whole_reply_word_for_word_is_held_to_the_same_request() -> None:
+    """A sentence of a longer reply that is an earlier one-sentence answer to the same request is
+    the same answer again, kept; the whole reply word for word is the line heard twice."""
+    said = recent(("I need rope for a climb.", "A coil of rope costs 3 silver, love."))
+    reply = "A coil of rope costs 3 silver, love. Want a lantern too?"
+    assert without_repeated_sentences(reply, "Sell me some rope, please.", said, LIMITS, MERCHANT) == (reply, ())
+    assert not find_self_repeats(reply, "Sell me some rope, please.", said, LIMITS, MERCHANT)
+    # streamed, the first sentence is judged before the rest exists: not as the whole reply
+    first = "A coil of rope costs 3 silver, love."
+    assert not find_self_repeats(first, "Sell me some rope, please.", said, LIMITS, MERCHANT, whole=False)
+    (failure,) = find_self_repeats(first, "Sell me some rope, please.", said, LIMITS, MERCHANT)
+    assert "word for word" in failure.reason
