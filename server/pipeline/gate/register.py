@@ -49,6 +49,9 @@ _PATTERNS = tuple(
         r"\b(?:can't|cannot|can not|unable to) help (?:you )?with (?:that|this)(?: request| question)?\s*(?:[.!]|$)",
         r"\bi (?:don't|do not) have (?:any |enough |much )?(?:information|data|details) (?:about|on|regarding)\b",
         r"\bi (?:don't|do not) have the (?:ability|capability|capacity) to\b",
+        # qwen2.5-coder-1.5b as Brom, session 7, to "Do you like your job?": an AI's disclaimer
+        r"\bi (?:don't|do not) have (?:any )?(?:personal (?:feelings|emotions|opinions|preferences)|"
+        r"(?:feelings|emotions) (?:or|and) (?:emotions|feelings|opinions))\b",
         # qwen2.5-coder-1.5b as Mira, session 5: "I'm sorry, but I can't answer that right now."
         r"\b(?:can't|cannot|can not|unable to|not able to) answer (?:that|this|your question)(?: right now| for you)?\s*(?:[.!]|$)",
         # a safety policy or a job description in a character's mouth: "I don't want to be involved

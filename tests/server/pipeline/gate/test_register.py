@@ -60,6 +60,8 @@ ASSISTANT = (
     "I'm sorry, but I don't know why you're grumpy. As a guard, my goal is to ensure the safety and order of Eldmoor.",
     "The weather is still rainy, and I need to ensure the safety of Eldmoor.",
     "As a guard, my job is to keep Eldmoor safe, and I don't have access to any secrets or information.",
+    # qwen2.5-coder-1.5b in `bench quality`, session 7, to "Do you like your job?"
+    "As a guard, my purpose is to protect Eldmoor and maintain order. I don't have personal feelings or emotions.",
 )
 
 IN_CHARACTER = (
@@ -98,6 +100,9 @@ IN_CHARACTER = (
     "I don't have access to the vault, only the captain holds the key.",
     "The watch is here to ensure the safety of Eldmoor, traveller.",
     "As a merchant, my job is to provide fair goods.",
+    "I don't have feelings for the captain, love, if that's what you're asking.",
+    "I don't have opinions, traveller. I have orders.",
+    "I don't have feelings to spare for thieves.",
 )
 
 
