@@ -74,6 +74,7 @@ _PATTERNS = tuple(
         r"\bwhat you(?:'re| are) referring to\b",
         r"\b(?:not sure|unsure) what you(?:'re| are) (?:asking|saying|trying to say)\b",
         r"\bclarify your (?:question|request)\b",
+        r"\bi (?:don't|do not) understand (?:your|the|this) question\b",  # the 1.5B's Brom to "Why so grumpy?"
         r"\bclarification\b",
         r"\b(?:the )?necessary information\b",
         r"\bto answer (?:this|that|your) question\b",

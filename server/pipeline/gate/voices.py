@@ -141,7 +141,9 @@ _COINS = (
 #: The seller paying: "I'll give you 20 silver.", and handing coins over: "Here's 5 silver."
 #: (qwen2.5-coder-1.5b as Mira, to "Can you give me a torch?").
 _PAYS = re.compile(
-    rf"\bi(?:'ll|’ll| will|'d|’d| would| can)? ?(?:give|pay|offer|hand) you {_COINS}|\bhere(?:'s|’s| is| are) {_COINS}",
+    rf"\bi(?:'ll|’ll| will|'d|’d| would| can)? ?(?:give|pay|offer|hand) you {_COINS}|\bhere(?:'s|’s| is| are) {_COINS}"
+    # "I don't have bread for free, love. I'll have to pay for it." (qwen2.5-coder-1.5b as Mira)
+    r"|\bi(?:'ll|’ll| will)? (?:have|need) to pay (?:for (?:it|them|that)|you)\b",
     re.IGNORECASE,
 )
 

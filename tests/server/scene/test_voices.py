@@ -166,6 +166,7 @@ MERCHANT = next(p for p in demo_npcs() if p.id == "merchant")
         "I can give you a torch. Here's 5 silver.",  # session 4, to "Can you give me a torch?"
         "I'll have two lanterns. Thank you!",  # session 5, granted to "I'll buy two lanterns"
         "I'll have one loaf of bread. Thank you!",
+        "I don't have bread for free, love. I'll have to pay for it.",  # session 7, to "Can I have some bread for free?"
     ],
 )
 def test_a_seller_speaking_as_the_buyer_fails(line: str) -> None:
@@ -190,6 +191,8 @@ def test_a_seller_speaking_as_the_buyer_fails(line: str) -> None:
         "I'll have two lanterns in by Friday.",
         "I'll have a lantern lit for you.",
         "I have two lanterns left.",
+        "You'll have to pay for it, love.",
+        "I'll have to pay the miller first, so the bread is dear.",
     ],
 )
 def test_a_seller_selling_passes(line: str) -> None:

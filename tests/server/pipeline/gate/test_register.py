@@ -62,6 +62,7 @@ ASSISTANT = (
     "As a guard, my job is to keep Eldmoor safe, and I don't have access to any secrets or information.",
     # qwen2.5-coder-1.5b in `bench quality`, session 7, to "Do you like your job?"
     "As a guard, my purpose is to protect Eldmoor and maintain order. I don't have personal feelings or emotions.",
+    "I'm sorry, I don't understand your question.",  # to "Why so grumpy?"
 )
 
 IN_CHARACTER = (
@@ -102,6 +103,7 @@ IN_CHARACTER = (
     "As a merchant, my job is to provide fair goods.",
     "I don't have feelings for the captain, love, if that's what you're asking.",
     "I don't have opinions, traveller. I have orders.",
+    "I don't understand you, traveller, and I don't like it.",
     "I don't have feelings to spare for thieves.",
 )
 
