@@ -99,6 +99,11 @@ class ParsedOutput(FrozenModel):
             data["mutations"] = [granted, *mutations]
         return data
 
+    @property
+    def grants(self) -> bool:
+        """Whether the output grants a world intent (its `intent`, or one among its mutations)."""
+        return any(isinstance(m, EmitWorldIntentMutation) for m in self.mutations)
+
 
 class WorldIntent(FrozenModel):
     """An approved request for the game to act (open a door, hand over an item)."""

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput
+from loreguard.schemas.output import ParsedOutput
 from loreguard.schemas.receipt import FindingKind, GateFailure, GateName, OutputFinding
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import keywords, word_tokens
@@ -180,8 +180,7 @@ def find_non_answer(
 
 def non_answer_of(output: ParsedOutput, snapshot: StateSnapshot, findings: Iterable[OutputFinding]) -> list[GateFailure]:
     """`find_non_answer` of a parsed reply in its interaction: `findings` are hygiene's."""
-    granted = any(isinstance(m, EmitWorldIntentMutation) for m in output.mutations)
-    asked = not granted and any(o.requested for o in snapshot.offered_intents)
+    asked = not output.grants and any(o.requested for o in snapshot.offered_intents)
     said = snapshot.context.said()
     return find_non_answer(output.dialogue, said, snapshot.npc_name, known_texts(snapshot), findings, asked_for_act=asked)
 

@@ -19,7 +19,9 @@ Not a repeat, because it is an answer (judged by what it adds to what was said b
   greeting on each approach), or both ask for the same intent with the same parameters ("The
   captain sent me. Let me in." and "Please open the north gate."), saying the same again is
   consistent, not a loop; but the whole reply word for word to a request in other words is a
-  line the player has heard ("A rope, love! Tie your knots tight!" to two rope requests);
+  line the player has heard ("I can't allow you to enter." to two ways of asking), unless it
+  grants the request again ("A rope, love! Tie your knots tight!" to two rope requests: asked to
+  say it another way, the 1.5B refused the second sale instead);
 - a canonical fact restated to a line that asks about it: "The gate closes at dusk." said again
   to "What time does the gate close?" (the piece is as alike to one of `RepeatContext.facts` as
   to the earlier line, and the player's line shares a content word with that fact);
@@ -131,7 +133,8 @@ def find_self_repeats(
     that opens as the last ones did counts (not for a sentence judged alone: see
     `without_repeated_sentences`); `whole`: whether `dialogue` is the whole reply, which may not
     be an earlier one word for word even to the same request (not a sentence of it, nor a
-    streamed reply's first sentences)."""
+    streamed reply's first sentences, nor a reply that grants the request again: retried, the
+    1.5B's merchant took the repair for a no, and the sale was lost)."""
     if not recent or not limits.repeat_window:
         return []
     asked = norm_words(player_input)

@@ -328,11 +328,8 @@ def _hard_limit_failures(
             requested=tuple(o.intent() for o in snapshot.offered_intents if o.requested and o.fixed),
         )
     )
-    hard.extend(
-        find_self_repeats(
-            output.dialogue, snapshot.context.said(), snapshot.recent_replies, limits, repeat_context(snapshot), whole=not prefix
-        )
-    )
+    said, whole = snapshot.context.said(), not prefix and not output.grants  # a grant said again keeps its sale
+    hard.extend(find_self_repeats(output.dialogue, said, snapshot.recent_replies, limits, repeat_context(snapshot), whole=whole))
     if not prefix:  # "I'm Brom." may be the start of an answer; the intent follows the dialogue
         hard.extend(non_answer_of(output, snapshot, scrubbed.findings if scrubbed is not None else ()))
         hard.extend(grants_in_words_only(output, snapshot))

@@ -208,8 +208,8 @@ MERCHANT = RepeatContext(
         # and loops
         ("A rope, love! Tie your knots tight!", "Sell me some rope, please.",
          ("I need rope for a climb.", "A rope, love! Tie your knots tight!"), MERCHANT, True),  # same request, same line
-        ("Aye. Go on through, traveller.", "Please open the north gate.",
-         ("The captain sent me. Let me in.", "Aye. Go on through, traveller."), GUARD, True),
+        ("I can't allow you to enter, traveller.", "Please open the north gate.",
+         ("The captain sent me. Let me in.", "I can't allow you to enter, traveller."), GUARD, True),
         ("I'm sorry, love. I don't have any bread to give away right now.", "I'll take two loaves of bread.",
          ("Can I have some bread for free?", "I'm sorry, love. I don't have any bread to give away right now."),
          MERCHANT, True),  # word for word, to another request
@@ -369,3 +369,20 @@ def test_only_the_whole_reply_word_for_word_is_held_to_the_same_request() -> Non
     assert not find_self_repeats(first, "Sell me some rope, please.", said, LIMITS, MERCHANT, whole=False)
     (failure,) = find_self_repeats(first, "Sell me some rope, please.", said, LIMITS, MERCHANT)
     assert "word for word" in failure.reason
+
+
+def test_a_sale_said_again_word_for_word_to_the_same_request_keeps_its_sale(tmp_path: Path) -> None:
+    """Retried for saying its sale line again, the 1.5B's merchant refused the second sale: a
+    reply that grants the request again may say what it said the first time."""
+    rope = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "rope", "count": 1}}
+    line = "Sure, I'll have that rope for you."
+    backend = ScriptedBackend({"merchant": [say(line, mutations=[rope])] * 2 + [say(line), say("Rope again? Fine, love.")]})
+    pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
+    first = pipeline.interact(ask("I need rope for a climb.", npc="merchant", scene="eldmoor"))
+    again = pipeline.interact(ask("Sell me some rope, please.", npc="merchant", scene="eldmoor"))
+    assert (first.dialogue, again.dialogue) == (line, line) and [i.type for i in again.intents] == ["give_item"]
+    assert len(again.receipt.attempts) == 1
+    # the same words with nothing granted are the line heard twice
+    third = pipeline.interact(ask("Could you sell me a rope?", npc="merchant", scene="eldmoor"))
+    assert third.receipt.attempts[0].failures[0].rule_id == REPEATS_ITSELF_RULE
+    assert third.dialogue == "Rope again? Fine, love."
