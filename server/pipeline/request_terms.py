@@ -53,7 +53,8 @@ def said_only_to_deny(text: str, phrase: str) -> bool:
     look-alike letters) beside a denied one, or the phrase across a clause's end ("for... free")
     is the phrase said."""
     needle = stems(phrase)
-    clauses = [c for c in _CLAUSE_BREAK.split(text) if contains_phrase(c, phrase)]
+    pieces = _CLAUSE_BREAK.split(text)
+    clauses = [c for c in pieces if contains_phrase(c, phrase)]
     if not needle or not clauses:
         return False
     for clause in clauses:
@@ -61,7 +62,8 @@ def said_only_to_deny(text: str, phrase: str) -> bool:
         found = [i for i in range(len(words) - len(needle) + 1) if words[i : i + len(needle)] == needle]
         if not found or any(not NEGATIONS.intersection(words[:i]) for i in found):
             return False
-    return True
+    # the rest may still say it across a clause's end: "Not for free. Take it for... free."
+    return not contains_phrase(" ".join(p for p in pieces if p not in clauses), phrase)
 
 
 def _opens_with(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:

@@ -184,6 +184,7 @@ def test_bread_for_free_is_refused_in_the_prompt_the_grammar_and_the_gate(tmp_pa
         ("Not for free, but take it for fr\u0435\u0435.", True),  # look-alike letters beside a denial
         ("Not for free, but take it for f r e e.", True),  # spelled out
         ("Take the rope for... free, dear.", True),  # across a clause's end
+        ("Not for free. Take it for... free.", True),  # denied once, then said across a clause's end
     ],
 )
 def test_a_term_the_rule_forbids_in_requests_may_be_said_to_refuse_one(tmp_path: Path, reply: str, refused: bool) -> None:
