@@ -33,7 +33,9 @@ _PATTERNS = tuple(
         rf"\bhow may i {_HELP}\b",
         rf"\bis there (?:anything|something) (?:else |more )?(?:\w+ )?(?:i can (?:do|{_HELP})|you(?:'d| would) like (?:to discuss|to know|to talk about|help|assistance)|you need (?:to discuss|help|assistance))\b",
         r"\b(?:let me know|feel free to ask|don't hesitate to ask) if\b",
-        r"\bif you have any (?:other |more |further |specific )?(?:questions|concerns|requests)\b",
+        # qwen2.5-coder-1.5b as Mira, session 7: "If you have other questions, feel free to ask."
+        r"\bif you (?:have|need) (?:any (?:other |more |further |specific )?|other |more |further )(?:questions|concerns|requests)\b",
+        r"\bif you need (?:to talk about )?(?:something|anything)(?: else| different)?, (?:feel free|i can help)\b",
         r"\bdo you have (?:a|any) (?:other |more |further |specific )?(?:questions?|requests?|concerns?)\b",
         r"\b(?:need|want|require) (?:any )?(?:further |more |additional )?(?:assistance|help) with\b",
         rf"\bi(?:'m| am) (?:here|happy|glad|always happy) to {_HELP}\b",

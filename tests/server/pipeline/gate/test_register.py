@@ -63,6 +63,9 @@ ASSISTANT = (
     # qwen2.5-coder-1.5b in `bench quality`, session 7, to "Do you like your job?"
     "As a guard, my purpose is to protect Eldmoor and maintain order. I don't have personal feelings or emotions.",
     "I'm sorry, I don't understand your question.",  # to "Why so grumpy?"
+    "I'm sorry, love, but I can't talk about politics or public figures. If you have other questions, feel free to ask.",
+    "I can't keep secrets, love. If you need to talk about something, feel free to ask.",
+    "Sorry, love, but I don't have the power to change the weather. If you need something different, I can help with that.",
 )
 
 IN_CHARACTER = (
@@ -105,6 +108,8 @@ IN_CHARACTER = (
     "I don't have opinions, traveller. I have orders.",
     "I don't understand you, traveller, and I don't like it.",
     "I don't have feelings to spare for thieves.",
+    "If you need something else, feel the weight of this lantern first.",
+    "If you have other plans, the gate shuts at dusk all the same.",
 )
 
 
