@@ -123,15 +123,19 @@ class AsyncClient:
 
     async def warm(self, npc_id: str, *, wait_s: float | None = None) -> wire.NpcWarmReply:
         """Warm the NPC's prompt into the model's cache before its first line (`npc.warm`); with
-        `wait_s`, as `Client.warm`: return once no warm-up is pending, `NoReply` after `wait_s`."""
+        `wait_s`, return once it is done (`wait_for_warm_ups`)."""
         reply = await self.send(calls.warm(npc_id))
         if wait_s is not None:
-            deadline = time.monotonic() + wait_s
-            while (await self.stats()).counters.get("warm.pending", 0):
-                if time.monotonic() > deadline:
-                    raise NoReply(f"warm-ups still pending after {wait_s:g}s")
-                await asyncio.sleep(0.05)  # a poll of the sidecar's counter
+            await self.wait_for_warm_ups(wait_s)
         return reply
+
+    async def wait_for_warm_ups(self, wait_s: float) -> None:
+        """As `Client.wait_for_warm_ups`: return once no warm-up is pending, `NoReply` after `wait_s`."""
+        deadline = time.monotonic() + wait_s
+        while (await self.stats()).counters.get("warm.pending", 0):
+            if time.monotonic() > deadline:
+                raise NoReply(f"warm-ups still pending after {wait_s:g}s")
+            await asyncio.sleep(0.05)  # a poll of the sidecar's counter
 
     async def set_state(
         self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()

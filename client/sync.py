@@ -96,17 +96,20 @@ class Client:
 
     def warm(self, npc_id: str, *, wait_s: float | None = None) -> wire.NpcWarmReply:
         """Warm the NPC's prompt into the model's cache before its first line (`npc.warm`).
-        With `wait_s`, return only once the sidecar has no warm-up left to do (`stats` counter
-        `warm.pending` is 0), what a game does when a scene loads, and raise `NoReply` if that
-        takes longer than `wait_s` seconds."""
+        With `wait_s`, return only once it is done (`wait_for_warm_ups`)."""
         reply = self.send(calls.warm(npc_id))
         if wait_s is not None:
-            deadline = time.monotonic() + wait_s
-            while self.stats().counters.get("warm.pending", 0):
-                if time.monotonic() > deadline:
-                    raise NoReply(f"warm-ups still pending at {self.address} after {wait_s:g}s")
-                time.sleep(0.05)  # a poll of the sidecar's counter, not a wait on an outcome
+            self.wait_for_warm_ups(wait_s)
         return reply
+
+    def wait_for_warm_ups(self, wait_s: float) -> None:
+        """Return once the sidecar has no warm-up left to do (`stats` counter `warm.pending` is
+        0), what a game does when a scene loads; `NoReply` if that takes longer than `wait_s`."""
+        deadline = time.monotonic() + wait_s
+        while self.stats().counters.get("warm.pending", 0):
+            if time.monotonic() > deadline:
+                raise NoReply(f"warm-ups still pending at {self.address} after {wait_s:g}s")
+            time.sleep(0.05)  # a poll of the sidecar's counter, not a wait on an outcome
 
     def set_state(self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()) -> wire.SetStateReply:
         return self.send(calls.set_state(values, npc_id, remove))

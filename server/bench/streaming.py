@@ -31,7 +31,6 @@ from __future__ import annotations
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -85,6 +84,10 @@ def _sidecar(data: Path, npcs: int, facts: int, config: LlamaCppConfig) -> Sidec
     return sidecar
 
 
+#: The longest a bench waits for its warm-ups (a slow model on few cores takes minutes).
+WARM_WAIT_S = 3600.0
+
+
 def warm_and_wait(clients: list[Client], npc_ids: list[str]) -> tuple[float, dict[str, int]]:
     """Warm the NPCs on every sidecar, as a game does when they enter the scene, and wait until
     the warm-ups are done (`stats` counter `warm.pending`); the time it took and the outcomes."""
@@ -92,9 +95,8 @@ def warm_and_wait(clients: list[Client], npc_ids: list[str]) -> tuple[float, dic
     for client in clients:
         for npc_id in npc_ids:
             client.warm(npc_id)
-    pause = threading.Event()  # never set: an interruptible pause between polls
-    while any(client.stats().counters.get("warm.pending", 0) for client in clients):
-        pause.wait(0.05)
+    for client in clients:
+        client.wait_for_warm_ups(WARM_WAIT_S)
     elapsed = (time.perf_counter() - started) * 1000
     outcomes: Counter[str] = Counter()
     for client in clients:

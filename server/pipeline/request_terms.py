@@ -22,6 +22,9 @@ from loreguard.server.pipeline.phrases import contains_phrase, match_form
 
 #: Words that make what follows them within NEGATION_REACH words no term of the request.
 NEGATIONS = frozenset({"not", "t", "no", "nothing", "never", "nor", "none", "nobody"})
+#: Words that deny what follows them in their clause ("I can't just let you go on through", "I
+#: cannot sell it for free"): a negation, or a refusal's own word.
+DENIALS = NEGATIONS | {"cannot", "cant", "nay", "neither"}
 NEGATION_REACH = 3
 #: Words a sentence may open with before the term it adds to the request ("And for free?").
 _OPENERS = frozenset({"and", "oh", "all", "but", "so", "well", "um", "er", "of", "course"})
@@ -41,8 +44,8 @@ def _says(words: tuple[str, ...], needle: tuple[str, ...], *, unless_negated: bo
     )
 
 
-#: Where one clause of a line ends and the next begins: a negation governs only its own.
-_CLAUSE_BREAK = re.compile(r"[.!?;:,\u2014\u2013]+|\s-\s|\bbut\b", re.IGNORECASE)
+#: Where one clause of a line ends and the next begins: a denial governs only its own.
+CLAUSE_BREAK = re.compile(r"[.!?;:,\u2014\u2013]+|\s-\s|\bbut\b", re.IGNORECASE)
 
 
 def said_only_to_deny(text: str, phrase: str) -> bool:
@@ -53,14 +56,14 @@ def said_only_to_deny(text: str, phrase: str) -> bool:
     look-alike letters) beside a denied one, or the phrase across a clause's end ("for... free")
     is the phrase said."""
     needle = stems(phrase)
-    pieces = _CLAUSE_BREAK.split(text)
+    pieces = CLAUSE_BREAK.split(text)
     clauses = [c for c in pieces if contains_phrase(c, phrase)]
     if not needle or not clauses:
         return False
     for clause in clauses:
         words = stems(match_form(clause))  # the form the phrase check reads: disguises undone
         found = [i for i in range(len(words) - len(needle) + 1) if words[i : i + len(needle)] == needle]
-        if not found or any(not NEGATIONS.intersection(words[:i]) for i in found):
+        if not found or any(not DENIALS.intersection(words[:i]) for i in found):
             return False
     # the rest may still say it across a clause's end: "Not for free. Take it for... free."
     return not contains_phrase(" ".join(p for p in pieces if p not in clauses), phrase)

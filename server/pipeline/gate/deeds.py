@@ -14,7 +14,6 @@ else to say no in words.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -24,7 +23,7 @@ from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.intents import grant_problem
 from loreguard.server.pipeline.phrases import sentences
-from loreguard.server.pipeline.request_terms import NEGATIONS, stems
+from loreguard.server.pipeline.request_terms import CLAUSE_BREAK, DENIALS, stems
 
 if TYPE_CHECKING:
     from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -32,18 +31,15 @@ if TYPE_CHECKING:
 GRANTS_IN_WORDS_ONLY_RULE = "grants_in_words_only"
 #: Words that make the sentence a condition, not a deed done now.
 CONDITIONS = frozenset(stems("if when once unless until after whenever"))
-#: Words that deny what follows them in their clause ("I can't just let you go on through").
-DENIALS = NEGATIONS | {"cannot", "cant"}
-#: Where a clause ends: a grant phrase is looked for within one ("Hold on, you go" says no "on
-#: you go"), and a denial reaches to its end.
-_CLAUSES = re.compile(r"[,;:\u2014]|\s-\s|\bbut\b", re.IGNORECASE)
 
 
 def _grant_said(sentence: str, phrases: tuple[str, ...]) -> str | None:
     """The first of `phrases` the sentence says as a deed done now, or None."""
     if sentence.rstrip().endswith("?") or CONDITIONS.intersection(stems(sentence)):
         return None
-    for clause in _CLAUSES.split(sentence):
+    # a phrase is looked for within one clause ("Hold on, you go" says no "on you go"), and a
+    # denial reaches to the clause's end
+    for clause in CLAUSE_BREAK.split(sentence):
         words = stems(clause)
         for phrase in phrases:
             needle = stems(phrase)

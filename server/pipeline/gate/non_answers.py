@@ -43,6 +43,7 @@ from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import keywords, word_tokens
 from loreguard.server.pipeline.gate.numbers import ONES, TENS
 from loreguard.server.pipeline.phrases import VOCATIVES, sentences
+from loreguard.server.pipeline.request_terms import DENIALS
 
 if TYPE_CHECKING:
     from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -127,8 +128,6 @@ def _introduction(speaker: str) -> re.Pattern[str]:
     )
 
 
-#: Words that say no: a reply holding none of them refuses nothing in words.
-_SAYS_NO = frozenset("no not t nothing never cannot nay none nor".split())
 #: Words that put the player off without a no: "Come back at dawn, traveller.", "Sold out, love."
 _PUTS_OFF = frozenset("later tomorrow dawn morning back wait sold closed shut tonight away elsewhere".split())
 
@@ -148,9 +147,9 @@ def find_non_answer(
     for an act and the reply grants none."""
     findings = tuple(findings)
     cut_short = any(f.kind in SENTENCES_CUT for f in findings)
-    refusals = [f.text for f in findings if f.kind is FindingKind.ASSISTANT_REGISTER and _SAYS_NO & set(word_tokens(f.text))]
+    refusals = [f.text for f in findings if f.kind is FindingKind.ASSISTANT_REGISTER and DENIALS & set(word_tokens(f.text))]
     left = set(word_tokens(dialogue))
-    if asked_for_act and refusals and not left & (_SAYS_NO | _PUTS_OFF) and not keywords(dialogue) & keywords(player_line):
+    if asked_for_act and refusals and not left & (DENIALS | _PUTS_OFF) and not keywords(dialogue) & keywords(player_line):
         return [_failure(f"your answer was in an assistant's words ({refusals[0][:80]!r}): say no in your own", dialogue[:80])]
     said = word_tokens(dialogue)
     if 0 < len(said) <= MAX_STRAY_WORDS:

@@ -19,6 +19,7 @@ from loreguard.schemas.base import JsonScalar
 from loreguard.schemas.memory import CanonicalFact, StateClaim
 from loreguard.schemas.text import norm_words
 from loreguard.server.pipeline.phrases import sentences
+from loreguard.server.pipeline.request_terms import DENIALS
 
 #: A tag after a statement that asks for agreement: ", isn't he?", ", right?", ", yes?".
 _TAG = re.compile(
@@ -47,7 +48,7 @@ _HEARSAY = re.compile(
     r"\s*(?:[.!,;]|$)",
     re.IGNORECASE,
 )
-_DOUBTS = frozenset("not t no never nonsense lie lies rubbish gossip".split())
+_DOUBTS = DENIALS | {"nonsense", "lie", "lies", "rubbish", "gossip"}
 
 
 def tag_statements(text: str) -> str:

@@ -152,8 +152,8 @@ def find_self_repeats(
     )
     if whole and len(answers) < len(mine) and (again := _said_word_for_word(dialogue, others)):
         # even to the same request in other words: the player hears the line twice
-        reason = f"you said this line before, word for word: {again[:_EVIDENCE_CHARS]!r}; say it another way"
-        return [_failure(again, 1.0, reason)]
+        reason = f"you said this line before, word for word: {again[0][:_EVIDENCE_CHARS]!r}; say it another way"
+        return [_failure(again[0], 1.0, reason)]
     shaped: list[tuple[_Piece, float]] = []  # earlier pieces of the same shape about another subject
     for earlier in others:
         shape: tuple[_Piece, float] | None = None
@@ -212,20 +212,17 @@ SHAPE_TIMES = 2
 SHORT_LINE_TIMES = 2
 
 
-def _said_word_for_word(dialogue: str, others: tuple[RecentReply, ...]) -> str:
-    """The newest of `others` that the whole reply says word for word, or "": "A rope, love! Tie
-    your knots tight!" to "I need rope for a climb." and again to "Sell me some rope, please."
-    (the 1.5B's merchant) is the same request, but a line the player has heard."""
+def _said_word_for_word(dialogue: str, others: tuple[RecentReply, ...]) -> list[str]:
+    """Those of `others` (newest first) that the whole reply says word for word: "A rope, love!
+    Tie your knots tight!" to "I need rope for a climb." and again to "Sell me some rope,
+    please." (the 1.5B's merchant) is the same request, but a line the player has heard."""
     words = norm_words(dialogue)
-    return next((r.dialogue for r in others if norm_words(r.dialogue) == words), "")
+    return [r.dialogue for r in others if words and norm_words(r.dialogue) == words]
 
 
 def _short_again(dialogue: str, others: tuple[RecentReply, ...]) -> list[GateFailure]:
     """A short reply said word for word `SHORT_LINE_TIMES` times already to other questions."""
-    words = norm_words(dialogue)
-    if not words:
-        return []
-    times = sum(norm_words(r.dialogue) == words for r in others)
+    times = len(_said_word_for_word(dialogue, others))
     return [_failure(dialogue.strip(), 1.0)] if times >= SHORT_LINE_TIMES else []
 
 

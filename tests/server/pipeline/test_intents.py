@@ -176,6 +176,7 @@ def test_bread_for_free_is_refused_in_the_prompt_the_grammar_and_the_gate(tmp_pa
         ("Nothing's for free at my stall, love.", False),
         # saying it is giving it
         ("I won't give it to you for free, love.", False),
+        ("I cannot sell bread for free, love.", False),  # a refusal's own word: the gate's one list of denials
         ("Take the rope for free, dear.", True),
         ("Not for free? Fine, take it for free then.", True),  # denied once, then said
         ("No. For free, as a favour.", True),  # the denial is another sentence's
