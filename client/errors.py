@@ -51,6 +51,22 @@ class Timeout(LoreguardError):
     code = ErrorCode.TIMEOUT
 
 
+class StorageUnavailable(LoreguardError):
+    """The sidecar could not save what was asked (the disk is full, the save folder is gone or
+    read-only): nothing was changed, and the next request tries again. `fault` is one of
+    `disk_full`, `not_writable`, `folder_gone`, `locked`, `io_error`; `reason` says it in words."""
+
+    code = ErrorCode.STORAGE_UNAVAILABLE
+
+    @property
+    def fault(self) -> str:
+        return str(self.details.get("fault", ""))
+
+    @property
+    def reason(self) -> str:
+        return str(self.details.get("reason", self.message))
+
+
 class Internal(LoreguardError):
     code = ErrorCode.INTERNAL
 

@@ -38,6 +38,8 @@ var _dots_phase: float = 0.0
 var _typewriter := LoreguardTypewriter.new()
 ## The NPC whose streamed reply is being typed (its name already shown), or null.
 var _speaking: LoreguardNPC
+# What `storage_failed` or `storage_recovered` said, told once the line it came with has ended.
+var _storage_note: String = ""
 
 # The autoload by path, so the script type-checks without the autoload registered.
 @onready var _loreguard: LoreguardClient = get_node("/root/Loreguard")
@@ -87,6 +89,12 @@ func _ready() -> void:
 	_governance.line_clicked.connect(show_line)
 	# A problem for the game's developer (already in the Output panel): the status line's tooltip.
 	_loreguard.sidecar_problem.connect(func(message: String) -> void: _status.tooltip_text = message)
+	# Said once when saving starts failing (not per line), and once when it works again: after
+	# the line it came with, whose streamed words are on screen already.
+	_loreguard.storage_failed.connect(
+		func(reason: String) -> void: _storage_note = "The game could not save what was said (%s)." % reason
+	)
+	_loreguard.storage_recovered.connect(func() -> void: _storage_note = "The game can save what is said again.")
 	_input.text_submitted.connect(func(_text: String) -> void: send())
 	_send_button.pressed.connect(send)
 	_loreguard.load_world(world)
@@ -154,6 +162,8 @@ func player_status(status: LoreguardSidecarStatus) -> String:
 				"The townsfolk lost their train of thought; bringing them back (try %d of %d)..."
 				% [status.attempt, status.max_attempts]
 			)
+	if status.cause == LoreguardSidecarStatus.SAVE_IN_USE:
+		return "The townsfolk cannot talk: another copy of the game is using this save. Close it, then start again."
 	# FAILED: the reason names the fix for the game's developer (a launch command that cannot
 	# start, say): it is in the Output panel and this line's tooltip, not in the player's face.
 	return "The townsfolk cannot talk: the dialogue engine did not start (details in the Output panel)."
@@ -185,6 +195,9 @@ func _on_talk_ended(reason: String) -> void:
 func _on_talk_failed(error: LoreguardError) -> void:
 	if not _gate_talk.is_running:
 		_near_gate.set_pressed_no_signal(false)
+	_tell_storage_note()
+	if error.code == LoreguardError.STORAGE_UNAVAILABLE:
+		return
 	_dialogue.append_text("[color=#e77]Brom and Mira cannot talk: %s[/color]\n" % _escape(_why_not(error)))
 
 
@@ -195,6 +208,12 @@ func _why_not(error: LoreguardError) -> String:
 	if _loreguard.status.state == LoreguardSidecarStatus.State.FAILED:
 		return "the dialogue engine is not running (see the status line)"
 	return "lost the train of thought (the dialogue engine stopped); try again in a moment"
+
+
+func _tell_storage_note() -> void:
+	if not _storage_note.is_empty():
+		_narrate(_escape(_storage_note))
+		_storage_note = ""
 
 
 func _narrate(text: String) -> void:
@@ -233,6 +252,7 @@ func _on_replied(line: LoreguardLine, npc: LoreguardNPC) -> void:
 		_typewriter.type_text("[color=#8c8]   approved: %s[/color]\n" % _escape(shown))
 	if not line.intents.is_empty():
 		_intents_label.text = "Approved by the rules: " + ", ".join(approved_intents)
+	_tell_storage_note()
 	# A line of Brom and Mira's talk answers the other NPC (or the player who joined it).
 	var trigger := "npc_interaction" if _gate_talk.is_running else "player_utterance"
 	_governance.add_line(lines_said, line, npc.profile.display_name, latency_ms, trigger)
@@ -266,6 +286,9 @@ func _on_failed(error: LoreguardError, npc: LoreguardNPC) -> void:
 		_speaking = null
 		lines_said += 1  # the cut-off line keeps its number: the next one must not reuse it
 	_typewriter.finish()
+	_tell_storage_note()
+	if error.code == LoreguardError.STORAGE_UNAVAILABLE:
+		return  # `storage_failed` said why, once; nothing of the line was kept
 	_dialogue.append_text(
 		"[color=#e77]%s could not answer: %s[/color]\n" % [npc.profile.display_name, _escape(_why_not(error))]
 	)

@@ -12,9 +12,12 @@ from loreguard.memory.errors import (
     SlotFormatError,
     SlotNotFoundError,
     StalePlanError,
+    StorageFault,
+    StorageUnavailableError,
     StoreClosedError,
     UnknownScopeError,
 )
+from loreguard.memory.folder_lock import DataFolderLock, FolderInUseError
 from loreguard.memory.hashing import canonical_json, content_hash, memory_hash, sha256_hex
 from loreguard.memory.policy import MemoryPolicy, episodic_strength
 from loreguard.memory.retrieval import (
@@ -32,7 +35,9 @@ __all__ = [
     "AuditEntry",
     "AuditWriteError",
     "BatchPlan",
+    "DataFolderLock",
     "Durability",
+    "FolderInUseError",
     "MINIMUM_AUTHORITY",
     "MemoryFileError",
     "MemoryPolicy",
@@ -49,6 +54,8 @@ __all__ = [
     "StoreView",
     "SlotNotFoundError",
     "StalePlanError",
+    "StorageFault",
+    "StorageUnavailableError",
     "StoreClosedError",
     "UnknownScopeError",
     "canonical_json",

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from loreguard.memory.database import MemoryFile
-from loreguard.memory.errors import AuditWriteError
+from loreguard.memory.errors import AuditWriteError, StorageFault, storage_fault
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def append(db: sqlite3.Connection, seq: int, entry: AuditEntry) -> None:
         db.execute("INSERT INTO audit(seq, npc_id, record) VALUES (?, ?, ?)", (seq, entry.npc_id, _packed(entry.record)))
         db.executemany("INSERT OR IGNORE INTO audit_refs(seq, hash) VALUES (?, ?)", [(seq, h) for h in sorted(set(entry.refs))])
     except sqlite3.Error as exc:
-        raise AuditWriteError(f"the audit record could not be written ({exc}); nothing was changed") from exc
+        raise AuditWriteError(storage_fault(exc) or StorageFault.IO_ERROR, str(exc), "the audit record") from exc
 
 
 def rows(

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from loreguard.memory import audit_log
 from loreguard.memory.audit_log import AuditEntry
-from loreguard.memory.errors import AuditWriteError
+from loreguard.memory.errors import AuditWriteError, StorageFault, storage_fault
 from loreguard.memory.hashing import entry_line, sha256_hex
 from loreguard.memory.recall import RecallIndex
 from loreguard.memory.transitions import BatchPlan, RowChange
@@ -96,7 +96,7 @@ def write_batch(db: sqlite3.Connection, planned: PlannedBatch, audit: AuditEntry
             raise
         # The batch and its record go together: a disk that cannot take the batch cannot
         # take the record either, and the caller sees one failure for both.
-        raise AuditWriteError(f"the interaction could not be written ({exc}); nothing was changed") from exc
+        raise AuditWriteError(storage_fault(exc) or StorageFault.IO_ERROR, str(exc), "the interaction") from exc
     db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (plan.next_seq,))
     if complete_interaction is not None:
         db.execute("UPDATE scopes SET interactions = interactions + 1 WHERE scope = ?", (complete_interaction,))

@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from loreguard.memory.errors import SchemaVersionError
+from loreguard.memory.errors import SchemaVersionError, StorageUnavailableError, storage_fault
 from loreguard.schemas.memory import WORLD_SCOPE
 
 SCHEMA_VERSION = 4
@@ -102,21 +102,47 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
 
 
 class Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception."""
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception. A write the disk refuses (full,
+    read-only, gone, locked past the busy timeout) at BEGIN, inside or at COMMIT is rolled back
+    whole and raised as `StorageUnavailableError`, so the caller never sees a half-written batch
+    nor a raw `sqlite3.OperationalError`."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
 
     def __enter__(self) -> sqlite3.Connection:
-        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise _as_storage_error(exc) from exc
         return self.db
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if exc_type is None:
-            self.db.execute("COMMIT")
-        elif self.db.in_transaction:
-            # SQLite may already have rolled back by itself (SQLITE_FULL, SQLITE_IOERR, ...).
-            self.db.execute("ROLLBACK")
+            try:
+                self.db.execute("COMMIT")
+                return
+            except sqlite3.OperationalError as failed:
+                self._roll_back()
+                raise _as_storage_error(failed) from failed
+        self._roll_back()
+        if isinstance(exc, sqlite3.OperationalError):
+            raise _as_storage_error(exc) from exc
+
+    def _roll_back(self) -> None:
+        # SQLite may already have rolled back by itself (SQLITE_FULL, SQLITE_IOERR, ...).
+        if self.db.in_transaction:
+            try:
+                self.db.execute("ROLLBACK")
+            except sqlite3.OperationalError:
+                pass  # nothing was committed; the connection rolls back on its next BEGIN
+
+
+def _as_storage_error(exc: sqlite3.OperationalError) -> Exception:
+    """The typed error of a failed write: `StorageUnavailableError` for a storage fault, else the
+    SQLite error itself (a bug: a statement SQLite could not run)."""
+    fault = storage_fault(exc)
+    return StorageUnavailableError(fault, str(exc)) if fault is not None else exc
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:

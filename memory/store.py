@@ -78,9 +78,9 @@ class MemoryStore:
     ) -> None:
         self.path = Path(path)
         self.policy = policy or MemoryPolicy()
-        self._file = MemoryFile(self.path, durability)
-        self._lock = self._file.lock
         self._counters: dict[str, int] = {}
+        self._file = MemoryFile(self.path, durability, self._counters)
+        self._lock = self._file.lock
         self._version = 0
         #: Designer feedback on behavioural rules (`behaviour`).
         self.behaviour = BehaviourFeedback(self._file)
@@ -258,7 +258,7 @@ class MemoryStore:
     def commit(self, planned: PlannedBatch, *, audit: AuditEntry | None = None) -> BatchResult:
         """Write a planned batch, and its audit record when given, in one short transaction.
 
-        A record that cannot be written raises `AuditWriteError` and nothing changes. A plan
+        A record that cannot be written raises `AuditWriteError` (a `StorageUnavailableError`) and nothing changes. A plan
         made before another batch committed raises `StalePlanError`, and nothing changes.
         """
         with self._lock:

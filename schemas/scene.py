@@ -87,8 +87,9 @@ class SceneNextReply(FrozenModel):
     lines: tuple[SceneLineResult, ...]
     scene: SceneState
     #: With `to_end`: why the lines stopped before the scene's end (`timeout`, `halted`,
-    #: `audit_write_failed`, `ended`: ended meanwhile); the lines spoken stand. None otherwise.
-    stopped: Literal["timeout", "halted", "audit_write_failed", "ended"] | None = None
+    #: `storage_unavailable`: the disk refused the next line's write, `ended`: ended meanwhile);
+    #: the lines spoken stand. None otherwise.
+    stopped: Literal["timeout", "halted", "storage_unavailable", "ended"] | None = None
 
 
 class SceneChunk(FrozenModel):

@@ -45,6 +45,7 @@ class ErrorCode(str, Enum):
     FORBIDDEN = "forbidden"
     OVERLOADED = "overloaded"
     TIMEOUT = "timeout"
+    STORAGE_UNAVAILABLE = "storage_unavailable"
     INTERNAL = "internal"
 
 

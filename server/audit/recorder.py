@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
-from loreguard.memory import AuditEntry, MemoryStore, StoreView, canonical_json
+from loreguard.memory import AuditEntry, MemoryStore, StorageUnavailableError, StoreView, canonical_json
 from loreguard.memory.entries import scope_entries
 from loreguard.schemas.audit import AuditRecord, AuditTimings, DebugPackage, MemoryImage, PackageSelection
 from loreguard.schemas.interaction import InteractionContext
@@ -136,6 +136,8 @@ class AuditRecorder:
         if due:
             try:
                 self.prune()
+            except StorageUnavailableError as exc:  # a full disk: one line, not a traceback
+                _log.warning("audit retention: the prune could not be written (%s); every record is kept", exc.reason)
             except Exception:
                 _log.exception("audit retention: the prune failed; every record is kept, the next prune tries again")
 

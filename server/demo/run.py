@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from loreguard.client import Client, LoreguardError, NoReply
-from loreguard.memory import MemoryStore
+from loreguard.memory import DataFolderLock, FolderInUseError, MemoryStore
 from loreguard.schemas import InteractionResult
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.demo.session import TURNS, context_for
@@ -125,6 +125,12 @@ def run_demo(
         else:
             fingerprint = backend.fingerprint()
             model = f"{fingerprint.file_name} via {fingerprint.backend} (live; the gate decides what it may say)"
+        owner = DataFolderLock(directory)
+        try:
+            owner.acquire()  # one sidecar per data folder, the demo's too
+        except FolderInUseError as exc:
+            print(f"loreguard: {exc}", file=sys.stderr)
+            return 4
         sidecar = Sidecar(MemoryStore(directory / "memory.sqlite"), backend, SidecarConfig(port=0))
         sidecar.start()
         try:
@@ -163,4 +169,5 @@ def run_demo(
                     _chat(client, names, interactive, out, read)
         finally:
             sidecar.stop()
+            owner.release()
     return 0

@@ -74,7 +74,7 @@ class GovernancePipeline:
         self.backend = backend
         self.config = config or PipelineConfig()
         #: With a recorder, every interaction writes an audit record in the same transaction
-        #: as its memory batch, or fails with `AuditWriteError` and changes nothing.
+        #: as its memory batch, or fails with `StorageUnavailableError` and changes nothing.
         self.recorder = recorder
         # What replay needs to run under the same settings; hashed once, stored once.
         self._config_json = canonical_json(

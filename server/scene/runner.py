@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from loreguard.memory import AuditWriteError
+from loreguard.memory import StorageUnavailableError
 from loreguard.schemas.interaction import InteractionContext, SceneLine, SceneTurn
 from loreguard.schemas.memory import Authority
 from loreguard.schemas.receipt import InteractionOutcome
@@ -27,7 +27,7 @@ from loreguard.server.scene.turns import next_speaker
 #: Makes the stream session of a line (its number, its speaker), or None not to stream.
 StreamFor = Callable[[int, str], StreamSession | None]
 #: Why a `to_end` run stopped before the scene's end, by the error that stopped it.
-_STOPPED: dict[type, str] = {DeadlineExceeded: "timeout", LifecycleHalt: "halted", AuditWriteError: "audit_write_failed"}
+_STOPPED: dict[type, str] = {DeadlineExceeded: "timeout", LifecycleHalt: "halted", StorageUnavailableError: "storage_unavailable"}
 #: Told the context of the line expected next, while the current one streams: the sidecar
 #: evaluates that speaker's prompt into the model's cache meanwhile (`Warmer`).
 Prefetch = Callable[[InteractionContext], None]
@@ -83,10 +83,10 @@ class SceneRunner:
         while not stopped:
             try:
                 lines.append(self.next_line(scene, deadline_ns=deadline_ns(), stream=stream, prefetch=prefetch))
-            except (DeadlineExceeded, LifecycleHalt, AuditWriteError, SceneProblem) as exc:
+            except (DeadlineExceeded, LifecycleHalt, StorageUnavailableError, SceneProblem) as exc:
                 if not lines:
                     raise
-                stopped = _STOPPED.get(type(exc), "ended")
+                stopped = next((why for kind, why in _STOPPED.items() if isinstance(exc, kind)), "ended")
                 break
             if not to_end or scene.ended:
                 break

@@ -12,6 +12,7 @@ from loreguard.server.models.backends import BackendChoice, model_backend
 from loreguard.server.models.cli import add_model_options, backend_choice
 
 if TYPE_CHECKING:
+    from loreguard.memory import DataFolderLock
     from loreguard.server.sidecar.serve import JudgeSetup
 
 _T = TypeVar("_T")
@@ -22,7 +23,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve = commands.add_parser("serve", help="run the sidecar: protocol v1 on a ZeroMQ ROUTER socket")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=int, default=7878)
-    serve.add_argument("--data", default="loreguard-data", help="folder for memory (SQLite) and audit records")
+    serve.add_argument(
+        "--data", default="loreguard-data",
+        help="folder for memory (SQLite) and audit records; one sidecar owns it at a time (a second exits with code 4)",
+    )  # fmt: skip
     serve.add_argument(
         "--audit-keep", type=_at_least_one, default=1000,
         help="audit records kept per NPC, the newest (docs/long-play.md); older ones are archived to --audit-archive, then pruned",
@@ -75,12 +79,41 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from loreguard.memory import DataFolderLock
+    from loreguard.server.sidecar.serve import EXIT_FOLDER_IN_USE
+
+    if args.log_file:  # first, so a bad argument's message reaches the launching game too
+        _redirect_output(Path(args.log_file))
+    # An existing save is locked before the model is chosen (which may download it for minutes):
+    # a second sidecar on it refuses in a second. A new folder is made and locked once the model
+    # is loaded (`serve`), so a bad argument leaves nothing behind. The OS releases the lock when
+    # this process ends, however it ends.
+    owner = DataFolderLock(Path(args.data))
+    if owner.folder.is_dir() and not _own(owner):
+        return EXIT_FOLDER_IN_USE
+    try:
+        return _serve_owned(args, owner)
+    finally:
+        owner.release()
+
+
+def _own(owner: DataFolderLock) -> bool:
+    """Take the data folder's lock; False, with its one line said, when another sidecar holds it."""
+    from loreguard.memory import FolderInUseError
+
+    try:
+        owner.acquire()
+    except FolderInUseError as exc:
+        print(f"loreguard: {exc}", file=sys.stderr, flush=True)
+        return False
+    return True
+
+
+def _serve_owned(args: argparse.Namespace, owner: DataFolderLock) -> int:
     from loreguard.server.audit.retention import AuditRetention
     from loreguard.server.sidecar.serve import serve
     from loreguard.server.sidecar.transport import SidecarConfig
 
-    if args.log_file:  # first, so a bad argument's message reaches the launching game too
-        _redirect_output(Path(args.log_file))
     stop_file = Path(args.stop_file) if args.stop_file else None
     what, load = _with_lifeline(args.parent_pid, lambda: model_backend(backend_choice(args)), stop_file)
     config = SidecarConfig(
@@ -94,7 +127,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     return serve(
         load, what, Path(args.data), config, judge=_judge_setup(args, what), parent_pid=args.parent_pid,
-        stall_limit_s=args.stall_limit_s, stop_file=stop_file,
+        stall_limit_s=args.stall_limit_s, stop_file=stop_file, take_folder=lambda: _own(owner),
     )  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import msgpack
 from pydantic import BaseModel, ValidationError
 
+from loreguard.memory.errors import StorageUnavailableError
 from loreguard.schemas.wire import MESSAGES, SUPPORTED_VERSIONS, ErrorCode, encode_error, encode_reply
 
 log = logging.getLogger("loreguard.sidecar")
@@ -125,6 +126,14 @@ def decode_request(frame: bytes, *, max_bytes: int) -> Request:
             ErrorCode.INVALID, f"invalid {message_type} body: {type(exc).__name__}", request_id=request_id
         ) from None
     return Request(request_id, message_type, model)
+
+
+def storage_error(request_id: Any, exc: StorageUnavailableError) -> bytes:
+    """The `storage_unavailable` error of a write the disk refused: rolled back whole, nothing
+    changed; `details.fault` says why for the game, `details.reason` in plain words. The memory
+    file logs the fault once (not this, not per request)."""
+    details = {"fault": exc.fault.value, "reason": exc.reason}
+    return encode_error(request_id, ErrorCode.STORAGE_UNAVAILABLE, str(exc), details)
 
 
 def internal_error(request_id: Any, where: str) -> bytes:

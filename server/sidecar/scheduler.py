@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from loreguard.memory import AuditWriteError, UnknownScopeError
+from loreguard.memory import StorageUnavailableError, UnknownScopeError
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.receipt import InteractionResult
 from loreguard.schemas.scene import SceneChunk, SceneNextRequest, SceneSayRequest
@@ -36,7 +36,7 @@ from loreguard.server.pipeline import (
 )
 from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession
 from loreguard.server.scene import Scene, SceneProblem, SceneRunner
-from loreguard.server.sidecar.codec import encode_error, encode_reply, internal_error
+from loreguard.server.sidecar.codec import encode_error, encode_reply, internal_error, storage_error
 from loreguard.server.sidecar.stats import SidecarStats
 
 
@@ -219,6 +219,9 @@ class InteractionScheduler:
     def _consolidate(self, npc_id: str) -> None:
         try:
             result = self._pipeline.consolidate(npc_id)
+        except StorageUnavailableError:  # logged by the memory file; the next due pass tries again
+            self._stats.count("consolidation.storage_unavailable")
+            return
         except Exception:  # a bug: keep serving; memory is bounded by the store's own consolidation
             self._stats.count("internal_errors")
             _log.exception("consolidation of %s failed", npc_id)
@@ -272,11 +275,11 @@ class InteractionScheduler:
         except DeadlineExceeded as exc:
             self._stats.count("interact.timeout")
             return encode_error(request_id, ErrorCode.TIMEOUT, str(exc))
-        except AuditWriteError as exc:
-            # Not a bug but the same promise as `internal`: nothing changed. `details.cause`
-            # tells the game it is the disk, not the request.
-            self._stats.count("interact.audit_failed")
-            return encode_error(request_id, ErrorCode.INTERNAL, str(exc), {"cause": "audit_write_failed"})
+        except StorageUnavailableError as exc:
+            # Not a bug: the disk refused the write, rolled back whole. Nothing is remembered of
+            # the line (nor a fallback as said), and the game hears why.
+            self._stats.count("interact.storage_unavailable")
+            return storage_error(request_id, exc)
         except LifecycleHalt as halt:
             # An invariant broke: nothing was applied, and the audit log has the record.
             self._stats.count("interact.halted")

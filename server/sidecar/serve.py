@@ -19,6 +19,9 @@ from loreguard.server.sidecar.lifeline import ParentWatch, is_alive
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 from loreguard.server.sidecar.watchdog import StallWatch
 
+#: The exit code when another sidecar owns the data folder (the Godot launcher says so).
+EXIT_FOLDER_IN_USE = 4
+
 
 @dataclass(frozen=True)
 class JudgeSetup:
@@ -50,12 +53,15 @@ def serve(
     parent_pid: int | None = None,
     stall_limit_s: float = 0.0,
     stop_file: Path | None = None,
+    take_folder: Callable[[], bool] = lambda: True,
 ) -> int:
     """Serve until SIGINT/SIGTERM, or until process `parent_pid` (the game that launched this
     sidecar) dies or creates `stop_file`: then the sidecar stops as on SIGTERM, or at once while
     still loading. With
     `stall_limit_s`, a model call that has not returned in that long (a GPU driver that stopped
-    answering) ends the process with exit code 3, for the launcher to restart it (watchdog.py)."""
+    answering) ends the process with exit code 3, for the launcher to restart it (watchdog.py).
+    `take_folder` takes the data folder's lock once it exists (False: another sidecar holds it,
+    said in its line; exit code 4)."""
     out = out if out is not None else sys.stderr  # looked up now: a default bound at import goes stale
     running: list[Sidecar] = []
     watch = None
@@ -74,6 +80,8 @@ def serve(
 
         watch = ParentWatch(parent_pid, parent_died, stop_file=stop_file).start()
     data.mkdir(parents=True, exist_ok=True)
+    if not take_folder():
+        return EXIT_FOLDER_IN_USE
     try:  # before the model: a memory file that cannot be read stops the launch in a second, not a minute
         store = MemoryStore(data / "memory.sqlite")
     except MemoryStoreError as exc:

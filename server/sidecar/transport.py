@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from loreguard.memory import MemoryStore
+from loreguard.memory import MemoryStore, StorageUnavailableError
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.scene import SceneNextRequest, SceneSayRequest
 from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, InteractRequest, Limits
@@ -31,7 +31,14 @@ from loreguard.server.audit.retention import AuditRetention
 from loreguard.server.inference.base import InferenceBackend
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 from loreguard.server.scene import SceneBook, SceneProblem, SceneRunner
-from loreguard.server.sidecar.codec import ProtocolError, decode_request, encode_error, encode_reply, internal_error
+from loreguard.server.sidecar.codec import (
+    ProtocolError,
+    decode_request,
+    encode_error,
+    encode_reply,
+    internal_error,
+    storage_error,
+)
 from loreguard.server.sidecar.dispatch import Dispatcher
 from loreguard.server.sidecar.scheduler import InteractionScheduler, InteractJob, SceneJob
 from loreguard.server.sidecar.stats import SidecarStats
@@ -298,6 +305,9 @@ class Sidecar:
         except ProtocolError as exc:
             self.stats.count(f"errors.{exc.code.value}")
             reply = encode_error(exc.request_id if exc.request_id is not None else request_id, exc.code, exc.message, exc.details)
+        except StorageUnavailableError as exc:  # registration, state, a save: refused whole, nothing changed
+            self.stats.count("errors.storage_unavailable")
+            reply = storage_error(request_id, exc)
         except Exception:  # a bug in a handler: answer, log, keep serving
             self.stats.count("internal_errors")
             reply = internal_error(request_id, "the socket loop")

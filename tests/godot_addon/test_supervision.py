@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from factories import say
 from godot_helpers import DEMO_PROJECT, DEMO_SCENE_SCRIPT, game_environment, godot_command, run_godot
+from serve_process import remembering_script, start_serve
 from sidecar_helpers import free_port, running_sidecar
 from waiting import wait_for
 
@@ -241,3 +242,27 @@ def test_supervisor_lifeline_arguments_and_log_reading() -> None:
     result = run_godot(["-s", "res://tests/test_supervisor.gd"], timeout=120)
     output = result.stdout + result.stderr
     assert result.returncode == 0 and " 0 failed" in output and "SCRIPT ERROR" not in output, output
+
+
+def test_a_save_another_copy_of_the_game_holds_is_said_as_such_not_as_a_failed_launch(tmp_path: Path) -> None:
+    """A second copy of the game (or the editor's run beside an exported build) on the same save
+    folder: its sidecar refuses at start (exit code 4), and the game says "another copy of the
+    game is using this save" once, with the holder, never retrying."""
+    data, script = tmp_path / "data", remembering_script(tmp_path)
+    first = start_serve(data, free_port(), script)
+    try:
+        loreguard = Path(sys.executable).with_name("loreguard")
+        output, found = _launch_failure(tmp_path, f"{loreguard} serve --backend scripted --script {script} --data {data}")
+    finally:
+        first.kill()
+        first.communicate(timeout=60)
+    assert found["restarts"] == "0" and found["failed statuses"] == "1" and found["problems"] == "1", output
+    assert found["problem is the status"] == "true" and found["sidecar running"] == "false", output
+    failed = found["failed"]
+    assert failed.startswith(f"another copy of the game is using this save (its sidecar: process {first.pid}"), failed
+    assert failed.endswith("close that copy, then start again"), failed
+    assert found["label"] == (
+        "The townsfolk cannot talk: another copy of the game is using this save. Close it, then start again."
+    ), output
+    assert re.fullmatch(r"sidecar_down after \d+ ms", found["a line after that"]), output
+    assert "SCRIPT ERROR" not in output and "leaked at exit" not in output, output

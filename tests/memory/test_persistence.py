@@ -16,7 +16,14 @@ from factories import eldmoor_world, guard_profile
 from paths import TESTS
 from stores import open_store
 
-from loreguard.memory import MemoryStore, SchemaVersionError, SlotConflictError, SlotNotFoundError, StalePlanError
+from loreguard.memory import (
+    MemoryStore,
+    SchemaVersionError,
+    SlotConflictError,
+    SlotNotFoundError,
+    StalePlanError,
+    StorageUnavailableError,
+)
 from loreguard.memory import batch as batch_module
 from loreguard.schemas import (
     WORLD_SCOPE,
@@ -127,7 +134,7 @@ def test_io_failure_mid_batch_rolls_back(store: MemoryStore, store_path: Path, m
         raise sqlite3.OperationalError("disk I/O error (injected)")
 
     monkeypatch.setattr(batch_module, "_write_changes", failing)
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(StorageUnavailableError, match="the disk failed the write"):
         store.apply(_some_writes(1) + _some_writes(2))
     assert calls["n"] == 1
     assert store.memory_hash() == before

@@ -14,7 +14,7 @@ from model_helpers import demo_store
 from sidecar_helpers import running_sidecar
 from waiting import wait_for
 
-from loreguard.client import Client, Internal
+from loreguard.client import Client, Internal, StorageUnavailable
 from loreguard.memory import AuditWriteError, MemoryStore, canonical_json
 from loreguard.schemas import InteractionContext
 from loreguard.schemas.audit import PackageSelection
@@ -155,12 +155,12 @@ def test_a_full_disk_fails_the_interaction_with_a_typed_error(tmp_path: Path) ->
         # A real "database or disk is full": the file may not grow by a single page.
         (pages,) = sidecar.store.db.execute("PRAGMA page_count").fetchone()
         sidecar.store.db.execute(f"PRAGMA max_page_count = {pages}")
-        with pytest.raises(Internal) as failure:
+        with pytest.raises(StorageUnavailable) as failure:
             client.interact("guard", "Tell me a long story. " * 80)
-        assert failure.value.details == {"cause": "audit_write_failed"}
+        assert failure.value.fault == "disk_full" and failure.value.reason == "the disk is full"
         assert "nothing was changed" in str(failure.value)
         assert sidecar.store.memory_hash() == before and client.memory("guard").interactions == 1
-        assert client.stats().counters["interact.audit_failed"] == 1
+        assert client.stats().counters["interact.storage_unavailable"] == 1
         sidecar.store.db.execute("PRAGMA max_page_count = 1073741823")
         assert client.interact("guard", "Hello again.").audit_record_id == "r2"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pipeline_helpers import ask, make_pipeline
 
-from loreguard.memory import MemoryStore
+from loreguard.memory import DataFolderLock, MemoryStore
 from loreguard.server.cli import main
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.demo.run import run_demo
@@ -36,6 +36,13 @@ def test_demo_conversation(tmp_path: Path) -> None:
     with MemoryStore(tmp_path / "memory.sqlite") as store:
         assert store.interactions("guard") == 4 and store.interactions("merchant") == 2
         assert any("lantern" in e.text for e in store.scope("merchant").episodic)
+
+
+def test_a_demo_on_a_data_folder_another_sidecar_serves_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with DataFolderLock(tmp_path):
+        assert run_demo(tmp_path, io.StringIO()) == 4
+    assert "is in use by another Loreguard sidecar" in capsys.readouterr().err
+    assert not (tmp_path / "memory.sqlite").exists()
 
 
 def test_cli_demo_and_bench(tmp_path: Path, capsys) -> None:

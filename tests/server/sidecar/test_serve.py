@@ -7,42 +7,19 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from factories import say
-from sidecar_helpers import GREETINGS, free_port
+from serve_process import remembering_script as _script
+from serve_process import start_serve as _start
+from sidecar_helpers import free_port
 
 from loreguard.client import AsyncClient, Client, NoReply
 from loreguard.memory import MemoryStore
 from loreguard.server.demo import demo_npcs, demo_world
 
 pytestmark = pytest.mark.slow
-
-
-def _start(data: Path, port: int, script: Path, *extra: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "loreguard.server.cli", "serve", "--backend", "scripted", "--script", str(script),
-               "--data", str(data), "--port", str(port), *extra]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    with Client(f"tcp://127.0.0.1:{port}", timeout_s=1) as client:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                client.hello()
-                return process
-            except NoReply:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"serve did not start: {process.communicate()[0]}") from None
-
-
-def _script(tmp_path: Path) -> Path:
-    """Every answer proposes one episodic memory: each interaction writes two entries. The
-    answers take turns (a short line said a third time to other questions is a loop)."""
-    mutation = {"kind": "append_episodic", "text": "The traveller spoke with me.", "significance": 0.5}
-    path = tmp_path / "script.json"
-    path.write_text(json.dumps([say(line.replace("Well met", "Noted"), mutations=[mutation]) for line in GREETINGS]))
-    return path
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

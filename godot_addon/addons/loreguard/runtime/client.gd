@@ -39,6 +39,11 @@ signal sidecar_problem(message: String)
 ## The sidecar's state changed: starting, downloading_model and loading_model (with progress),
 ## ready, restarting, failed.
 signal status_changed(status: LoreguardSidecarStatus)
+## The sidecar could not save what was said (`reason` in words: "the disk is full"): that line
+## was refused whole and is not remembered. Emitted once when saving starts failing, not per line.
+signal storage_failed(reason: String)
+## A write succeeded again after `storage_failed`: what is said is remembered again.
+signal storage_recovered
 
 const PROTOCOL_VERSION := LoreguardRequests.PROTOCOL_VERSION
 ## How long `start()` waits for `hello` before it launches the sidecar (LoreguardLauncher's).
@@ -47,6 +52,8 @@ const LAUNCH_PROBE_MS := LoreguardLauncher.LAUNCH_PROBE_MS
 const VET_TIMEOUT_MS := LoreguardLauncher.VET_TIMEOUT_MS
 ## ZMTP heartbeat: a silent sidecar is given up on within about twice this after a PING.
 const HEARTBEAT_MS := 1000
+# Requests whose success means the sidecar wrote memory (a storage fault has passed).
+const _WRITES := ["interact", "scene.next", "scene.say", "world.set_state", "save", "load", "npc.register"]
 
 ## Connect on `_ready` from the project settings. Turn off to call `start()` yourself.
 @export var autostart: bool = true
@@ -72,6 +79,8 @@ var launched_pid: int:
 		return supervisor.pid
 ## The last `sidecar_problem`, or "".
 var problem: String = ""
+## The sidecar's saves are failing (between `storage_failed` and `storage_recovered`).
+var storage_failing: bool = false
 
 ## Forwards audit records to the editor's Loreguard tab while the game runs under the
 ## debugger; null otherwise.
@@ -151,6 +160,7 @@ func request(
 		_submit(pending)
 	if pending.result == null:
 		await pending.done
+	_note_storage(type, pending.result)
 	return pending.result
 
 
@@ -283,6 +293,17 @@ func _session_request(type: String, key: String, body: Dictionary) -> LoreguardR
 	if pending.result == null:
 		await pending.done
 	return pending.result
+
+
+# `storage_failed` once per run of refused writes; `storage_recovered` on the next write that lands.
+func _note_storage(type: String, result: LoreguardResult) -> void:
+	if result.error != null and result.error.code == LoreguardError.STORAGE_UNAVAILABLE:
+		if not storage_failing:
+			storage_failing = true
+			storage_failed.emit(str(result.error.details.get("reason", result.error.message)))
+	elif result.ok and storage_failing and type in _WRITES:
+		storage_failing = false
+		storage_recovered.emit()
 
 
 func _make_pending(type: String, body: Dictionary, timeout_ms: int) -> LoreguardPendingRequest:

@@ -18,6 +18,9 @@ const FORBIDDEN := "forbidden"
 const OVERLOADED := "overloaded"
 ## The interaction ran past the sidecar's deadline.
 const TIMEOUT := "timeout"
+## The sidecar could not save what was asked (the disk is full, the save folder is gone or
+## read-only); nothing was changed. `details.fault` says which, `details.reason` in words.
+const STORAGE_UNAVAILABLE := "storage_unavailable"
 const INTERNAL := "internal"
 ## Client side: no reply within the request timeout, or the connection dropped first.
 const NO_REPLY := "no_reply"

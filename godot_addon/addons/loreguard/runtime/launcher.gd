@@ -65,8 +65,12 @@ var _launched_at_ms: int = -1
 ## Why the launched sidecar cannot start however often it is restarted (its model is not
 ## installed and may not be downloaded), as its log said; "" otherwise.
 var _launch_problem: String = ""
+# With `_launch_problem`: the FAILED status's `cause` (LoreguardSidecarStatus.SAVE_IN_USE), or "".
+var _launch_cause: String = ""
 # The sidecar's line for a --model that is not installed, without --yes (server/models/resolve.py).
 var _not_installed_line := RegEx.create_from_string("^loreguard: (.+) is not installed: ")
+# The sidecar's line when another sidecar holds its data folder (memory/folder_lock.py; exit code 4).
+var _folder_in_use_line := RegEx.create_from_string("is in use by another Loreguard sidecar \\((.*)\\);")
 
 
 func _init(connection: LoreguardDealer, process: LoreguardSupervisor) -> void:
@@ -113,6 +117,7 @@ func launch() -> bool:
 			return false
 		command = LoreguardBundle.launch_command(bundle, address)
 	_launch_problem = ""
+	_launch_cause = ""
 	var launch_problem := supervisor.launch(command, _launch_port)
 	if not launch_problem.is_empty():
 		var tried := " `%s`" % " ".join(command) if not command.is_empty() else ""
@@ -309,12 +314,14 @@ func _never_started(why: String) -> void:
 	_restart_at_ms = -1
 	problem_found.emit(why)
 	exited.emit(why)
-	_give_up(why)
+	_give_up(why, _launch_cause)
 
 
 ## FAILED: the client then fails requests at once with `sidecar_down`, except designer data.
-func _give_up(why: String) -> void:
-	_set_status(LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, why))
+func _give_up(why: String, cause: String = "") -> void:
+	var failed := LoreguardSidecarStatus.new(LoreguardSidecarStatus.State.FAILED, why)
+	failed.cause = cause
+	_set_status(failed)
 	gave_up.emit(why)
 
 
@@ -358,6 +365,14 @@ func _on_sidecar_log(line: String) -> void:
 			)
 			% [model, model, LoreguardSettings.ALLOW_MODEL_DOWNLOAD]
 		)
+	var in_use := _folder_in_use_line.search(line)
+	if in_use != null:
+		# Not a broken launch: the save belongs to another copy of the game while it runs.
+		_launch_problem = (
+			"another copy of the game is using this save (its sidecar: %s); close that copy, then start again"
+			% in_use.get_string(1)
+		)
+		_launch_cause = LoreguardSidecarStatus.SAVE_IN_USE
 	if line.contains("listening on"):
 		dealer.retry_now()  # bound: connect now rather than after the reconnect backoff
 

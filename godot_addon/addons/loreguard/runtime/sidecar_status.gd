@@ -26,6 +26,10 @@ enum State {
 	MODEL_UNREACHABLE,
 }
 
+## FAILED `cause`: another sidecar (a second copy of the game, or the editor's run beside an
+## exported build) holds this game's save folder, so this one refused to start on it.
+const SAVE_IN_USE := "save_in_use"
+
 ## Where the sidecar stands.
 var state: State = State.STARTING
 ## The technical detail: an address, an exit, a log line.
@@ -41,6 +45,8 @@ var download_total_mib: float = 0.0
 ## READY: where the model runs, as `hello` says: "vulkan:0 (NVIDIA GeForce RTX 3060, 29 layers)",
 ## "the CPU", or "" for a model the sidecar does not run itself (a remote server, a script).
 var device: String = ""
+## FAILED: why, when a game can say it better than `reason`: SAVE_IN_USE, or "".
+var cause: String = ""
 ## RESTARTING: which restart this is (0: reconnecting to a sidecar still running).
 var attempt: int = 0
 ## RESTARTING: how many restarts are tried before FAILED.
@@ -104,6 +110,8 @@ func describe() -> String:
 			return "The model server is unreachable; NPCs answer with their fallback lines."
 		State.RESTARTING:
 			return "The dialogue engine stopped; restarting it (try %d of %d)…" % [attempt, max_attempts]
+	if cause == SAVE_IN_USE:
+		return "Another copy of the game is using this save; close it, then start again."
 	return "Dialogue is unavailable: %s" % reason
 
 
