@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from loreguard.memory.clauses import NEGATING_WORDS, Clause, denied, not_vouched, subject_spans
+from loreguard.text.clauses import Clause, denied, not_vouched, subject_spans
+from loreguard.text.negation import DENIALS
 
 
 class NameClaim(Protocol):
@@ -126,7 +127,7 @@ def _after_copula(tokens: tuple[str, ...], at: int) -> tuple[int, bool] | None:
         word = tokens[at]
         if word in COPULAS:
             seen_copula = True
-        elif word in NEGATING_WORDS or word == "t":
+        elif word in DENIALS or word == "t":
             negated = True
         elif word not in FILLERS:
             break
@@ -152,7 +153,7 @@ def contradicted_name(clause: Clause, compiled: NameClaim) -> tuple[str, bool] |
         run = _name_run(clause, end) if end < len(tokens) and capital[end] else end
         if run > end and (run >= len(tokens) or tokens[run] != "s"):
             # "there's no King Edward": a negation just before the title denies the name
-            negated = bool(NEGATING_WORDS.intersection(tokens[max(0, start - 3) : start]))
+            negated = bool(DENIALS.intersection(tokens[max(0, start - 3) : start]))
             return _verdict(compiled, tokens[end:run], negated != flip)
         # "the king (of Eldmoor) is ...": another name, or a person
         at = end + 2 if tokens[end : end + 1] == ("of",) else end

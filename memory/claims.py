@@ -23,7 +23,7 @@ The forms a clause asserts a value in, each checked per claim:
 
 What makes a clause no assertion (questions, conditions, reported rumour), what denies it ("it is
 not true that ...") and how a pronoun finds its subject ("Who is the king?" -> "His name is Bob")
-is decided in `loreguard.memory.clauses`.
+is decided in `loreguard.text.clauses`.
 
 It lives in memory because memory needs it too: a belief that contradicts a canonical claim is
 marked `contradicted` when it is written or when the fact arrives (`transitions`), with the
@@ -50,8 +50,11 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from loreguard.memory.claim_names import COPULAS, NAME_ATTRIBUTE, contradicted_name
-from loreguard.memory.clauses import (
-    NEGATING_WORDS,
+from loreguard.memory.memo import IdentityMemo
+from loreguard.schemas.base import FrozenModel, JsonScalar
+from loreguard.schemas.memory import CanonicalFact, Claim, StateClaim
+from loreguard.schemas.text import norm_words
+from loreguard.text.clauses import (
     Clause,
     antecedent,
     denied,
@@ -60,10 +63,8 @@ from loreguard.memory.clauses import (
     split_clauses,
     subject_spans,
 )
-from loreguard.memory.memo import IdentityMemo
-from loreguard.schemas.base import FrozenModel, JsonScalar
-from loreguard.schemas.memory import CanonicalFact, Claim, StateClaim
-from loreguard.schemas.text import norm_words, stem
+from loreguard.text.negation import COPULA_NEGATIONS, CUE_NEGATIONS, negation_starts
+from loreguard.text.words import stem
 
 #: Cues used when a claim names none, by attribute.
 DEFAULT_CUES: dict[str, tuple[str, ...]] = {
@@ -71,10 +72,6 @@ DEFAULT_CUES: dict[str, tuple[str, ...]] = {
     "location": ("is in", "is at", "lives in", "is located in", "can be found in", "was in"),
     "owner": ("is owned by", "belongs to", "was owned by"),
 }
-NEGATIONS = ("not", "never", "no longer", "isn t", "wasn t")
-#: Words that negate a cue when they stand between the subject and the cue ("is not named").
-#: Not "won't" or "doesn't": "the gate won't wait, it closes at dusk" negates another verb.
-CUE_NEGATIONS = frozenset({"not", "never", "isn", "wasn", "aren", "no"})
 #: How far after the subject a known other value may stand to be asserted without a cue.
 CUELESS_WINDOW = 5
 #: Words that make a clause no assertion of a cue-less value: negation, condition, wish, doubt.
@@ -124,7 +121,7 @@ def _find(tokens: tuple[str, ...], phrase: tuple[str, ...], start: int, limit: i
 
 
 def _strip_negation(rest: tuple[str, ...]) -> tuple[bool, tuple[str, ...]]:
-    for neg in NEGATIONS:
+    for neg in COPULA_NEGATIONS:
         parts = tuple(neg.split())
         if rest[: len(parts)] == parts:
             return True, rest[len(parts) :]
@@ -327,7 +324,7 @@ def _by_negated_verb(clause: Clause, compiled: _Compiled) -> tuple[str, bool] | 
             if tokens[at] not in compiled.verbs:
                 continue
             # a negation in another phrase of the clause negates another verb
-            negations = [i for i in range(max(end, clause.phrase_start(at)), at) if tokens[i] in NEGATING_WORDS]
+            negations = negation_starts(tokens, max(end, clause.phrase_start(at)), at)
             if not negations:
                 if any(compiled.value_at(tokens, i) for i in range(at + 1, min(len(tokens), at + 4))):
                     break  # "closes at dusk and never closes for long": the value that holds, said

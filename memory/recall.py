@@ -24,7 +24,7 @@ from types import MappingProxyType
 
 from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.memory import EpisodicEntry
-from loreguard.schemas.text import keywords
+from loreguard.text.words import keywords
 
 K1 = 1.2
 B = 0.75

@@ -30,7 +30,7 @@ from loreguard.memory.policy import episodic_strengths
 from loreguard.memory.recall import RecallIndex
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import Belief, EpisodicEntry
-from loreguard.schemas.text import STOPWORDS, keywords
+from loreguard.text.words import STOPWORDS, keywords
 
 
 class RetrievalWeights(FrozenModel):

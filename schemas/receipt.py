@@ -145,7 +145,7 @@ class StreamCut(FrozenModel):
 
 
 class AttemptStream(FrozenModel):
-    """How a streamed attempt was released (see `loreguard.server.pipeline.streaming`)."""
+    """How a streamed attempt was released (see `loreguard.server.pipeline.running.streaming`)."""
 
     releases: tuple[StreamRelease, ...] = ()
     cut: StreamCut | None = None
@@ -160,7 +160,7 @@ class AttemptStream(FrozenModel):
 
 
 class JudgeRecord(FrozenModel):
-    """What the semantic judge's model answered for one attempt (`server/pipeline/judge.py`):
+    """What the semantic judge's model answered for one attempt (`server/pipeline/running/judge.py`):
     its verdict, or why there is none, and what it cost."""
 
     #: `verdict`: an answer in the verdict's grammar. `timeout`, `unparsable` (out of grammar) or

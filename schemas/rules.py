@@ -68,7 +68,7 @@ class RuleChecks(FrozenModel):
     forbidden_emotions: tuple[Emotion, ...] = ()
     #: Words that make a player's request one the rule forbids ("for free", "on credit"): a
     #: request worded in one is not offered to the model, and the prompt says which rule refuses
-    #: it (server/pipeline/request_terms.py). Prohibitions only. One also in `forbidden_phrases`
+    #: it (text/request_terms.py). Prohibitions only. One also in `forbidden_phrases`
     #: may be said to refuse ("Not for free."), a negation before it in its clause.
     forbidden_requests: tuple[Phrase, ...] = ()
 

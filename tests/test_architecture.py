@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Each installed package and the folder it comes from (pyproject's package-dir).
 PACKAGES = {
     "loreguard.schemas": "schemas",
+    "loreguard.text": "text",
     "loreguard.memory": "memory",
     "loreguard.server": "server",
     "loreguard.client": "client",
@@ -44,6 +45,7 @@ PACKAGES = {
 #: above (`test_the_layers_are_a_ladder`). Within a layer, packages do not import each other.
 LADDER: tuple[tuple[str, ...], ...] = (
     ("loreguard.schemas",),
+    ("loreguard.text",),
     ("loreguard.memory", "loreguard.client"),
     ("loreguard.server.inference",),
     ("loreguard.server.models",),
@@ -203,16 +205,42 @@ def test_the_ladder_check_finds_an_edge_up() -> None:
 
 
 def test_the_pipeline_folder_is_its_stage_list() -> None:
-    """`loreguard.server.pipeline.STAGES` and `AROUND_THE_STAGES` name exactly the modules in
-    the folder (a package counts as one), and the module docstring names each of them."""
+    """`ls server/pipeline` is `loreguard.server.pipeline.LISTING` (a package counts as one), the
+    module docstring names each entry, and the listing stays short enough to read at a glance."""
     from loreguard.server import pipeline
 
     folder = ROOT / "server" / "pipeline"
     found = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {p.parent.name for p in folder.glob("*/__init__.py")}
-    assert sorted(found) == sorted((*pipeline.STAGES, *pipeline.AROUND_THE_STAGES))
-    assert len(set(pipeline.STAGES) & set(pipeline.AROUND_THE_STAGES)) == 0
+    assert sorted(found) == sorted(pipeline.LISTING) and len(set(pipeline.LISTING)) == len(pipeline.LISTING)
+    assert len(found) <= 20, sorted(found)
     doc = pipeline.__doc__ or ""
     assert [name for name in found if f"{name}" not in doc] == []
+    for package in ("running", "turn"):
+        listed = (folder / package / "__init__.py").read_text(encoding="utf-8")
+        modules = {p.stem for p in (folder / package).glob("*.py")} - {"__init__"}
+        assert [name for name in sorted(modules) if f"`{name}`" not in listed] == [], package
+
+
+def test_reading_text_has_one_home() -> None:
+    """One negation list (and the denials built on it), one question detector, one stemmer: in
+    `loreguard.text`, and nowhere else."""
+    found = {}
+    for folder in PACKAGES.values():
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign) else []
+                if isinstance(node, ast.FunctionDef):
+                    names = [node.name]
+                for name in names:
+                    if name.lstrip("_") in {"NEGATIONS", "DENIALS", "NEGATING_WORDS", "is_question", "stem", "QUESTION_OPENERS"}:
+                        found.setdefault(name.lstrip("_"), []).append(str(path.relative_to(ROOT)))
+    assert found == {
+        "NEGATIONS": ["text/negation.py"],
+        "DENIALS": ["text/negation.py"],
+        "QUESTION_OPENERS": ["text/questions.py"],
+        "is_question": ["text/questions.py"],
+        "stem": ["text/words.py"],
+    }
 
 
 def test_the_gates_checks_are_in_its_folder() -> None:

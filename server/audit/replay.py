@@ -37,11 +37,11 @@ from loreguard.server.inference import (
 )
 from loreguard.server.inference.base import Observer
 from loreguard.server.pipeline import summaries
-from loreguard.server.pipeline.config import PipelineConfig
 from loreguard.server.pipeline.errors import LifecycleHalt
 from loreguard.server.pipeline.lifecycle import GovernancePipeline
-from loreguard.server.pipeline.run import InteractionRun
-from loreguard.server.pipeline.streaming import StreamSession
+from loreguard.server.pipeline.running.config import PipelineConfig
+from loreguard.server.pipeline.running.run_state import InteractionRun
+from loreguard.server.pipeline.running.streaming import StreamSession
 
 
 class DriftKind(str, Enum):

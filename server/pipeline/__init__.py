@@ -1,6 +1,5 @@
-"""The governance pipeline: one module per stage, in the order an interaction visits them
-(`STAGES`), and the modules around them (`AROUND_THE_STAGES`); a test holds both lists against
-this folder.
+"""The governance pipeline: its listing is its stages, in the order an interaction visits them
+(`LISTING`, which a test holds against this folder).
 
 1. interaction   intake of the untrusted InteractionContext
 2. expectancy    designer rules -> ConstraintSet
@@ -13,14 +12,13 @@ this folder.
    gate/         hard limits and gates in order (`gate.validation`), each check its own module
 8. mutation      approved mutations in one transaction; intents
 9. fallback      author-controlled fallback lines
+   retry         escalation and repair between attempts
 
-Around them: `lifecycle` (the orchestrator), `preparation` (intake to snapshot), `attempt` (one
-prompt -> inference -> gate), `run` (an interaction in flight), `retry` (escalation and repair),
-`streaming` (the incremental gate), `judge` (the optional semantic judge), `intents` (what is on
-the table this turn), `asking` (whether the player's line asks for an act), `request_terms` (a
-request worded in terms a rule forbids), `output_schema`
-(what the model may emit), `phrases` (phrase matching), `summaries` (the model's notes of what
-an NPC forgets), `config`, `sink` (the seam to audit), `errors`.
+And what runs them: `lifecycle` (the orchestrator), `running/` (preparation, one attempt, the
+run's state, the incremental gate while streaming, the semantic judge, settings, the seam to
+audit), `turn/` (the intents on the table this turn, the output the model may emit),
+`summaries` (the model's notes of what an NPC forgets) and `errors`. Reading text (words,
+negation, questions, requests) is `loreguard.text`'s.
 """
 
 from __future__ import annotations
@@ -38,13 +36,11 @@ from loreguard.server.pipeline.errors import (
 if TYPE_CHECKING:
     from loreguard.server.pipeline.lifecycle import GovernancePipeline, PipelineConfig
 
-#: The stages, in the order an interaction visits them (memory and inference live beside the
-#: pipeline: `loreguard.memory`, `loreguard.server.inference`).
-STAGES = ("interaction", "expectancy", "contract", "snapshot", "prompt", "parsing", "gate", "mutation", "fallback")
-#: The modules that run the stages or serve them.
-AROUND_THE_STAGES = (
-    "lifecycle", "preparation", "attempt", "run", "retry", "streaming", "judge", "intents", "asking",
-    "request_terms", "output_schema", "phrases", "summaries", "config", "sink", "errors",
+#: The folder's listing: the stages in the order an interaction visits them (memory and inference
+#: live beside the pipeline: `loreguard.memory`, `loreguard.server.inference`), then what runs them.
+LISTING = (
+    "interaction", "expectancy", "contract", "snapshot", "prompt", "parsing", "gate", "mutation", "fallback", "retry",
+    "lifecycle", "running", "turn", "summaries", "errors",
 )  # fmt: skip
 
 __all__ = [
@@ -60,7 +56,7 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     # The orchestrator is loaded on first use, not with the package: a model backend
-    # (`pipeline.inference`) imported on its own then loads no governance stage.
+    # (`loreguard.server.inference`) imported on its own then loads no governance stage.
     if name in ("GovernancePipeline", "PipelineConfig"):
         from loreguard.server.pipeline import lifecycle
 

@@ -10,7 +10,7 @@ name what this NPC's memory holds right now (world-state keys, their state claim
 aliases, canonical facts, beliefs). A player line that names a world-state key or a belief brings
 that section into the prompt whatever its task ("Tell me about the gate" carries the gate's
 state), and so does a line that calls for one of its episodic memories (retrieval's relevance
-test); a question (`is_question`: yes/no or wh-, in English, German, Spanish, French, Russian or
+test); a question (`loreguard.text.questions.is_question`: yes/no or wh-, in English, German, Spanish, French, Russian or
 Japanese) that names something the NPC knows is a lore question unless its keywords make it a
 quest or a trade, and the words of a world-state key it names count as its keywords ("Where are
 the wolves?" with `quest.wolves` set is a quest question). Words match as folded stems
@@ -20,7 +20,6 @@ its state claim's aliases.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -31,7 +30,9 @@ from loreguard.memory.retrieval import RELEVANCE_FLOOR, keywords
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext, TaskType, TriggerReason
 from loreguard.schemas.memory import Belief, CanonicalFact, StateClaim
-from loreguard.schemas.text import fold, stem, word_tokens
+from loreguard.schemas.text import fold
+from loreguard.text.questions import is_question
+from loreguard.text.words import stem
 
 __all__ = ["TaskType"]  # defined with the wire models: rule conditions name task types
 
@@ -98,39 +99,6 @@ class ContextContract(FrozenModel):
     sections: tuple[Section, ...]
     #: Prefixes of world-state keys of which at least one must be present.
     required_prefixes: tuple[str, ...] = ()
-
-
-#: Words that open a question (folded): English wh-words and auxiliaries, German, Spanish,
-#: French and Russian question words. A line that ends in a question mark is a question anyway.
-QUESTION_OPENERS = frozenset(
-    """who whom whose what when where why which how is are was were do does did can could will would shall should
-    may might has have had wer wen wem wessen was wann wo woher wohin warum wieso weshalb wie welche welcher welches
-    ist sind hast hat habt gibt kann kannst weisst que quien quienes donde cuando como cual cuales cuanto cuanta
-    esta estan hay qui quoi quand pourquoi comment quel quelle quels quelles combien est кто что где когда почему
-    зачем как какой какая какие сколько""".split()
-)
-#: Japanese question words, and the particles that end a question.
-_JAPANESE_QUESTION_WORDS = ("どこ", "いつ", "だれ", "誰", "なに", "何", "なぜ", "どう", "どれ", "どちら", "いくら")
-_JAPANESE_QUESTION_END = re.compile(r"(か|の|かい|かな)[\s。．!！]*$")
-#: Russian yes/no questions: "Открыты ли ворота".
-_PARTICLES = frozenset({"ли"})
-
-
-def is_question(text: str) -> bool:
-    """A yes/no or wh-question: it ends in a question mark (any width; Spanish opens with ¿),
-    opens with a question word, carries the Russian particle ли, or is Japanese with a question
-    word or a closing か/の."""
-    folded = fold(text).strip()
-    if not folded:
-        return False
-    if folded.rstrip(" .!\"'»”)").endswith("?") or "¿" in folded:
-        return True
-    tokens = word_tokens(text)
-    if tokens and tokens[0] in QUESTION_OPENERS:
-        return True
-    if _PARTICLES.intersection(tokens):
-        return True
-    return bool(_JAPANESE_QUESTION_END.search(folded)) or any(w in folded for w in _JAPANESE_QUESTION_WORDS)
 
 
 @dataclass(frozen=True)

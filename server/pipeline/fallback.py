@@ -40,7 +40,7 @@ from loreguard.schemas.rules import Constraint, ExpectancyRule, RuleChecks, Seve
 from loreguard.server.pipeline.expectancy import holds_everywhere, to_constraint
 from loreguard.server.pipeline.gate.checks import check_constraint, secret_leaks
 from loreguard.server.pipeline.gate.deeds import find_grants_in_words_only
-from loreguard.server.pipeline.phrases import clean_dialogue
+from loreguard.text.phrases import clean_dialogue
 
 BUILTIN_EMERGENCY = "..."
 

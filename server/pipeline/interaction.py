@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.interaction import InteractionContext
-from loreguard.server.pipeline.phrases import clean_dialogue
+from loreguard.text.phrases import clean_dialogue
 
 
 class Intake(FrozenModel):

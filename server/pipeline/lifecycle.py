@@ -30,22 +30,22 @@ from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import GateFailure, InteractionOutcome, InteractionResult
 from loreguard.server.inference.base import BackendError, InferenceBackend
 from loreguard.server.pipeline import summaries
-from loreguard.server.pipeline.attempt import Accept, GiveUp, StreamCarry, next_step, run_attempt
-from loreguard.server.pipeline.config import PipelineConfig
 from loreguard.server.pipeline.contract import Verdict
 from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, UnknownNpcError
 from loreguard.server.pipeline.fallback import choose_fallback
 from loreguard.server.pipeline.gate import GateResult
-from loreguard.server.pipeline.judge import SemanticJudge
 from loreguard.server.pipeline.mutation import heard_writes, plan_writes
-from loreguard.server.pipeline.output_schema import output_schema
-from loreguard.server.pipeline.preparation import prepare
 from loreguard.server.pipeline.prompt import assemble_prompt
 from loreguard.server.pipeline.retry import escalate, repair_message
-from loreguard.server.pipeline.run import ClockTimeDecisions, InteractionRun, PhaseTimer, TimeDecisions
-from loreguard.server.pipeline.sink import AuditSink
+from loreguard.server.pipeline.running.attempt import Accept, GiveUp, StreamCarry, next_step, run_attempt
+from loreguard.server.pipeline.running.config import PipelineConfig
+from loreguard.server.pipeline.running.judge import SemanticJudge
+from loreguard.server.pipeline.running.preparation import prepare
+from loreguard.server.pipeline.running.run_state import ClockTimeDecisions, InteractionRun, PhaseTimer, TimeDecisions
+from loreguard.server.pipeline.running.sink import AuditSink
+from loreguard.server.pipeline.running.streaming import StreamSession
 from loreguard.server.pipeline.snapshot import ScoredEpisode, listeners
-from loreguard.server.pipeline.streaming import StreamSession
+from loreguard.server.pipeline.turn.output_schema import output_schema
 
 __all__ = ["GovernancePipeline", "PipelineConfig"]
 

@@ -32,7 +32,7 @@ from loreguard.schemas.output import NO_INTENT, EmitWorldIntentMutation, Emotion
 from loreguard.schemas.rules import RuleType
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
-from loreguard.server.pipeline.intents import IntentTable, OfferedIntent, RefusedRequest, intent_table
+from loreguard.server.pipeline.turn.intents import IntentTable, OfferedIntent, RefusedRequest, intent_table
 
 #: Episodic entries with this tag are raw exchanges; the prompt shows them in their own section.
 EXCHANGE_TAG = "exchange"

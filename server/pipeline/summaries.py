@@ -54,10 +54,10 @@ from loreguard.schemas.receipt import (
     RejectedMutation,
 )
 from loreguard.schemas.rules import Severity
-from loreguard.schemas.text import keywords
 from loreguard.server.inference.base import Generation, GenerationRequest, InferenceBackend
 from loreguard.server.pipeline.gate.checks import secret_leaks
 from loreguard.server.pipeline.snapshot import merged_state
+from loreguard.text.words import keywords
 
 #: The receipt's task type of a consolidation, which is how a replay tells it from an interaction.
 TASK = "memory_consolidation"

@@ -19,10 +19,10 @@ from loreguard.schemas.receipt import InteractionOutcome
 from loreguard.schemas.scene import SceneLineResult, SceneNextReply, SceneSayRequest, SceneState
 from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, LifecycleHalt
 from loreguard.server.pipeline.mutation import heard_writes
-from loreguard.server.pipeline.phrases import clean_dialogue
-from loreguard.server.pipeline.streaming import StreamSession
+from loreguard.server.pipeline.running.streaming import StreamSession
 from loreguard.server.scene.book import Scene, SceneBook, SceneProblem
 from loreguard.server.scene.turns import next_speaker
+from loreguard.text.phrases import clean_dialogue
 
 #: Makes the stream session of a line (its number, its speaker), or None not to stream.
 StreamFor = Callable[[int, str], StreamSession | None]

@@ -34,7 +34,7 @@ from loreguard.server.pipeline import (
     UnknownNpcError,
     summaries,
 )
-from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession
+from loreguard.server.pipeline.running.streaming import ReleasedChunk, StreamSession
 from loreguard.server.scene import Scene, SceneProblem, SceneRunner
 from loreguard.server.sidecar.codec import encode_error, encode_reply, internal_error, storage_error
 from loreguard.server.sidecar.stats import SidecarStats

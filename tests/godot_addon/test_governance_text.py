@@ -47,7 +47,7 @@ def sidecar_codes() -> dict[str, list[str]]:
     built_in |= {kind.value for kind in FindingKind}
     sources = _found(r'\("(\w+)", \*_lines', "fallback.py") | _found(r'\("(\w+)", "\w+\.fallbacks\.generic"', "fallback.py")
     sources |= _found(r'source="(\w+)"', "fallback.py")
-    give_ups = _found(r'GiveUp\(f?"(\w+)', "attempt.py") | _found(r'return None, \(\), "(\w+)"', "lifecycle.py")
+    give_ups = _found(r'GiveUp\(f?"(\w+)', "running/attempt.py") | _found(r'return None, \(\), "(\w+)"', "lifecycle.py")
     return {
         "gates": sorted(g.value for g in GateName),
         "built_in_rules": sorted(built_in),

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from loreguard.schemas.text import match_form, matchable, norm_words, skeleton
-from loreguard.server.pipeline.phrases import contains_phrase, reveals
+from loreguard.schemas.text import matchable, norm_words, skeleton
+from loreguard.text.phrases import contains_phrase, reveals
+from loreguard.text.words import match_form
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,9 @@ import pytest
 
 from loreguard.memory import RetrievalQuery, keywords, retrieve_episodic
 from loreguard.schemas import Authority, EpisodicEntry
-from loreguard.schemas.text import fold, stem, word_tokens, words
-from loreguard.server.pipeline.phrases import contains_phrase, reveals
+from loreguard.schemas.text import fold, words
+from loreguard.text.phrases import contains_phrase, reveals
+from loreguard.text.words import stem, word_tokens
 
 
 @pytest.mark.parametrize(

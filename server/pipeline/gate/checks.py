@@ -11,9 +11,10 @@ from loreguard.schemas.npc import Secret
 from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput, ProposedMutation
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Constraint, Severity
-from loreguard.schemas.text import STOPWORDS, fold, word_tokens
-from loreguard.server.pipeline.phrases import contains_phrase, reveals
-from loreguard.server.pipeline.request_terms import said_only_to_deny
+from loreguard.schemas.text import fold
+from loreguard.text.phrases import contains_phrase, reveals
+from loreguard.text.request_terms import said_only_to_deny
+from loreguard.text.words import STOPWORDS, word_tokens
 
 
 @lru_cache(maxsize=1024)

@@ -21,9 +21,11 @@ from loreguard.schemas.npc import IntentSpec
 from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
-from loreguard.server.pipeline.intents import grant_problem
-from loreguard.server.pipeline.phrases import sentences
-from loreguard.server.pipeline.request_terms import CLAUSE_BREAK, DENIALS, stems
+from loreguard.server.pipeline.turn.intents import grant_problem
+from loreguard.text.negation import DENIALS
+from loreguard.text.phrases import sentences
+from loreguard.text.request_terms import CLAUSE_BREAK
+from loreguard.text.words import stems
 
 if TYPE_CHECKING:
     from loreguard.server.pipeline.snapshot import StateSnapshot

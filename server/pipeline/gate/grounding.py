@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import JsonScalar
 from loreguard.schemas.memory import CanonicalFact
-from loreguard.schemas.text import stem, words
-from loreguard.server.pipeline.gate.numbers import Clause, Number, parse_number, read_numbers
+from loreguard.schemas.text import words
+from loreguard.text.numbers import Clause, Number, parse_number, read_numbers
+from loreguard.text.words import stem
 
 WINDOW_WORDS = 6
 

@@ -35,7 +35,9 @@ from loreguard.schemas.receipt import FindingAction, FindingKind, GateFailure, G
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import fold
 from loreguard.server.pipeline.gate.register import without_assistant_sentences
-from loreguard.server.pipeline.phrases import clean_dialogue
+from loreguard.text.phrases import clean_dialogue
+from loreguard.text.questions import opens_as_question
+from loreguard.text.words import verb_forms
 
 #: The rule id of the failure when stripping left no dialogue; every other hygiene failure is
 #: named after its finding's kind (`meta_text`, `speaker_label`, ...).
@@ -69,8 +71,6 @@ DANGLING_WORDS = frozenset(
     "upon toward towards during among amongst between beneath despite except unlike via regarding concerning "
     "whether".split()
 )
-#: Words a question opens with: one that ends on "for" or "with" lacks its mark, it is not cut.
-QUESTION_OPENERS = frozenset("what who whom where which how why when are is do does did can could will would shall".split())
 #: Words a reply cannot open with in lower case: it is the tail of a sentence ("so that you can
 #: proceed."), the model having started in the middle.
 #: Words that open a clause before the main one ("when the bell rings, ...").
@@ -145,24 +145,15 @@ class Scrubbed(FrozenModel):
 def gesture(words: list[str]) -> str | None:
     """The gesture a stage direction's first or second word names ("laughs", "softly sighs")."""
     for word in words[:2]:
-        stem = _stem(word)
+        stem = _gesture_of(word)
         if stem is not None:
             return stem
     return None
 
 
-def _stem(word: str) -> str | None:
+def _gesture_of(word: str) -> str | None:
     """`word`'s entry in GESTURES: laughs, laughing, laughed, grinning, cries, cried -> the stem."""
-    candidates = [word]
-    if word.endswith("ies") or word.endswith("ied"):
-        candidates.append(word[:-3] + "y")
-    for suffix in ("ing", "ed", "es", "s", "d"):
-        if word.endswith(suffix) and len(word) > len(suffix) + 2:
-            base = word[: -len(suffix)]
-            candidates += [base, base + "e"]
-            if len(base) > 2 and base[-1] == base[-2]:
-                candidates.append(base[:-1])  # grinning -> grin, sobbed -> sob
-    return next((c for c in candidates if c in GESTURES), None)
+    return next((c for c in verb_forms(word) if c in GESTURES), None)
 
 
 def _words(text: str) -> list[str]:
@@ -299,7 +290,7 @@ class _Scrubber:
         words = _words(tail)
         if not (cut or tail[-1:] in ",;:-\u2013\u2014(" or (words and words[-1] in DANGLING_WORDS)):
             return
-        if not cut and words and words[0] in QUESTION_OPENERS and tail[-1:].isalpha():
+        if not cut and opens_as_question(tail) and tail[-1:].isalpha():
             return  # "What are you waiting for": a question without its mark, not a cut
         if not ends:
             self.found(FindingKind.SENTENCE_FRAGMENT, tail, reject=True)
@@ -316,7 +307,7 @@ def _whole_sentence(text: str) -> bool:
     end = _TERMINAL.search(text)
     first = text[: end.end()] if end else text
     words = _words(first)
-    if first.rstrip().endswith("?") and words and words[0] in QUESTION_OPENERS | {"who", "whose", "where", "if"}:
+    if first.rstrip().endswith("?") and (opens_as_question(first) or words[:1] == ["if"]):
         return True
     head, comma, rest = first.partition(",")
     opens_a_clause = words[0] in SUBORDINATORS or _NO_MAIN_CLAUSE.match(first) is not None

@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING
 from loreguard.schemas.output import ParsedOutput
 from loreguard.schemas.receipt import FindingKind, GateFailure, GateName, OutputFinding
 from loreguard.schemas.rules import Severity
-from loreguard.schemas.text import keywords, word_tokens
-from loreguard.server.pipeline.gate.numbers import ONES, TENS
-from loreguard.server.pipeline.phrases import VOCATIVES, sentences
-from loreguard.server.pipeline.request_terms import DENIALS
+from loreguard.text.negation import DENIALS
+from loreguard.text.numbers import ONES, TENS
+from loreguard.text.phrases import VOCATIVES, sentences
+from loreguard.text.words import keywords, word_tokens
 
 if TYPE_CHECKING:
     from loreguard.server.pipeline.snapshot import StateSnapshot

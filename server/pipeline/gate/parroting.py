@@ -41,7 +41,8 @@ from loreguard.schemas.npc import FewShotExample, OutputLimits
 from loreguard.schemas.output import WorldIntent
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
-from loreguard.schemas.text import keywords, norm_words, stem
+from loreguard.schemas.text import norm_words
+from loreguard.text.words import keywords, stem
 
 PARROTING_RULE = "parroting"
 #: A copied run of the persona or lore counts from this many words on.

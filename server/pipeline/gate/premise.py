@@ -18,19 +18,14 @@ from loreguard.memory.claims import Contradiction, find_contradictions
 from loreguard.schemas.base import JsonScalar
 from loreguard.schemas.memory import CanonicalFact, StateClaim
 from loreguard.schemas.text import norm_words
-from loreguard.server.pipeline.phrases import sentences
-from loreguard.server.pipeline.request_terms import DENIALS
+from loreguard.text.negation import DENIALS
+from loreguard.text.phrases import sentences
+from loreguard.text.questions import opens_as_question
 
 #: A tag after a statement that asks for agreement: ", isn't he?", ", right?", ", yes?".
 _TAG = re.compile(
     r",?\s*(?:(?:is|isn't|are|aren't|does|doesn't|do|don't|did|didn't|was|wasn't|has|hasn't|have|haven't|will|won't|can|can't)"
     r"(?:\s+not)?\s+(?:he|she|it|they|there|we|you|i)|right|yes|no|eh|correct|true|am i right|don't you think)\s*\?\s*$",
-    re.IGNORECASE,
-)
-#: A question that opens with its verb asks; a statement with a question mark asserts.
-_INVERTED = re.compile(
-    r"^\s*(?:is|isn't|are|aren't|does|doesn't|do|don't|did|didn't|was|wasn't|has|hasn't|have|haven't|will|won't|can|can't|"
-    r"who|what|when|where|why|how|which)\b",
     re.IGNORECASE,
 )
 #: A reply that opens by agreeing with what it was told.
@@ -55,7 +50,7 @@ def tag_statements(text: str) -> str:
     """`text` with each tag question read as the statement it carries ("Edward is the king now,
     isn't he?" -> "Edward is the king now."); "" when it has none. A reply that asks for
     agreement with a false claim asserts it as much as the player's line does."""
-    tagged = [_TAG.sub(".", s) for s in sentences(text) if _TAG.search(s) and not _INVERTED.match(s)]
+    tagged = [_TAG.sub(".", s) for s in sentences(text) if _TAG.search(s) and not opens_as_question(s)]
     return " ".join(tagged)
 
 
@@ -69,7 +64,7 @@ def player_claims(said: str) -> str:
     last = said_sentences[-1]
     statement = _TAG.sub(".", last)
     if statement.endswith("?"):
-        if _INVERTED.match(statement):
+        if opens_as_question(statement):  # a real question asserts nothing
             return ""
         statement = statement[:-1] + "."
     return statement

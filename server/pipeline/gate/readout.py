@@ -32,7 +32,6 @@ from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import norm_words
 from loreguard.server.pipeline.gate.parroting import copied_share
-from loreguard.server.pipeline.phrases import sentences
 from loreguard.server.pipeline.prompt import (
     CHANGE_INSTRUCTION,
     FORBIDDEN_REQUEST_INSTRUCTION,
@@ -46,6 +45,7 @@ from loreguard.server.pipeline.prompt import (
 )
 from loreguard.server.pipeline.retry import REPAIR_CLOSING, REPAIR_OPENING, is_retry_rule
 from loreguard.server.pipeline.snapshot import StateSnapshot
+from loreguard.text.phrases import sentences
 
 PROMPT_INSTRUCTIONS_RULE = "prompt_instructions"
 #: The prompt's instructions in its own words, and the output format's field names.

@@ -20,7 +20,7 @@ import re
 
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
-from loreguard.server.pipeline.phrases import sentences
+from loreguard.text.phrases import sentences
 
 ASSISTANT_REGISTER_RULE = "assistant_register"
 

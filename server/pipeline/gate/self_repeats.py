@@ -47,11 +47,12 @@ from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.npc import IntentSpec, OutputHygiene, OutputLimits
 from loreguard.schemas.receipt import FindingAction, FindingKind, GateFailure, GateName, OutputFinding
 from loreguard.schemas.rules import Severity
-from loreguard.schemas.text import fold, keywords, norm_words, stem
+from loreguard.schemas.text import fold, norm_words
 from loreguard.server.pipeline.gate.hygiene import Scrubbed
-from loreguard.server.pipeline.intents import describe, offered_intents
-from loreguard.server.pipeline.phrases import VOCATIVES, sentences
 from loreguard.server.pipeline.snapshot import RecentReply, StateSnapshot
+from loreguard.server.pipeline.turn.intents import describe, offered_intents
+from loreguard.text.phrases import VOCATIVES, sentences
+from loreguard.text.words import keywords, stem
 
 REPEATS_ITSELF_RULE = "repeats_itself"
 _EVIDENCE_CHARS = 120

@@ -64,11 +64,11 @@ from loreguard.server.pipeline.gate.readout import find_instructions_read_out
 from loreguard.server.pipeline.gate.register import find_assistant_register
 from loreguard.server.pipeline.gate.self_repeats import find_self_repeats, repeat_context, without_repeats
 from loreguard.server.pipeline.gate.voices import find_other_voices, find_player_voice
-from loreguard.server.pipeline.intents import grant_problem
 from loreguard.server.pipeline.mutation import stored_key
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import HEADING_WORDS, SCAFFOLDING_MARKERS, scene_situation
 from loreguard.server.pipeline.snapshot import StateSnapshot
+from loreguard.server.pipeline.turn.intents import grant_problem
 
 #: Rule ids of the gate's built-in checks, so that every failure a receipt lists names the rule
 #: that failed (designer rules, canonical facts and secrets name themselves; numbers name what

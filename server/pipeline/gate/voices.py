@@ -24,9 +24,9 @@ from loreguard.schemas.npc import IntentSpec
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import norm_words
-from loreguard.server.pipeline.asking import receives
 from loreguard.server.pipeline.gate.grounding import CURRENCY
-from loreguard.server.pipeline.phrases import sentences
+from loreguard.text.asking import receives
+from loreguard.text.phrases import sentences
 
 SPEAKS_FOR_OTHERS_RULE = "speaks_for_others"
 #: A line that opens by calling the speaker by its own name ("Brom, take the gate..." said by

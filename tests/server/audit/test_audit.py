@@ -437,7 +437,7 @@ def test_a_halted_interaction_is_recorded_answered_with_a_typed_error_and_replay
 
 def test_a_streamed_interaction_records_its_chunks_and_cut_and_replays_exactly(tmp_path: Path) -> None:
     from loreguard.server.audit.report import stream_lines
-    from loreguard.server.pipeline.streaming import StreamSession
+    from loreguard.server.pipeline.running.streaming import StreamSession
 
     store = demo_store(tmp_path / "memory.sqlite")
     recorder = AuditRecorder(store, fingerprint=None, ring_size=10)
@@ -478,7 +478,7 @@ def test_a_streamed_reply_continued_after_a_cut_replays_exactly(tmp_path: Path) 
     shows it, and the replay (whose recorded outputs hold the given start) makes the same
     decisions."""
     from loreguard.server.audit.report import stream_lines
-    from loreguard.server.pipeline.streaming import StreamSession, continuation_prefix
+    from loreguard.server.pipeline.running.streaming import StreamSession, continuation_prefix
 
     store = demo_store(tmp_path / "memory.sqlite")
     recorder = AuditRecorder(store, fingerprint=None, ring_size=10)
@@ -500,7 +500,7 @@ def test_a_retry_that_avoided_the_rejected_opening_replays_exactly(tmp_path: Pat
     """The first sentence failed before anything was out; the retry started afresh but was kept
     from opening with it (`avoided_start`, nothing continued). The recorded backend could steer
     its retries, so the replay steers them too and makes the same request."""
-    from loreguard.server.pipeline.streaming import StreamSession
+    from loreguard.server.pipeline.running.streaming import StreamSession
 
     store = demo_store(tmp_path / "memory.sqlite")
     recorder = AuditRecorder(store, fingerprint=None, ring_size=10)
@@ -520,7 +520,7 @@ def test_a_continuation_the_time_budget_stopped_replays_its_decision(tmp_path: P
     """Words were out and a retry went on from them; it was cut too, and the retry budget was
     spent by then: the reply is the words released so far, and the replay (which runs at its own
     speed) ends there too instead of asking for an attempt the record does not have."""
-    from loreguard.server.pipeline.streaming import StreamSession, continuation_prefix
+    from loreguard.server.pipeline.running.streaming import StreamSession, continuation_prefix
 
     now = [0]
 

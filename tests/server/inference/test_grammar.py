@@ -10,8 +10,8 @@ from factories import rich_guard_profile
 from loreguard.schemas import ParsedOutput
 from loreguard.schemas.npc import IntentSpec
 from loreguard.server.inference.grammar import UnsupportedSchema, compile_schema
-from loreguard.server.pipeline.intents import OfferedIntent, offered_intents
-from loreguard.server.pipeline.output_schema import GenerationLimits, output_schema
+from loreguard.server.pipeline.turn.intents import OfferedIntent, offered_intents
+from loreguard.server.pipeline.turn.output_schema import GenerationLimits, output_schema
 
 #: An intent given on request only.
 OPEN_GATE = {
@@ -119,7 +119,7 @@ def test_no_mutations_allowed_means_an_empty_list_only() -> None:
 
 
 def test_the_rest_after_a_continued_start_is_the_rest_of_the_language_and_its_bound() -> None:
-    from loreguard.server.pipeline.streaming import continuation_prefix
+    from loreguard.server.pipeline.running.streaming import continuation_prefix
 
     schema = output_schema(_offers(), LIMITS)
     whole = compile_schema(schema)

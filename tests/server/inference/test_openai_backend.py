@@ -23,7 +23,7 @@ from loreguard.server.inference.model_files import embedded_model_path
 from loreguard.server.inference.openai_backend import OpenAICompatibleBackend, OpenAICompatibleConfig
 from loreguard.server.models.backends import _chat_template
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession, continuation_prefix
+from loreguard.server.pipeline.running.streaming import ReleasedChunk, StreamSession, continuation_prefix
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

@@ -18,7 +18,6 @@ from loreguard.server.pipeline.contract import (
     check_sufficiency,
     classify,
     contract_for,
-    is_question,
     vocabulary,
 )
 
@@ -221,25 +220,6 @@ def test_without_the_npcs_vocabulary_a_state_question_is_small_talk() -> None:
         {"npc_id": "guard", "trigger_reason": "player_utterance", "player_input": "Is the door open?"}
     )
     assert contract_for(ctx).task_type is SMALL and Section.WORLD_STATE not in contract_for(ctx).sections
-
-
-@pytest.mark.parametrize(
-    ("line", "question"),
-    [
-        ("Is the door open?", True),
-        ("where is the smith", True),
-        ("Est-ce que la porte est ouverte", True),  # "est-ce que" opens a French question
-        ("¿La puerta?", True),
-        ("Открыта ли дверь", True),
-        ("門は開いていますか。", True),
-        ("Nice hat!", False),
-        ("The gate is open.", False),
-        ("Ce n'est rien.", False),
-        ("", False),
-    ],
-)
-def test_is_question(line: str, question: bool) -> None:
-    assert is_question(line) is question
 
 
 #: Lines through the real pipeline (scripted model) and the non-canonical context keys their

@@ -20,7 +20,7 @@ from loreguard.server.audit.replay import Replayer
 from loreguard.server.inference import BackendTimeout, ScriptedBackend
 from loreguard.server.inference.base import Generation, GenerationRequest, Observer
 from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, PipelineConfig
-from loreguard.server.pipeline.streaming import StreamSession
+from loreguard.server.pipeline.running.streaming import StreamSession
 
 #: How late past its deadline an answer may come on a loaded machine (the commit and the checks).
 LATE_S = 0.5

@@ -15,7 +15,7 @@ from loreguard.schemas import NpcProfile, ParsedOutput
 from loreguard.schemas.npc import IntentSpec
 from loreguard.schemas.output import WorldIntent
 from loreguard.server.demo import demo_npcs
-from loreguard.server.pipeline.intents import describe, intent_table, offered_intents, refusal
+from loreguard.server.pipeline.turn.intents import describe, intent_table, offered_intents, refusal
 
 NPCS = {profile.id: profile for profile in demo_npcs()}
 GIVE = NPCS["merchant"].allowed_intents
@@ -281,7 +281,7 @@ def test_a_required_or_unrequested_intent_is_not_held_to_the_words(tmp_path: Pat
 
 def test_a_granted_intent_leaves_room_among_the_mutations() -> None:
     from loreguard.schemas.output import MAX_MUTATIONS
-    from loreguard.server.pipeline.output_schema import GenerationLimits, output_schema
+    from loreguard.server.pipeline.turn.output_schema import GenerationLimits, output_schema
 
     schema = output_schema(offered_intents("I'll take bread.", GIVE), GenerationLimits(mutations=MAX_MUTATIONS))
     assert schema["properties"]["mutations"]["maxItems"] == MAX_MUTATIONS - 1

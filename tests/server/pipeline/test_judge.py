@@ -19,7 +19,7 @@ from loreguard.server.inference import BackendTimeout, ScriptedBackend
 from loreguard.server.inference.base import Generation, GenerationRequest
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 from loreguard.server.pipeline.gate import GateConfig
-from loreguard.server.pipeline.judge import JUDGE_HEADING
+from loreguard.server.pipeline.running.judge import JUDGE_HEADING
 
 JUDGED = PipelineConfig(gate=GateConfig(semantic_judge=True))
 #: A paraphrase no deterministic check catches: the gate "shuts at sundown" is not "at dusk"'s cue.

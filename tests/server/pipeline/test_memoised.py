@@ -21,10 +21,10 @@ from loreguard.server.pipeline.contract import _canonical_words, vocabulary
 from loreguard.server.pipeline.expectancy import ConstraintSet, _new_constraint, evaluate_rules, to_constraint
 from loreguard.server.pipeline.gate.degenerate import _repeated_ngram
 from loreguard.server.pipeline.gate.grounding import _canonical_subjects, subjects_in_context
-from loreguard.server.pipeline.intents import offered_intents
-from loreguard.server.pipeline.output_schema import GenerationLimits, _output_schema, output_schema
-from loreguard.server.pipeline.phrases import clean_dialogue
 from loreguard.server.pipeline.snapshot import _reply_changes
+from loreguard.server.pipeline.turn.intents import offered_intents
+from loreguard.server.pipeline.turn.output_schema import GenerationLimits, _output_schema, output_schema
+from loreguard.text.phrases import clean_dialogue
 
 
 def test_a_rule_gives_one_constraint_equal_to_a_fresh_one() -> None:

@@ -15,7 +15,7 @@ from loreguard.server.inference import ScriptedBackend
 from loreguard.server.inference.base import Generation, GenerationRequest, Observer
 from loreguard.server.pipeline import InteractionCancelled, PipelineConfig
 from loreguard.server.pipeline.gate import run_gate
-from loreguard.server.pipeline.streaming import (
+from loreguard.server.pipeline.running.streaming import (
     ReleasedChunk,
     StreamingConfig,
     StreamSession,

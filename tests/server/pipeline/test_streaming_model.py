@@ -12,7 +12,7 @@ from pipeline_helpers import ask
 from loreguard.schemas import InteractionOutcome
 from loreguard.server.inference.llama_backend import LlamaCppBackend
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.streaming import ReleasedChunk, StreamSession, continuation_prefix, partial_dialogue
+from loreguard.server.pipeline.running.streaming import ReleasedChunk, StreamSession, continuation_prefix, partial_dialogue
 
 pytestmark = pytest.mark.model
 

@@ -18,8 +18,8 @@ from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.output import Emotion, WorldIntent
 from loreguard.schemas.receipt import AttemptRecord, InteractionOutcome, InteractionResult, PhaseTiming, Receipt
 from loreguard.server.pipeline.contract import Sufficiency
+from loreguard.server.pipeline.running.streaming import StreamSession
 from loreguard.server.pipeline.snapshot import StateSnapshot
-from loreguard.server.pipeline.streaming import StreamSession
 
 
 class PhaseTimer:

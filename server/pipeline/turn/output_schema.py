@@ -19,7 +19,7 @@ from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.npc import IntentParam, ParamType
 from loreguard.schemas.output import MAX_DIALOGUE_CHARS, MAX_MUTATION_TEXT, MAX_MUTATIONS, NO_INTENT, Emotion
-from loreguard.server.pipeline.intents import OfferedIntent
+from loreguard.server.pipeline.turn.intents import OfferedIntent
 
 #: Identifiers the model writes (belief ids, relationship targets): a safe subset of `Identifier`.
 IDENTIFIER_PATTERN = "^[a-z0-9_]+$"

@@ -29,7 +29,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from loreguard.schemas.text import norm_words, stem
+from loreguard.schemas.text import norm_words
+from loreguard.text.words import stem
 
 #: A clause and what ends it.
 _CLAUSE = re.compile(r"([^.!?;\n]+)([.!?;\n]*)")
@@ -57,8 +58,6 @@ DENYING_FRAMES: tuple[tuple[str, ...], ...] = tuple(
 )  # fmt: skip
 #: Words a pronoun-led clause may open with before its pronoun.
 _OPENERS = frozenset("yes no aye nay well oh ah and but so sure indeed now why of course".split())
-#: Words that negate what follows them in a clause ("is not named", "doesn't close").
-NEGATING_WORDS = frozenset({"not", "never", "isn", "wasn", "aren", "no", "doesn", "don", "didn", "won", "cannot"})
 #: Pronouns that stand for a subject named just before, and possessives ("his name is ...").
 PRONOUNS = frozenset("he she it they his her its their".split())
 

@@ -13,7 +13,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from loreguard.schemas.text import match_form, norm_words, skeleton, spelled_out
+from loreguard.schemas.text import norm_words, skeleton, spelled_out
+from loreguard.text.words import match_form
 
 #: Words with which an NPC addresses the one it talks to ("Move along, traveller."): they say
 #: nothing of what a line is about (a greeting may end on one; two lines alike only in them and

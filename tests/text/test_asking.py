@@ -7,8 +7,8 @@ import pytest
 
 from loreguard.schemas.npc import IntentSpec
 from loreguard.server.demo import demo_npcs
-from loreguard.server.pipeline.asking import act_words, asking_words, sentences
-from loreguard.server.pipeline.intents import describe, offered_intents
+from loreguard.server.pipeline.turn.intents import describe, offered_intents
+from loreguard.text.asking import act_words, asking_words, sentences
 
 NPCS = {profile.id: profile for profile in demo_npcs()}
 OPEN = NPCS["guard"].allowed_intents

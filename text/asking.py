@@ -28,7 +28,8 @@ from functools import cache
 from typing import NamedTuple
 
 from loreguard.schemas.npc import IntentSpec
-from loreguard.schemas.text import stem, word_tokens
+from loreguard.text.negation import NEGATIONS
+from loreguard.text.words import stem, word_tokens
 
 #: Verb families: an intent named after one verb is asked for with any of them. The first word of
 #: each family is its name. Words are stemmed, lower case.
@@ -68,7 +69,6 @@ _OPENERS = frozenset(
     "please oh ah hey hi hello well ok okay so now then just kindly alright look listen yes yeah aye right "
     "good sir madam ma am friend guard merchant lady master mistress quick quickly come on".split()
 )
-_NEGATIONS = frozenset({"not", "t", "never", "no", "nothing", "nor", "neither"})
 #: Past forms and time words that make a sentence a report, not a request.
 _PAST = frozenset(
     "opened unbarred unlocked closed gave sold bought handed took had got needed wanted liked asked "
@@ -165,7 +165,7 @@ def _negated(words: tuple[str, ...], asked: Iterable[str]) -> bool:
     if len(words) > 2 and words[0] in _MODALS | {"won", "don", "couldn", "wouldn"} and words[1] == "t" and words[2] in _ASKED:
         return False
     cut = min((i for i, word in enumerate(words) if word in asked), default=len(words))
-    return any(word in _NEGATIONS for word in words[:cut])
+    return not NEGATIONS.isdisjoint(words[:cut])
 
 
 def mood(punctuation: str, words: tuple[str, ...], acts: frozenset[str]) -> str:

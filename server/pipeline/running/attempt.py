@@ -26,17 +26,17 @@ from loreguard.server.inference.base import (
     GenerationRequest,
     InferenceBackend,
 )
-from loreguard.server.pipeline.config import PipelineConfig
 from loreguard.server.pipeline.errors import InteractionCancelled
 from loreguard.server.pipeline.gate import GateResult, validate
 from loreguard.server.pipeline.gate.parroting import PARROTING_RULE
 from loreguard.server.pipeline.gate.self_repeats import REPEATS_ITSELF_RULE
-from loreguard.server.pipeline.judge import SemanticJudge
 from loreguard.server.pipeline.parsing import parse_output
 from loreguard.server.pipeline.prompt import assemble_prompt
-from loreguard.server.pipeline.run import InteractionRun, TimeDecisions
+from loreguard.server.pipeline.running.config import PipelineConfig
+from loreguard.server.pipeline.running.judge import SemanticJudge
+from loreguard.server.pipeline.running.run_state import InteractionRun, TimeDecisions
+from loreguard.server.pipeline.running.streaming import IncrementalGate, chunk_ends, continuation_prefix
 from loreguard.server.pipeline.snapshot import StateSnapshot
-from loreguard.server.pipeline.streaming import IncrementalGate, chunk_ends, continuation_prefix
 
 #: Counts an event on the pipeline's counters (name, amount).
 Count = Callable[[str, int], None]

@@ -34,10 +34,11 @@ from collections.abc import Iterable
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.npc import IntentParam, IntentSpec, ParamType
 from loreguard.schemas.output import EmitWorldIntentMutation, WorldIntent
-from loreguard.schemas.text import fold, stem, word_tokens
-from loreguard.server.pipeline.asking import Asking, asking_sentences
-from loreguard.server.pipeline.gate.numbers import DOZEN, ONES, TENS
-from loreguard.server.pipeline.request_terms import refusing
+from loreguard.schemas.text import fold
+from loreguard.text.asking import Asking, asking_sentences
+from loreguard.text.numbers import DOZEN, ONES, TENS
+from loreguard.text.request_terms import refusing
+from loreguard.text.words import stem, stems
 
 #: How many words before a named value a number may stand and still count it ("two loaves of
 #: bread": three).
@@ -91,18 +92,14 @@ class IntentTable(FrozenModel):
     refused: tuple[RefusedRequest, ...] = ()
 
 
-def _words(text: str) -> tuple[str, ...]:
-    return tuple(stem(word) for word in word_tokens(text))
-
-
 def _says(words: tuple[str, ...], phrase: str) -> bool:
-    needle = _words(phrase)
+    needle = stems(phrase)
     n = len(needle)
     return bool(n) and any(words[i : i + n] == needle for i in range(len(words) - n + 1))
 
 
 def _positions(words: tuple[str, ...], phrase: str) -> list[int]:
-    needle = _words(phrase)
+    needle = stems(phrase)
     n = len(needle)
     return [i for i in range(len(words) - n + 1) if n and words[i : i + n] == needle]
 
@@ -138,7 +135,7 @@ def _default_count(param: IntentParam) -> int | None:
 def _requested(spec: IntentSpec, line: str) -> tuple[list[OfferedIntent], tuple[Asking, ...]]:
     """The alternatives the line asks for (none when it asks for nothing this intent can give),
     and the sentences that ask."""
-    askings = asking_sentences(line, spec, [_words(cue) for cue in spec.cues])
+    askings = asking_sentences(line, spec, [stems(cue) for cue in spec.cues])
     words = tuple(word for asking in askings for word in asking.words)
     return (_alternatives(spec, words) if words else []), askings
 
@@ -246,7 +243,7 @@ def intent_table(
 
 def refusal(dialogue: str) -> str:
     """The first of `REFUSALS` the dialogue says, or ""."""
-    words = _words(dialogue)
+    words = stems(dialogue)
     return next((phrase for phrase in REFUSALS if _says(words, phrase)), "")
 
 

@@ -7,10 +7,10 @@ from pydantic import Field
 
 from loreguard.schemas.base import FrozenModel
 from loreguard.server.pipeline.gate import GateConfig
-from loreguard.server.pipeline.output_schema import GenerationLimits
 from loreguard.server.pipeline.prompt import PromptBoundary
 from loreguard.server.pipeline.retry import RetryPolicy
-from loreguard.server.pipeline.streaming import StreamingConfig
+from loreguard.server.pipeline.running.streaming import StreamingConfig
+from loreguard.server.pipeline.turn.output_schema import GenerationLimits
 
 
 class PipelineConfig(FrozenModel):

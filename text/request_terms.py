@@ -14,33 +14,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import lru_cache
 
-from loreguard.schemas.text import stem, word_tokens
-from loreguard.server.pipeline.asking import Asking
-from loreguard.server.pipeline.phrases import contains_phrase, match_form
+from loreguard.text.asking import Asking
+from loreguard.text.negation import DENIALS, negated_within
+from loreguard.text.phrases import contains_phrase, match_form
+from loreguard.text.words import stems
 
-#: Words that make what follows them within NEGATION_REACH words no term of the request.
-NEGATIONS = frozenset({"not", "t", "no", "nothing", "never", "nor", "none", "nobody"})
-#: Words that deny what follows them in their clause ("I can't just let you go on through", "I
-#: cannot sell it for free"): a negation, or a refusal's own word.
-DENIALS = NEGATIONS | {"cannot", "cant", "nay", "neither"}
-NEGATION_REACH = 3
 #: Words a sentence may open with before the term it adds to the request ("And for free?").
 _OPENERS = frozenset({"and", "oh", "all", "but", "so", "well", "um", "er", "of", "course"})
-
-
-@lru_cache(maxsize=4096)  # the same phrases and sentences, turn after turn
-def stems(text: str) -> tuple[str, ...]:
-    return tuple(stem(word) for word in word_tokens(text))
 
 
 def _says(words: tuple[str, ...], needle: tuple[str, ...], *, unless_negated: bool = True) -> bool:
     """Whether `needle` stands in `words` (with no negation just before it, by default)."""
     n = len(needle)
     return any(
-        words[i : i + n] == needle and not (unless_negated and NEGATIONS.intersection(words[max(0, i - NEGATION_REACH) : i]))
-        for i in range(len(words) - n + 1)
+        words[i : i + n] == needle and not (unless_negated and negated_within(words, i)) for i in range(len(words) - n + 1)
     )
 
 

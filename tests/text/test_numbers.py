@@ -1,10 +1,10 @@
-"""Reading numbers the way dialogue states them (server/pipeline/gate/numbers.py)."""
+"""Reading numbers the way dialogue states them (text/numbers.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from loreguard.server.pipeline.gate.numbers import parse_number, read_numbers
+from loreguard.text.numbers import parse_number, read_numbers
 
 
 def _read(text: str) -> list[tuple[float, str, str]]:

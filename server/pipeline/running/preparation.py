@@ -15,7 +15,7 @@ from loreguard.schemas.interaction import InteractionContext
 from loreguard.server.pipeline.contract import ContextContract, Sufficiency, Verdict, check_sufficiency, contract_for, vocabulary
 from loreguard.server.pipeline.expectancy import RuleEvaluation, evaluate_rules
 from loreguard.server.pipeline.interaction import intake
-from loreguard.server.pipeline.run import InteractionRun, PhaseTimer
+from loreguard.server.pipeline.running.run_state import InteractionRun, PhaseTimer
 from loreguard.server.pipeline.snapshot import build_snapshot, merged_state
 
 

@@ -1,0 +1,10 @@
+"""Running one interaction through the stages, for `lifecycle` (the orchestrator).
+
+- `preparation`  intake to snapshot: the stages that run once per interaction
+- `attempt`      one attempt: prompt -> inference -> gate
+- `run_state`    an interaction in flight: its attempts, prompts and receipts so far
+- `streaming`    the incremental gate: sentences checked while the line is decoded
+- `judge`        the optional semantic judge
+- `config`       the pipeline's settings
+- `sink`         the seam to the audit recorder
+"""
