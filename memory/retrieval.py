@@ -65,10 +65,6 @@ def relevance(entry_words: frozenset[str], query_words: frozenset[str]) -> float
     return len(entry_words & query_words) / len(query_words)
 
 
-def score_episodic(entry: EpisodicEntry, query: RetrievalQuery, relevance: float) -> float:
-    return _score_episodes([entry], query, [relevance])[0]
-
-
 def _score_episodes(entries: Sequence[EpisodicEntry], query: RetrievalQuery, relevance: Sequence[float]) -> list[float]:
     """Each entry's score from its relevance (`RecallIndex.relevance`, 0 to 1). The one formula:
     recency (strength over significance, at most 1: the forgetting curve), relevance and

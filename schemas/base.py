@@ -18,12 +18,6 @@ class FrozenModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
-class MutableModel(BaseModel):
-    """A model that is built up step by step (wire replies, counters)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
 #: NPC ids, fact ids, rule ids, belief ids: short, printable, no spaces. The `@` sign is
 #: reserved for built-in scopes such as the world (`@world`).
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$")]

@@ -275,3 +275,55 @@ def test_no_function_over_80_lines() -> None:
                     if lines > 80:
                         long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
     assert long == []
+
+
+# --- the same caps over GDScript: the addon, its tests and the demo project ---
+
+#: The most lines a .gd file may have, and one of its functions (headroom under the Python caps'
+#: 500: a script near its cap is split by job before the cap decides where code goes).
+GD_MAX_LINES = 450
+GD_MAX_FUNCTION_LINES = 80
+
+
+def _gdscripts() -> list[Path]:
+    """Every script once: demo_project/addons/loreguard is a link to the addon."""
+    addon = sorted((ROOT / "godot_addon").rglob("*.gd"))
+    demo = sorted(p for p in (ROOT / "demo_project").rglob("*.gd") if "addons" not in p.relative_to(ROOT / "demo_project").parts)
+    return [p for p in addon + demo if ".godot" not in p.parts]
+
+
+def _gd_functions(text: str) -> list[tuple[str, int, int]]:
+    """(name, first line, length) of each function of a script: from its `func` line to its last
+    indented line (a `##` doc comment at the left margin opens the next one)."""
+    lines = text.splitlines()
+    found = []
+    for start, line in enumerate(lines):
+        if not line.startswith(("func ", "static func ")):
+            continue
+        end = start + 1
+        while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t"):
+            end += 1
+        while lines[end - 1].strip() == "":
+            end -= 1
+        found.append((line.split("func ", 1)[1].split("(", 1)[0], start + 1, end - start))
+    return found
+
+
+def test_no_gdscript_over_450_lines_or_a_function_over_80() -> None:
+    long = []
+    for path in _gdscripts():
+        text = path.read_text(encoding="utf-8")
+        if (n := len(text.splitlines())) > GD_MAX_LINES:
+            long.append(f"{path.relative_to(ROOT)}: {n} lines")
+        long += [
+            f"{path.relative_to(ROOT)}:{first} {name} ({n} lines)"
+            for name, first, n in _gd_functions(text)
+            if n > GD_MAX_FUNCTION_LINES
+        ]
+    assert long == [], "split by job: " + "; ".join(long)
+
+
+def test_the_gdscript_function_reader_finds_a_long_function() -> None:
+    body = "\n".join(f"\tprint({i})" for i in range(81))
+    text = f"extends Node\n\n\nfunc short() -> void:\n\tpass\n\n\n## doc\nfunc long() -> void:\n{body}\n\n\nvar x := 1\n"
+    assert _gd_functions(text) == [("short", 4, 2), ("long", 9, 82)]

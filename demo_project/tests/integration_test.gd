@@ -9,6 +9,10 @@ extends Node
 
 const WATCHDOG_S := 120.0
 
+var guard: LoreguardNPC
+var merchant: LoreguardNPC
+## What the NPCs' signals carried, by signal.
+var signals := {"registered": 0, "replied": [], "intents": [], "routed": [], "failed": []}
 var _passed: int = 0
 var _failed: int = 0
 var _out_dir: String = OS.get_environment("LOREGUARD_TEST_OUT")
@@ -27,6 +31,14 @@ func _ready() -> void:
 
 func _run() -> void:
 	var loreguard: LoreguardClient = get_node("/root/Loreguard")
+	var hello := await _connect_and_register(loreguard)
+	await _talk()
+	await _typed_errors(loreguard, hello)
+	await _after_a_restart(loreguard)
+
+
+## Connected, `hello`, the world and both NPCs registered from their .tres resources.
+func _connect_and_register(loreguard: LoreguardClient) -> LoreguardResult:
 	if not loreguard.is_connected_to_sidecar():
 		await loreguard.connected
 	_check(loreguard.is_connected_to_sidecar(), "connected to %s" % loreguard.address)
@@ -38,9 +50,8 @@ func _run() -> void:
 	var loaded := await loreguard.load_world(world)
 	_check(loaded.ok and loaded.body.get("world_id") == "eldmoor", "world.load from world.tres: %s" % loaded)
 
-	var guard := _npc("guard")
-	var merchant := _npc("merchant")
-	var signals := {"registered": 0, "replied": [], "intents": [], "routed": [], "failed": []}
+	guard = _npc("guard")
+	merchant = _npc("merchant")
 	for npc in [guard, merchant]:
 		npc.registered.connect(func() -> void: signals["registered"] += 1)
 		npc.replied.connect(func(line: LoreguardLine) -> void: signals["replied"].append(line))
@@ -53,7 +64,11 @@ func _run() -> void:
 	await _until(func() -> bool: return guard.is_registered and merchant.is_registered, 10.0)
 	_check(signals["registered"] == 2, "both NPCs registered from their .tres resources")
 	_write_bodies(world, [guard, merchant])
+	return hello
 
+
+## Lines, the replied and intent signals, the intent router.
+func _talk() -> void:
 	var first := await guard.say("Good evening. When does the gate close?")
 	_check(first.ok and first.line.outcome == LoreguardLine.VALIDATED, "guard answers: %s" % first)
 	_check(
@@ -87,6 +102,9 @@ func _run() -> void:
 		"the intent router called the routed callable: %s" % [signals["routed"]]
 	)
 
+
+## Typed errors: not_found, invalid, a body the client cannot encode; memory.get.
+func _typed_errors(loreguard: LoreguardClient, hello: LoreguardResult) -> void:
 	_check(hello.line == null, "only interact replies are read into a line")
 	var unknown := await loreguard.interact(
 		{"npc_id": "nobody", "trigger_reason": "player_utterance", "player_input": "hi"}
@@ -111,6 +129,9 @@ func _run() -> void:
 		"memory.get counts the guard's two interactions: %s" % memory.body.get("interactions")
 	)
 
+
+## pytest restarts the sidecar empty: the client notices, re-registers and warms the NPCs.
+func _after_a_restart(loreguard: LoreguardClient) -> void:
 	# pytest stops this sidecar and starts an empty one on the same port.
 	_touch("restart-please")
 	await loreguard.disconnected

@@ -21,6 +21,7 @@ SGLang or llama-cpp-python's server, driven as a peer of the in-process engine.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -49,6 +50,8 @@ from loreguard.server.inference.remote_http import CircuitBreaker, RemoteHTTP, R
 _SCHEMA_TOKEN_SLACK = 2
 #: Engines that take our GBNF grammar in a `grammar` field.
 _GBNF_ENGINES = ("llama-server", "llama-cpp-python")
+
+_log = logging.getLogger("loreguard.inference")
 
 
 class OpenAICompatibleConfig(FrozenModel):
@@ -319,7 +322,8 @@ def _usable(template: ChatTemplate) -> ChatTemplate | None:
     probe_messages = [{"role": "system", "content": "system text"}, {"role": "user", "content": "user text"}]
     try:
         template.render(probe_messages)
-    except Exception:
+    except Exception as exc:  # the template's own code failed: anything a Jinja template may raise
+        _log.info("the server's chat template does not render here (%s: %s); sending chat messages", type(exc).__name__, exc)
         return None
     return template
 

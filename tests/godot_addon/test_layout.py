@@ -2,8 +2,8 @@
 nodes/, resources/) never reaches into the editor-only debugger/, and nothing in the addon names
 the folder it is installed in; every exported field and signal has a `##` doc line for the
 inspector; every class a designer can create has an icon; every class name starts with
-Loreguard; every script keeps its Godot 4.4+ `.uid` file beside it; no script grows past its
-line limit. Each failure names the file and line."""
+Loreguard; every script keeps its Godot 4.4+ `.uid` file beside it (its size caps are
+tests/test_architecture.py's). Each failure names the file and line."""
 
 from __future__ import annotations
 
@@ -17,12 +17,6 @@ ADDON = ADDON_PROJECT / "addons" / "loreguard"
 SHIPPED = ("runtime", "nodes", "resources")
 #: Classes that never show in the Create New Node / New Resource dialogs, so need no icon.
 NO_ICON_BASES = {"RefCounted", "Object"}
-#: The most lines a script under godot_addon/ may have: past it, a script is split into parts
-#: with one job each (issue 48).
-MAX_LINES = 500
-#: Tighter limits, by path under godot_addon/: the autoload's client is the protocol, and what
-#: is not (the request table, the session, the launcher) lives beside it.
-LINE_LIMITS = {"addons/loreguard/runtime/client.gd": 450}
 
 CLASS_NAME = re.compile(r"^class_name\s+(\w+)", re.MULTILINE)
 EXTENDS = re.compile(r"^extends\s+(\S+)", re.MULTILINE)
@@ -111,17 +105,6 @@ def test_every_script_keeps_its_uid_file_beside_it() -> None:
     missing = sorted(str(p.relative_to(ROOT)) for p in files if p.suffix == ".gd" and not p.with_suffix(".gd.uid").exists())
     orphans = sorted(str(p.relative_to(ROOT)) for p in files if p.name.endswith(".gd.uid") and not p.with_suffix("").exists())
     assert not missing and not orphans, f"scripts without a .uid: {missing}; .uid files without a script: {orphans}"
-
-
-def test_no_script_grows_past_its_line_limit() -> None:
-    scripts = {p.relative_to(ADDON_PROJECT).as_posix(): p for p in ADDON_PROJECT.rglob("*.gd") if ".godot" not in p.parts}
-    assert set(LINE_LIMITS) <= set(scripts), f"a line limit names a script that is not there: {sorted(LINE_LIMITS)}"
-    too_long = []
-    for name, path in sorted(scripts.items()):
-        lines, limit = len(path.read_text().splitlines()), LINE_LIMITS.get(name, MAX_LINES)
-        if lines > limit:
-            too_long.append(f"{path.relative_to(ROOT)}: {lines} lines (at most {limit})")
-    assert not too_long, "split these into smaller scripts with one job each:\n" + "\n".join(too_long)
 
 
 def test_the_demo_project_stays_loadable_by_the_oldest_supported_godot() -> None:

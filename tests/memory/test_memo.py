@@ -12,7 +12,7 @@ from loreguard.memory import MemoryPolicy, MemoryStore, RetrievalQuery, episodic
 from loreguard.memory.memo import IdentityMemo
 from loreguard.memory.policy import episodic_strengths
 from loreguard.memory.recall import RecallIndex
-from loreguard.memory.retrieval import RELEVANCE_FLOOR, keywords, retrieve_episodic, score_episodic
+from loreguard.memory.retrieval import RELEVANCE_FLOOR, keywords, retrieve_episodic
 from loreguard.memory.transitions import _prune_episodic, _Scratch
 from loreguard.schemas import (
     WORLD_SCOPE,
@@ -120,17 +120,17 @@ def _check_scores(entries: list[EpisodicEntry], query: RetrievalQuery) -> None:
     words = keywords(query.player_input)
     relevant = RecallIndex.of(entries).relevance(words)
     w = query.weights
+    expected = {}
     for entry in entries:
         strength = episodic_strength(entry, query.now_interaction, query.decay)
-        expected = round(
+        expected[entry.seq] = round(
             w.recency * min(strength / max(entry.significance, 1e-9), 1.0)
             + w.relevance * relevant.get(entry.seq, 0.0)
             + w.significance * entry.significance,
             9,
         )
-        assert score_episodic(entry, query, relevant.get(entry.seq, 0.0)) == expected
     found = retrieve_episodic(entries, query)
-    assert all(s == score_episodic(e, query, relevant.get(e.seq, 0.0)) for e, s in found)
+    assert all(s == expected[e.seq] for e, s in found)
     # One memory per text, and every text there is (max_episodic is the whole memory here).
     assert sorted(e.text for e, _ in found) == sorted({e.text for e in entries})
     # Up to half the places for what the line calls for, most relevant first; then by score.

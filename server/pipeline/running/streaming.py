@@ -45,7 +45,7 @@ from pydantic import Field
 
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.npc import OutputHygiene
-from loreguard.schemas.receipt import AttemptStream, GateFailure, StreamCut, StreamRelease
+from loreguard.schemas.receipt import AttemptStream, StreamCut, StreamRelease
 from loreguard.schemas.rules import Constraint
 from loreguard.server.pipeline.expectancy import ConstraintSet
 from loreguard.server.pipeline.gate import GateConfig, GateResult, validate
@@ -305,7 +305,3 @@ class IncrementalGate:
             continued_chars=self.continued,
             avoided_start=self.avoided,
         )
-
-
-def failures_of(result: GateResult | None) -> tuple[GateFailure, ...]:
-    return result.failures if result is not None else ()
