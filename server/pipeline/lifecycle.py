@@ -16,14 +16,11 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 
-from loreguard.memory.audit_log import AuditEntry
-from loreguard.memory.errors import StalePlanError, UnknownScopeError
+from loreguard.memory.errors import UnknownScopeError
 from loreguard.memory.hashing import canonical_json, sha256_hex
-from loreguard.memory.store import MemoryStore, PlannedBatch, StoreView
-from loreguard.schemas.audit import AuditTimings
+from loreguard.memory.store import MemoryStore
 from loreguard.schemas.interaction import InteractionContext, SceneLine, TriggerReason
 from loreguard.schemas.memory import UpsertBelief
 from loreguard.schemas.prompt import Prompt
@@ -38,6 +35,7 @@ from loreguard.server.pipeline.mutation import heard_writes, plan_writes
 from loreguard.server.pipeline.prompt import assemble_prompt
 from loreguard.server.pipeline.retry import escalate, repair_message
 from loreguard.server.pipeline.running.attempt import Accept, GiveUp, StreamCarry, next_step, run_attempt
+from loreguard.server.pipeline.running.commit import Committer
 from loreguard.server.pipeline.running.config import PipelineConfig
 from loreguard.server.pipeline.running.judge import SemanticJudge
 from loreguard.server.pipeline.running.preparation import prepare
@@ -50,10 +48,6 @@ from loreguard.server.pipeline.turn.output_schema import output_schema
 __all__ = ["GovernancePipeline", "PipelineConfig"]
 
 _log = logging.getLogger("loreguard.pipeline")
-
-#: Plans a commit may make before giving up: each new plan follows another batch's commit, so
-#: reaching this means the store is being written in a tight loop.
-_MAX_PLANS = 16
 
 
 class GovernancePipeline:
@@ -73,9 +67,6 @@ class GovernancePipeline:
         self.store = store
         self.backend = backend
         self.config = config or PipelineConfig()
-        #: With a recorder, every interaction writes an audit record in the same transaction
-        #: as its memory batch, or fails with `StorageUnavailableError` and changes nothing.
-        self.recorder = recorder
         # What replay needs to run under the same settings; hashed once, stored once.
         self._config_json = canonical_json(
             {"pipeline": self.config.model_dump(mode="json"), "memory_policy": store.policy.model_dump(mode="json")}
@@ -88,12 +79,19 @@ class GovernancePipeline:
         self.time_decisions: TimeDecisions = time_decisions or ClockTimeDecisions()
         self.counters: Counter[str] = Counter()
         self._counters_lock = threading.Lock()
-        #: One ending plans and commits at a time: interactions that finish together (a remote
-        #: server's slots all answer at once) would otherwise invalidate each other's plans in
-        #: turn until one gave up. Planning is CPU under the GIL anyway; other writers to the
-        #: store (the game's world state) still make a plan stale, and it is planned again.
-        self._commit_lock = threading.Lock()
+        #: Plans, records and commits each ending, one at a time (`running.commit`).
+        self.committer = Committer(store, recorder, (self._config_hash, self._config_json), self._count)
         self._specials: tuple[str, ...] | None = None
+
+    @property
+    def recorder(self) -> AuditSink | None:
+        """With a recorder, every interaction writes an audit record in the same transaction as
+        its memory batch, or fails with `StorageUnavailableError` and changes nothing."""
+        return self.committer.recorder
+
+    @recorder.setter
+    def recorder(self, recorder: AuditSink | None) -> None:
+        self.committer.recorder = recorder
 
     def _special_tokens(self) -> tuple[str, ...]:
         """The model's special tokens, asked once (a backend lists them from its vocabulary)."""
@@ -188,40 +186,8 @@ class GovernancePipeline:
         if summary is None:
             return None
         self._count("consolidation.written" if summary.writes else "consolidation.refused")
-        with self._commit_lock:
-            return self._commit_consolidation(view, summary.writes, summary.prompt.full, partial(summary.result, view))
-
-    def _commit_consolidation(
-        self, view: StoreView, writes: list, prompt: str, build: Callable[[str], InteractionResult]
-    ) -> InteractionResult | None:
-        """Plan, record and commit a consolidation's batch (under the commit lock). None when the
-        NPC's memory changed since it was read (an interaction overlapped it)."""
-        scopes = tuple(name for name, _ in view.scope_hashes)
-        context = InteractionContext(npc_id=view.profile.id, trigger_reason=TriggerReason.CUSTOM)
-        for _ in range(_MAX_PLANS):
-            planned = self.store.plan(writes, hash_scopes=scopes)
-            if planned.next_seq_before != view.next_seq:
-                view = replace(view, next_seq=planned.next_seq_before)  # another NPC wrote: as in `_plan_and_commit`
-            if not planned.ok:  # memory's own checks refused a note the gate passed: nothing changes
-                self._count("consolidation.refused_by_memory")
-                _log.warning("consolidation of %s refused by memory: %s", view.profile.id, planned.plan.refusals)
-                return None
-            if planned.memory_hash_before != view.memory_hash:
-                self._count("consolidation.stale")
-                return None
-            result = build(planned.memory_hash_after)
-            if self.recorder is None:
-                if self._committed(planned):
-                    return result
-                continue
-            record, entry = self.recorder.entry(
-                planned.audit_seq, context=context, view=view, config=(self._config_hash, self._config_json),
-                result=result, prompts=[prompt], timings=AuditTimings(),
-            )  # fmt: skip
-            if self._committed(planned, audit=entry):
-                self.recorder.committed(record, entry)
-                return result.model_copy(update={"audit_record_id": record.record_id})
-        raise LifecycleHalt("consolidation", f"memory changed under this consolidation's commit {_MAX_PLANS} times in a row")
+        with self.committer.lock:
+            return self.committer.consolidation(view, summary.writes, summary.prompt.full, partial(summary.result, view))
 
     def _record_halt(self, run: InteractionRun, halt: LifecycleHalt) -> str | None:
         """The black box keeps halted interactions too: a record with the inputs, the attempts
@@ -231,7 +197,7 @@ class GovernancePipeline:
         self._count(f"halted.{halt.phase}")
         if self.recorder is None:
             return None
-        result = self._commit(
+        result = self.committer.ending(
             run,
             "halt",
             [],
@@ -348,7 +314,7 @@ class GovernancePipeline:
             if isinstance(write.op, UpsertBelief) and write.op.belief_id in canonical:
                 raise LifecycleHalt("mutation", f"an approved write targets canonical fact {write.op.belief_id}")
         overrides = sum(1 for r in gate.rejected_mutations if r.canonical_override)
-        result = self._commit(
+        result = self.committer.ending(
             run,
             "mutation",
             writes,
@@ -382,7 +348,7 @@ class GovernancePipeline:
         )  # fmt: skip
         # The interaction still counts (it picks the next line and seed; the store keeps the line
         # said); the NPC's memory does not change (in a scene, those present remember the line).
-        result = self._commit(
+        result = self.committer.ending(
             run,
             "fallback",
             self._heard(run, choice.text),
@@ -413,7 +379,7 @@ class GovernancePipeline:
 
     def _clarify(self, run: InteractionRun) -> InteractionResult:
         # Nothing counts and nothing changes; the record still goes in the log.
-        result = self._commit(
+        result = self.committer.ending(
             run,
             "clarify",
             [],
@@ -422,79 +388,3 @@ class GovernancePipeline:
         )
         self._count("clarify", 1)
         return result
-
-    def _commit(
-        self,
-        run: InteractionRun,
-        phase: str,
-        writes: list,
-        build: Callable[[str], InteractionResult],
-        *,
-        complete: bool = True,
-        fallback_line: str | None = None,
-    ) -> InteractionResult:
-        """Plan the ending's batch, build the reply from the memory hash it leads to and, with a
-        recorder, the audit record; then commit batch and record in one short transaction."""
-        complete_interaction = run.ctx.npc_id if complete else None
-        recorder = self.recorder
-        if recorder is None and not writes and complete_interaction is None:
-            # A clarify without a record has nothing to write.
-            run.timer.lap(phase)
-            return build(self.store.memory_hash(run.scopes))
-        with self._commit_lock:
-            return self._plan_and_commit(run, phase, writes, build, complete_interaction, fallback_line)
-
-    def _plan_and_commit(
-        self,
-        run: InteractionRun,
-        phase: str,
-        writes: list,
-        build: Callable[[str], InteractionResult],
-        complete_interaction: str | None,
-        fallback_line: str | None,
-    ) -> InteractionResult:
-        recorder = self.recorder
-        for plans in range(_MAX_PLANS):
-            planned = self.store.plan(
-                writes, complete_interaction=complete_interaction, hash_scopes=run.scopes, fallback_line=fallback_line
-            )
-            if not planned.ok:
-                raise LifecycleHalt(phase, f"memory refused approved writes: {planned.plan.refusals}")
-            if not writes and planned.memory_hash_after != planned.memory_hash_before:
-                raise LifecycleHalt(phase, "memory changed without a validated output")
-            if planned.next_seq_before != run.view.next_seq:
-                # Another NPC's batch committed since this interaction read memory: its scopes
-                # are as read, but its new entries take later sequence numbers. The reply and the
-                # record describe that state, so a replay assigns the same ids.
-                run.view = replace(run.view, next_seq=planned.next_seq_before)
-                run.hash_before = run.view.memory_hash
-            if plans == 0:
-                run.timer.lap(phase)
-            result = build(planned.memory_hash_after)
-            if recorder is None:
-                if self._committed(planned):
-                    return result
-                continue
-            record, entry = recorder.entry(
-                planned.audit_seq,
-                context=run.received,
-                view=run.view,
-                config=(self._config_hash, self._config_json),
-                result=result,
-                prompts=run.prompts,
-                timings=AuditTimings(ttft_ms=run.ttft_ms, total_ms=run.timer.elapsed_ms()),
-            )
-            if self._committed(planned, audit=entry):
-                recorder.committed(record, entry)
-                return result.model_copy(update={"audit_record_id": record.record_id})
-        raise LifecycleHalt(phase, f"memory changed under this interaction's commit {_MAX_PLANS} times in a row")
-
-    def _committed(self, planned: PlannedBatch, *, audit: AuditEntry | None = None) -> bool:
-        """Commit a plan; False when another batch (another NPC's interaction, the game's world
-        state) committed after it was planned, so the caller plans again against the new state."""
-        try:
-            self.store.commit(planned, audit=audit)
-        except StalePlanError:
-            self._count("commit_replanned")
-            return False
-        return True

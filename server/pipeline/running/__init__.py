@@ -2,6 +2,7 @@
 
 - `preparation`  intake to snapshot: the stages that run once per interaction
 - `attempt`      one attempt: prompt -> inference -> gate
+- `commit`       an ending planned, recorded and committed, one at a time
 - `run_state`    an interaction in flight: its attempts, prompts and receipts so far
 - `streaming`    the incremental gate: sentences checked while the line is decoded
 - `judge`        the optional semantic judge
