@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 from loreguard.memory.errors import SchemaVersionError, StorageUnavailableError, storage_fault
 from loreguard.schemas.memory import WORLD_SCOPE
+
+_log = logging.getLogger("loreguard.memory")
 
 SCHEMA_VERSION = 4
 
@@ -112,6 +115,8 @@ class Transaction:
 
     def __enter__(self) -> sqlite3.Connection:
         try:
+            if self.db.in_transaction:  # the last write's ROLLBACK failed (`_roll_back`): end it first
+                self.db.execute("ROLLBACK")
             self.db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             raise _as_storage_error(exc) from exc
@@ -134,8 +139,10 @@ class Transaction:
         if self.db.in_transaction:
             try:
                 self.db.execute("ROLLBACK")
-            except sqlite3.OperationalError:
-                pass  # nothing was committed; the connection rolls back on its next BEGIN
+            except sqlite3.OperationalError as exc:
+                # Nothing was committed, and the write's own error is the one to raise; the next
+                # write ends this transaction before it begins its own (`__enter__`).
+                _log.warning("memory: a failed write could not be rolled back yet (%s); the next write does it", exc)
 
 
 def _as_storage_error(exc: sqlite3.OperationalError) -> Exception:

@@ -30,12 +30,12 @@ def negated_within(words: tuple[str, ...], at: int, reach: int = NEGATION_REACH)
     return not NEGATIONS.isdisjoint(words[max(0, at - reach) : at])
 
 
-def negation_starts(words: tuple[str, ...], start: int, end: int, among: frozenset[str] = DENIALS) -> list[int]:
-    """Where each negation of `among` in words[start:end] begins: a contraction's at its verb
+def negation_starts(words: tuple[str, ...], start: int, end: int) -> list[int]:
+    """Where each denial (`DENIALS`) in words[start:end] begins: a contraction's at its verb
     ("doesn't" -> the "doesn" of "doesn", "t"), so the words from there read as said."""
     found = []
     for i in range(max(start, 0), min(end, len(words))):
-        if words[i] in among:
+        if words[i] in DENIALS:
             begins = i - 1 if words[i] == "t" and i > start else i
             if not found or found[-1] != begins:
                 found.append(begins)

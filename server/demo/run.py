@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import TextIO
 
 from loreguard.client import Client, LoreguardError, NoReply
-from loreguard.memory import DataFolderLock, FolderInUseError, MemoryStore
+from loreguard.memory import DataFolderLock, MemoryStore
 from loreguard.schemas import InteractionResult
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.demo.session import TURNS, context_for
 from loreguard.server.inference import InferenceBackend, ScriptedBackend
+from loreguard.server.sidecar.serve import EXIT_FOLDER_IN_USE, take_data_folder
 from loreguard.server.sidecar.transport import Sidecar, SidecarConfig
 
 
@@ -126,11 +127,8 @@ def run_demo(
             fingerprint = backend.fingerprint()
             model = f"{fingerprint.file_name} via {fingerprint.backend} (live; the gate decides what it may say)"
         owner = DataFolderLock(directory)
-        try:
-            owner.acquire()  # one sidecar per data folder, the demo's too
-        except FolderInUseError as exc:
-            print(f"loreguard: {exc}", file=sys.stderr)
-            return 4
+        if not take_data_folder(owner):  # one sidecar per data folder, the demo's too
+            return EXIT_FOLDER_IN_USE
         sidecar = Sidecar(MemoryStore(directory / "memory.sqlite"), backend, SidecarConfig(port=0))
         sidecar.start()
         try:

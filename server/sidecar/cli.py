@@ -80,7 +80,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _serve(args: argparse.Namespace) -> int:
     from loreguard.memory import DataFolderLock
-    from loreguard.server.sidecar.serve import EXIT_FOLDER_IN_USE
+    from loreguard.server.sidecar.serve import EXIT_FOLDER_IN_USE, take_data_folder
 
     if args.log_file:  # first, so a bad argument's message reaches the launching game too
         _redirect_output(Path(args.log_file))
@@ -89,24 +89,12 @@ def _serve(args: argparse.Namespace) -> int:
     # is loaded (`serve`), so a bad argument leaves nothing behind. The OS releases the lock when
     # this process ends, however it ends.
     owner = DataFolderLock(Path(args.data))
-    if owner.folder.is_dir() and not _own(owner):
+    if owner.folder.is_dir() and not take_data_folder(owner):
         return EXIT_FOLDER_IN_USE
     try:
         return _serve_owned(args, owner)
     finally:
         owner.release()
-
-
-def _own(owner: DataFolderLock) -> bool:
-    """Take the data folder's lock; False, with its one line said, when another sidecar holds it."""
-    from loreguard.memory import FolderInUseError
-
-    try:
-        owner.acquire()
-    except FolderInUseError as exc:
-        print(f"loreguard: {exc}", file=sys.stderr, flush=True)
-        return False
-    return True
 
 
 def _serve_owned(args: argparse.Namespace, owner: DataFolderLock) -> int:
@@ -127,7 +115,7 @@ def _serve_owned(args: argparse.Namespace, owner: DataFolderLock) -> int:
     )
     return serve(
         load, what, Path(args.data), config, judge=_judge_setup(args, what), parent_pid=args.parent_pid,
-        stall_limit_s=args.stall_limit_s, stop_file=stop_file, take_folder=lambda: _own(owner),
+        stall_limit_s=args.stall_limit_s, stop_file=stop_file, owner=owner,
     )  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TextIO
 
-from loreguard.memory import MemoryStore, MemoryStoreError
+from loreguard.memory import DataFolderLock, FolderInUseError, MemoryStore, MemoryStoreError
 from loreguard.server.inference.base import InferenceBackend
 from loreguard.server.models.backends import load_with_progress
 from loreguard.server.pipeline import PipelineConfig
@@ -53,15 +53,15 @@ def serve(
     parent_pid: int | None = None,
     stall_limit_s: float = 0.0,
     stop_file: Path | None = None,
-    take_folder: Callable[[], bool] = lambda: True,
+    owner: DataFolderLock | None = None,
 ) -> int:
     """Serve until SIGINT/SIGTERM, or until process `parent_pid` (the game that launched this
     sidecar) dies or creates `stop_file`: then the sidecar stops as on SIGTERM, or at once while
     still loading. With
     `stall_limit_s`, a model call that has not returned in that long (a GPU driver that stopped
     answering) ends the process with exit code 3, for the launcher to restart it (watchdog.py).
-    `take_folder` takes the data folder's lock once it exists (False: another sidecar holds it,
-    said in its line; exit code 4)."""
+    `owner` is the data folder's lock (taken already when the folder existed); serve takes it once
+    the folder exists, or exits with code 4 when another sidecar holds it."""
     out = out if out is not None else sys.stderr  # looked up now: a default bound at import goes stale
     running: list[Sidecar] = []
     watch = None
@@ -80,7 +80,7 @@ def serve(
 
         watch = ParentWatch(parent_pid, parent_died, stop_file=stop_file).start()
     data.mkdir(parents=True, exist_ok=True)
-    if not take_folder():
+    if not take_data_folder(owner if owner is not None else DataFolderLock(data), out):
         return EXIT_FOLDER_IN_USE
     try:  # before the model: a memory file that cannot be read stops the launch in a second, not a minute
         store = MemoryStore(data / "memory.sqlite")
@@ -117,6 +117,17 @@ def serve(
         backend.close()
     print("loreguard sidecar stopped: replies sent, memory flushed", file=out, flush=True)
     return 0
+
+
+def take_data_folder(owner: DataFolderLock, out: TextIO | None = None) -> bool:
+    """Take the data folder's lock (at once when it is held already); False, with its one line
+    said, when another sidecar holds it."""
+    try:
+        owner.acquire()
+    except FolderInUseError as exc:
+        print(f"loreguard: {exc}", file=out if out is not None else sys.stderr, flush=True)
+        return False
+    return True
 
 
 def _stall_watch(backend: InferenceBackend, stall_limit_s: float, out: TextIO) -> StallWatch | None:

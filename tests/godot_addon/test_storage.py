@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from godot_helpers import DEMO_PROJECT, DEMO_SCENE_SCRIPT, godot_command
 from sidecar_helpers import free_port, running_sidecar
+from waiting import wait_for
 
 from loreguard.server.inference import ScriptedBackend
 
@@ -21,10 +21,8 @@ pytestmark = pytest.mark.slow
 
 def _answer(request: Path, answer: Path, godot: subprocess.Popen[str], act: object) -> None:
     """When the scene touches `request`, do `act` and touch `answer` (the scene waits on it)."""
-    deadline = time.monotonic() + 120
-    while not request.exists():
-        assert godot.poll() is None and time.monotonic() < deadline, f"the scene never asked for {request.name}"
-        time.sleep(0.05)
+    wait_for(lambda: request.exists() or godot.poll() is not None, f"the scene to ask for {request.name}", timeout_s=120)
+    assert request.exists(), f"the scene ended without asking for {request.name}"
     act()  # type: ignore[operator]
     answer.write_text("1")
 

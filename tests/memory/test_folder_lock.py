@@ -22,11 +22,11 @@ def test_a_second_lock_on_the_folder_is_refused_naming_the_holder(tmp_path: Path
         assert f"process {os.getpid()}" in refused.value.holder
         assert str(tmp_path / "save") in str(refused.value) and "--data" in str(refused.value)
         # Another folder is another owner.
-        with DataFolderLock(tmp_path / "other"):
-            pass
+        with DataFolderLock(tmp_path / "other") as other:
+            assert other.held
     assert not first.held
-    with DataFolderLock(tmp_path / "save"):  # released: the next owner takes it at once
-        pass
+    with DataFolderLock(tmp_path / "save") as next_owner:  # released: the next owner takes it at once
+        assert next_owner.held
 
 
 def test_the_lock_ends_with_its_process_however_it_ends(tmp_path: Path) -> None:

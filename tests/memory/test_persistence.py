@@ -368,3 +368,18 @@ def test_a_slot_load_refuses_a_belief_named_like_a_fact_added_since(store: Memor
     with pytest.raises(SlotConflictError, match="guard/moon"):
         store.slots.load("chapter1")
     assert store.memory_hash() == before and "moon" in store.scope("guard").canonical_ids()
+
+
+def test_a_transaction_left_open_by_a_failed_rollback_is_ended_by_the_next_write(store_path: Path) -> None:
+    """A ROLLBACK that failed leaves the connection inside a transaction; the next write ends
+    it first instead of failing with "cannot start a transaction within a transaction"."""
+    from loreguard.memory.schema import Transaction
+
+    db = sqlite3.connect(store_path, isolation_level=None)
+    db.execute("CREATE TABLE t(x)")
+    db.execute("BEGIN")
+    db.execute("INSERT INTO t VALUES (1)")  # never committed
+    with Transaction(db):
+        db.execute("INSERT INTO t VALUES (2)")
+    assert db.execute("SELECT x FROM t").fetchall() == [(2,)]
+    db.close()
