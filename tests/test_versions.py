@@ -19,7 +19,7 @@ ADDON = ADDON_PROJECT / "addons" / "loreguard"
 
 def test_pyproject_plugin_cfg_addon_constant_and_hello_agree(tmp_path: Path) -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    constant = re.search(r'const ADDON_VERSION := "([^"]+)"', (ADDON / "runtime" / "sidecar_bundle.gd").read_text())
+    constant = re.search(r'const ADDON_VERSION := "([^"]+)"', (ADDON / "sidecar" / "sidecar_bundle.gd").read_text())
     assert constant is not None
     with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=30) as client:
         hello = client.hello()

@@ -4,7 +4,7 @@ extends "res://tests/check_run.gd"
 ## in the sidecar's source, failures its checks made, and the replies of a governance-heavy
 ## streamed session. Prints each failure's phrase for a person to read.
 
-const WORDS := preload("res://addons/loreguard/runtime/governance_text.gd")
+const WORDS := preload("res://addons/loreguard/display/governance_text.gd")
 
 var given: Dictionary = {}
 

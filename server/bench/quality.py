@@ -53,7 +53,7 @@ from loreguard.server.pipeline.gate.degenerate import find_degenerate
 from loreguard.server.pipeline.gate.parroting import PARROTING_RULE
 from loreguard.server.pipeline.gate.self_repeats import RepeatContext, find_self_repeats
 from loreguard.server.pipeline.retry import RetryPolicy
-from loreguard.server.pipeline.snapshot import RecentReply
+from loreguard.server.pipeline.turn.transcript import RecentReply
 
 _DEGENERATE_RULES = frozenset(
     {

@@ -42,8 +42,9 @@ from loreguard.server.pipeline.running.preparation import prepare
 from loreguard.server.pipeline.running.run_state import ClockTimeDecisions, InteractionRun, PhaseTimer, TimeDecisions
 from loreguard.server.pipeline.running.sink import AuditSink
 from loreguard.server.pipeline.running.streaming import StreamSession
-from loreguard.server.pipeline.snapshot import ScoredEpisode, listeners
+from loreguard.server.pipeline.snapshot import ScoredEpisode
 from loreguard.server.pipeline.turn.output_schema import output_schema
+from loreguard.server.pipeline.turn.transcript import listeners
 
 __all__ = ["GovernancePipeline", "PipelineConfig"]
 

@@ -25,7 +25,7 @@ from loreguard.schemas.output import (
     TransformBeliefMutation,
     TransformRelationshipMutation,
 )
-from loreguard.server.pipeline.snapshot import (
+from loreguard.server.pipeline.turn.transcript import (
     EXCHANGE_TAG,
     HEARD_TAG,
     MODEL_TAG,

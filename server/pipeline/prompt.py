@@ -40,8 +40,9 @@ from loreguard.schemas.npc import FewShotExample
 from loreguard.schemas.output import MAX_DIALOGUE_CHARS, NO_INTENT, Emotion
 from loreguard.schemas.prompt import BELIEFS_HEADING, MEMORIES_HEADING, SITUATION_HEADING, WORLD_STATE_HEADING, Prompt
 from loreguard.server.pipeline.expectancy import ConstraintSet
-from loreguard.server.pipeline.snapshot import SCENE_CUE, StateSnapshot, intent_value, new_message
+from loreguard.server.pipeline.snapshot import StateSnapshot
 from loreguard.server.pipeline.turn.intents import describe
+from loreguard.server.pipeline.turn.transcript import SCENE_CUE, intent_value, new_message
 
 
 class PromptBoundary(str, Enum):

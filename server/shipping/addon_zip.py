@@ -1,6 +1,6 @@
 """`loreguard addon-zip`: the Godot addon alone, in the Asset Library layout.
 
-    loreguard-<version>/addons/loreguard/plugin.cfg, icon.svg, LICENSE, README.md, runtime/, ...
+    loreguard-<version>/addons/loreguard/plugin.cfg, icon.svg, LICENSE, README.md, client/, wire/, ...
 
 Godot's asset installer drops the zip's top folder and copies `addons/` into the project, so a
 user gets `res://addons/loreguard/` with the license and readme inside it. Entries are written

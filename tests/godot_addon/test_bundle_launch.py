@@ -1,4 +1,4 @@
-"""How the addon finds a sidecar bundle (godot_addon/addons/loreguard/runtime/sidecar_bundle.gd),
+"""How the addon finds a sidecar bundle (godot_addon/addons/loreguard/sidecar/sidecar_bundle.gd),
 and the bad bundles a player could end up with: each is one status line, never a hang.
 
 The bundles here are made up (a bundle.json and an executable); a real frozen bundle goes

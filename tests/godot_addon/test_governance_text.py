@@ -31,7 +31,7 @@ from loreguard.server.pipeline.gate.hygiene import scrub_dialogue
 from loreguard.server.pipeline.gate.parroting import find_parroting
 from loreguard.server.pipeline.gate.self_repeats import find_self_repeats
 from loreguard.server.pipeline.gate.validation import _contradiction_failure, _number_failure
-from loreguard.server.pipeline.snapshot import RecentReply
+from loreguard.server.pipeline.turn.transcript import RecentReply
 
 PIPELINE = ROOT / "server" / "pipeline"
 

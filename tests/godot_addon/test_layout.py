@@ -1,5 +1,5 @@
-"""The Godot addon's shape, read from its files (no Godot needed): what a game ships (runtime/,
-nodes/, resources/) never reaches into the editor-only debugger/, and nothing in the addon names
+"""The Godot addon's shape, read from its files (no Godot needed): what a game ships (wire/,
+sidecar/, client/, display/, nodes/, resources/) never reaches into the editor-only debugger/, and nothing in the addon names
 the folder it is installed in; every exported field and signal has a `##` doc line for the
 inspector; every class a designer can create has an icon; every class name starts with
 Loreguard; every script keeps its Godot 4.4+ `.uid` file beside it (its size caps are
@@ -13,8 +13,8 @@ from pathlib import Path
 from godot_helpers import ADDON_PROJECT, DEMO_PROJECT, ROOT
 
 ADDON = ADDON_PROJECT / "addons" / "loreguard"
-#: What an exported game loads. The debugger's game-side forwarder is runtime/debug_forwarder.gd.
-SHIPPED = ("runtime", "nodes", "resources")
+#: What an exported game loads. The debugger's game-side forwarder is client/debug_forwarder.gd.
+SHIPPED = ("wire", "sidecar", "client", "display", "nodes", "resources")
 #: Classes that never show in the Create New Node / New Resource dialogs, so need no icon.
 NO_ICON_BASES = {"RefCounted", "Object"}
 
@@ -36,7 +36,7 @@ def _where(path: Path, number: int, line: str) -> str:
 
 def test_the_addon_is_grouped_by_kind() -> None:
     folders = {p.name for p in ADDON.iterdir() if p.is_dir()}
-    assert folders == {"runtime", "nodes", "resources", "debugger"}, folders
+    assert folders == {*SHIPPED, "debugger"}, folders
     assert [p.name for p in ADDON.glob("*.gd")] == ["plugin.gd"]
 
 
@@ -50,7 +50,7 @@ def test_shipped_code_never_refers_to_the_debugger_or_the_install_path() -> None
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if forbidden.search(line)
     ]
-    assert not problems, "runtime/, nodes/ and resources/ must not depend on debugger/:\n" + "\n".join(problems)
+    assert not problems, "what a game ships must not depend on debugger/:\n" + "\n".join(problems)
 
 
 def test_the_addon_finds_its_own_files_by_relative_paths() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from godot_helpers import ADDON_PROJECT, ROOT, run_godot
 
-RUNTIME = ADDON_PROJECT / "addons" / "loreguard" / "runtime"
+CLIENT = ADDON_PROJECT / "addons" / "loreguard" / "client"
 REPLY_SCHEMA = ROOT / "schemas" / "json" / "interact.reply.json"
 
 
@@ -22,12 +22,12 @@ def _fields(script: Path) -> set[str]:
 def test_the_line_has_a_field_for_every_reply_field_and_no_other() -> None:
     wire = set(json.loads(REPLY_SCHEMA.read_text())["properties"])
     # The receipt stays in `body` (the debugger reads it); `body` is the raw reply itself.
-    assert _fields(RUNTIME / "line.gd") - {"body"} == wire - {"receipt"}
+    assert _fields(CLIENT / "line.gd") - {"body"} == wire - {"receipt"}
 
 
 def test_a_world_intent_has_the_wire_fields() -> None:
     schema = json.loads(REPLY_SCHEMA.read_text())["$defs"]["WorldIntent"]
-    assert _fields(RUNTIME / "world_intent.gd") == set(schema["properties"])
+    assert _fields(CLIENT / "world_intent.gd") == set(schema["properties"])
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The autoload's supervised sidecar (runtime/launcher.gd, supervisor.gd) in a real headless Godot
+"""The autoload's supervised sidecar (sidecar/launcher.gd, supervisor.gd) in a real headless Godot
 with a real `loreguard serve`: kill -9 mid-line, a SIGKILLed game, a foreign sidecar on the port."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ func _enable_plugin() -> void:
 	# The autoload needs a res:// path; built from this script's own, so the addon works
 	# wherever it is installed.
 	var script: Script = get_script()
-	add_autoload_singleton(AUTOLOAD, script.resource_path.get_base_dir().path_join("runtime/client.gd"))
+	add_autoload_singleton(AUTOLOAD, script.resource_path.get_base_dir().path_join("client/client.gd"))
 
 
 func _disable_plugin() -> void:

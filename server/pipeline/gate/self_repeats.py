@@ -49,8 +49,9 @@ from loreguard.schemas.receipt import FindingAction, FindingKind, GateFailure, G
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import fold, norm_words
 from loreguard.server.pipeline.gate.hygiene import Scrubbed
-from loreguard.server.pipeline.snapshot import RecentReply, StateSnapshot
+from loreguard.server.pipeline.snapshot import StateSnapshot
 from loreguard.server.pipeline.turn.intents import describe, offered_intents
+from loreguard.server.pipeline.turn.transcript import RecentReply
 from loreguard.text.phrases import VOCATIVES, sentences
 from loreguard.text.words import keywords, stem
 

@@ -1,5 +1,6 @@
-"""What one turn offers the model and lets it emit.
+"""What one turn offers the model, lets it emit, and leaves in memory.
 
 - `intents`        what is on the table this turn: the intents offered, and requests refused
+- `transcript`     an exchange as memory writes it and as the next prompt reads it back
 - `output_schema`  the JSON shape (and grammar) the model's reply must take
 """

@@ -35,7 +35,7 @@ PACKAGE = RegistryPackages(
     package="fake-model-part{n}", version="1.0.0", parts=3, member="fake_model_part{n}/data/part{n:02d}.bin"
 )
 CHATML = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-#: The line the Godot addon reads as download progress (godot_addon/addons/loreguard/runtime/supervisor.gd).
+#: The line the Godot addon reads as download progress (godot_addon/addons/loreguard/sidecar/supervisor.gd).
 ADDON_PROGRESS = re.compile(r"^downloading (.+?): (?:[0-9]+% \(([0-9.]+)/([0-9.]+) MiB\)|([0-9.]+) MiB)$")
 
 

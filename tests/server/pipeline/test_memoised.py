@@ -21,9 +21,9 @@ from loreguard.server.pipeline.contract import _canonical_words, vocabulary
 from loreguard.server.pipeline.expectancy import ConstraintSet, _new_constraint, evaluate_rules, to_constraint
 from loreguard.server.pipeline.gate.degenerate import _repeated_ngram
 from loreguard.server.pipeline.gate.grounding import _canonical_subjects, subjects_in_context
-from loreguard.server.pipeline.snapshot import _reply_changes
 from loreguard.server.pipeline.turn.intents import offered_intents
 from loreguard.server.pipeline.turn.output_schema import GenerationLimits, _output_schema, output_schema
+from loreguard.server.pipeline.turn.transcript import reply_changes
 from loreguard.text.phrases import clean_dialogue
 
 
@@ -91,7 +91,7 @@ def test_vocabulary_words_equal_for_equal_facts_built_apart() -> None:
     assert vocabulary({}, {}, [a], (), 0.2).canonical == vocabulary({}, {}, [b], (), 0.2).canonical
 
 
-def test_reply_changes_are_what_the_reply_says() -> None:
+def testreply_changes_are_what_the_reply_says() -> None:
     reply = json.dumps(
         {
             "dialogue": "Aye.",
@@ -103,8 +103,8 @@ def test_reply_changes_are_what_the_reply_says() -> None:
             ],
         }
     )
-    assert _reply_changes(reply) == (("Met a traveller.", "It rained."), (("traveller", "Seems honest."),))
-    assert _reply_changes(json.dumps({"dialogue": "Aye.", "emotion": "neutral", "mutations": []})) == ((), ())
+    assert reply_changes(reply) == (("Met a traveller.", "It rained."), (("traveller", "Seems honest."),))
+    assert reply_changes(json.dumps({"dialogue": "Aye.", "emotion": "neutral", "mutations": []})) == ((), ())
 
 
 def test_the_output_schema_is_built_once_per_intents_and_equals_a_fresh_one() -> None:

@@ -146,7 +146,7 @@ def test_snapshot_is_immutable_and_for_retry(tmp_path: Path) -> None:
     [(0, 4, 0), (4, 4, 0), (5, 4, 2), (6, 4, 2), (7, 4, 4), (8, 4, 4), (9, 4, 6), (3, 1, 2), (10, 6, 6), (13, 6, 9)],
 )
 def test_the_conversation_window_moves_in_half_steps(n: int, bound: int, first: int) -> None:
-    from loreguard.server.pipeline.snapshot import conversation_window
+    from loreguard.server.pipeline.turn.transcript import conversation_window
 
     assert conversation_window(n, bound) == first
     assert n == 0 or bound // 2 < n - first <= bound or n <= bound

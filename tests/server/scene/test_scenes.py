@@ -18,7 +18,7 @@ from loreguard.schemas.scene import SceneChunk
 from loreguard.server.audit.replay import Replayer
 from loreguard.server.inference import ScriptedBackend
 from loreguard.server.inference.base import Generation, GenerationRequest
-from loreguard.server.pipeline.snapshot import SCENE_CUE
+from loreguard.server.pipeline.turn.transcript import SCENE_CUE
 
 SECRET = "silver moon"
 SMITH = guard_profile(id="smith", name="Hild", persona="You are Hild, the town smith.", secrets=[], canonical_facts=[])

@@ -17,7 +17,7 @@ from loreguard.server.pipeline.gate.voices import (
     find_player_voice,
 )
 from loreguard.server.pipeline.prompt import scene_situation
-from loreguard.server.pipeline.snapshot import SCENE_CUE, SCENE_OPENING, new_message
+from loreguard.server.pipeline.turn.transcript import SCENE_CUE, SCENE_OPENING, new_message
 
 TURN = SceneTurn(
     scene_id="gate", line=2, present=(SceneMember(npc_id="merchant", name="Mira the merchant"),), player_present=True

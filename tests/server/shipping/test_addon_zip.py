@@ -24,8 +24,8 @@ def test_the_zip_holds_the_addon_with_license_and_readme(tmp_path: Path) -> None
         "LICENSE",
         "README.md",
         "plugin.gd",
-        "runtime/client.gd",
-        "runtime/sidecar_bundle.gd",
+        "client/client.gd",
+        "sidecar/sidecar_bundle.gd",
     ):
         assert f"{top}/{required}" in names
     assert all(name.startswith(top + "/") for name in names)

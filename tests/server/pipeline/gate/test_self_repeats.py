@@ -26,7 +26,7 @@ from loreguard.server.pipeline.gate.self_repeats import (
     without_repeated_sentences,
 )
 from loreguard.server.pipeline.running.streaming import StreamSession, continuation_prefix
-from loreguard.server.pipeline.snapshot import RecentReply
+from loreguard.server.pipeline.turn.transcript import RecentReply
 
 THRONE = "The king's throne is located on the wall of Eldmoor."
 #: The real model's line (embedded SmolLM2, bench quality): said to 17 questions in a row.
