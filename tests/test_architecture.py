@@ -255,24 +255,30 @@ def test_a_backend_loads_no_stage() -> None:
     assert not {m for m in loaded if m.startswith("loreguard.server.pipeline")}
 
 
-def test_no_module_over_500_lines() -> None:
+#: The caps, with headroom under the limits the code must never reach (500 lines, 80 a function):
+#: a module near its cap is split by job before the cap decides where the next line goes.
+MAX_MODULE_LINES = 450
+MAX_FUNCTION_LINES = 70
+
+
+def test_no_module_over_450_lines() -> None:
     long = {
         str(p.relative_to(ROOT)): n
         for folder in PACKAGES.values()
         for p in (ROOT / folder).rglob("*.py")
-        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
 
 
-def test_no_function_over_80_lines() -> None:
+def test_no_function_over_70_lines() -> None:
     long = []
     for folder in PACKAGES.values():
         for path in (ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None:
                     lines = node.end_lineno - node.lineno + 1
-                    if lines > 80:
+                    if lines > MAX_FUNCTION_LINES:
                         long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
     assert long == []
 

@@ -16,6 +16,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     bench = commands.add_parser("bench", help="benchmarks; print `name: value` lines")
     suites = bench.add_subparsers(dest="suite", required=True, metavar="SUITE")
+    _scripted_suites(suites)
+    _model_suites(suites)
+    add_bundle_bench(suites, print_figures)
+
+
+def _scripted_suites(suites: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The suites on the scripted model: the governance plane, the sidecar, a long game."""
     _interactions(_suite(suites, "governance", _governance, "full interactions with the scripted model"))
     _interactions(_suite(suites, "audit", _audit, "the same with and without the audit recorder"))
     scene = _suite(suites, "scene", _scene, "scene lines against one-NPC interactions; the gap between lines, prefilled or not")
@@ -40,6 +47,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     load.add_argument("--clients", type=int, default=32, help="concurrent clients (one NPC each)")
     load.add_argument("--per-client", type=int, default=50, help="interactions per client")
 
+
+def _model_suites(suites: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The suites on a real model (the embedded one unless --model says otherwise)."""
     inference = _suite(suites, "inference", _inference, "the embedded model, NPCs with long prefixes, interleaved")
     inference.add_argument("--npcs", type=int, default=8, help="NPCs in the rotation")
     inference.add_argument("--rounds", type=int, default=3, help="turns per NPC")
@@ -88,7 +98,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     for parser in (inference, concurrency, sampling, quality, streaming, first_line):
         _model_options(parser)
-    add_bundle_bench(suites, print_figures)
 
 
 def print_figures(args: argparse.Namespace) -> int:

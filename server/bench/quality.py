@@ -41,7 +41,7 @@ from loreguard.memory import MemoryStore
 from loreguard.schemas import InteractionContext, InteractionOutcome, NpcProfile
 from loreguard.schemas.npc import OutputLimits, WorldDefinition
 from loreguard.schemas.output import WorldIntent
-from loreguard.schemas.receipt import JudgeRecord
+from loreguard.schemas.receipt import InteractionResult, JudgeRecord
 from loreguard.schemas.text import norm_words
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.demo.session import TURNS
@@ -193,6 +193,22 @@ def _store(path: Path, npcs: Iterable[NpcProfile]) -> MemoryStore:
     return store
 
 
+def _print_line(where: str, npc_id: str, line: str, result: InteractionResult) -> None:
+    """The line heard, and what the model wrote each time, heard or not: the lines to read and label."""
+    attempts = result.receipt.attempts
+    first_rules = {f.rule_id for f in attempts[0].failures} if attempts else set()
+    print(
+        f"[{where}] {npc_id}: {line!r} -> {result.outcome.value} {result.dialogue!r} "
+        f"intents={[_shown(intent) for intent in result.intents]} "
+        f"first={sorted(r or '' for r in first_rules)} all={[sorted({f.rule_id or '' for f in a.failures}) for a in attempts]}",
+        file=sys.stderr,
+        flush=True,
+    )
+    for attempt in attempts:
+        print(f"    attempt {attempt.attempt}: {_written(attempt.raw_output)!r} "
+              f"failed={sorted({f.rule_id or f.gate.value for f in attempt.failures})}", file=sys.stderr, flush=True)  # fmt: skip
+
+
 def _run(
     name: str,
     backend: LlamaCppBackend,
@@ -236,16 +252,7 @@ def _run(
         wrong += any(intent != request for intent in result.intents)
         if i < len(TURNS):
             demo_parroted += PARROTING_RULE in first_rules
-        print(
-            f"[{name} {i + 1}/{len(lines)}] {npc_id}: {line!r} -> {result.outcome.value} {result.dialogue!r} "
-            f"intents={[_shown(intent) for intent in result.intents]} "
-            f"first={sorted(r or '' for r in first_rules)} all={[sorted({f.rule_id or '' for f in a.failures}) for a in attempts]}",
-            file=sys.stderr,
-            flush=True,
-        )
-        for attempt in attempts:  # what the model wrote each time, heard or not: the lines to read and label
-            print(f"    attempt {attempt.attempt}: {_written(attempt.raw_output)!r} "
-                  f"failed={sorted({f.rule_id or f.gate.value for f in attempt.failures})}", file=sys.stderr, flush=True)  # fmt: skip
+        _print_line(f"{name} {i + 1}/{len(lines)}", npc_id, line, result)
     n = len(lines)
     figures: dict[str, object] = {
         f"{name}_first_attempt_pass_rate": round(first_pass / n, 3),

@@ -10,8 +10,9 @@ from array import array
 from typing import Literal
 
 from loreguard.server.inference.base import BackendError, BackendTimeout, Observer, WarmResult
-from loreguard.server.inference.batch_engine import BatchedEngine, EngineJob, EngineTimeout
+from loreguard.server.inference.batch_engine import BatchedEngine
 from loreguard.server.inference.engine import EngineOutput, EngineRequest, PromptTokens, decode_prefix, finish_reason
+from loreguard.server.inference.engine_steps import EngineJob, EngineTimeout
 from loreguard.server.inference.llama_native import NativeError
 
 

@@ -35,65 +35,14 @@ from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
+from loreguard.server.inference.engine_steps import EngineClosed, EngineJob, EngineTimeout, StepBatch
 from loreguard.server.inference.llama_native import NativeContext, NativeError, NativeModel
-from loreguard.server.inference.sampling import SamplingTimes, TokenSampler, sample_rows
+from loreguard.server.inference.sampling import SamplingTimes, sample_rows
 from loreguard.server.inference.sequences import Sequence, SequencePool
 from loreguard.server.inference.spill import SpillCache, SpilledSequence
 
 #: llama_decode's status when no KV cells are free for the batch (nothing was changed).
 _NO_KV_SLOT = 1
-
-
-class EngineClosed(NativeError):
-    """The engine was shut down before the generation finished."""
-
-
-class EngineTimeout(NativeError):
-    """The generation ran past its deadline and was stopped (its slot is free again)."""
-
-
-@dataclass
-class EngineJob:
-    owner: str
-    prompt: array
-    #: None for a warm-up, which evaluates its prompt and samples nothing.
-    sampler: TokenSampler | None
-    max_tokens: int
-    #: perf_counter() when the caller asked; TTFT counts from here (queueing included).
-    started: float
-    #: perf_counter() past which the job is stopped with `EngineTimeout`; None: no limit.
-    deadline: float | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-    error: Exception | None = None
-    #: Streaming: set by the engine whenever `out` grew or the job ended (the caller clears it).
-    grew: threading.Event | None = None
-    #: Set by the caller to stop the generation; the engine ends it (`finish` `aborted`) before
-    #: its next step, freeing its slot.
-    cancel: bool = False
-    # Filled in by the engine thread.
-    seq: Sequence | None = None
-    reused: int = 0
-    #: Next prompt index to evaluate.
-    pos: int = 0
-    next_token: int | None = None
-    out: bytearray = field(default_factory=bytearray)
-    generated: int = 0
-    ttft_ms: float = 0.0
-    total_ms: float = 0.0
-    finish: str = "length"
-    #: Warm-ups: prompt tokens evaluated, and times it gave way to a generation.
-    #: `alongside`: it may run beside generations that are decoding, not only in idle time.
-    alongside: bool = False
-    evaluated: int = 0
-    yielded: int = 0
-
-    @property
-    def prefilling(self) -> bool:
-        return self.pos < len(self.prompt)
-
-    @property
-    def warm(self) -> bool:
-        return self.sampler is None
 
 
 @dataclass
@@ -337,40 +286,10 @@ class BatchedEngine:
         self.ctx.seq_remove(victim.seq_id)
 
     def _step(self) -> None:
-        tokens: list[int] = []
-        positions: list[int] = []
-        seq_ids: list[int] = []
-        logits: list[bool] = []
-        #: (job, tokens it put in this batch, batch row of its logits or -1)
-        plan: list[tuple[EngineJob, int, int]] = []
-
-        def add(job: EngineJob, chunk: list[int], sample: bool) -> None:
-            assert job.seq is not None
-            start = len(job.seq.tokens)
-            for i, token in enumerate(chunk):
-                tokens.append(token)
-                positions.append(start + i)
-                seq_ids.append(job.seq.seq_id)
-                logits.append(sample and i == len(chunk) - 1)
-            plan.append((job, len(chunk), len(tokens) - 1 if sample else -1))
-
-        decoding = [job for job in self._active if job.next_token is not None]
-        for job in decoding:
-            add(job, [job.next_token], True)  # type: ignore[list-item]
-        room = self.ctx.n_batch - len(tokens)
-        if decoding or any(job.warm for job in self._active):
-            room = min(room, self.prefill_chunk)
-        # generations' own prompts first: a warm-up only takes the room they leave
-        for job in sorted(self._active, key=lambda j: j.warm):
-            if room <= 0:
-                break
-            if job.prefilling:
-                chunk = job.prompt[job.pos : job.pos + room].tolist()
-                add(job, chunk, not job.warm and job.pos + len(chunk) == len(job.prompt))
-                room -= len(chunk)
-
+        batch = StepBatch.of(self._active, self.ctx.n_batch, self.prefill_chunk)
+        tokens, plan, decoding = batch.tokens, batch.plan, batch.decoding
         started = time.perf_counter()
-        status = self.ctx.decode(tokens, positions, seq_ids, logits)
+        status = self.ctx.decode(tokens, batch.positions, batch.seq_ids, batch.logits)
         self.stats.decode_s += time.perf_counter() - started
         if status == _NO_KV_SLOT:
             warm = [job for job, _, _ in plan if job.warm]
@@ -389,7 +308,7 @@ class BatchedEngine:
             return
         self.stats.steps += 1
         self.stats.rows += len(tokens)
-        self.stats.peak_decoding = max(self.stats.peak_decoding, len(decoding))
+        self.stats.peak_decoding = max(self.stats.peak_decoding, decoding)
 
         sampling: list[tuple[EngineJob, int]] = []
         for job, n, row in plan:

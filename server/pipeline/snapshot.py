@@ -224,6 +224,20 @@ def _conversation_and_memories(
 _BY_SEQ = attrgetter("seq")
 
 
+def _query(said: str, interaction_index: int, profile: NpcProfile, sections: set[Section], decay: float) -> RetrievalQuery:
+    """What retrieval looks for: the memories the player's line calls up, as many as the
+    profile's bounds allow of the sections the contract carries."""
+    bounds = profile.bounds
+    return RetrievalQuery(
+        player_input=said,
+        now_interaction=interaction_index,
+        max_episodic=bounds.max_episodic if Section.EPISODIC in sections else 0,
+        max_beliefs=bounds.max_beliefs if Section.BELIEFS in sections else 0,
+        belief_threshold=bounds.belief_threshold,
+        decay=decay,
+    )
+
+
 def build_snapshot(
     *,
     context: InteractionContext,
@@ -247,14 +261,7 @@ def build_snapshot(
     state = merged_state(world_memory, npc_memory, derived)
     shown_state = tuple(sorted(state.items())) if Section.WORLD_STATE in sections else ()
     claims = world.state_claims if world else {}
-    query = RetrievalQuery(
-        player_input=context.said(),
-        now_interaction=interaction_index,
-        max_episodic=bounds.max_episodic if Section.EPISODIC in sections else 0,
-        max_beliefs=bounds.max_beliefs if Section.BELIEFS in sections else 0,
-        belief_threshold=bounds.belief_threshold,
-        decay=decay,
-    )
+    query = _query(context.said(), interaction_index, profile, sections, decay)
     all_exchanges, exchanges, memories, believed = _conversation_and_memories(
         npc_memory,
         bounds.max_exchanges if Section.EXCHANGES in sections else 0,

@@ -89,16 +89,10 @@ def serve(
         return 2
     backend = load_with_progress(what, backend_factory, out)
     judge = judge or JudgeSetup()
-    judge_backend = None
-    if judge.mode == "model":
-        judge_backend = load_with_progress(judge.what, judge.factory, out) if judge.factory else backend
+    judge_backend = _judge_backend(judge, backend, out)
     pipeline_config = PipelineConfig(gate=GateConfig(semantic_judge=judge.mode != "off"), judge_timeout_ms=judge.timeout_ms)
     sidecar = Sidecar(store, backend, config, pipeline_config=pipeline_config, judge_backend=judge_backend)
     running.append(sidecar)
-    if judge.mode != "off":
-        print(f"semantic judge: {judge.describe()}", file=out, flush=True)
-    elif judge.off_because:
-        print(f"semantic judge: off, {judge.off_because} (--judge model turns it on)", file=out, flush=True)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: sidecar.request_stop())
     stalls = _stall_watch(backend, stall_limit_s, out)
@@ -117,6 +111,18 @@ def serve(
         backend.close()
     print("loreguard sidecar stopped: replies sent, memory flushed", file=out, flush=True)
     return 0
+
+
+def _judge_backend(judge: JudgeSetup, backend: InferenceBackend, out: TextIO) -> InferenceBackend | None:
+    """The semantic judge's model (its own, loaded now, or the dialogue model's), None without a
+    model judge; the judge's setting said in one line."""
+    if judge.mode != "off":
+        print(f"semantic judge: {judge.describe()}", file=out, flush=True)
+    elif judge.off_because:
+        print(f"semantic judge: off, {judge.off_because} (--judge model turns it on)", file=out, flush=True)
+    if judge.mode != "model":
+        return None
+    return load_with_progress(judge.what, judge.factory, out) if judge.factory else backend
 
 
 def take_data_folder(owner: DataFolderLock, out: TextIO | None = None) -> bool:

@@ -175,19 +175,7 @@ class Sidecar:
         )
         self._context = zmq.Context()
         self._router = self._context.socket(zmq.ROUTER)
-        self._router.setsockopt(zmq.MAXMSGSIZE, self.config.max_message_bytes)
-        self._router.setsockopt(zmq.LINGER, 2000)
-        if self.config.port == 0:
-            port = self._router.bind_to_random_port(f"tcp://{self.config.host}")
-        else:
-            port = self.config.port
-            try:
-                self._router.bind(f"tcp://{self.config.host}:{port}")
-            except zmq.ZMQError as exc:
-                self._router.close(0)
-                self._context.term()
-                raise CannotListen(f"tcp://{self.config.host}:{port}", exc) from None
-        self.address = f"tcp://{self.config.host}:{port}"
+        self.address = self._bind()
         self._monitor = self._router.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
         self._replies_address = f"inproc://loreguard-replies-{uuid.uuid4().hex}"
         self._replies = self._context.socket(zmq.PULL)
@@ -211,6 +199,21 @@ class Sidecar:
         )
         self._stop = threading.Event()
         self._stopped = threading.Event()
+
+    def _bind(self) -> str:
+        """Bind the ROUTER socket (a random free port for port 0); its address, or `CannotListen`."""
+        self._router.setsockopt(zmq.MAXMSGSIZE, self.config.max_message_bytes)
+        self._router.setsockopt(zmq.LINGER, 2000)
+        if self.config.port == 0:
+            return f"tcp://{self.config.host}:{self._router.bind_to_random_port(f'tcp://{self.config.host}')}"
+        address = f"tcp://{self.config.host}:{self.config.port}"
+        try:
+            self._router.bind(address)
+        except zmq.ZMQError as exc:
+            self._router.close(0)
+            self._context.term()
+            raise CannotListen(address, exc) from None
+        return address
 
     def _prefetch(self, context: InteractionContext) -> None:
         self.warmer.request(context.npc_id, context)

@@ -24,13 +24,13 @@ from loreguard.schemas.output import ParsedOutput
 from loreguard.schemas.receipt import FindingKind, GateName, InteractionOutcome
 from loreguard.schemas.rules import Constraint, RuleChecks, RuleType, Severity
 from loreguard.server.inference import ScriptedBackend
+from loreguard.server.pipeline.gate.canonical import _contradiction_failure, _number_failure
 from loreguard.server.pipeline.gate.checks import check_constraint, secret_leaks
 from loreguard.server.pipeline.gate.degenerate import find_degenerate
 from loreguard.server.pipeline.gate.grounding import NumberProblem, Subject
 from loreguard.server.pipeline.gate.hygiene import scrub_dialogue
 from loreguard.server.pipeline.gate.parroting import find_parroting
 from loreguard.server.pipeline.gate.self_repeats import find_self_repeats
-from loreguard.server.pipeline.gate.validation import _contradiction_failure, _number_failure
 from loreguard.server.pipeline.turn.transcript import RecentReply
 
 PIPELINE = ROOT / "server" / "pipeline"

@@ -12,7 +12,8 @@ one module each, in the order `validation` asks them:
 - `deeds`         an act said done (an intent's `grant_phrases`) that the reply does not grant
 - `checks`        the designer's constraints and the secrets
 - `premise`       a yes to a claim canon denies
-- `grounding`     numbers about what the prompt carried (`numbers` reads them)
+- `grounding`     numbers about what the prompt carried (`loreguard.text.numbers` reads them)
+- `canonical`     a contradicted fact, state key or number as the failure the receipt lists
 
 The gate's face (`validate`, `run_gate`, `GateConfig`, `GateResult`, `Judge`, `JudgeVerdict`)
 is importable from here; it loads on first use, so a check imported on its own (by the prompt,

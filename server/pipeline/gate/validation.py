@@ -30,9 +30,8 @@ from collections.abc import Callable
 
 from pydantic import ValidationError, model_validator
 
-from loreguard.memory.claims import Contradiction, find_contradictions
 from loreguard.schemas.base import FrozenModel
-from loreguard.schemas.npc import OutputHygiene, UngroundedNumbers
+from loreguard.schemas.npc import OutputHygiene
 from loreguard.schemas.output import (
     EmitWorldIntentMutation,
     Emotion,
@@ -52,14 +51,13 @@ from loreguard.schemas.receipt import (
 )
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import norm_words
+from loreguard.server.pipeline.gate.canonical import claim_failures
 from loreguard.server.pipeline.gate.checks import check_constraint, mutation_texts, said_texts, secret_leaks
 from loreguard.server.pipeline.gate.deeds import grants_in_words_only
 from loreguard.server.pipeline.gate.degenerate import find_degenerate
-from loreguard.server.pipeline.gate.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.gate.hygiene import Scrubbed, scrub_dialogue
 from loreguard.server.pipeline.gate.non_answers import non_answer_of
 from loreguard.server.pipeline.gate.parroting import find_parroting
-from loreguard.server.pipeline.gate.premise import find_agreed_false_claims, tag_statements
 from loreguard.server.pipeline.gate.readout import find_instructions_read_out
 from loreguard.server.pipeline.gate.register import find_assistant_register
 from loreguard.server.pipeline.gate.self_repeats import find_self_repeats, repeat_context, without_repeats
@@ -199,7 +197,7 @@ def validate(
     # (step 6) and never written, so its text contradicts nothing: the reply may stand.
     canonical = snapshot.canonical_ids()
     texts = [output.dialogue] + mutation_texts(output, skip=lambda m: stored_key(m) in canonical)
-    contradictions, ungrounded = _claim_failures(texts, snapshot)
+    contradictions, ungrounded = claim_failures(texts, snapshot)
     ledger.record(GateName.CANONICAL, contradictions)
     ledger.record(GateName.GROUNDING, ungrounded)
 
@@ -213,16 +211,9 @@ def validate(
     approved, rejected, intents = partition_mutations(output, snapshot)
     ledger.checks.append(GateCheck(gate=GateName.MUTATIONS, passed=not rejected, failures=len(rejected)))
 
-    # 7. semantic judge (optional). Not asked once a hard rule has failed this attempt: the
-    # attempt fails anyway and the repair already names a reason, so the model call is saved.
+    # 7. semantic judge (optional)
     if config.semantic_judge and judge is not None:
-        if any(f.severity is not Severity.SOFT for f in ledger.failures):
-            skipped = GateCheck(gate=GateName.SEMANTIC, passed=True, skipped="a hard rule already failed this attempt")
-            ledger.checks.append(skipped)
-        else:
-            verdict = judge(output, snapshot)
-            ledger.record(GateName.SEMANTIC, list(verdict.failures), note=verdict.note)
-            ledger.judge = verdict.record
+        _ask_judge(ledger, judge, output, snapshot)
 
     # Only soft failures on the last attempt bend; anything else fails the attempt, and nothing
     # of a failed attempt is approved (its mutations were only checked, never accepted).
@@ -232,6 +223,18 @@ def validate(
     return ledger.result(
         output, accepted=True, approved_mutations=approved, rejected_mutations=rejected, approved_intents=intents
     )
+
+
+def _ask_judge(ledger: _Ledger, judge: Judge, output: ParsedOutput, snapshot: StateSnapshot) -> None:
+    """The semantic judge's verdict in the ledger. Not asked once a hard rule has failed this
+    attempt: the attempt fails anyway and the repair already names a reason, so the model call
+    is saved."""
+    if any(f.severity is not Severity.SOFT for f in ledger.failures):
+        ledger.checks.append(GateCheck(gate=GateName.SEMANTIC, passed=True, skipped="a hard rule already failed this attempt"))
+        return
+    verdict = judge(output, snapshot)
+    ledger.record(GateName.SEMANTIC, list(verdict.failures), note=verdict.note)
+    ledger.judge = verdict.record
 
 
 class _Ledger:
@@ -294,21 +297,7 @@ def _hard_limit_failures(
     # Looked for in what the model wrote, before hygiene stripped anything: "[manifest] task=…"
     # with its bracket stripped as markup would otherwise reach the player as "task=…".
     written = scrubbed.original if scrubbed is not None else output.dialogue
-    leaked = [marker for marker in SCAFFOLDING_MARKERS if marker in written]
-    words = norm_words(written)
-    if not leaked and words and all(word in HEADING_WORDS for word in words):
-        leaked = [written.strip()]  # "Situation": a heading of the prompt said as the whole line
-    if leaked:
-        # Small models copy the prompt's own markup; the player must never hear it.
-        hard.append(
-            GateFailure(
-                gate=GateName.HARD_LIMITS,
-                reason=f"dialogue repeats the prompt's markup ({leaked[0].strip()!r})",
-                severity=Severity.HARD,
-                rule_id=PROMPT_MARKUP_RULE,
-                evidence=leaked[0].strip(),
-            )
-        )
+    hard.extend(_prompt_markup(written))
     hard.extend(find_instructions_read_out(written, snapshot))
     # What is left once hygiene stripped an assistant's sentences beside the NPC's own.
     hard.extend(find_assistant_register(output.dialogue, snapshot.npc_name))
@@ -340,6 +329,26 @@ def _hard_limit_failures(
     return hard
 
 
+def _prompt_markup(written: str) -> list[GateFailure]:
+    """The prompt's own markup said (small models copy it; the player must never hear it), or a
+    heading of the prompt said as the whole line ("Situation")."""
+    leaked = [marker for marker in SCAFFOLDING_MARKERS if marker in written]
+    words = norm_words(written)
+    if not leaked and words and all(word in HEADING_WORDS for word in words):
+        leaked = [written.strip()]
+    if not leaked:
+        return []
+    return [
+        GateFailure(
+            gate=GateName.HARD_LIMITS,
+            reason=f"dialogue repeats the prompt's markup ({leaked[0].strip()!r})",
+            severity=Severity.HARD,
+            rule_id=PROMPT_MARKUP_RULE,
+            evidence=leaked[0].strip(),
+        )
+    ]
+
+
 def _prompt_texts(snapshot: StateSnapshot) -> tuple[str, ...]:
     """Prompt text a line must not copy: the persona, and in a scene its situation."""
     turn = snapshot.context.scene_turn
@@ -356,85 +365,6 @@ def _constraint_failures(
         if (c.severity is Severity.CRITICAL) is critical:
             found.extend(check_constraint(c, output, raw, gate, said=said))
     return found
-
-
-def _claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[GateFailure], list[GateFailure]]:
-    """Contradicted claims (canonical facts, world-state keys) and ungrounded numbers in `texts`."""
-    subjects = subjects_in_context(snapshot.world_state, snapshot.canonical)
-    contradictions: list[GateFailure] = []
-    ungrounded: list[GateFailure] = []
-    state_claims = dict(snapshot.state_claims)
-    for i, text in enumerate(texts):
-        # the dialogue answers the player's line (where a pronoun may find its subject); a
-        # mutation's text answers nothing
-        context = snapshot.context.said() if i == 0 else ""
-        hits = find_contradictions(text, snapshot.canonical, snapshot.world_state, state_claims, context=context)
-        contradictions.extend(_contradiction_failure(hit) for hit in hits)
-        if i == 0 and not hits:  # a tag question asks agreement with what it says (`premise`)
-            tagged = tag_statements(text)
-            hits = find_contradictions(tagged, snapshot.canonical, snapshot.world_state, state_claims) if tagged else []
-            contradictions.extend(_contradiction_failure(hit) for hit in hits)
-        if i == 0 and not hits:  # a yes to the player's false claim says it too (`premise`)
-            agreed = find_agreed_false_claims(text, context, snapshot.canonical, snapshot.world_state, state_claims)
-            contradictions.extend(_contradiction_failure(hit, agreed=True) for hit in agreed)
-        # A claim the checker above already caught is not reported twice.
-        caught = {hit.label for hit in hits}
-        for problem in find_number_problems(text, subjects):
-            failure = _number_failure(problem, snapshot.ungrounded_numbers)
-            if failure is not None and failure.rule_id not in caught:
-                ungrounded.append(failure)
-    return contradictions, ungrounded
-
-
-def _contradiction_failure(hit: Contradiction, *, agreed: bool = False) -> GateFailure:
-    """A contradicted claim fails hard (retried with a repair that names the value that holds),
-    whether it is a canonical fact's or a world-state key's; the rule is the fact's id, or
-    `world_state:KEY` as the prompt's context keys name the key."""
-    if hit.state_key:
-        what, rule_id = f"world state {hit.state_key}", hit.label
-    else:
-        what, rule_id = f"canonical fact {hit.fact_id}", hit.fact_id
-    return GateFailure(
-        gate=GateName.CANONICAL,
-        reason=(
-            f"contradicts {what}: {hit.subject} {hit.attribute} is {hit.canonical_value}, "
-            + (
-                f"and the output agrees with the player that it is {'not ' if hit.negated else ''}{hit.asserted}: "
-                f"tell them they are wrong"
-                if agreed
-                else f"output says {'not ' if hit.negated else ''}{hit.asserted}"
-            )
-        ),
-        severity=Severity.HARD,
-        rule_id=rule_id,
-        evidence=(
-            f"{hit.subject}'s {hit.attribute} is not {hit.canonical_value}"
-            if hit.negated
-            else f"{hit.subject}'s {hit.attribute} is {hit.asserted}"
-        ),
-    )
-
-
-def _number_failure(problem: NumberProblem, ungrounded: UngroundedNumbers) -> GateFailure | None:
-    """A number that disagrees with the context fails hard, like a contradicted claim; an amount
-    about nothing in the context fails soft only where the NPC's profile flags it."""
-    if problem.subject is None:
-        if ungrounded is UngroundedNumbers.ALLOW:
-            return None
-        return GateFailure(
-            gate=GateName.GROUNDING,
-            reason=describe(problem),
-            severity=Severity.SOFT,
-            rule_id="ungrounded_numbers",
-            evidence=problem.stated,
-        )
-    return GateFailure(
-        gate=GateName.GROUNDING,
-        reason=describe(problem),
-        severity=Severity.HARD,
-        rule_id=problem.subject.label,
-        evidence=problem.stated,
-    )
 
 
 def _to_output(

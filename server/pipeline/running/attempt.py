@@ -30,7 +30,7 @@ from loreguard.server.pipeline.errors import InteractionCancelled
 from loreguard.server.pipeline.gate import GateResult, validate
 from loreguard.server.pipeline.gate.parroting import PARROTING_RULE
 from loreguard.server.pipeline.gate.self_repeats import REPEATS_ITSELF_RULE
-from loreguard.server.pipeline.parsing import parse_output
+from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import assemble_prompt
 from loreguard.server.pipeline.running.config import PipelineConfig
 from loreguard.server.pipeline.running.judge import SemanticJudge
@@ -162,27 +162,32 @@ def run_attempt(
     gate, judged = _decided(whole, watcher)
     if watcher is not None and watcher.cut is not None:
         count("stream_cut", 1)
-    run.attempts.append(
-        AttemptRecord(
-            attempt=n,
-            prompt_hash=prompt.prompt_hash(),
-            raw_output=generation.text,
-            output_hash=sha256_hex(generation.text),
-            parse_path=parse.path,
-            gates=judged.checks,
-            failures=judged.failures,
-            findings=judged.findings,
-            tokens_evaluated=generation.tokens_evaluated,
-            tokens_cached=generation.tokens_cached,
-            tokens_generated=generation.tokens_generated,
-            stream=watcher.record(generation.finish_reason == "aborted") if watcher is not None else None,
-            judge=judged.judge,
-        )
-    )
+    run.attempts.append(_record(n, prompt, generation, parse, judged, watcher))
     for failure in judged.failures:
         count(f"gate_failed.{failure.gate.value}", 1)
     run.timer.lap(f"gate.{n}")
     return Attempted(gate=gate, judged=judged, watcher=watcher)
+
+
+def _record(
+    n: int, prompt: Prompt, generation: Generation, parse: ParseResult, judged: GateResult, watcher: IncrementalGate | None
+) -> AttemptRecord:
+    """The attempt as the receipt and the audit record keep it."""
+    return AttemptRecord(
+        attempt=n,
+        prompt_hash=prompt.prompt_hash(),
+        raw_output=generation.text,
+        output_hash=sha256_hex(generation.text),
+        parse_path=parse.path,
+        gates=judged.checks,
+        failures=judged.failures,
+        findings=judged.findings,
+        tokens_evaluated=generation.tokens_evaluated,
+        tokens_cached=generation.tokens_cached,
+        tokens_generated=generation.tokens_generated,
+        stream=watcher.record(generation.finish_reason == "aborted") if watcher is not None else None,
+        judge=judged.judge,
+    )
 
 
 def _gave_up(run: InteractionRun, prompt: Prompt, n: int, exc: BackendError, *, cut: bool, count: Count) -> GiveUp:
