@@ -333,3 +333,16 @@ def test_the_gdscript_function_reader_finds_a_long_function() -> None:
     body = "\n".join(f"\tprint({i})" for i in range(81))
     text = f"extends Node\n\n\nfunc short() -> void:\n\tpass\n\n\n## doc\nfunc long() -> void:\n{body}\n\n\nvar x := 1\n"
     assert _gd_functions(text) == [("short", 4, 2), ("long", 9, 82)]
+
+
+def test_every_installed_package_is_on_the_ladder_and_in_the_bundle() -> None:
+    """pyproject's package-dir, this test's packages and the folders the frozen bundle carries
+    (`build_bundle.PROJECT_PACKAGES`) name the same folders: a new package missing from the
+    bundle fails here, not in a player's launch."""
+    import tomllib
+
+    from loreguard.server.shipping.build_bundle import PROJECT_PACKAGES
+
+    installed = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-dir"]
+    assert installed == PACKAGES
+    assert sorted(PROJECT_PACKAGES) == sorted(PACKAGES.values())

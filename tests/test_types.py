@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The import names and the folders they live in (pyproject's package-dir).
-PACKAGES = {"schemas": "schemas", "memory": "memory", "server": "server", "client": "client"}
+#: The import names and the folders they live in, read from pyproject's package-dir.
+PACKAGES = {
+    name.removeprefix("loreguard."): folder
+    for name, folder in tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
+        "package-dir"
+    ].items()
+}
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ def negated_within(words: tuple[str, ...], at: int, reach: int = NEGATION_REACH)
 def negation_starts(words: tuple[str, ...], start: int, end: int) -> list[int]:
     """Where each denial (`DENIALS`) in words[start:end] begins: a contraction's at its verb
     ("doesn't" -> the "doesn" of "doesn", "t"), so the words from there read as said."""
-    found = []
+    found: list[int] = []
     for i in range(max(start, 0), min(end, len(words))):
         if words[i] in DENIALS:
             begins = i - 1 if words[i] == "t" and i > start else i

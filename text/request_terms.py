@@ -17,8 +17,8 @@ from collections.abc import Iterable
 
 from loreguard.text.asking import Asking
 from loreguard.text.negation import DENIALS, negated_within
-from loreguard.text.phrases import contains_phrase, match_form
-from loreguard.text.words import stems
+from loreguard.text.phrases import contains_phrase
+from loreguard.text.words import match_form, stems
 
 #: Words a sentence may open with before the term it adds to the request ("And for free?").
 _OPENERS = frozenset({"and", "oh", "all", "but", "so", "well", "um", "er", "of", "course"})

@@ -114,7 +114,7 @@ def pyinstaller_arguments(out: Path, work: Path) -> list[str]:
 
 _SEP = ";" if sys.platform == "win32" else ":"
 #: The project's top-level packages (pyproject's package-dir).
-PROJECT_PACKAGES = ("schemas", "memory", "server", "client")
+PROJECT_PACKAGES = ("schemas", "text", "memory", "server", "client")
 
 
 #: What each accelerator's bundle needs on the player's machine, in bundle.json.
