@@ -248,8 +248,8 @@ def _by_cue(clause: Clause, compiled: _Compiled, known: tuple[tuple[str, ...], .
             negated_before = bool(CUE_NEGATIONS.intersection(tokens[max(end, clause.phrase_start(at)) : at]))
             negated_after, rest = _strip_negation(tokens[at + len(cue) :])
             negated = (negated_before != negated_after) != denied(clause, start)
-            while rest and rest[0] in _ARTICLES:
-                rest = rest[1:]
+            while rest and (rest[0] in _ARTICLES or rest[0] in _VOUCHING):
+                rest = rest[1:]  # "the king's name is indeed Arthur" says Arthur
             if known:
                 first = _known_value_at(rest, known)
                 if first is None:
@@ -265,6 +265,11 @@ def _by_cue(clause: Clause, compiled: _Compiled, known: tuple[tuple[str, ...], .
                 return " ".join(named) if named is not None else _value_said(clause, len(tokens) - len(rest)), negated
             break  # the first cue after this subject decides
     return None
+
+
+#: Adverbs that vouch for the value a cue asserts, not part of it: "is indeed Arthur", "is
+#: truly Edward" (the 1.5B's merchant agreeing with canon was refused for "indeed arthur").
+_VOUCHING = frozenset("indeed truly really certainly surely actually definitely clearly still always now currently".split())
 
 
 #: Words that end the value a cue asserts: what follows them is another clause ("is named Sir

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar
 from loreguard.schemas.output import Emotion, ProposedMutation, WorldIntent
+from loreguard.schemas.prevention import Prevention
 from loreguard.schemas.rules import Severity
 
 
@@ -199,6 +200,9 @@ class AttemptRecord(FrozenModel):
     stream: AttemptStream | None = None
     #: Set when the semantic judge's model was asked about this attempt.
     judge: JudgeRecord | None = None
+    #: What the sampler kept out of the dialogue while it was written, and why (the gate rule
+    #: each would have failed): see `loreguard.schemas.prevention`.
+    prevented: tuple[Prevention, ...] = ()
 
     @property
     def kv_hit_rate(self) -> float | None:

@@ -13,6 +13,7 @@ from typing import Any, Literal, Self
 from pydantic import Field
 
 from loreguard.schemas.base import FrozenModel
+from loreguard.schemas.prevention import DialogueConstraints, Prevention
 from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import ModelFingerprint
 
@@ -57,6 +58,10 @@ class GenerationRequest(FrozenModel):
     #: of one of them is penalised as a repeat within the reply would be (llama.cpp's server lets
     #: DRY see the prompt the same way). Backends without DRY ignore it.
     said_before: tuple[str, ...] = ()
+    #: What the dialogue may not say (the gate's word checks, stated by the gate modules): a
+    #: sampler of our own refuses a token that would break one (`dialogue_guard`). Backends
+    #: without one ignore it; the gate judges every reply either way.
+    constraints: DialogueConstraints = DialogueConstraints()
 
 
 class Generation(FrozenModel):
@@ -68,6 +73,8 @@ class Generation(FrozenModel):
     tokens_generated: int = 0
     #: `aborted`: a streaming observer stopped the generation before the model finished.
     finish_reason: Literal["stop", "length", "aborted"] = "stop"
+    #: What the sampler kept out of the dialogue (`GenerationRequest.constraints`).
+    prevented: tuple[Prevention, ...] = ()
     #: Metadata, never hashed.
     ttft_ms: float = 0.0
     total_ms: float = 0.0

@@ -41,6 +41,7 @@ from loreguard.server.inference.base import (
 from loreguard.server.inference.batch_adapter import BatchedEngineAdapter
 from loreguard.server.inference.batch_engine import BatchedEngine
 from loreguard.server.inference.chat_template import ChatTemplate, TemplateError
+from loreguard.server.inference.dialogue_guard import DialogueGuard
 from loreguard.server.inference.engine import Engine, EngineRequest, PromptTokens
 from loreguard.server.inference.grammar import CompiledGrammar, UnsupportedSchema, compile_schema
 from loreguard.server.inference.llama_config import LlamaCppConfig, default_threads
@@ -348,6 +349,7 @@ class LlamaCppBackend(InferenceBackend):
             tokens_cached=out.tokens_cached,
             tokens_generated=out.tokens_generated,
             finish_reason=out.finish_reason,
+            prevented=sampler.guard.prevented() if sampler.guard is not None else (),
             ttft_ms=out.ttft_ms,
             total_ms=out.total_ms,
         )
@@ -387,11 +389,11 @@ class LlamaCppBackend(InferenceBackend):
         return tokens, grammar, max_tokens, forced
 
     def _sampler(self, request: GenerationRequest, grammar: CompiledGrammar | None, forced: list[int]) -> TokenSampler:
-        avoid = self._model.tokenize(request.avoid_start, add_special=False)[:1] if request.avoid_start else []
+        avoid = (self._model.tokenize(request.avoid_start, add_special=False)[:1] if request.avoid_start else []) or [None]
         said = [self._model.tokenize(line + "\n", add_special=False) for line in request.said_before]
-        sampler = TokenSampler(
-            self.vocabulary, self._sampling, request.seed, grammar.gbnf if grammar else None, avoid[0] if avoid else None, said
-        )
+        guard = DialogueGuard(request.constraints, self.vocabulary.pieces) if request.constraints and grammar else None
+        gbnf = grammar.gbnf if grammar else None
+        sampler = TokenSampler(self.vocabulary, self._sampling, request.seed, gbnf, avoid[0], said, guard)
         try:
             sampler.force(forced)
         except NativeError as exc:

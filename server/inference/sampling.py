@@ -13,6 +13,10 @@ penalties and DRY look back on. `sample_rows` picks the next token of every row 
    and the row draws again among the shortlist's tokens the mask allows, in proportion; if it
    allows none of them, among the grammar's own best tokens (`full_filters`).
 
+5. a row with a dialogue guard (`dialogue_guard`) asks it whether the token would make the
+   dialogue break what the gate refuses (a forbidden phrase, a copied run of words...); if so
+   the row draws again, in proportion, among the tokens left (`_guarded`).
+
 Step 4 is exact: drawing from the shortlist and, when the token is refused, drawing again from
 the allowed part gives each allowed token p(t) + P(refused) * p(t) / P(allowed) = p(t) / P(allowed),
 the shortlist's distribution given the grammar. It skips the mask on most rows, and a mask is the
@@ -36,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loreguard.server.inference.dialogue_guard import DialogueGuard, Violation
 from loreguard.server.inference.llama_native import NativeContext, NativeError
 from loreguard.server.inference.token_masks import MaskVocabulary, OutputMatcher, mask_words
 
@@ -43,8 +48,9 @@ from loreguard.server.inference.token_masks import MaskVocabulary, OutputMatcher
 #: e^-10 (1/22,026) of that token's is never drawn, llama.cpp's min-p sampler at 4.5e-5.
 WINDOW = 10.0
 #: Which sampler wrote a text, in every receipt's model fingerprint (`extra["sampler"]`): a live
-#: replay by another sampler may write other words from the same seed, and this says why.
-SAMPLER = "loreguard-host-1"
+#: replay by another sampler may write other words from the same seed, and this says why
+#: (2: the dialogue guard).
+SAMPLER = "loreguard-host-2"
 #: DRY's penalty grows no further past this many repeated tokens (base ** 48 is already huge).
 _DRY_MAX_MATCH = 50
 
@@ -130,6 +136,7 @@ class TokenSampler:
         grammar: str | None = None,
         avoid_first: int | None = None,
         said_before: Iterable[Iterable[int]] = (),
+        guard: DialogueGuard | None = None,
     ) -> None:
         self.vocabulary = vocabulary
         self.params = params
@@ -145,6 +152,8 @@ class TokenSampler:
         self._trim_dry()
         #: Rows whose candidate window held no token the grammar allows: the whole mask was read.
         self.full_filters = 0
+        #: What the dialogue may not say (`dialogue_guard`); None: nothing is kept out.
+        self.guard = guard
 
     def force(self, tokens: Iterable[int]) -> None:
         """Tokens the output starts with that were written for the model, not sampled
@@ -169,6 +178,8 @@ class TokenSampler:
         if self.matcher is not None:
             self.matcher.consume(token)
         self._chosen.append(token)
+        if self.guard is not None:
+            self.guard.observe(token)
         if self.params.dry:
             self._dry.append(token)
             self._trim_dry()
@@ -264,6 +275,11 @@ class Shortlist:
     ids: np.ndarray
     weights: np.ndarray
 
+    def without(self, tokens: set[int]) -> Shortlist | None:
+        """The shortlist less `tokens`; None when nothing is left."""
+        kept = ~np.isin(self.ids, np.fromiter(tokens, dtype=np.int64))
+        return Shortlist(self.ids[kept], self.weights[kept]) if kept.any() else None
+
     def within(self, mask: np.ndarray) -> Shortlist | None:
         """The tokens `mask` allows, with their weights; None when it allows none of them."""
         kept = ((mask[self.ids >> 5] >> (self.ids & 31)) & 1).astype(bool)
@@ -317,6 +333,11 @@ def sample_rows(
         for mask, r in zip(masks, refused, strict=True):
             drawn[r] = _constrained(samplers[r], shortlists[r], mask, logits[r])
     masked = time.perf_counter()
+    row_masks = dict(zip(refused, masks, strict=True)) if refused else {}
+    for r, sampler in enumerate(samplers):
+        token = drawn[r]
+        if sampler.guard is not None and isinstance(token, int) and (why := sampler.guard.refuses(token)) is not None:
+            drawn[r] = _guarded(sampler, shortlists[r], token, why, logits[r], row_masks.get(r))
     for sampler, token in zip(samplers, drawn, strict=True):
         if isinstance(token, int):
             sampler._take(token)
@@ -347,3 +368,42 @@ def _constrained(sampler: TokenSampler, shortlist: Shortlist, mask: np.ndarray, 
         return sampler._draw(allowed)
     except NativeError as exc:
         return exc
+
+
+#: Tokens one row may have refused by its guard in one step before the first is let through.
+MAX_GUARD_REFUSALS = 32
+
+
+def _guarded(
+    sampler: TokenSampler, shortlist: Shortlist, token: int, why: Violation, logits: np.ndarray, mask: np.ndarray | None
+) -> int:
+    """A row whose drawn token its guard refused: drawn again, in proportion, among the tokens
+    left that the grammar and the guard allow: first the shortlist's, then any token within the
+    window of the best. When none is left (or `MAX_GUARD_REFUSALS` were refused) the first token
+    is let through: the gate judges the reply."""
+    guard = sampler.guard
+    assert guard is not None
+    first, refused = token, {token}
+    pool: Shortlist | None = shortlist.within(mask) if mask is not None else shortlist
+    widened = False
+    for _ in range(MAX_GUARD_REFUSALS):
+        if why is not None:
+            guard.count(why)
+        refused.add(token)
+        pool = pool.without(refused) if pool is not None else None
+        if pool is None and not widened:
+            widened = True
+            ids = np.flatnonzero(logits >= logits.max() - WINDOW)
+            ids = ids[~np.isin(ids, np.fromiter(refused, dtype=np.int64))]
+            pool = sampler._shortlist(ids, logits[ids]) if len(ids) else None
+        if pool is None:
+            break
+        token = sampler._draw(pool)
+        if sampler.matcher is not None and not sampler.matcher.allows(token):
+            why = None  # the grammar's refusal, not the guard's: not counted
+            continue
+        why = guard.refuses(token)
+        if why is None:
+            return token
+    guard.refuses(first)  # the guard's probe follows the token taken
+    return first

@@ -57,6 +57,9 @@ class MaskVocabulary:
         )
         #: 1 for a token whose text holds a DRY sequence breaker, else 0 (bytes: fast to index).
         self.breaker_flags = breakers
+        #: Each token's bytes as it adds them to the output (a control token adds none): what the
+        #: dialogue guard decodes.
+        self.pieces = [b"" if piece.startswith(b"\xff") else piece for piece in tokens]
         self.executor = llguidance.LLExecutor()
 
     def matcher(self, gbnf: str) -> OutputMatcher:

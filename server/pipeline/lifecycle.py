@@ -34,7 +34,7 @@ from loreguard.server.pipeline.gate import GateResult
 from loreguard.server.pipeline.mutation import heard_writes, plan_writes
 from loreguard.server.pipeline.prompt import assemble_prompt
 from loreguard.server.pipeline.retry import escalate, repair_message
-from loreguard.server.pipeline.running.attempt import Accept, GiveUp, StreamCarry, next_step, run_attempt
+from loreguard.server.pipeline.running.attempt import Accept, GiveUp, StreamCarry, keeps_decline, next_step, run_attempt
 from loreguard.server.pipeline.running.commit import Committer
 from loreguard.server.pipeline.running.config import PipelineConfig
 from loreguard.server.pipeline.running.judge import SemanticJudge
@@ -248,6 +248,7 @@ class GovernancePipeline:
         snapshot = run.first_snapshot
         judge = self.judge if self.config.gate.semantic_judge else None
         schema = output_schema(snapshot.offered_intents, self.config.generation)
+        declined_schema = output_schema((), self.config.generation)
         steers = self._steers_retries()
         carry = StreamCarry()
         while True:
@@ -281,6 +282,9 @@ class GovernancePipeline:
             if step.continues:
                 self._count("stream_continued", 1)
             self._count("retries", 1)
+            if schema is not declined_schema and keeps_decline(run.attempts, step.failures, snapshot):
+                schema = declined_schema  # the retry may say no again, in other words, or nothing else
+                self._count("retry_kept_decline", 1)
             carry = step.carry
             escalated = escalate(snapshot.constraints, step.failures, self.config.retry.escalation)
             snapshot = snapshot.for_retry(escalated, repair_message(step.failures))

@@ -11,6 +11,7 @@ one module each, in the order `validation` asks them:
 - `voices`        lines spoken for someone else, to itself, under another name, as the buyer
 - `deeds`         an act said done (an intent's `grant_phrases`) that the reply does not grant
 - `checks`        the designer's constraints and the secrets
+- `prevention`    what of the above the sampler keeps out while the words are decoded
 - `premise`       a yes to a claim canon denies
 - `grounding`     numbers about what the prompt carried (`loreguard.text.numbers` reads them)
 - `canonical`     a contradicted fact, state key or number as the failure the receipt lists

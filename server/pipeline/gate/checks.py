@@ -9,6 +9,7 @@ from functools import lru_cache
 
 from loreguard.schemas.npc import Secret
 from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput, ProposedMutation
+from loreguard.schemas.prevention import Banned
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Constraint, Severity
 from loreguard.schemas.text import fold
@@ -99,6 +100,21 @@ def check_constraint(
         if output.emotion in checks.forbidden_emotions:
             fail(f"forbidden emotion {output.emotion.value}", output.emotion.value)
     return failures
+
+
+def constraint_bans(constraints: Iterable[Constraint], secrets: Iterable[Secret]) -> tuple[Banned, ...]:
+    """What the sampler keeps out of a reply for the active rules and the secrets
+    (`gate.prevention`): each rule's forbidden phrases and patterns, and each secret's words. A
+    forbidden phrase that is also one of the rule's forbidden requests is left to the gate,
+    which lets the NPC say it to deny it ("No, love. Not for free.")."""
+    banned: list[Banned] = []
+    for c in constraints:
+        terms = {fold(t) for t in c.checks.forbidden_requests}
+        banned.extend(Banned(rule_id=c.rule_id, phrase=p) for p in c.checks.forbidden_phrases if fold(p) not in terms)
+        banned.extend(Banned(rule_id=c.rule_id, pattern=p) for p in c.checks.forbidden_patterns)
+    for secret in secrets:
+        banned.extend(Banned(rule_id=secret.id, phrase=marker) for marker in secret.reveal_markers())
+    return tuple(banned)
 
 
 def secret_leaks(texts: Iterable[str], secrets: Iterable[Secret]) -> list[GateFailure]:

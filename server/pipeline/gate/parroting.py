@@ -39,6 +39,7 @@ from functools import lru_cache
 
 from loreguard.schemas.npc import FewShotExample, OutputLimits
 from loreguard.schemas.output import WorldIntent
+from loreguard.schemas.prevention import BannedOpening, CopyLimit
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import norm_words
@@ -200,16 +201,22 @@ def _answers_as_example(
     the example's question inside the line, or a request for the intent the example grants), or
     the reply says the example's shape about what this player asks of ("One good lantern, love."
     after the example's "One good rope, love.", the player asking for a lantern)."""
+    if _asked_as_example(example, player_input, requested):
+        return True
+    asks, example_asks = _asked_words(player_input), _asked_words(example.player)
+    added = {stem(w) for w in reply} - {stem(w) for w in norm_words(example.npc)}
+    return len(added) <= _SHAPE_NEW_WORDS and bool(added & (asks - example_asks))
+
+
+def _asked_as_example(example: FewShotExample, player_input: str, requested: tuple[WorldIntent, ...]) -> bool:
+    """Whether the player asks what the example's player asked (see `_answers_as_example`)."""
     if example.intent is not None and example.intent in requested:
         return True
     asks, example_asks = _asked_words(player_input), _asked_words(example.player)
     if asks and example_asks and len(asks & example_asks) >= _SAME_ASKING * len(asks | example_asks):
         return True
     said, example_said = " ".join(norm_words(player_input)), " ".join(norm_words(example.player))
-    if example_said and f" {example_said} " in f" {said} ":
-        return True  # "Hello there. Who are you?" asks the example's "Who are you?"
-    added = {stem(w) for w in reply} - {stem(w) for w in norm_words(example.npc)}
-    return len(added) <= _SHAPE_NEW_WORDS and bool(added & (asks - example_asks))
+    return bool(example_said) and f" {example_said} " in f" {said} "  # "Hello there. Who are you?"
 
 
 #: Words with which a statement answers a yes-or-no question in the question's own words ("No
@@ -275,6 +282,54 @@ def find_parroting(
         if share >= threshold:
             return [_failure("the prompt's own text", share, dialogue)]
     return []
+
+
+def copy_limits(
+    limits: OutputLimits,
+    *,
+    examples: tuple[FewShotExample, ...] = (),
+    player_input: str = "",
+    prompt_texts: tuple[str, ...] = (),
+    earlier_inputs: tuple[str, ...] = (),
+    requested: tuple[WorldIntent, ...] = (),
+) -> tuple[tuple[CopyLimit, ...], tuple[BannedOpening, ...]]:
+    """What the sampler keeps a reply from copying (`gate.prevention`), with the arguments
+    `find_parroting` takes. Each is narrower than the gate's check, so no reply the gate passes is
+    kept out (the corpora hold every ordinary line to it): an answer may well say the player's
+    words back ("No news from the hills, traveller.") or the NPC's own ("I'm Brom, the guard at
+    the north gate of Eldmoor."); what it may not do is be the copy.
+
+    - an example's NPC line: no run of all but three of its words (`_RUN_WORDS` at least), unless
+      the player asks what the example's player asked (then it is the NPC's answer);
+    - the player's line and earlier lines of `min_copy_words` words or more: not begun with their
+      first half (`_echo_words`): "There hasn't been any trouble on the road lately." answers;
+    - the prompt's texts (the persona): no run of more than `_RECITAL_WORDS` words."""
+    if limits.max_copy_similarity > 1.0:
+        return (), ()
+    copies = [
+        CopyLimit(rule_id=PARROTING_RULE, source=example.npc, longest=max(_RUN_WORDS - 1, len(norm_words(example.npc)) - 3))
+        for example in examples
+        if not _asked_as_example(example, player_input, requested)
+    ]
+    copies.extend(CopyLimit(rule_id=PARROTING_RULE, source=text, longest=_RECITAL_WORDS) for text in prompt_texts if text)
+    openings: list[BannedOpening] = []
+    for line in dict.fromkeys((player_input, *earlier_inputs)):
+        words = norm_words(line)
+        if len(words) < limits.min_copy_words:
+            continue
+        openings.append(BannedOpening(rule_id=PARROTING_RULE, words=" ".join(words[: _echo_words(words)])))
+    return tuple(copies), tuple(openings)
+
+
+#: The longest run of the persona's words a reply may say: its own name and place ("the guard
+#: at the north gate of Eldmoor", 8 words) are the NPC's to say; a recital of the persona is not.
+_RECITAL_WORDS = 8
+
+
+def _echo_words(words: tuple[str, ...]) -> int:
+    """How many of the player's line's first words begin an echo of it: half of them, at least
+    three ("Where can I find" of "Where can I find an inn around here?")."""
+    return max(3, -(-len(words) // 2))
 
 
 def _failure(source: str, score: float, copied: str) -> GateFailure:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from loreguard.schemas.prevention import Banned
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
 from loreguard.text.phrases import sentences
@@ -157,9 +158,11 @@ def without_assistant_sentences(dialogue: str) -> tuple[str, tuple[str, ...]]:
     return " ".join(kept), removed
 
 
-def find_assistant_register(dialogue: str, npc_name: str) -> list[GateFailure]:
+def find_assistant_register(dialogue: str, npc_name: str, *, asked_for: bool = False) -> list[GateFailure]:
     """One failure naming the first assistant's phrase in `dialogue` (or its narration of "the
-    player", or its giving in to them), or none."""
+    player", or its giving in to them), or none. `asked_for`: the player's line asks the NPC for
+    an act; then a line that only apologises is a refusal in character ("I'm sorry, traveller."
+    to "Unbar the gate, please. I'm freezing out here."), not the assistant answering nothing."""
     plain = dialogue.replace("\u2019", "'")
     narration = _NARRATION.search(plain)
     if narration is not None:
@@ -173,11 +176,22 @@ def find_assistant_register(dialogue: str, npc_name: str) -> list[GateFailure]:
         reason = f"gives in to the player ({said!r}): {npc_name} keeps their own rules and facts and answers as themselves"
         return [_hard(YIELDS_RULE, reason, said)]
     # a line that only apologises is the assistant's; beside a real answer an apology is talk
-    phrase = plain.strip() if _APOLOGY_ONLY.match(plain) else assistant_phrase(plain)
+    phrase = plain.strip() if _APOLOGY_ONLY.match(plain) and not asked_for else assistant_phrase(plain)
     if phrase is None:
         return []
     reason = f"speaks as a helpful assistant ({phrase!r}), not as {npc_name}: say it as {npc_name} would, in a person's own words"
     return [_hard(ASSISTANT_REGISTER_RULE, reason, phrase)]
+
+
+def register_bans() -> tuple[Banned, ...]:
+    """What the sampler keeps out of every reply (`gate.prevention`): the assistant's turns of
+    phrase, its narration of "the player" and its giving in to them. A line that only apologises
+    is judged whole, by the gate."""
+    return (
+        *(Banned(rule_id=ASSISTANT_REGISTER_RULE, pattern=p.pattern) for p in _PATTERNS),
+        Banned(rule_id=NARRATES_PLAYER_RULE, pattern=_NARRATION.pattern),
+        Banned(rule_id=YIELDS_RULE, pattern=_YIELDS.pattern),
+    )
 
 
 def _hard(rule_id: str, reason: str, evidence: str) -> GateFailure:

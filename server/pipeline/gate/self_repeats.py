@@ -45,6 +45,7 @@ from functools import lru_cache
 
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.npc import IntentSpec, OutputHygiene, OutputLimits
+from loreguard.schemas.prevention import BannedOpening, CopyLimit
 from loreguard.schemas.receipt import FindingAction, FindingKind, GateFailure, GateName, OutputFinding
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import fold, norm_words
@@ -196,11 +197,10 @@ def _same_opening(dialogue: str, others: tuple[RecentReply, ...]) -> list[GateFa
     if len(same) < OPENING_TIMES:
         return []
     words = " ".join(dialogue.split()[:OPENING_WORDS])
-    return [
-        _failure(
-            same[0], 1.0, f"dialogue opens as your last replies did ({words!r}, {len(same)} times); begin this one another way"
-        )
-    ]
+    reason = f"dialogue opens as your last replies did ({words!r}, {len(same)} times); begin this one another way"
+    # style, not sense: soft, so the last attempt keeps a line a player accepts (retried for its
+    # opening alone, the 1.5B's guard turned a decline into "You're welcome, traveller. Let's get to it.")
+    return [_failure(same[0], 1.0, reason).model_copy(update={"severity": Severity.SOFT})]
 
 
 #: How many earlier replies may share a reply's shape about other subjects before the shape is a
@@ -362,6 +362,34 @@ def _failure(said: str, score: float, reason: str = "") -> GateFailure:
         rule_id=REPEATS_ITSELF_RULE,
         evidence=said[:_EVIDENCE_CHARS],
     )
+
+
+def repeat_limits(
+    player_input: str, recent: tuple[RecentReply, ...], limits: OutputLimits, context: RepeatContext = _NO_CONTEXT
+) -> tuple[tuple[CopyLimit, ...], tuple[BannedOpening, ...]]:
+    """What the sampler keeps a reply from saying again (`gate.prevention`), with the arguments
+    `find_self_repeats` takes: a run of more than `min_repeat_words - 1` words of a recent reply
+    to another question (one to the same question or the same request may be said again), and
+    an opening said at the start of `OPENING_TIMES` of the last `OPENING_WINDOW` of them."""
+    if not recent or not limits.repeat_window:
+        return (), ()
+    asked = norm_words(player_input)
+    others = tuple(
+        r
+        for r in recent[: limits.repeat_window]
+        if r.dialogue
+        and not _same_question(norm_words(r.player), asked)
+        and not _same_request(r.player, player_input, context.intents)
+    )
+    longest = max(1, limits.min_repeat_words - 1)
+    copies = tuple(CopyLimit(rule_id=REPEATS_ITSELF_RULE, source=r.dialogue, longest=longest) for r in others)
+    counted = Counter(norm_words(r.dialogue)[:OPENING_WORDS] for r in others[:OPENING_WINDOW])
+    openings = tuple(
+        BannedOpening(rule_id=REPEATS_ITSELF_RULE, words=" ".join(words))
+        for words, times in sorted(counted.items())
+        if len(words) == OPENING_WORDS and times >= OPENING_TIMES
+    )
+    return copies, openings
 
 
 def repeat_context(snapshot: StateSnapshot) -> RepeatContext:

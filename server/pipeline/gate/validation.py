@@ -80,6 +80,9 @@ class GateConfig(FrozenModel):
     #: Raw model output longer than this is refused outright (critical).
     max_raw_chars: int = 8000
     semantic_judge: bool = False
+    #: Keep out of the dialogue, while it is decoded, what the gate's word checks would refuse
+    #: (`gate.prevention`), with a backend whose sampler can.
+    prevent_in_sampler: bool = True
 
 
 class GateResult(FrozenModel):
@@ -300,7 +303,8 @@ def _hard_limit_failures(
     hard.extend(_prompt_markup(written))
     hard.extend(find_instructions_read_out(written, snapshot))
     # What is left once hygiene stripped an assistant's sentences beside the NPC's own.
-    hard.extend(find_assistant_register(output.dialogue, snapshot.npc_name))
+    asked_for = any(o.requested for o in snapshot.offered_intents) or bool(snapshot.refused_requests)
+    hard.extend(find_assistant_register(output.dialogue, snapshot.npc_name, asked_for=asked_for))
     # Special tokens are looked for before hygiene stripped them as markup: a model that
     # writes its own template is broken whatever is left.
     limits = snapshot.output_limits
@@ -312,9 +316,9 @@ def _hard_limit_failures(
             limits,
             examples=snapshot.few_shot,
             player_input=snapshot.context.said(),
-            prompt_texts=_prompt_texts(snapshot),
+            prompt_texts=prompt_texts(snapshot),
             earlier_inputs=tuple(r.player for r in snapshot.recent_replies),
-            requested=tuple(o.intent() for o in snapshot.offered_intents if o.requested and o.fixed),
+            requested=requested_intents(snapshot),
         )
     )
     said, whole = snapshot.context.said(), not prefix and not output.grants  # a grant said again keeps its sale
@@ -349,10 +353,15 @@ def _prompt_markup(written: str) -> list[GateFailure]:
     ]
 
 
-def _prompt_texts(snapshot: StateSnapshot) -> tuple[str, ...]:
+def prompt_texts(snapshot: StateSnapshot) -> tuple[str, ...]:
     """Prompt text a line must not copy: the persona, and in a scene its situation."""
     turn = snapshot.context.scene_turn
     return (snapshot.persona,) if turn is None else (snapshot.persona, scene_situation(turn, snapshot.context.scene))
+
+
+def requested_intents(snapshot: StateSnapshot) -> tuple[WorldIntent, ...]:
+    """The intents the player's line asks for, with their parameters."""
+    return tuple(o.intent() for o in snapshot.offered_intents if o.requested and o.fixed)
 
 
 def _constraint_failures(

@@ -21,6 +21,7 @@ from functools import lru_cache
 
 from loreguard.schemas.interaction import SceneTurn
 from loreguard.schemas.npc import IntentSpec
+from loreguard.schemas.prevention import Banned
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import norm_words
@@ -170,6 +171,19 @@ def _to_itself(dialogue: str, speaker: str, *, opening: bool = True) -> list[Gat
     if called is None:
         return []
     return [_failure(SPEAKS_TO_ITSELF_RULE, f"the line calls its own speaker by name ({called.group(1)})", dialogue[:80])]
+
+
+def self_address_bans(speaker: str, *, in_scene: bool) -> tuple[Banned, ...]:
+    """What the sampler keeps out of the speaker's reply (`gate.prevention`): calling itself by
+    its own name after a greeting ("No, Brom."), as the player ("You're Brom.") or closing a
+    sentence after a comma ("..., Brom."), and in a scene opening a line with it ("Brom, ...")."""
+    if not speaker.strip():
+        return ()
+    closing = rf",\s*({_name_forms(speaker)})\s*(?:[.!?]|$)"
+    patterns = [_greeted(speaker).pattern, _named_as_you(speaker).pattern, closing]
+    if in_scene:
+        patterns.append(_vocative(speaker).pattern)
+    return tuple(Banned(rule_id=SPEAKS_TO_ITSELF_RULE, pattern=p) for p in patterns)
 
 
 def _failure(rule_id: str, reason: str, evidence: str) -> GateFailure:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from loreguard.memory.hashing import sha256_hex
+from loreguard.schemas.output import NO_INTENT
+from loreguard.schemas.prevention import DialogueConstraints
 from loreguard.schemas.prompt import Prompt
 from loreguard.schemas.receipt import AttemptRecord, GateFailure
 from loreguard.schemas.rules import Severity
@@ -27,8 +29,10 @@ from loreguard.server.inference.base import (
     InferenceBackend,
 )
 from loreguard.server.pipeline.errors import InteractionCancelled
-from loreguard.server.pipeline.gate import GateResult, validate
+from loreguard.server.pipeline.gate import GateConfig, GateResult, validate
+from loreguard.server.pipeline.gate.deeds import GRANTS_IN_WORDS_ONLY_RULE
 from loreguard.server.pipeline.gate.parroting import PARROTING_RULE
+from loreguard.server.pipeline.gate.prevention import dialogue_constraints
 from loreguard.server.pipeline.gate.self_repeats import REPEATS_ITSELF_RULE
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import assemble_prompt
@@ -76,6 +80,7 @@ def _request(
     schema: dict[str, Any],
     max_tokens: int,
     timeout_ms: int | None,
+    gate: GateConfig,
 ) -> GenerationRequest:
     """What attempt `snapshot.attempt` asks the model for."""
     return GenerationRequest(
@@ -88,6 +93,7 @@ def _request(
         avoid_start=carry.avoid,
         timeout_ms=timeout_ms,
         said_before=said_before(snapshot, run.attempts),
+        constraints=dialogue_constraints(snapshot) if gate.prevent_in_sampler else DialogueConstraints(),
     )
 
 
@@ -132,7 +138,8 @@ def run_attempt(
     n = snapshot.attempt
     prompt = assemble_prompt(snapshot, config.prompt_boundary)
     run.timer.lap(f"prompt.{n}")
-    request = _request(run, snapshot, carry, prompt, schema, config.max_tokens, time_decisions.generation_timeout_ms(run))
+    timeout_ms = time_decisions.generation_timeout_ms(run)
+    request = _request(run, snapshot, carry, prompt, schema, config.max_tokens, timeout_ms, config.gate)
     watcher = _incremental_gate(run, snapshot, carry, config, judge is not None, special_tokens)
     try:
         generation = _generate(backend, request, watcher)
@@ -187,6 +194,7 @@ def _record(
         tokens_generated=generation.tokens_generated,
         stream=watcher.record(generation.finish_reason == "aborted") if watcher is not None else None,
         judge=judged.judge,
+        prevented=generation.prevented,
     )
 
 
@@ -320,6 +328,31 @@ def next_step(attempted: Attempted, snapshot: StateSnapshot, carry: StreamCarry,
         # a small model told so in words writes the same line again; refused its first token, not.
         avoid = _copied_opening(gate)
     return Retry(failures, replace(carry, avoid=avoid), continues)
+
+
+def keeps_decline(attempts: list[AttemptRecord], failures: tuple[GateFailure, ...], snapshot: StateSnapshot) -> bool:
+    """Whether a retry may grant no intent: every attempt so far declined (wrote `intent`
+    "none", and no intent among its mutations) and the gate refused something else than the
+    decline itself (a reply that says the act is done without granting it, a rule that requires
+    an intent). Retried for a style fault, the 1.5B's guard turned "I'm sorry, traveller. But
+    the captain said he can't let you pass tonight." into "You're welcome, traveller. Let's get
+    to it." with the gate open: a retry keeps what the earlier attempts decided."""
+    if not attempts or not snapshot.offered_intents:
+        return False
+    requiring = {c.rule_id for c in snapshot.constraints.constraints if c.checks.required_intents}
+    if any(f.rule_id == GRANTS_IN_WORDS_ONLY_RULE or f.rule_id in requiring for f in failures):
+        return False
+    return all(_declined(a.raw_output) for a in attempts)
+
+
+def _declined(raw: str) -> bool:
+    """Whether an output parsed and granted nothing."""
+    data = parse_output(raw).data
+    if data is None:
+        return False
+    mutations = data.get("mutations")
+    emits = isinstance(mutations, list) and any(isinstance(m, dict) and m.get("kind") == "emit_world_intent" for m in mutations)
+    return data.get("intent", NO_INTENT) == NO_INTENT and not emits
 
 
 #: Failures of a reply that copied something: its retry may not begin the same way.

@@ -11,6 +11,8 @@ import llama_cpp
 import numpy as np
 import pytest
 
+from loreguard.schemas.prevention import Banned, DialogueConstraints
+from loreguard.server.inference.dialogue_guard import DialogueGuard
 from loreguard.server.inference.grammar import compile_schema
 from loreguard.server.inference.llama_backend import LlamaCppBackend
 from loreguard.server.inference.llama_native import NativeError
@@ -221,3 +223,38 @@ def test_a_mask_never_allows_a_token_that_writes_nothing(reproducible_backend: L
         assert not (allowed & empty).any()
         matcher.consume(token)
     assert json.loads(text)  # the walk above was a real output
+
+
+DRAGON = DialogueConstraints(banned=(Banned(rule_id="no_dragon", phrase="dragon"),))
+
+
+def _guarded_sampler(reproducible_backend: LlamaCppBackend, vocabulary: MaskVocabulary) -> TokenSampler:
+    """A sampler whose output so far is `{"dialogue": "There is a`, guarded against "dragon"."""
+    sampler = TokenSampler(
+        vocabulary, FREE, seed=0, grammar=compile_schema(SCHEMA).gbnf, guard=DialogueGuard(DRAGON, vocabulary.pieces)
+    )
+    sampler.force(reproducible_backend.native_model.tokenize('{"dialogue": "There is a', add_special=False))
+    return sampler
+
+
+def test_the_guard_draws_again_without_the_token_it_refuses(
+    reproducible_backend: LlamaCppBackend, vocabulary: MaskVocabulary
+) -> None:
+    """The model's favourite is " dragon", its second " wolf": the row takes the wolf, and the
+    sampler says what it kept out and why."""
+    model = reproducible_backend.native_model
+    [dragon], [wolf] = model.tokenize(" dragon", add_special=False), model.tokenize(" wolf", add_special=False)
+    sampler = _guarded_sampler(reproducible_backend, vocabulary)
+    assert sampler.sample(Logits(_flat(vocabulary, {dragon: 30.0, wolf: 28.0})[None, :])) == wolf  # type: ignore[arg-type]
+    [prevented] = sampler.guard.prevented()  # type: ignore[union-attr]
+    assert (prevented.rule_id, prevented.evidence, prevented.refused) == ("no_dragon", "dragon", 1)
+
+
+def test_the_guard_lets_the_token_through_when_nothing_else_is_in_the_window(
+    reproducible_backend: LlamaCppBackend, vocabulary: MaskVocabulary
+) -> None:
+    """Every other token is far below the window: nothing the model would write is left, so the
+    token goes through and the gate decides (the guard prevents; it never forces nonsense)."""
+    [dragon] = reproducible_backend.native_model.tokenize(" dragon", add_special=False)
+    sampler = _guarded_sampler(reproducible_backend, vocabulary)
+    assert sampler.sample(Logits(_flat(vocabulary, {dragon: 30.0})[None, :])) == dragon  # type: ignore[arg-type]
