@@ -20,7 +20,10 @@ gate's own `repeats_itself` measure) and `fallback_lines_repeated` (fallbacks th
 NPC's previous fallback line again); and what the game did: `intent_rate` (of the lines that ask
 for an intent the NPC's character grants, those that got it), `discretionary_grant_rate` (the same
 for the requests its character may turn down: `MAY_REFUSE`) and `wrong_intent_rate` (lines that
-got an intent they did not ask for: must be 0). With `--judge`, the `after` run asks the semantic judge in
+got an intent they did not ask for: must be 0); and what each line cost (`line_costs`):
+`attempts_mean`, `line_s_p50` and `line_s_p90` (the player's wait), `tokens_decoded_per_line` (all
+attempts), `grants_after_declines` (must be 0), `prevented` and `prevented.<rule>` (attempts
+whose dialogue the sampler kept something out of, per gate rule). With `--judge`, the `after` run asks the semantic judge in
 each NPC's own sequence, on the batched engine (the sidecar's default, whose prefix reuse makes
 the judge cheap; the other runs use the reproducible engine), and adds its cost per reply: `judge_tokens_evaluated_p50`,
 `judge_tokens_cached_p50`, `judge_ms_p50` (and how often it was asked and found a break).
@@ -43,6 +46,7 @@ from loreguard.schemas.npc import OutputLimits, WorldDefinition
 from loreguard.schemas.output import WorldIntent
 from loreguard.schemas.receipt import InteractionResult, JudgeRecord
 from loreguard.schemas.text import norm_words
+from loreguard.server.bench.line_costs import LineCosts
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.demo.session import TURNS
 from loreguard.server.inference.llama_backend import LlamaCppBackend
@@ -193,20 +197,22 @@ def _store(path: Path, npcs: Iterable[NpcProfile]) -> MemoryStore:
     return store
 
 
-def _print_line(where: str, npc_id: str, line: str, result: InteractionResult) -> None:
+def _print_line(where: str, npc_id: str, line: str, result: InteractionResult, seconds: float) -> None:
     """The line heard, and what the model wrote each time, heard or not: the lines to read and label."""
     attempts = result.receipt.attempts
     first_rules = {f.rule_id for f in attempts[0].failures} if attempts else set()
     print(
         f"[{where}] {npc_id}: {line!r} -> {result.outcome.value} {result.dialogue!r} "
         f"intents={[_shown(intent) for intent in result.intents]} "
-        f"first={sorted(r or '' for r in first_rules)} all={[sorted({f.rule_id or '' for f in a.failures}) for a in attempts]}",
+        f"first={sorted(r or '' for r in first_rules)} all={[sorted({f.rule_id or '' for f in a.failures}) for a in attempts]} "
+        f"{seconds:.1f}s",
         file=sys.stderr,
         flush=True,
     )
     for attempt in attempts:
         print(f"    attempt {attempt.attempt}: {_written(attempt.raw_output)!r} "
-              f"failed={sorted({f.rule_id or f.gate.value for f in attempt.failures})}", file=sys.stderr, flush=True)  # fmt: skip
+              f"failed={sorted({f.rule_id or f.gate.value for f in attempt.failures})} "
+              f"prevented={[(p.rule_id, p.evidence[:40]) for p in attempt.prevented]}", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _run(
@@ -230,10 +236,13 @@ def _run(
     world = demo_world()
     heard = _Heard({p.id: _repeat_context(p, world) for p in npcs})
     judged: list[JudgeRecord] = []
+    costs = LineCosts()
     started = time.perf_counter()
     for i, (npc_id, line) in enumerate(lines):
         ctx = InteractionContext(npc_id=npc_id, trigger_reason="player_utterance", player_input=line, scene="eldmoor")
+        asked_at = time.perf_counter()
         result = pipeline.interact(ctx)
+        costs.add(result, time.perf_counter() - asked_at)
         attempts = result.receipt.attempts
         first_rules = {f.rule_id for f in attempts[0].failures} if attempts else set()
         first_pass += bool(attempts) and not attempts[0].failures
@@ -252,7 +261,7 @@ def _run(
         wrong += any(intent != request for intent in result.intents)
         if i < len(TURNS):
             demo_parroted += PARROTING_RULE in first_rules
-        _print_line(f"{name} {i + 1}/{len(lines)}", npc_id, line, result)
+        _print_line(f"{name} {i + 1}/{len(lines)}", npc_id, line, result, costs.seconds[-1])
     n = len(lines)
     figures: dict[str, object] = {
         f"{name}_first_attempt_pass_rate": round(first_pass / n, 3),
@@ -268,6 +277,7 @@ def _run(
         f"{name}_wrong_intent_rate": round(wrong / n, 3),
         f"{name}_discretionary_grant_rate": round(discretionary_granted / discretionary, 3) if discretionary else 0.0,
         f"{name}_seconds": round(time.perf_counter() - started, 1),
+        **costs.figures(name),
     }
     if judge:
         figures.update(_judge_cost(name, judged))

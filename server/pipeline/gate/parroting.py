@@ -327,9 +327,11 @@ _RECITAL_WORDS = 8
 
 
 def _echo_words(words: tuple[str, ...]) -> int:
-    """How many of the player's line's first words begin an echo of it: half of them, at least
-    three ("Where can I find" of "Where can I find an inn around here?")."""
-    return max(3, -(-len(words) // 2))
+    """How many of the player's line's first words begin an echo of it: half of them, three at
+    least and four at most ("Where can I find" of "Where can I find an inn around here?"; "I'm
+    the captain" of "I'm the captain's cousin. What's the password?", which the 0.5B said back
+    with one word changed past the fourth)."""
+    return min(4, max(3, -(-len(words) // 2)))
 
 
 def _failure(source: str, score: float, copied: str) -> GateFailure:
