@@ -50,6 +50,9 @@ FILLERS = frozenset(
 )
 #: Determiners of a person a name claim may be given ("my brother", "the captain's wife").
 DETERMINERS = frozenset({"the", "my", "your", "his", "her", "our", "their"})
+#: Words that say the subject is the one in office, between a name and its role: "Edward is the
+#: current king", "the rightful king", "the new king".
+STANDING = frozenset({"current", "present", "reigning", "rightful", "true", "real", "new", "only", "sole"})
 #: People a name may be said to be instead: kin and household ("the captain's wife").
 PERSON_NOUNS = frozenset(
     "wife husband son daughter brother sister mother father uncle aunt cousin nephew niece widow "
@@ -193,8 +196,8 @@ def _name_first(clause: Clause, compiled: NameClaim) -> tuple[str, bool] | None:
         if copula is None:
             continue
         at, negated = copula
-        while at < len(tokens) and tokens[at] in DETERMINERS:
-            at += 1
+        while at < len(tokens) and (tokens[at] in DETERMINERS or tokens[at] in STANDING):
+            at += 1  # "Edward is the current king": the 1.5B's merchant, agreeing with the player
         stems = clause.stems
         for subject in compiled.subjects:
             after = at + len(subject)

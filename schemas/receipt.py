@@ -203,6 +203,9 @@ class AttemptRecord(FrozenModel):
     #: What the sampler kept out of the dialogue while it was written, and why (the gate rule
     #: each would have failed): see `loreguard.schemas.prevention`.
     prevented: tuple[Prevention, ...] = ()
+    #: The dialogue's length bound when the time left made it shorter than the profile's, so a
+    #: second attempt could still follow a refused first (`running.pacing`); None: not bounded.
+    dialogue_chars: int | None = None
 
     @property
     def kv_hit_rate(self) -> float | None:

@@ -119,6 +119,7 @@ class RecordedTimeDecisions:
     def __init__(self, record: AuditRecord) -> None:
         reason = record.receipt.fallback_reason or ""
         self._recorded_attempts = len(record.receipt.attempts)
+        self._bounds = [a.dialogue_chars for a in record.receipt.attempts]
         self._out_of_time_at = self._recorded_attempts + 1 if reason.startswith("time_budget") else None
 
     def over_time_budget(self, run: InteractionRun, attempt: int) -> bool:
@@ -133,6 +134,13 @@ class RecordedTimeDecisions:
         # The recorded outputs answer at once; a generation the deadline cut has no attempt in
         # the record, and `over_time_budget` stops the replay before it.
         return None
+
+    def dialogue_chars(self, run: InteractionRun, attempt: int, limit: int) -> int:
+        recorded = self._bounds[attempt - 1] if attempt <= len(self._bounds) else None
+        return recorded if recorded is not None else limit
+
+    def observe(self, generation: Generation) -> None:
+        pass  # a replay's speed decides nothing
 
 
 #: How a stream's cut reason begins when the backend failed mid-generation (`IncrementalGate.backend_failed`).

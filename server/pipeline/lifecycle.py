@@ -43,7 +43,6 @@ from loreguard.server.pipeline.running.run_state import ClockTimeDecisions, Inte
 from loreguard.server.pipeline.running.sink import AuditSink
 from loreguard.server.pipeline.running.streaming import StreamSession
 from loreguard.server.pipeline.snapshot import ScoredEpisode
-from loreguard.server.pipeline.turn.output_schema import output_schema
 from loreguard.server.pipeline.turn.transcript import listeners
 
 __all__ = ["GovernancePipeline", "PipelineConfig"]
@@ -247,8 +246,7 @@ class GovernancePipeline:
         accepted with it, and why a fallback is needed."""
         snapshot = run.first_snapshot
         judge = self.judge if self.config.gate.semantic_judge else None
-        schema = output_schema(snapshot.offered_intents, self.config.generation)
-        declined_schema = output_schema((), self.config.generation)
+        offered = snapshot.offered_intents
         steers = self._steers_retries()
         carry = StreamCarry()
         while True:
@@ -266,7 +264,7 @@ class GovernancePipeline:
                 backend=self.backend,
                 time_decisions=self.time_decisions,
                 config=self.config,
-                schema=schema,
+                offered=offered,
                 judge=judge,
                 special_tokens=self._special_tokens(),
                 count=self._count,
@@ -282,8 +280,8 @@ class GovernancePipeline:
             if step.continues:
                 self._count("stream_continued", 1)
             self._count("retries", 1)
-            if schema is not declined_schema and keeps_decline(run.attempts, step.failures, snapshot):
-                schema = declined_schema  # the retry may say no again, in other words, or nothing else
+            if offered and keeps_decline(run.attempts, step.failures, snapshot):
+                offered = ()  # the retry may say no again, in other words, and grant nothing
                 self._count("retry_kept_decline", 1)
             carry = step.carry
             escalated = escalate(snapshot.constraints, step.failures, self.config.retry.escalation)

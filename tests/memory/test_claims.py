@@ -36,6 +36,13 @@ MILL = CanonicalFact(
         ("The king likes bread.", False),
         ("The mill is in Riverford.", True),
         ("The mill is in Oakvale, by the bridge.", False),
+        # a vouching adverb is not part of the value (the 1.5B's merchant, agreeing with canon)
+        ("The king's name is indeed Arthur.", False),
+        ("The king's name is truly Edward.", True),
+        # a word of office between the name and its role (the 1.5B's merchant, agreeing with the player)
+        ("Edward is the current king.", True),
+        ("I believe you are correct, Edward is the rightful king.", True),
+        ("Arthur is the current king.", False),
     ],
 )
 def test_claims(text: str, contradicts: bool) -> None:

@@ -17,6 +17,7 @@ positive. A line that fails is retried with the reason, which names the NPC to s
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from loreguard.schemas.prevention import Banned
 from loreguard.schemas.receipt import GateFailure, GateName
@@ -183,6 +184,7 @@ def find_assistant_register(dialogue: str, npc_name: str, *, asked_for: bool = F
     return [_hard(ASSISTANT_REGISTER_RULE, reason, phrase)]
 
 
+@lru_cache(maxsize=1)
 def register_bans() -> tuple[Banned, ...]:
     """What the sampler keeps out of every reply (`gate.prevention`): the assistant's turns of
     phrase, its narration of "the player" and its giving in to them. A line that only apologises

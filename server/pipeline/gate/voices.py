@@ -173,6 +173,7 @@ def _to_itself(dialogue: str, speaker: str, *, opening: bool = True) -> list[Gat
     return [_failure(SPEAKS_TO_ITSELF_RULE, f"the line calls its own speaker by name ({called.group(1)})", dialogue[:80])]
 
 
+@lru_cache(maxsize=256)
 def self_address_bans(speaker: str, *, in_scene: bool) -> tuple[Banned, ...]:
     """What the sampler keeps out of the speaker's reply (`gate.prevention`): calling itself by
     its own name after a greeting ("No, Brom."), as the player ("You're Brom.") or closing a

@@ -41,6 +41,8 @@ from loreguard.server.pipeline.running.judge import SemanticJudge
 from loreguard.server.pipeline.running.run_state import InteractionRun, TimeDecisions
 from loreguard.server.pipeline.running.streaming import IncrementalGate, chunk_ends, continuation_prefix
 from loreguard.server.pipeline.snapshot import StateSnapshot
+from loreguard.server.pipeline.turn.intents import OfferedIntent
+from loreguard.server.pipeline.turn.output_schema import output_schema
 
 #: Counts an event on the pipeline's counters (name, amount).
 Count = Callable[[str, int], None]
@@ -126,7 +128,7 @@ def run_attempt(
     backend: InferenceBackend,
     time_decisions: TimeDecisions,
     config: PipelineConfig,
-    schema: dict[str, Any],
+    offered: tuple[OfferedIntent, ...],
     judge: SemanticJudge | None,
     special_tokens: tuple[str, ...],
     count: Count,
@@ -134,13 +136,21 @@ def run_attempt(
     """Attempt number `snapshot.attempt`: its prompt, generation and gate, appended to
     `run.attempts` (and `run.prompts`); `GiveUp` when the backend failed before any word was
     out, or the deadline cut the generation (`_gave_up`). Raises `InteractionCancelled` when
-    the stream's client left during the generation."""
+    the stream's client left during the generation. `offered`: the intents its output may
+    grant (`keeps_decline`: none)."""
     n = snapshot.attempt
+    limit = config.generation.dialogue_chars
+    chars = time_decisions.dialogue_chars(run, n, limit)
+    if chars < limit:
+        count("dialogue_bounded", 1)
+    schema = output_schema(
+        offered, config.generation.model_copy(update={"dialogue_chars": chars}) if chars < limit else config.generation
+    )
     prompt = assemble_prompt(snapshot, config.prompt_boundary)
     run.timer.lap(f"prompt.{n}")
     timeout_ms = time_decisions.generation_timeout_ms(run)
     request = _request(run, snapshot, carry, prompt, schema, config.max_tokens, timeout_ms, config.gate)
-    watcher = _incremental_gate(run, snapshot, carry, config, judge is not None, special_tokens)
+    watcher = _incremental_gate(run, snapshot, carry, config, judge is not None, special_tokens, chars)
     try:
         generation = _generate(backend, request, watcher)
     except BackendError as exc:
@@ -148,6 +158,7 @@ def run_attempt(
         cut = isinstance(exc, BackendTimeout) and request.timeout_ms is not None and time_decisions.over_time_budget(run, n)
         return _gave_up(run, prompt, n, exc, cut=cut, count=count)
     run.timer.lap(f"inference.{n}")
+    time_decisions.observe(generation)
     if run.stream is not None and run.stream.cancelled:
         count("stream_cancelled", 1)
         raise InteractionCancelled(f"inference.{n}")
@@ -163,13 +174,11 @@ def run_attempt(
         hygiene = run.view.profile.output_hygiene
         time_left_ms = time_decisions.generation_timeout_ms(run)
         asked = judge.for_reply(prompt, generation.text, time_left_ms) if judge is not None else None
-        whole = validate(
-            parse, generation.text, snapshot, config.gate, asked, hygiene, special_tokens, config.generation.dialogue_chars
-        )
+        whole = validate(parse, generation.text, snapshot, config.gate, asked, hygiene, special_tokens, chars)
     gate, judged = _decided(whole, watcher)
     if watcher is not None and watcher.cut is not None:
         count("stream_cut", 1)
-    run.attempts.append(_record(n, prompt, generation, parse, judged, watcher))
+    run.attempts.append(_record(n, prompt, generation, parse, judged, watcher, chars if chars < limit else None))
     for failure in judged.failures:
         count(f"gate_failed.{failure.gate.value}", 1)
     run.timer.lap(f"gate.{n}")
@@ -177,7 +186,13 @@ def run_attempt(
 
 
 def _record(
-    n: int, prompt: Prompt, generation: Generation, parse: ParseResult, judged: GateResult, watcher: IncrementalGate | None
+    n: int,
+    prompt: Prompt,
+    generation: Generation,
+    parse: ParseResult,
+    judged: GateResult,
+    watcher: IncrementalGate | None,
+    bound: int | None,
 ) -> AttemptRecord:
     """The attempt as the receipt and the audit record keep it."""
     return AttemptRecord(
@@ -195,6 +210,7 @@ def _record(
         stream=watcher.record(generation.finish_reason == "aborted") if watcher is not None else None,
         judge=judged.judge,
         prevented=generation.prevented,
+        dialogue_chars=bound,
     )
 
 
@@ -225,6 +241,7 @@ def _incremental_gate(
     config: PipelineConfig,
     judged_by_model: bool,
     special_tokens: tuple[str, ...],
+    cut_at: int,
 ) -> IncrementalGate | None:
     """The streamed attempt's incremental gate; None when the interaction does not stream."""
     if run.stream is None:
@@ -237,7 +254,7 @@ def _incremental_gate(
         streaming=config.streaming,
         hold_all=judged_by_model,  # the judge sees only whole outputs: nothing is released early
         special_tokens=special_tokens,
-        cut_at=config.generation.dialogue_chars,
+        cut_at=cut_at,
         continued=len(carry.continued),
         avoided=carry.avoid,
         safe=carry.released,

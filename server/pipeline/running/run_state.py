@@ -17,7 +17,9 @@ from loreguard.memory.store import StoreView
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.output import Emotion, WorldIntent
 from loreguard.schemas.receipt import AttemptRecord, InteractionOutcome, InteractionResult, PhaseTiming, Receipt
+from loreguard.server.inference.base import Generation
 from loreguard.server.pipeline.contract import Sufficiency
+from loreguard.server.pipeline.running.pacing import DecodeSpeed, first_attempt_chars
 from loreguard.server.pipeline.running.streaming import StreamSession
 from loreguard.server.pipeline.snapshot import StateSnapshot
 
@@ -157,10 +159,34 @@ class TimeDecisions(Protocol):
         judge's): the time left to `InteractionRun.cut_ns`, at least 1 ms; None: no limit."""
         ...
 
+    def dialogue_chars(self, run: InteractionRun, attempt: int, limit: int) -> int:
+        """The dialogue's length bound for `attempt`: `limit`, or fewer characters for a first
+        attempt that would otherwise leave no time for a second (`pacing`)."""
+        ...
+
+    def observe(self, generation: Generation) -> None:
+        """A generation ran: what its speed says of the next ones."""
+        ...
+
 
 class ClockTimeDecisions:
     """Time decisions as a live interaction makes them: the run's timer against its retry
-    budget and its deadline (both on the pipeline's clock, which the timer reads)."""
+    budget and its deadline (both on the pipeline's clock, which the timer reads), and the
+    backend's decode speed as measured (`pacing.DecodeSpeed`)."""
+
+    def __init__(self) -> None:
+        self.speed = DecodeSpeed()
+
+    def dialogue_chars(self, run: InteractionRun, attempt: int, limit: int) -> int:
+        if attempt > 1:
+            return limit
+        left_ms = run.time_budget_ms - run.timer.elapsed_ms()
+        if run.cut_ns is not None:
+            left_ms = min(left_ms, (run.cut_ns - run.timer.clock()) / 1_000_000)
+        return first_attempt_chars(left_ms, self.speed.tokens_per_s(), limit)
+
+    def observe(self, generation: Generation) -> None:
+        self.speed.observe(generation)
 
     def over_time_budget(self, run: InteractionRun, attempt: int) -> bool:
         past_cut = run.cut_ns is not None and run.timer.clock() >= run.cut_ns

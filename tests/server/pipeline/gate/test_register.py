@@ -188,3 +188,14 @@ def test_an_npc_that_gives_in_to_a_jailbreak_fails(line: str) -> None:
 )
 def test_an_npc_that_refuses_a_jailbreak_in_its_own_words_passes(line: str) -> None:
     assert find_assistant_register(line, "Brom") == []
+
+
+def test_a_terse_apology_refuses_a_request_in_character_but_answers_no_question() -> None:
+    """ "I'm sorry, traveller." to "Unbar the gate, please. I'm freezing out here." is the guard
+    saying no (the 1.5B's line, refused before and followed by 44 s and a fallback); to a
+    question it answers nothing, the assistant's way."""
+    assert find_assistant_register("I'm sorry, traveller.", "Brom", asked_for=True) == []
+    [failure] = find_assistant_register("I'm sorry, traveller.", "Brom")
+    assert failure.rule_id == ASSISTANT_REGISTER_RULE
+    # a request does not excuse the assistant's own phrases
+    assert find_assistant_register("I'm sorry, but I can't assist with that.", "Brom", asked_for=True)
