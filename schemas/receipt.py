@@ -206,6 +206,10 @@ class AttemptRecord(FrozenModel):
     #: The dialogue's length bound when the time left made it shorter than the profile's, so a
     #: second attempt could still follow a refused first (`running.pacing`); None: not bounded.
     dialogue_chars: int | None = None
+    #: The reply was cut back to the first this many characters of the model's dialogue, the
+    #: sentences before the ones the gate refused, and the cut was the answer without another
+    #: generation (`running.repair`); None: not cut.
+    cut_to: int | None = None
 
     @property
     def kv_hit_rate(self) -> float | None:
