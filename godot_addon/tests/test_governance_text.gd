@@ -131,6 +131,21 @@ func _test_attempts() -> void:
 	}
 	_expect(WORDS.attempt_ending(unreadable, false) == "could not be read (parse failed)", "a parse failure")
 	_expect(WORDS.attempt_text(unreadable) == "Sure! Here is my reply", "its raw text")
+	var repaired := {"attempt": 1, "raw_output": "", "cut_to": 33, "failures": [{"gate": "knowledge", "reason": "x"}]}
+	var repaired_ending := WORDS.attempt_ending(repaired, true)
+	_expect(repaired_ending.contains("first 33 characters passed"), "a reply cut back", repaired_ending)
+	var kept_out := {
+		"prevented":
+		[
+			{"rule_id": "no_dragon", "evidence": "dragon", "refused": 2},
+			{"rule_id": "assistant_register", "evidence": "\\bassist\\b", "refused": 1},
+		]
+	}
+	var in_words := WORDS.attempt_prevented(kept_out)
+	_expect(in_words.size() == 2, "what was kept out", str(in_words))
+	_expect(in_words[0] == "“dragon” (no_dragon, 2 tokens refused)", "a phrase in its words", str(in_words))
+	_expect(in_words[1].begins_with("a phrase (assistant_register"), "a pattern by its rule", str(in_words))
+	_expect(WORDS.attempt_prevented({}).is_empty(), "nothing kept out")
 	var spoken := {"attempt": 2, "raw_output": "", "stream": {"cut": {"released_chars": 27, "reason": "x"}}}
 	_expect(WORDS.attempt_ending(spoken, true).contains("the 27 characters already shown stand"), "a cut, used reply")
 

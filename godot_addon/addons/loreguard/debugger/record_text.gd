@@ -217,6 +217,8 @@ static func _describe_attempt(attempt: Dictionary, used: bool) -> PackedStringAr
 	lines.append("attempt %d: %s" % [int(attempt.get("attempt", 0)), ending])
 	for failure in LoreguardGovernanceText.attempt_failures(attempt):
 		lines.append("  • %s" % LoreguardGovernanceText.failure(failure))
+	for kept_out in LoreguardGovernanceText.attempt_prevented(attempt):
+		lines.append("  kept out while written: %s" % kept_out)
 	lines.append("  said: “%s”" % LoreguardGovernanceText.attempt_text(attempt))
 	var verdicts := PackedStringArray()
 	for check: Dictionary in _list(attempt, "gates"):

@@ -354,6 +354,8 @@ static func attempt_ending(attempt: Dictionary, used: bool) -> String:
 		if shown > 0:
 			return "stopped mid-line by %s, after %d characters were shown" % [by, shown]
 		return "stopped mid-line by %s, before anything was shown" % by
+	if used and attempt.get("cut_to") != null:
+		return "refused by %s; its first %d characters passed and stand as the line" % [by, int(attempt["cut_to"])]
 	if used:
 		return (
 			"passed, bending a soft rule (allowed on the last attempt)"
@@ -368,6 +370,19 @@ static func attempt_ending(attempt: Dictionary, used: bool) -> String:
 	if stream is Dictionary and stream.get("aborted", false):
 		return "stopped before it finished"
 	return "not used"
+
+
+## What the sampler kept out of an attempt's line while it was written, in words: "“dragon”
+## (no_dragon, 2 tokens refused)"; a pattern is named by its rule alone.
+static func attempt_prevented(attempt: Dictionary) -> PackedStringArray:
+	var out := PackedStringArray()
+	var found: Variant = attempt.get("prevented")
+	for item: Variant in found if found is Array else []:
+		if item is Dictionary:
+			var what := _text(item.get("evidence"))
+			var shown := "a phrase" if what.contains("\\") else "“%s”" % what
+			out.append("%s (%s, %d tokens refused)" % [shown, _text(item.get("rule_id")), int(item.get("refused", 0))])
+	return out
 
 
 ## Whether the attempt at `index` of `receipt["attempts"]` is the one whose line was spoken.

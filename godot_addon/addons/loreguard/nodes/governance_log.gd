@@ -145,6 +145,8 @@ func _attempt_bbcode(number: int, attempt: Dictionary, used: bool) -> String:
 	var reasons := PackedStringArray()
 	for failure in LoreguardGovernanceText.attempt_failures(attempt):
 		reasons.append(_escape(LoreguardGovernanceText.failure(failure)))
+	for kept_out in LoreguardGovernanceText.attempt_prevented(attempt):
+		reasons.append(_escape("kept out while written: " + kept_out))
 	if not reasons.is_empty():
 		# A list: a reason that wraps hangs under its own first word, not under the bullet.
 		text += "[ul]%s[/ul]\n" % "\n".join(reasons)
