@@ -57,6 +57,18 @@ def _regex(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
 
 
+@lru_cache(maxsize=64)
+def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One pattern matching where any of `patterns` does; None when they cannot be joined (a
+    designer's pattern with a global inline flag)."""
+    if not patterns:
+        return None
+    try:
+        return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
+    except re.error:
+        return None
+
+
 def _words(text: str) -> tuple[str, ...]:
     """The words a copy is compared on: the normalised words, each as its singular ("lanterns"
     copies "lantern", as the gate's likeness of letters finds)."""
@@ -90,7 +102,8 @@ class _Runs:
     def found(self, words: tuple[str, ...], partial: bool) -> set[Violation]:
         out: set[Violation] = set()
         for n, runs in self._whole.items():
-            for i in range(len(words) - n + 1):
+            # only runs ending in the last few words can be new: one token adds a word or two
+            for i in range(max(0, len(words) - n - _NEW_WORDS), len(words) - n + 1):
                 if (violation := runs.get(words[i : i + n])) is not None:
                     out.add(violation)
             if partial and len(words) >= n and len(words[-1]) >= _PARTIAL_CHARS:
@@ -108,6 +121,7 @@ class DialogueGuard:
         self._closed = False
         self._phrases = [(b.rule_id, b.phrase) for b in constraints.banned if b.phrase]
         self._patterns = [(b.rule_id, b.pattern, _regex(b.pattern)) for b in constraints.banned if b.pattern]
+        self._any_pattern = _any_of(tuple(source for _, source, _ in self._patterns))
         free = [frozenset(_words(text)) for text in constraints.free]
         #: Runs of words the dialogue may not hold: the copies' and the banned phrases' words.
         self._runs = _Runs()
@@ -121,23 +135,24 @@ class DialogueGuard:
         self._openings = [(o.rule_id, _words(o.words)) for o in constraints.openings if o.words.strip()]
         #: What the dialogue taken so far breaks (let through when nothing else was allowed).
         self._found: frozenset[Violation] = frozenset()
-        self._probe: tuple[int, frozenset[Violation], bool] | None = None
+        #: Where the dialogue's last sentence begins (at the mark that ends the one before): a new
+        #: pattern match starts there or later.
+        self._sentence_at = 0
+        self._probe: tuple[int, frozenset[Violation], bool, int] | None = None
         self._refused: dict[Violation, int] = {}
 
     def observe(self, token: int) -> None:
         """`token` was taken (sampled or forced)."""
-        probe = self._probe
-        found, closed = (probe[1], probe[2]) if probe is not None and probe[0] == token else self._violations(token)
+        probe = self._probe if self._probe is not None and self._probe[0] == token else (token, *self._violations(token))
         self._raw += self._pieces[token]
-        self._found, self._closed, self._probe = found, closed, None
+        self._found, self._closed, self._sentence_at, self._probe = probe[1], probe[2], probe[3], None
 
     def refuses(self, token: int) -> Violation | None:
         """What taking `token` would newly break, or None."""
         if self._closed:
             return None
-        found, closed = self._violations(token)
-        self._probe = (token, found, closed)
-        new = found - self._found
+        self._probe = (token, *self._violations(token))
+        new = self._probe[1] - self._found
         return min(new) if new else None
 
     def count(self, violation: Violation) -> None:
@@ -150,33 +165,70 @@ class DialogueGuard:
             Prevention(rule_id=rule, evidence=evidence, refused=n) for (rule, evidence), n in sorted(self._refused.items())
         )
 
-    def _violations(self, token: int) -> tuple[frozenset[Violation], bool]:
-        """What the dialogue would break with `token` taken, and whether it would be closed."""
+    def _violations(self, token: int) -> tuple[frozenset[Violation], bool, int]:
+        """What the dialogue would break with `token` taken, whether it would be closed, and
+        where its last sentence would begin."""
         if self._closed:
-            return self._found, True
+            return self._found, True, self._sentence_at
         decoded = _dialogue(bytes(self._raw + self._pieces[token]))
         if decoded is None:
-            return frozenset(), False
+            return frozenset(), False, 0
         text, closed = decoded
+        # Only what ends in the new text can be new: the checks read its tail, from a word's start
+        # (the dialogue before it was checked token by token already).
+        tail = _tail(text)
         found: set[Violation] = set()
         for rule, phrase in self._phrases:
-            if contains_phrase(text, phrase):
+            if contains_phrase(tail, phrase):
                 found.add((rule, phrase))
         probe = (text if closed else text + _OPEN_END).replace("\u2019", "'")
-        for rule, source, regex in self._patterns:
-            if regex.search(probe):
-                found.add((rule, source))
-        words = _words(text)
+        start = len(text) - len(tail)
+        at = max(start, min(self._sentence_at, len(text)))
+        if self._any_pattern is None or self._any_pattern.search(probe, at):  # most tokens: one search
+            for rule, source, regex in self._patterns:
+                if regex.search(probe, at):  # `^` still means the dialogue's start
+                    found.add((rule, source))
         # a text ending in a letter may be ending in half a word: a start of the banned word counts
         partial = not closed and bool(text) and text[-1].isalnum()
-        found |= self._runs.found(words, partial)
-        for rule, opening in self._openings:
-            head = words[: len(opening)]
-            if head == opening or (
-                partial and len(head) == len(opening) and len(head[-1]) >= _PARTIAL_CHARS and _starts(head, opening)
-            ):
-                found.add((rule, " ".join(opening)))
-        return frozenset(found), closed
+        found |= self._runs.found(_words(tail), partial)
+        if self._openings and start == 0:
+            words = _words(text)
+            for rule, opening in self._openings:
+                head = words[: len(opening)]
+                if head == opening or (
+                    partial and len(head) == len(opening) and len(head[-1]) >= _PARTIAL_CHARS and _starts(head, opening)
+                ):
+                    found.add((rule, " ".join(opening)))
+        return frozenset(found), closed, _last_sentence(text)
+
+
+#: The words at the dialogue's end a new run may end in (one token adds a word or two).
+_NEW_WORDS = 4
+#: What ends a sentence, for where the last one begins.
+_SENTENCE_MARK = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*\s")
+
+
+def _last_sentence(text: str) -> int:
+    """Where the last sentence of `text` begins: at the mark that ends the one before (a pattern
+    may begin there: "[.!?] You're Brom"), or 0."""
+    start = 0
+    for match in _SENTENCE_MARK.finditer(text):
+        start = match.start()
+    return start
+
+
+#: How much of the dialogue's end the checks read: longer than any banned run or pattern match
+#: (a persona recital of nine words, an assistant's sentence), far shorter than a long line.
+TAIL_CHARS = 240
+
+
+def _tail(text: str) -> str:
+    """The last `TAIL_CHARS` of `text` or so, from the start of a word (a word cut in half at the
+    window's edge could read as another: "snapdragon")."""
+    if len(text) <= TAIL_CHARS:
+        return text
+    cut = text.find(" ", len(text) - TAIL_CHARS)
+    return text[cut + 1 :] if cut >= 0 else text[-TAIL_CHARS:]
 
 
 def _dialogue(raw: bytes) -> tuple[str, bool] | None:
