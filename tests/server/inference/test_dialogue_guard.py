@@ -145,3 +145,19 @@ def test_a_violation_let_through_is_not_refused_again() -> None:
     assert guard.refuses(ids[2]) is not None
     guard.observe(ids[2])  # let through
     assert guard.refuses(ids[3]) is None
+
+
+def test_a_pattern_that_begins_at_the_sentence_before_is_still_found() -> None:
+    """The guard searches from where the last sentence begins, at the mark before it: a pattern
+    that opens on that mark ("[.!?] You're Brom") is still there to find."""
+    you_are = DialogueConstraints(
+        banned=(Banned(rule_id="speaks_to_itself", pattern=r"(?:^|[.!?]\s+)\W*(?:you're|you are)\s+(Brom)\b"),)
+    )
+    assert _first_refused(you_are, ["The gate is shut.", " You're", " Brom"]) == 2
+    assert _first_refused(you_are, ["The gate is shut.", " You're", " late"]) is None
+
+
+def test_a_long_dialogue_is_still_guarded_at_its_end() -> None:
+    long = ["The road is long and the rain is cold, traveller."] * 8
+    assert _first_refused(DRAGON, [*long, " A", " dragon"]) == len(long) + 1
+    assert _first_refused(DRAGON, [*long, " A", " snapdragon"]) is None
