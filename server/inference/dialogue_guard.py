@@ -16,7 +16,8 @@ of the attempt's `DialogueConstraints` (stated by the gate modules themselves; s
 
 The last word counts as written: " with" completes "assist with" even if "without" might have
 followed, so a phrase is refused on the token that completes it, whatever the tokenisation (one
-token or several, a leading space or none). A pattern ending in `$` is matched only once the
+token or several, a leading space or none); a token whose letters join the last word's is read
+as a word of its own too, or "a" then "dragon" would write "adragon". A pattern ending in `$` is matched only once the
 dialogue is closed, or at a sentence end the pattern names.
 
 The sampler then draws again without that token (`sampling._guarded`); what it refused is
@@ -165,6 +166,16 @@ class DialogueGuard:
             Prevention(rule_id=rule, evidence=evidence, refused=n) for (rule, evidence), n in sorted(self._refused.items())
         )
 
+    def _glued(self, token: int) -> str | None:
+        """The dialogue's tail with a space between it and `token` when the token's letters would
+        join the last word's: refused " dragon", the 1.5B wrote "a" then "dragon", and the player
+        read "adragon". None when they would not join."""
+        piece = self._pieces[token]
+        if not (self._phrases and piece[:1].isalpha() and self._raw[-1:].isalpha()):
+            return None
+        decoded = _dialogue(bytes(self._raw + b" " + piece))
+        return _tail(decoded[0]) if decoded is not None else None
+
     def _violations(self, token: int) -> tuple[frozenset[Violation], bool, int]:
         """What the dialogue would break with `token` taken, whether it would be closed, and
         where its last sentence would begin."""
@@ -178,8 +189,9 @@ class DialogueGuard:
         # (the dialogue before it was checked token by token already).
         tail = _tail(text)
         found: set[Violation] = set()
+        glued = self._glued(token)
         for rule, phrase in self._phrases:
-            if contains_phrase(tail, phrase):
+            if contains_phrase(tail, phrase) or (glued is not None and contains_phrase(glued, phrase)):
                 found.add((rule, phrase))
         probe = (text if closed else text + _OPEN_END).replace("\u2019", "'")
         start = len(text) - len(tail)

@@ -176,12 +176,11 @@ def _to_itself(dialogue: str, speaker: str, *, opening: bool = True) -> list[Gat
 @lru_cache(maxsize=256)
 def self_address_bans(speaker: str, *, in_scene: bool) -> tuple[Banned, ...]:
     """What the sampler keeps out of the speaker's reply (`gate.prevention`): calling itself by
-    its own name after a greeting ("No, Brom."), as the player ("You're Brom.") or closing a
-    sentence or clause after a comma ("..., Brom.", "..., Brom, as ..."), and in a scene opening a
-    line with it ("Brom, ...")."""
+    its own name after a greeting ("No, Brom."), as the player ("You're Brom.") or after a comma
+    ("..., Brom.", "..., Brom, as ..."), and in a scene opening a line with it ("Brom, ...")."""
     if not speaker.strip():
         return ()
-    closing = rf",\s*({_name_forms(speaker)})\s*(?:[.!?,;]|$)"
+    closing = _called_at_end(speaker).pattern
     patterns = [_greeted(speaker).pattern, _named_as_you(speaker).pattern, closing]
     if in_scene:
         patterns.append(_vocative(speaker).pattern)
@@ -233,10 +232,10 @@ def _named_as_you(speaker: str) -> re.Pattern[str]:
 
 @lru_cache(maxsize=256)
 def _called_at_end(speaker: str) -> re.Pattern[str]:
-    """The speaker's own name closing a sentence or a clause after a comma: "I enjoy my job,
-    Brom.", "It is safer to travel by day, Brom, as it is less likely..." (the 1.5B as Brom, once
-    the sampler kept it from the first)."""
-    return re.compile(rf",\s*({_name_forms(speaker)})\s*(?:[.!?]*\s*$|[,;])", re.IGNORECASE)
+    """The speaker's own name after a comma: "I enjoy my job, Brom.", "It is safer to travel by
+    day, Brom, as it is less likely...", "I can't help with that, Mira can you tell me more?"
+    (the 1.5B, each once the sampler kept it from the one before)."""
+    return re.compile(rf",\s*({_name_forms(speaker)})\b(?!['\u2019])", re.IGNORECASE)
 
 
 @lru_cache(maxsize=256)

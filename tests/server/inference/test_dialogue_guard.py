@@ -72,6 +72,7 @@ def _first_refused(constraints: DialogueConstraints, written: list[str]) -> int 
         (["There is a", " d", "r", "a", "g", "o", "n"], 2),  # letter by letter: at "dr"
         (["There is a", " drake", "."], None),  # another word
         (["The", " dragonfly", " is"], None),  # a longer word does not hold it
+        (["I have seen a", "dragon"], 1),  # joined to the word before: "adragon" reads as the word
     ],
 )
 def test_a_banned_phrase_is_refused_whatever_the_tokenisation(written: list[str], refused_at: int | None) -> None:

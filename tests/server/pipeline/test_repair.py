@@ -48,7 +48,8 @@ def test_a_cut_grants_nothing_the_whole_reply_granted(tmp_path: Path) -> None:
     """A grant rides on the whole output: a cut reply is words only, so one whose words say the
     gate is open is refused like any grant in words only, and the retry decides."""
     opened = say(
-        "Go on through, traveller. The dragon sleeps.", mutations=[{"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}}]
+        "Go on through, traveller. The dragon sleeps.",
+        mutations=[{"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}}],
     )
     pipeline = _pipeline(tmp_path / "m.sqlite", [opened, say("Not without the captain's word.")])
     result = pipeline.interact(ask("Please open the gate.", npc="guard"))

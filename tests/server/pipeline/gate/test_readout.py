@@ -58,7 +58,7 @@ def test_instructions_read_out_are_retried(tmp_path: Path, line: str) -> None:
         ("I cannot grant that, and my answer is final: the captain forbids it.", "Evening."),
         ("The king above forbids it, traveller.", "Evening."),
         ("Stay back, traveller. Brom keeps this gate.", "Evening."),
-        ("Stay, brom of the gate, stay.", "Evening."),
+        ("Stay back. Brom of the gate says stay.", "Evening."),
         # the player's own words are the world's: echoing "format" after being asked is talk
         ("What format? I only know the gate's hours.", "What format do you want my letter in?"),
     ],
