@@ -92,7 +92,8 @@ _PATTERNS = tuple(
         r"\b(?:no|the) (?:other |more |further )?(?:words|text|input|information|context|details|description) (?:was |were )?provided\b",
         # steering the user away, once its refusal was kept out: "Let's talk about something else!"
         # (qwen2.5-coder-1.5b as Mira, session 9)
-        r"\blet(?:'s| us) (?:talk about something else|change the subject|move on to something else)\b",
+        r"\blet(?:'s| us) (?:talk about|discuss|move on to) (?:something|anything) (?:else|different)\b",
+        r"\blet(?:'s| us) change the subject\b",
         r"\b(?:your|the|this) (?:question|query|prompt|request) (?:is|was) (?:unclear|not clear|ambiguous)\b",
     )
 )
@@ -127,7 +128,8 @@ _YIELDS = re.compile(
     r"(?:rules|instructions|programming|guidelines|constraints)\b"
     r"|\bi(?:'ll| will) do (?:anything|whatever|everything) you (?:say|want|ask|command)\b"
     # qwen2.5-coder-1.5b as Brom, session 9, kept by the sampler from "I am your servant"
-    r"|\bi(?:'ll| will| shall| must) (?:now )?(?:follow|obey|heed) (?:all |every one of )?your (?:orders|commands|every word|wishes|bidding)\b"
+    r"|\bi(?:'ll| will| shall| must) (?:now )?(?:follow|obey|heed) (?:all |every one of )?your (?:orders|commands|instructions|"
+    r"every word|wishes|bidding|rules)\b"
     r"|\byour wish is my command\b",
     re.IGNORECASE,
 )
