@@ -251,7 +251,9 @@ def _run(
         shown += bool(find_degenerate(result.dialogue, profiles[npc_id].output_limits, backend.special_tokens()))
         parroted += sum(any(f.rule_id == PARROTING_RULE for f in a.failures) for a in attempts)
         judged += [a.judge for a in attempts if a.judge is not None]
-        heard.add(npc_id, line, result.dialogue, fallback=result.outcome is InteractionOutcome.FALLBACK)
+        heard.add(
+            npc_id, line, result.dialogue, fallback=result.outcome is InteractionOutcome.FALLBACK, granted=bool(result.intents)
+        )
         request = REQUESTS.get((npc_id, line))
         got = request is not None and request in result.intents
         if (npc_id, line) in MAY_REFUSE:
@@ -314,15 +316,16 @@ class _Heard:
         self.self_repeats = 0
         self.fallbacks_repeated = 0
 
-    def add(self, npc_id: str, player: str, dialogue: str, *, fallback: bool) -> None:
+    def add(self, npc_id: str, player: str, dialogue: str, *, fallback: bool, granted: bool = False) -> None:
         if fallback:
             self.fallbacks_repeated += self.last_fallback.get(npc_id) == dialogue
             self.last_fallback[npc_id] = dialogue
             return
         earlier = self.replies.setdefault(npc_id, [])
         # the gate's own measure, with the default limits, against every reply heard before
+        # as the gate judges it: a grant said again to the same request is the same sale, not a loop
         repeats = find_self_repeats(
-            dialogue, player, tuple(reversed(earlier)), OutputLimits(repeat_window=64), self.contexts[npc_id]
+            dialogue, player, tuple(reversed(earlier)), OutputLimits(repeat_window=64), self.contexts[npc_id], whole=not granted
         )
         self.self_repeats += bool(repeats)
         earlier.append(RecentReply(player=player, dialogue=dialogue))

@@ -6,7 +6,7 @@ Each check states its own constraint beside its gate function, from the same lis
 thresholds, and `dialogue_constraints` gathers them for one attempt:
 
 - `checks.constraint_bans`     the active rules' forbidden phrases and patterns, the secrets' words
-- `register.register_bans`     the assistant's turns of phrase, narrating the player, giving in
+- `register.register_bans`     narrating the player, giving in to them (not the assistant's phrases: see there)
 - `voices.self_address_bans`   the NPC calling itself by its own name
 - `parroting.copy_limits`      runs of an example's line, the player's lines, the persona
 - `self_repeats.repeat_limits` runs of the NPC's recent replies to other questions, its habit's opening

@@ -193,11 +193,17 @@ def find_assistant_register(dialogue: str, npc_name: str, *, asked_for: bool = F
 
 @lru_cache(maxsize=1)
 def register_bans() -> tuple[Banned, ...]:
-    """What the sampler keeps out of every reply (`gate.prevention`): the assistant's turns of
-    phrase, its narration of "the player" and its giving in to them. A line that only apologises
-    is judged whole, by the gate."""
+    """What the sampler keeps out of every reply (`gate.prevention`): its narration of "the
+    player" and its giving in to them, which fail a line whole.
+
+    Not the assistant's turns of phrase (`_PATTERNS`): hygiene strips such a sentence beside the
+    NPC's own, so only a line of nothing else fails; kept out token by token, the 1.5B wrote the
+    nearest phrase the list does not hold ("I apologize, but I cannot provide that response.",
+    "How may I serve you today, love?") or lost its way mid-line ("I'd be happy to have a lantern,
+    but let me check first." instead of "I'd be happy to help. One lantern, love." with the sale),
+    and the player heard those: in one `bench quality` run, 8 attempts kept from the list, none of
+    them better for it, against 0 first attempts refused for it without the guard."""
     return (
-        *(Banned(rule_id=ASSISTANT_REGISTER_RULE, pattern=p.pattern) for p in _PATTERNS),
         Banned(rule_id=NARRATES_PLAYER_RULE, pattern=_NARRATION.pattern),
         Banned(rule_id=YIELDS_RULE, pattern=_YIELDS.pattern),
     )

@@ -97,12 +97,13 @@ def test_the_guard_keeps_out_no_benign_line(tmp_path: Path) -> None:
 
 def test_each_check_states_its_constraint_once_and_the_pipeline_sends_it(tmp_path: Path) -> None:
     """The guard's rules are the gate modules' own: the rule's forbidden phrase, the secret's
-    words, every assistant's pattern the register check uses, the NPC's own name, the player's
-    words, the persona; the canonical facts are free."""
+    words, giving in to the player, the NPC's own name, the player's words, the persona; the
+    canonical facts are free."""
     constraints = _constraints(tmp_path, "guard", [], "Where can I find an inn around here?")
     banned = {(b.rule_id, b.phrase or b.pattern) for b in constraints.banned}
     assert ("no_dragon", "dragon") in banned
-    assert {("assistant_register", p.pattern) for p in _PATTERNS} <= banned
+    assert not {("assistant_register", p.pattern) for p in _PATTERNS} & banned  # hygiene strips those: see register_bans
+    assert any(rule == "yields_to_the_player" for rule, _ in banned)
     assert any(rule == "password" for rule, _ in banned)
     assert any(rule == "speaks_to_itself" and "Brom" in what for rule, what in banned)
     assert ("parroting", "where can i find") in {(o.rule_id, o.words) for o in constraints.openings}
