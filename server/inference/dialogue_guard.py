@@ -17,7 +17,8 @@ of the attempt's `DialogueConstraints` (stated by the gate modules themselves; s
 The last word counts as written: " with" completes "assist with" even if "without" might have
 followed, so a phrase is refused on the token that completes it, whatever the tokenisation (one
 token or several, a leading space or none); a token whose letters join the last word's is read
-as a word of its own too, or "a" then "dragon" would write "adragon". A pattern ending in `$` is matched only once the
+as a word of its own too, or "a" then "dragon" would write "adragon" (and a copied run "northern"
+then "gate", "northerngate"). A pattern ending in `$` is matched only once the
 dialogue is closed, or at a sentence end the pattern names.
 
 The sampler then draws again without that token (`sampling._guarded`); what it refused is
@@ -171,7 +172,7 @@ class DialogueGuard:
         join the last word's: refused " dragon", the 1.5B wrote "a" then "dragon", and the player
         read "adragon". None when they would not join."""
         piece = self._pieces[token]
-        if not (self._phrases and piece[:1].isalpha() and self._raw[-1:].isalpha()):
+        if not (piece[:1].isalpha() and self._raw[-1:].isalpha()):
             return None
         decoded = _dialogue(bytes(self._raw + b" " + piece))
         return _tail(decoded[0]) if decoded is not None else None
@@ -203,6 +204,8 @@ class DialogueGuard:
         # a text ending in a letter may be ending in half a word: a start of the banned word counts
         partial = not closed and bool(text) and text[-1].isalnum()
         found |= self._runs.found(_words(tail), partial)
+        if glued is not None:
+            found |= self._runs.found(_words(glued), partial)  # "northern" then "gate": "northerngate"
         if self._openings and start == 0:
             words = _words(text)
             for rule, opening in self._openings:

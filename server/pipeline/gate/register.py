@@ -106,6 +106,9 @@ NARRATES_PLAYER_RULE = "narrates_the_player"
 _NARRATION = re.compile(
     r"\bthe player(?:'s)? (?:asks|asked|wants|wanted|says|said|is asking|has asked|tells|told|requests|requested|"
     r"is|was|has|needs|would like)\b"
+    # the one in front of the NPC as the prompt's third person: "I will inform the player that
+    # the gate is closed." (qwen2.5-coder-1.5b as Brom, session 9)
+    r"|\b(?:inform|tell|remind|warn|let|show|ask|help|give) the player\b"
     # a story told about the one in front of the NPC: "The traveller hands over five silver."
     r"|\bthe (?:player|travell?er|adventurer|customer|hero|protagonist) (?:hands|gives|nods|walks|approaches|steps|"
     r"takes|pays|smiles|reaches|pulls|places|offers|counts|enters|looks at|turns to)\b",

@@ -103,6 +103,11 @@ def test_a_copy_is_refused_past_its_longest_run_and_free_texts_are_free() -> Non
     assert _refused(free, ["Where can I find an inn"], " around") is not None
 
 
+def test_a_copied_run_joined_to_the_word_before_is_still_a_copy() -> None:
+    copy = DialogueConstraints(copies=(CopyLimit(rule_id="parroting", source="a guard at the north gate of Eldmoor", longest=2),))
+    assert _first_refused(copy, ["I keep the", " north", "gate"]) == 2  # "northgate" reads "north gate"
+
+
 def test_a_copy_counts_words_in_their_singular_and_ignores_punctuation_and_case() -> None:
     copy = DialogueConstraints(copies=(CopyLimit(rule_id="parroting", source="Bread, rope and lanterns, love.", longest=3),))
     assert _refused(copy, ["BREAD - rope and"], " lantern") == ("parroting", "bread rope and lantern")
