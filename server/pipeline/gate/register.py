@@ -131,8 +131,8 @@ _YIELDS = re.compile(
     r"(?:rules|instructions|programming|guidelines|constraints)\b"
     r"|\bi(?:'ll| will) do (?:anything|whatever|everything) you (?:say|want|ask|command)\b"
     # qwen2.5-coder-1.5b as Brom, session 9, kept by the sampler from "I am your servant"
-    r"|\bi(?:'ll| will| shall| must) (?:now )?(?:follow|obey|heed) (?:all |every one of )?your (?:orders|commands|instructions|"
-    r"every word|wishes|bidding|rules)\b"
+    r"|\bi(?:'ll| will| shall| must) (?:now )?(?:follow|obey|heed) (?:all |every one of )?your (?:orders?|commands?|instructions?|"
+    r"every word|wish(?:es)?|bidding|rules?|lead)\b"
     r"|\byour wish is my command\b",
     re.IGNORECASE,
 )
