@@ -178,6 +178,7 @@ class RecordedOutputs(InferenceBackend):
             text=attempt.raw_output,
             tokens_generated=attempt.tokens_generated,
             finish_reason="aborted" if aborted else "stop",
+            prevented=attempt.prevented,  # what the sampler kept out while the output was written
         )
 
     def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:

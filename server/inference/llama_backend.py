@@ -389,7 +389,10 @@ class LlamaCppBackend(InferenceBackend):
         return tokens, grammar, max_tokens, forced
 
     def _sampler(self, request: GenerationRequest, grammar: CompiledGrammar | None, forced: list[int]) -> TokenSampler:
-        avoid = (self._model.tokenize(request.avoid_start, add_special=False)[:1] if request.avoid_start else []) or [None]
+        avoid: list[int | None] = (
+            [*self._model.tokenize(request.avoid_start, add_special=False)[:1]] if request.avoid_start else []
+        )
+        avoid = avoid or [None]
         said = [self._model.tokenize(line + "\n", add_special=False) for line in request.said_before]
         guard = DialogueGuard(request.constraints, self.vocabulary.pieces) if request.constraints and grammar else None
         gbnf = grammar.gbnf if grammar else None

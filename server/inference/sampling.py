@@ -375,7 +375,7 @@ MAX_GUARD_REFUSALS = 32
 
 
 def _guarded(
-    sampler: TokenSampler, shortlist: Shortlist, token: int, why: Violation, logits: np.ndarray, mask: np.ndarray | None
+    sampler: TokenSampler, shortlist: Shortlist, token: int, why: Violation | None, logits: np.ndarray, mask: np.ndarray | None
 ) -> int:
     """A row whose drawn token its guard refused: drawn again, in proportion, among the tokens
     left that the grammar and the guard allow: first the shortlist's, then any token within the

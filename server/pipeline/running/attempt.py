@@ -177,16 +177,16 @@ def run_attempt(
         asked = judge.for_reply(prompt, generation.text, time_left_ms) if judge is not None else None
         whole = validate(parse, generation.text, snapshot, config.gate, asked, hygiene, special_tokens, chars)
     gate, judged = _decided(whole, watcher)
-    cut = None
+    cut_to = None
     if watcher is None and whole is not None and judge is None:
         repaired = cut_repair(whole, parse, snapshot, config.gate, run.view.profile.output_hygiene, special_tokens, chars)
         if repaired is not None:
-            gate, cut = repaired
+            gate, cut_to = repaired
             count("cut_repaired", 1)
     if watcher is not None and watcher.cut is not None:
         count("stream_cut", 1)
     bound = chars if chars < limit else None
-    run.attempts.append(_record(n, prompt, generation, parse, judged, watcher, bound).model_copy(update={"cut_to": cut}))
+    run.attempts.append(_record(n, prompt, generation, parse, judged, watcher, bound).model_copy(update={"cut_to": cut_to}))
     for failure in judged.failures:
         count(f"gate_failed.{failure.gate.value}", 1)
     run.timer.lap(f"gate.{n}")
