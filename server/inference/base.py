@@ -115,6 +115,12 @@ class InferenceBackend(ABC):
         cannot be made to continue a reply it did not write: the default is False."""
         return False
 
+    @property
+    def guards_dialogue(self) -> bool:
+        """Whether this backend's sampler keeps `GenerationRequest.constraints` out of the
+        dialogue (`dialogue_guard`); the pipeline builds them only for one that does."""
+        return False
+
     @abstractmethod
     def generate(self, request: GenerationRequest) -> Generation:
         """Produce text for `request`, or raise a `BackendError`."""

@@ -423,6 +423,10 @@ class LlamaCppBackend(InferenceBackend):
         return True
 
     @property
+    def guards_dialogue(self) -> bool:
+        return True
+
+    @property
     def max_concurrency(self) -> int:
         return self._engine.max_concurrency
 

@@ -23,6 +23,10 @@ class RecordingBackend(InferenceBackend):
     def continues_output(self) -> bool:
         return self.inner.continues_output
 
+    @property
+    def guards_dialogue(self) -> bool:
+        return self.inner.guards_dialogue
+
     def generate(self, request: GenerationRequest) -> Generation:
         generation = self.inner.generate(request)
         self.calls.append((request, generation))  # list.append is atomic: safe from many threads

@@ -45,6 +45,7 @@ class ScriptedBackend(InferenceBackend):
         latency_s: float = 0.0,
         special_tokens: Iterable[str] = (),
         continues: bool = False,
+        guards: bool = False,
     ) -> None:
         if isinstance(outputs, Mapping):
             self._per_npc = {npc: deque(items) for npc, items in outputs.items()}
@@ -67,10 +68,17 @@ class ScriptedBackend(InferenceBackend):
         #: Honour `output_prefix` (a streamed retry continuing released words): the script then
         #: holds what the model writes after the given start, and the output is both.
         self.continues = continues
+        #: Ask for the dialogue's constraints as a model's guarded sampler would (a test reads
+        #: them in `requests`); the script is written already, so nothing is kept out of it.
+        self.guards = guards
 
     @property
     def continues_output(self) -> bool:
         return self.continues
+
+    @property
+    def guards_dialogue(self) -> bool:
+        return self.guards
 
     def extend(self, outputs: Iterable[str], npc_id: str | None = None) -> None:
         if npc_id is None:

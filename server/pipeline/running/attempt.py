@@ -29,7 +29,7 @@ from loreguard.server.inference.base import (
     InferenceBackend,
 )
 from loreguard.server.pipeline.errors import InteractionCancelled
-from loreguard.server.pipeline.gate import GateConfig, GateResult, validate
+from loreguard.server.pipeline.gate import GateResult, validate
 from loreguard.server.pipeline.gate.deeds import GRANTS_IN_WORDS_ONLY_RULE
 from loreguard.server.pipeline.gate.parroting import PARROTING_RULE
 from loreguard.server.pipeline.gate.prevention import dialogue_constraints
@@ -83,7 +83,7 @@ def _request(
     schema: dict[str, Any],
     max_tokens: int,
     timeout_ms: int | None,
-    gate: GateConfig,
+    guarded: bool,
 ) -> GenerationRequest:
     """What attempt `snapshot.attempt` asks the model for."""
     return GenerationRequest(
@@ -96,7 +96,7 @@ def _request(
         avoid_start=carry.avoid,
         timeout_ms=timeout_ms,
         said_before=said_before(snapshot, run.attempts),
-        constraints=dialogue_constraints(snapshot) if gate.prevent_in_sampler else DialogueConstraints(),
+        constraints=dialogue_constraints(snapshot) if guarded else DialogueConstraints(),
     )
 
 
@@ -150,7 +150,8 @@ def run_attempt(
     prompt = assemble_prompt(snapshot, config.prompt_boundary)
     run.timer.lap(f"prompt.{n}")
     timeout_ms = time_decisions.generation_timeout_ms(run)
-    request = _request(run, snapshot, carry, prompt, schema, config.max_tokens, timeout_ms, config.gate)
+    guarded = config.gate.prevent_in_sampler and backend.guards_dialogue
+    request = _request(run, snapshot, carry, prompt, schema, config.max_tokens, timeout_ms, guarded)
     watcher = _incremental_gate(run, snapshot, carry, config, judge is not None, special_tokens, chars)
     try:
         generation = _generate(backend, request, watcher)

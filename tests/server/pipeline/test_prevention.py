@@ -37,7 +37,9 @@ ALWAYS_PREVENTED = frozenset({"narrates_the_player", "yields_to_the_player", "no
 
 def _constraints(tmp_path: Path, npc: str, earlier: list[list[str]], player: str) -> DialogueConstraints:
     """The constraints the pipeline sends with the first attempt at `player`, after `earlier`."""
-    backend = RecordingBackend(ScriptedBackend({npc: [say(d) for _, d in earlier] + [say("Hm.")] * 3}, special_tokens=SPECIALS))
+    backend = RecordingBackend(
+        ScriptedBackend({npc: [say(d) for _, d in earlier] + [say("Hm.")] * 3}, special_tokens=SPECIALS, guards=True)
+    )
     tmp_path.mkdir(parents=True, exist_ok=True)
     pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
     for line, _ in earlier:
@@ -120,7 +122,7 @@ def test_the_constraints_are_the_same_bytes_every_time(tmp_path: Path) -> None:
 
 
 def test_prevention_can_be_turned_off(tmp_path: Path) -> None:
-    backend = RecordingBackend(ScriptedBackend({"guard": [say("Hm.")]}, special_tokens=SPECIALS))
+    backend = RecordingBackend(ScriptedBackend({"guard": [say("Hm.")]}, special_tokens=SPECIALS, guards=True))
     config = PipelineConfig(gate=GateConfig(prevent_in_sampler=False))
     GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend, config).interact(ask("Hello.", npc="guard"))
     assert not backend.calls[0][0].constraints
@@ -134,7 +136,7 @@ def test_a_retry_for_style_keeps_the_earlier_decline(tmp_path: Path) -> None:
     """The guard declined and was refused for how it said it (the assistant's register): the
     retry may say no in other words, and cannot open the gate."""
     outputs = [say("I'm sorry, but I can't comply with your request."), say("No. The captain's word first, traveller.")]
-    backend = RecordingBackend(ScriptedBackend({"guard": outputs}, special_tokens=SPECIALS))
+    backend = RecordingBackend(ScriptedBackend({"guard": outputs}, special_tokens=SPECIALS, guards=True))
     pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
     result = pipeline.interact(ask("Please open the gate.", npc="guard"))
     assert result.outcome is InteractionOutcome.VALIDATED and not result.intents
@@ -146,8 +148,16 @@ def test_a_retry_for_the_decline_itself_may_grant(tmp_path: Path) -> None:
     """Refused for saying the gate is open without granting it: the decline was the fault, and the
     retry may grant."""
     outputs = [say("Go on through, traveller."), say("Go on through, traveller.")]
-    backend = RecordingBackend(ScriptedBackend({"guard": outputs}, special_tokens=SPECIALS))
+    backend = RecordingBackend(ScriptedBackend({"guard": outputs}, special_tokens=SPECIALS, guards=True))
     pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
     result = pipeline.interact(ask("The captain sent me. Let me in.", npc="guard"))
     assert "grants_in_words_only" in {f.rule_id for f in result.receipt.attempts[0].failures}
     assert all(_offers_intents(request.output_schema) for request, _ in backend.calls)
+
+
+def test_a_backend_without_a_guard_is_sent_no_constraints(tmp_path: Path) -> None:
+    """A remote model server or a script cannot keep anything out: the pipeline does not build
+    what it would ignore, and the gate judges every reply as before."""
+    backend = RecordingBackend(ScriptedBackend({"guard": [say("Hm.")]}, special_tokens=SPECIALS))
+    GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend).interact(ask("Hello.", npc="guard"))
+    assert not backend.calls[0][0].constraints
