@@ -4,16 +4,15 @@ The backend renders the prompt with the model's chat template, tokenizes it (sta
 the rest apart, so the prefix is cacheable), compiles the output schema's grammar and builds the
 request's seeded sampler; one of two engines then runs the tokens (`engine.Engine`):
 
-* **batched** (the default, `batch_engine` behind `batch_adapter`): one context with
-  `parallel` generation slots, continuously batched; every prompt reuses the longest token
-  prefix any resident sequence holds, so a repeat turn evaluates only what changed. Many NPCs
-  talk at once.
+* **batched** (the default, `batch_engine` behind `batch_adapter`): one context with `parallel`
+  slots, continuously batched; a prompt reuses the longest token prefix any resident sequence
+  holds, so a repeat turn evaluates only what changed. Many NPCs talk at once.
 * **reproducible** (`reproducible_engine`): one generation at a time, numerics independent of
   anything else. Used for tests and live replay, where the same prompt and seed must give the
   same text in any process.
 
-Warm-ups (`warm`) put an NPC's prompt, up to its new message, in the cache before its first
-turn, in idle time, giving way to any generation between chunks of prefill.
+Warm-ups (`warm`) put an NPC's prompt, up to its new message, in the cache before its first turn,
+in idle time, giving way to any generation between chunks of prefill.
 """
 
 from __future__ import annotations
@@ -389,14 +388,11 @@ class LlamaCppBackend(InferenceBackend):
         return tokens, grammar, max_tokens, forced
 
     def _sampler(self, request: GenerationRequest, grammar: CompiledGrammar | None, forced: list[int]) -> TokenSampler:
-        avoid: list[int | None] = (
-            [*self._model.tokenize(request.avoid_start, add_special=False)[:1]] if request.avoid_start else []
-        )
-        avoid = avoid or [None]
+        avoid = self._model.tokenize(request.avoid_start, add_special=False)[:1] if request.avoid_start else []
         said = [self._model.tokenize(line + "\n", add_special=False) for line in request.said_before]
         guard = DialogueGuard(request.constraints, self.vocabulary.pieces) if request.constraints and grammar else None
-        gbnf = grammar.gbnf if grammar else None
-        sampler = TokenSampler(self.vocabulary, self._sampling, request.seed, gbnf, avoid[0], said, guard)
+        gbnf, first = (grammar.gbnf if grammar else None), (avoid[0] if avoid else None)
+        sampler = TokenSampler(self.vocabulary, self._sampling, request.seed, gbnf, first, said, guard)
         try:
             sampler.force(forced)
         except NativeError as exc:
@@ -443,9 +439,7 @@ class LlamaCppBackend(InferenceBackend):
     @property
     def engine(self) -> BatchedEngine | None:
         """The batched engine, for its statistics; None with the reproducible one or once closed."""
-        if self._closed or not isinstance(self._engine, BatchedEngineAdapter):
-            return None
-        return self._engine.engine
+        return self._engine.engine if not self._closed and isinstance(self._engine, BatchedEngineAdapter) else None
 
     def close(self) -> None:
         if self._closed:

@@ -142,11 +142,9 @@ def run_attempt(
     n = snapshot.attempt
     limit = config.generation.dialogue_chars
     chars = time_decisions.dialogue_chars(run, n, limit)
-    if chars < limit:
-        count("dialogue_bounded", 1)
-    schema = output_schema(
-        offered, config.generation.model_copy(update={"dialogue_chars": chars}) if chars < limit else config.generation
-    )
+    count("dialogue_bounded", int(chars < limit))
+    limits = config.generation if chars >= limit else config.generation.model_copy(update={"dialogue_chars": chars})
+    schema = output_schema(offered, limits)
     prompt = assemble_prompt(snapshot, config.prompt_boundary)
     run.timer.lap(f"prompt.{n}")
     timeout_ms = time_decisions.generation_timeout_ms(run)
