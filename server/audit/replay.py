@@ -140,7 +140,7 @@ class RecordedTimeDecisions:
         return recorded if recorded is not None else limit
 
     def observe(self, generation: Generation) -> None:
-        pass  # a replay's speed decides nothing
+        """A replay's speed decides nothing: its bounds come from the record (`dialogue_chars`)."""
 
 
 #: How a stream's cut reason begins when the backend failed mid-generation (`IncrementalGate.backend_failed`).

@@ -45,6 +45,10 @@ from loreguard.text.words import stem
 _OPENING = re.compile(rb'\s*\{\s*"dialogue"\s*:\s*"')
 #: The dialogue string's body so far (escapes kept whole) and its closing quote, if any.
 _BODY = re.compile(rb'(?:[^"\\]|\\.)*(?:\\$)?')
+#: An escape cut off at the end of the text so far: a backslash, or "\\u" and up to three hex
+#: digits (it is one when the backslashes before it are even in number: "\\\\u00" is a backslash
+#: then "u00").
+_HALF_ESCAPE = re.compile(rb"\\(?:u[0-9a-fA-F]{0,3})?$")
 #: What ends a probe of an open dialogue: no pattern's `$` matches before the dialogue ends.
 _OPEN_END = "\x00"
 
@@ -256,12 +260,10 @@ def _dialogue(raw: bytes) -> tuple[str, bool] | None:
     assert body is not None  # the pattern matches the empty string
     closed = body.end() < len(raw) and raw[body.end() : body.end() + 1] == b'"'
     content = body.group(0)
-    if (len(content) - len(content.rstrip(b"\\"))) % 2:
-        content = content[:-1]  # an escape cut in half: the rest is yet to come
-    text = content.decode("utf-8", "ignore")
-    for cut in range(7):  # a \uXXXX escape cut short
-        try:
-            return json.loads('"' + text[: len(text) - cut] + '"'), closed
-        except json.JSONDecodeError:
-            continue
-    return None
+    half = _HALF_ESCAPE.search(content)
+    if half is not None and (len(content[: half.start()]) - len(content[: half.start()].rstrip(b"\\"))) % 2 == 0:
+        content = content[: half.start()]  # an escape cut in half ("\\", "\\u00"): the rest is yet to come
+    try:
+        return json.loads('"' + content.decode("utf-8", "ignore") + '"'), closed
+    except json.JSONDecodeError:
+        return None  # not the JSON string the grammar writes

@@ -34,6 +34,7 @@ is written is right.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
 
@@ -284,17 +285,21 @@ def find_parroting(
     return []
 
 
-def copy_limits(
-    limits: OutputLimits,
-    *,
-    examples: tuple[FewShotExample, ...] = (),
-    player_input: str = "",
-    prompt_texts: tuple[str, ...] = (),
-    earlier_inputs: tuple[str, ...] = (),
-    requested: tuple[WorldIntent, ...] = (),
-) -> tuple[tuple[CopyLimit, ...], tuple[BannedOpening, ...]]:
+@dataclass(frozen=True)
+class CopySources:
+    """What a reply may not copy, as `find_parroting` takes it (one snapshot's: the gate's
+    `validation.copy_sources`)."""
+
+    examples: tuple[FewShotExample, ...] = ()
+    player_input: str = ""
+    prompt_texts: tuple[str, ...] = ()
+    earlier_inputs: tuple[str, ...] = ()
+    requested: tuple[WorldIntent, ...] = ()
+
+
+def copy_limits(limits: OutputLimits, sources: CopySources) -> tuple[tuple[CopyLimit, ...], tuple[BannedOpening, ...]]:
     """What the sampler keeps a reply from copying (`gate.prevention`), with the arguments
-    `find_parroting` takes. Each is narrower than the gate's check, so no reply the gate passes is
+    `find_parroting` takes them. Each is narrower than the gate's check, so no reply the gate passes is
     kept out (the corpora hold every ordinary line to it): an answer may well say the player's
     words back ("No news from the hills, traveller.") or the NPC's own ("I'm Brom, the guard at
     the north gate of Eldmoor."); what it may not do is be the copy.
@@ -308,12 +313,12 @@ def copy_limits(
         return (), ()
     copies = [
         CopyLimit(rule_id=PARROTING_RULE, source=example.npc, longest=max(_RUN_WORDS - 1, len(norm_words(example.npc)) - 3))
-        for example in examples
-        if not _asked_as_example(example, player_input, requested)
+        for example in sources.examples
+        if not _asked_as_example(example, sources.player_input, sources.requested)
     ]
-    copies.extend(CopyLimit(rule_id=PARROTING_RULE, source=text, longest=_RECITAL_WORDS) for text in prompt_texts if text)
+    copies.extend(CopyLimit(rule_id=PARROTING_RULE, source=t, longest=_RECITAL_WORDS) for t in sources.prompt_texts if t)
     openings: list[BannedOpening] = []
-    for line in dict.fromkeys((player_input, *earlier_inputs)):
+    for line in dict.fromkeys((sources.player_input, *sources.earlier_inputs)):
         words = norm_words(line)
         if len(words) < limits.min_copy_words:
             continue

@@ -23,7 +23,7 @@ from loreguard.server.pipeline.gate.checks import constraint_bans
 from loreguard.server.pipeline.gate.parroting import copy_limits
 from loreguard.server.pipeline.gate.register import register_bans
 from loreguard.server.pipeline.gate.self_repeats import repeat_context, repeat_limits
-from loreguard.server.pipeline.gate.validation import prompt_texts, requested_intents
+from loreguard.server.pipeline.gate.validation import copy_sources
 from loreguard.server.pipeline.gate.voices import self_address_bans
 from loreguard.server.pipeline.snapshot import StateSnapshot
 
@@ -33,14 +33,7 @@ def dialogue_constraints(snapshot: StateSnapshot) -> DialogueConstraints:
     alone, so a replay keeps the same out."""
     limits, said = snapshot.output_limits, snapshot.context.said()
     repeats, openings = repeat_limits(said, snapshot.recent_replies, limits, repeat_context(snapshot))
-    copies, echoes = copy_limits(
-        limits,
-        examples=snapshot.few_shot,
-        player_input=said,
-        prompt_texts=prompt_texts(snapshot),
-        earlier_inputs=tuple(r.player for r in snapshot.recent_replies),
-        requested=requested_intents(snapshot),
-    )
+    copies, echoes = copy_limits(limits, copy_sources(snapshot))
     banned = (
         *constraint_bans(snapshot.constraints.constraints, snapshot.secrets),
         *register_bans(),

@@ -57,7 +57,7 @@ from loreguard.server.pipeline.gate.deeds import grants_in_words_only
 from loreguard.server.pipeline.gate.degenerate import find_degenerate
 from loreguard.server.pipeline.gate.hygiene import Scrubbed, scrub_dialogue
 from loreguard.server.pipeline.gate.non_answers import non_answer_of
-from loreguard.server.pipeline.gate.parroting import find_parroting
+from loreguard.server.pipeline.gate.parroting import CopySources, find_parroting
 from loreguard.server.pipeline.gate.readout import find_instructions_read_out
 from loreguard.server.pipeline.gate.register import find_assistant_register
 from loreguard.server.pipeline.gate.self_repeats import find_self_repeats, repeat_context, without_repeats
@@ -310,17 +310,7 @@ def _hard_limit_failures(
     limits = snapshot.output_limits
     before = scrubbed.original if scrubbed is not None else None
     hard.extend(find_degenerate(output.dialogue, limits, special_tokens, before_hygiene=before))
-    hard.extend(
-        find_parroting(
-            output.dialogue,
-            limits,
-            examples=snapshot.few_shot,
-            player_input=snapshot.context.said(),
-            prompt_texts=prompt_texts(snapshot),
-            earlier_inputs=tuple(r.player for r in snapshot.recent_replies),
-            requested=requested_intents(snapshot),
-        )
-    )
+    hard.extend(find_parroting(output.dialogue, limits, **vars(copy_sources(snapshot))))
     said, whole = snapshot.context.said(), not prefix and not output.grants  # a grant said again keeps its sale
     hard.extend(find_self_repeats(output.dialogue, said, snapshot.recent_replies, limits, repeat_context(snapshot), whole=whole))
     if not prefix:  # "I'm Brom." may be the start of an answer; the intent follows the dialogue
@@ -353,15 +343,18 @@ def _prompt_markup(written: str) -> list[GateFailure]:
     ]
 
 
-def prompt_texts(snapshot: StateSnapshot) -> tuple[str, ...]:
-    """Prompt text a line must not copy: the persona, and in a scene its situation."""
+def copy_sources(snapshot: StateSnapshot) -> CopySources:
+    """What a reply may not copy: the examples, the player's line and earlier lines, the prompt's
+    own text (the persona, and in a scene its situation) and the intents the line asks for."""
     turn = snapshot.context.scene_turn
-    return (snapshot.persona,) if turn is None else (snapshot.persona, scene_situation(turn, snapshot.context.scene))
-
-
-def requested_intents(snapshot: StateSnapshot) -> tuple[WorldIntent, ...]:
-    """The intents the player's line asks for, with their parameters."""
-    return tuple(o.intent() for o in snapshot.offered_intents if o.requested and o.fixed)
+    texts = (snapshot.persona,) if turn is None else (snapshot.persona, scene_situation(turn, snapshot.context.scene))
+    return CopySources(
+        examples=snapshot.few_shot,
+        player_input=snapshot.context.said(),
+        prompt_texts=texts,
+        earlier_inputs=tuple(r.player for r in snapshot.recent_replies),
+        requested=tuple(o.intent() for o in snapshot.offered_intents if o.requested and o.fixed),
+    )
 
 
 def _constraint_failures(
