@@ -94,6 +94,8 @@ class WarmResult(FrozenModel):
     #: Prompt tokens the warm-up covers, and those it evaluated (the rest were cached).
     tokens: int = 0
     tokens_evaluated: int = 0
+    #: Prompt tokens loaded from a state saved on disk (an earlier launch's, or shipped).
+    tokens_restored: int = 0
     #: Times an interaction arriving made the warm-up stop and resume later.
     yielded: int = 0
 

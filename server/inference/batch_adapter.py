@@ -42,7 +42,7 @@ class BatchedEngineAdapter:
         job = EngineJob(
             owner=request.npc_id, prompt=prompt, sampler=request.sampler, max_tokens=request.max_tokens,
             started=request.started, deadline=request.deadline(request.started),
-            out=bytearray(request.output_prefix),
+            out=bytearray(request.output_prefix), prefix_len=len(tokens.prefix),
         )  # fmt: skip
         try:
             if observe is None:
@@ -97,13 +97,18 @@ class BatchedEngineAdapter:
     def warm(self, npc_id: str, tokens: PromptTokens, *, alongside: bool = False) -> WarmResult:
         """The system message, rules and earlier turns evaluated into a resident sequence."""
         try:
-            job = self.engine.warm(npc_id, array("i", tokens.prefix + tokens.suffix), alongside=alongside)
+            job = self.engine.warm(
+                npc_id, array("i", tokens.prefix + tokens.suffix), alongside=alongside, prefix_len=len(tokens.prefix)
+            )
         except NativeError as exc:
             raise BackendError(str(exc)) from exc
         outcome: Literal["warmed", "already", "no_room"] = (
             "warmed" if job.finish == "warmed" else "already" if job.finish == "already" else "no_room"
         )
-        return WarmResult(outcome=outcome, tokens=len(job.prompt), tokens_evaluated=job.evaluated, yielded=job.yielded)
+        return WarmResult(
+            outcome=outcome, tokens=len(job.prompt), tokens_evaluated=job.evaluated, tokens_restored=job.restored,
+            yielded=job.yielded,
+        )  # fmt: skip
 
     def invalidate(self, npc_id: str) -> bool:
         return self.engine.forget(npc_id) > 0

@@ -13,6 +13,9 @@ A newcomer first copies the longest prompt prefix any sequence already holds (`S
 so a repeat turn of an NPC evaluates only what changed since its last turn. Finished sequences
 stay resident for that reuse until ids or KV cells run short; then they are saved to host
 memory (`SpillCache`) and copied back when a prompt matches them better than anything resident.
+Below both lies the disk (`PromptStateStore`): an NPC's evaluated prompt from an earlier launch,
+or shipped with the game, loaded when nothing in memory holds its static prefix; a prompt this
+engine had to evaluate (a warm-up, or a first line) is written there for the next launch.
 
 Warm-ups (`warm`): the prompt an NPC's next turn will start with, evaluated into a resident
 sequence in idle time. A warm-up runs only while no generation is active or waiting, alone, a
@@ -29,6 +32,7 @@ shared its batches, so the text can differ from a solo run with the same seed. T
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from array import array
@@ -37,9 +41,12 @@ from dataclasses import dataclass, field
 
 from loreguard.server.inference.engine_steps import EngineClosed, EngineJob, EngineTimeout, StepBatch
 from loreguard.server.inference.llama_native import NativeContext, NativeError, NativeModel
+from loreguard.server.inference.prompt_states import PromptState, PromptStateStore
 from loreguard.server.inference.sampling import SamplingTimes, sample_rows
 from loreguard.server.inference.sequences import Sequence, SequencePool
 from loreguard.server.inference.spill import SpillCache, SpilledSequence
+
+_log = logging.getLogger("loreguard.prompt_states")
 
 #: llama_decode's status when no KV cells are free for the batch (nothing was changed).
 _NO_KV_SLOT = 1
@@ -54,6 +61,8 @@ class EngineStats:
     prompt_tokens_reused: int = 0
     #: Of those reused, the ones copied back from the spill tier.
     prompt_tokens_restored: int = 0
+    #: Prompt tokens (generations' and warm-ups') loaded from states saved on disk.
+    prompt_tokens_from_disk: int = 0
     prompt_tokens_evaluated: int = 0
     kv_full_evictions: int = 0
     kv_full_failures: int = 0
@@ -74,12 +83,20 @@ class EngineStats:
 
 class BatchedEngine:
     def __init__(
-        self, model: NativeModel, ctx: NativeContext, pool: SequencePool, *, prefill_chunk: int, spill: SpillCache | None = None
+        self,
+        model: NativeModel,
+        ctx: NativeContext,
+        pool: SequencePool,
+        *,
+        prefill_chunk: int,
+        spill: SpillCache | None = None,
+        disk: PromptStateStore | None = None,
     ) -> None:
         self.model = model
         self.ctx = ctx
         self.pool = pool
         self.spill = spill
+        self.disk = disk
         self.prefill_chunk = max(1, min(prefill_chunk, ctx.n_batch))
         self.stats = EngineStats()
         self._cond = threading.Condition()
@@ -110,12 +127,15 @@ class BatchedEngine:
             self._waiting.append(job)
             self._cond.notify()
 
-    def warm(self, owner: str, prompt: array, *, alongside: bool = False) -> EngineJob:
+    def warm(self, owner: str, prompt: array, *, alongside: bool = False, prefix_len: int = 0) -> EngineJob:
         """Evaluate `prompt` into a resident sequence of `owner` in idle time (`alongside`: also
         beside generations decoding) and wait for it; the job's `finish` says how it ended:
         `warmed`, `already` (resident or spilled before) or `no_room`. Generations never wait
         for it longer than one prefill chunk."""
-        job = EngineJob(owner=owner, prompt=prompt, sampler=None, max_tokens=0, started=time.perf_counter(), alongside=alongside)
+        job = EngineJob(
+            owner=owner, prompt=prompt, sampler=None, max_tokens=0, started=time.perf_counter(), alongside=alongside,
+            prefix_len=prefix_len,
+        )  # fmt: skip
         with self._cond:
             if self._closed:
                 raise EngineClosed("the inference engine is shut down")
@@ -145,6 +165,8 @@ class BatchedEngine:
             self._closed = True
             self._cond.notify()
         self._thread.join()
+        if self.disk is not None:
+            self.disk.close()
 
     # --- the engine thread ---------------------------------------------------------------
 
@@ -201,8 +223,8 @@ class BatchedEngine:
         if evicted is not None:
             self._evict(evicted)
         self.ctx.seq_remove(seq.seq_id)
-        reused = 0
-        if spilled is not None and n_spilled > match.n_tokens:
+        reused = self._from_disk(job, seq, max(match.n_tokens, n_spilled))
+        if not reused and spilled is not None and n_spilled > match.n_tokens:
             reused = self._restore(spilled, seq, n_spilled, keep=match.seq_id)
             self.stats.prompt_tokens_restored += reused
         if reused == 0 and match.seq_id is not None:
@@ -229,8 +251,14 @@ class BatchedEngine:
             return
         seq, _ = self.pool.acquire(job.owner)
         self.ctx.seq_remove(seq.seq_id)
-        reused = 0
-        if match.seq_id is not None:
+        reused = self._from_disk(job, seq, match.n_tokens)
+        if reused == len(job.prompt):
+            seq.tokens = array("i", job.prompt)
+            job.seq, job.reused, job.pos = seq, reused, reused
+            self._active.append(job)
+            self._end_warm(job, "warmed")
+            return
+        if reused == 0 and match.seq_id is not None:
             self.ctx.seq_copy(match.seq_id, seq.seq_id, match.n_tokens)
             held = self.pool.get(match.seq_id)
             if held.owner == job.owner and not held.active and len(held.tokens) == match.n_tokens:
@@ -252,7 +280,39 @@ class BatchedEngine:
         with self._cond:
             self._warming.appendleft(job)
 
+    def _from_disk(self, job: EngineJob, seq: Sequence, held: int) -> int:
+        """Load the owner's state saved on disk into `seq` when it gives more of the prompt than
+        the `held` tokens memory already has, keeping the part it shares; how many (0: none)."""
+        if self.disk is None or held >= max(job.prefix_len, 1):
+            return 0
+        limit = len(job.prompt) - (0 if job.warm else 1)
+        saved, n = self.disk.find(job.owner, job.prompt[:limit], prefix=job.prefix_len)
+        if saved is None or n <= held:
+            return 0
+        try:
+            self.ctx.load_sequence(saved.state, seq.seq_id)
+        except NativeError as exc:  # too few free cells now, or a state llama.cpp cannot read
+            self.ctx.seq_remove(seq.seq_id)
+            _log.info("prompt state of %s not loaded (%s); evaluating it", job.owner, exc)
+            return 0
+        self.ctx.seq_remove(seq.seq_id, n)
+        self.disk.loaded()
+        job.restored = n
+        self.stats.prompt_tokens_from_disk += n
+        return n
+
+    def _save_to_disk(self, job: EngineJob) -> None:
+        """Keep what this engine evaluated of an NPC's prompt for the next launch."""
+        if self.disk is None or job.seq is None or job.reused >= job.prefix_len and not job.warm:
+            return
+        if job.warm and not job.evaluated:
+            return
+        state = self.ctx.save_sequence(job.seq.seq_id)
+        self.disk.save(PromptState(owner=job.owner, tokens=array("i", job.seq.tokens), state=state, maker=self.disk.maker))
+
     def _end_warm(self, job: EngineJob, finish: str) -> None:
+        if finish == "warmed":
+            self._save_to_disk(job)
         if job.seq is not None:
             self.pool.finish(job.seq.seq_id)
             self._active.remove(job)
@@ -373,6 +433,8 @@ class BatchedEngine:
         job.finish = reason
         job.next_token = None
         job.total_ms = (time.perf_counter() - job.started) * 1000
+        if reason != "aborted":
+            self._save_to_disk(job)
         self.pool.finish(job.seq.seq_id)
         self._active.remove(job)
         if job.sampler is not None:

@@ -59,6 +59,10 @@ class EngineJob:
     alongside: bool = False
     evaluated: int = 0
     yielded: int = 0
+    #: The prompt's static prefix (the part worth keeping on disk), and the prompt tokens loaded
+    #: from a state saved there.
+    prefix_len: int = 0
+    restored: int = 0
 
     @property
     def prefilling(self) -> bool:

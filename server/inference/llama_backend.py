@@ -23,6 +23,7 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass
+from pathlib import Path
 
 import llama_cpp
 
@@ -53,6 +54,7 @@ from loreguard.server.inference.llama_native import (
 )
 from loreguard.server.inference.model_files import file_prefix_sha256, resolve_model_path
 from loreguard.server.inference.prefix_cache import PrefixCache
+from loreguard.server.inference.prompt_states import PromptStateStore, StateMaker, model_sha256
 from loreguard.server.inference.reproducible_engine import ReproducibleEngine
 from loreguard.server.inference.sampling import SAMPLER, SamplingParams, TokenSampler
 from loreguard.server.inference.sequences import SequencePool, common_prefix
@@ -155,12 +157,33 @@ class LlamaCppBackend(InferenceBackend):
         """The configured engine and the context it runs on."""
         if self.config.reproducible:
             ctx = NativeContext(self._model, n_ctx=self.config.n_ctx, n_batch=self.config.n_batch, n_threads=self.n_threads)
-            return ReproducibleEngine(self._model, ctx, self.prefix_cache), ctx
+            return ReproducibleEngine(self._model, ctx, self.prefix_cache, self._prompt_states(ctx)), ctx
         ctx = self._batched_context()
         pool = SequencePool(ctx.n_seq_max, self.parallel)
         spill = SpillCache(self.config.prefix_cache_bytes) if self.config.prefix_cache_bytes else None
-        batched = BatchedEngine(self._model, ctx, pool, prefill_chunk=self.config.prefill_chunk, spill=spill)
+        disk = self._prompt_states(ctx)
+        batched = BatchedEngine(self._model, ctx, pool, prefill_chunk=self.config.prefill_chunk, spill=spill, disk=disk)
         return BatchedEngineAdapter(batched, self.parallel), ctx
+
+    def _prompt_states(self, ctx: NativeContext) -> PromptStateStore | None:
+        """The disk tier of evaluated prompts, when a folder is set (or shipped ones are)."""
+        c = self.config
+        # A game ships `loreguard warm`'s files beside its model: read without being asked.
+        beside = self.model_path.with_suffix(".prompts")
+        shipped = tuple(Path(p) for p in c.shipped_prompts) + ((beside,) if beside.is_dir() else ())
+        if c.prompt_cache_dir is None and not shipped:
+            return None
+        folder = Path(c.prompt_cache_dir) if c.prompt_cache_dir is not None else None
+        maker = StateMaker(
+            model_sha256=model_sha256(self.model_path, folder / "model-sha256.json" if folder else None),
+            llama_build=llama_cpp.__version__,
+            kv_layout=ctx.kv_layout,
+            device=f"{self.device.spec} layers={self.device.gpu_layers}",
+            n_batch=ctx.n_batch,
+        )
+        return PromptStateStore(
+            folder, maker, budget_bytes=c.prompt_cache_mib << 20, shipped=shipped, model_file=self.model_path.name
+        )
 
     @property
     def parallel(self) -> int:

@@ -52,6 +52,12 @@ class LlamaCppConfig(FrozenModel):
     #: Host memory for saved KV states, least recently used dropped past it: the batched engine's
     #: spill tier for sequences it evicts, the reproducible engine's saved NPC prefixes. 0: none.
     prefix_cache_bytes: int = Field(default=512 << 20, ge=0)
+    #: A folder where NPCs' evaluated prompts are kept across launches (`prompt_states`; the
+    #: sidecar's is DATA/prompt-cache), bounded by `prompt_cache_mib`. None: nothing on disk.
+    prompt_cache_dir: str | None = None
+    prompt_cache_mib: int = Field(default=1024, ge=1)
+    #: Folders of prompt states shipped with a game (`loreguard warm`), read after the cache.
+    shipped_prompts: tuple[str, ...] = ()
     #: One generation at a time with numerics independent of anything else running (tests, live
     #: replay); False runs the batched engine.
     reproducible: bool = False

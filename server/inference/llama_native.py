@@ -181,6 +181,9 @@ MAX_SEQUENCES = 256
 
 _log = logging.getLogger(__name__)
 
+#: ggml's names of the KV cache types llama.cpp takes (`type_k`, `type_v`).
+_GGML_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0", 30: "bf16"}
+
 
 @functools.lru_cache(maxsize=64)
 def _float_array(n: int) -> type[ctypes.Array[ctypes.c_float]]:
@@ -234,6 +237,11 @@ class NativeContext:
                 f"(about {n_ctx * model.kv_bytes_per_token / 2**20:.0f} MiB of KV cache): lower the KV budget or the slots"
             )
         self.n_seq_max = n_seq_max
+        #: What shapes the bytes of a saved KV state (prompt_states.StateMaker.kv_layout).
+        self.kv_layout = (
+            f"k={_GGML_TYPES.get(params.type_k, params.type_k)} v={_GGML_TYPES.get(params.type_v, params.type_v)} "
+            f"fa={getattr(params, 'flash_attn_type', 'default')}"
+        )
         self._ctx = ctx
         self.model = model
         self.n_ctx = llama_cpp.llama_n_ctx(ctx)
@@ -309,6 +317,11 @@ class NativeContext:
         self.clear()
         self.load_sequence(state, 0)
         self.n_past = n_tokens
+
+    def keep_first(self, n_tokens: int) -> None:
+        """Drop the solo sequence's tokens past its first `n_tokens`."""
+        llama_cpp.llama_memory_seq_rm(self._memory, 0, n_tokens, -1)
+        self.n_past = min(self.n_past, n_tokens)
 
     def load_sequence(self, state: bytes, seq_id: int) -> None:
         """Put a state from `save_sequence` into the (empty) sequence `seq_id`."""

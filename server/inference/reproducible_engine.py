@@ -3,8 +3,9 @@
 Used for tests and live replay, where the same prompt and seed must give the same text in any
 process. Every generation takes the same path, whatever is cached:
 
-1. put the NPC's static prefix in the KV cache: restore its saved state, or evaluate it from an
-   empty cache and save the state for next time;
+1. put the NPC's static prefix in the KV cache: restore its saved state (in memory, or on disk
+   from an earlier launch: `prompt_states`), or evaluate it from an empty cache and save the
+   state for next time (in memory and on disk);
 2. evaluate the rest of the prompt (and the output's given start) in fixed batches;
 3. sample with the request's seeded, grammar-constrained sampler.
 
@@ -18,23 +19,32 @@ that asks meanwhile.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from array import array
 from collections.abc import Callable
 
 from loreguard.server.inference.base import BackendError, BackendTimeout, Observer, WarmResult
 from loreguard.server.inference.engine import EngineOutput, EngineRequest, PromptTokens, decode_prefix, finish_reason
 from loreguard.server.inference.llama_native import NativeContext, NativeError, NativeModel
 from loreguard.server.inference.prefix_cache import PrefixCache, PrefixState
+from loreguard.server.inference.prompt_states import PromptState, PromptStateStore
+
+_log = logging.getLogger("loreguard.prompt_states")
 
 
 class ReproducibleEngine:
     """One context, one generation at a time; saved prefixes per NPC in `prefix_cache`."""
 
-    def __init__(self, model: NativeModel, ctx: NativeContext, prefix_cache: PrefixCache) -> None:
+    def __init__(
+        self, model: NativeModel, ctx: NativeContext, prefix_cache: PrefixCache, disk: PromptStateStore | None = None
+    ) -> None:
         self._model = model
         self._ctx = ctx
         self.prefix_cache = prefix_cache
+        #: Prompts evaluated in earlier launches (None: nothing kept on disk).
+        self.disk = disk
         self._lock = threading.Lock()
         #: Generations waiting for or holding `_lock`; a warm-up waits for 0.
         self._demand = 0
@@ -120,12 +130,51 @@ class ReproducibleEngine:
         if cached is not None:
             self._ctx.restore_sequence(cached.state, cached.n_tokens)
             return 0
+        if self._restore_from_disk(npc_id, tokens):
+            return 0
         self._ctx.clear()
         if not self._ctx.evaluate(tokens.prefix, proceed=in_time):
             self._ctx.clear()
             raise BackendTimeout("the generation ran past its deadline during its prompt")
-        self.prefix_cache.put(npc_id, PrefixState(key=key, n_tokens=len(tokens.prefix), state=self._ctx.save_sequence()))
+        state = self._ctx.save_sequence()
+        self.prefix_cache.put(npc_id, PrefixState(key=key, n_tokens=len(tokens.prefix), state=state))
+        self._save_to_disk(npc_id, tokens.prefix, state)
         return len(tokens.prefix)
+
+    def _restore_from_disk(self, npc_id: str, tokens: PromptTokens) -> bool:
+        """Leave the NPC's prefix in the cache from a state an earlier launch saved, made this
+        engine's way (`PromptStateStore.find_exact`), and keep it in memory too; False if none."""
+        entry = self.disk.find_exact(npc_id, tokens.prefix) if self.disk is not None else None
+        if entry is None:
+            return False
+        try:
+            self._ctx.restore_sequence(entry.state, len(entry.tokens))
+        except NativeError as exc:  # llama.cpp refused it: another model shape, too few cells
+            self._ctx.clear()
+            _log.warning("prompt state of %s not loaded: llama.cpp refused it (%s); evaluating it again", npc_id, exc)
+            return False
+        self._ctx.keep_first(len(tokens.prefix))
+        assert self.disk is not None
+        self.disk.loaded()
+        state = self._ctx.save_sequence() if len(entry.tokens) > len(tokens.prefix) else entry.state
+        self.prefix_cache.put(npc_id, PrefixState(key=tokens.prefix_key, n_tokens=len(tokens.prefix), state=state))
+        return True
+
+    def _save_warm_to_disk(self, npc_id: str, tokens: PromptTokens, state: bytes) -> None:
+        """The warmed prefix on disk, with the rest of the prompt up to the new message evaluated
+        after it when nobody waits: the batched engine that loads the file then has nothing left
+        to evaluate (this engine keeps only the prefix of it)."""
+        if self.disk is None:
+            return
+        if tokens.suffix and self._ctx.evaluate(tokens.suffix, proceed=lambda: self._demand == 0):
+            self._save_to_disk(npc_id, tokens.prefix, self._ctx.save_sequence(), head=tokens.suffix)
+        else:
+            self._save_to_disk(npc_id, tokens.prefix, state)
+
+    def _save_to_disk(self, npc_id: str, prefix: list[int], state: bytes, *, head: list[int] | None = None) -> None:
+        if self.disk is not None:
+            tokens = array("i", prefix + (head or []))
+            self.disk.save(PromptState(owner=npc_id, tokens=tokens, state=state, maker=self.disk.maker, exact=len(prefix)))
 
     def warm(self, npc_id: str, tokens: PromptTokens, *, alongside: bool = False) -> WarmResult:
         """Step 1 for the NPC's prefix, between generations: evaluated from an empty cache in the
@@ -150,6 +199,8 @@ class ReproducibleEngine:
                     raise BackendError("the backend is closed")
                 if self.prefix_cache.peek(npc_id, key):
                     return WarmResult(outcome="already", tokens=n, yielded=yielded)
+                if self._restore_from_disk(npc_id, tokens):
+                    return WarmResult(outcome="warmed", tokens=n, tokens_restored=n, yielded=yielded)
                 self._ctx.clear()
                 if not self._ctx.evaluate(tokens.prefix, proceed=lambda: self._demand == 0):
                     self._ctx.clear()
@@ -159,6 +210,7 @@ class ReproducibleEngine:
                 if not self.prefix_cache.has_room(npc_id, len(state)):
                     return WarmResult(outcome="no_room", tokens=n, tokens_evaluated=n, yielded=yielded)
                 self.prefix_cache.put(npc_id, PrefixState(key=key, n_tokens=n, state=state))
+                self._save_warm_to_disk(npc_id, tokens, state)
                 return WarmResult(outcome="warmed", tokens=n, tokens_evaluated=n, yielded=yielded)
 
     def invalidate(self, npc_id: str) -> bool:
@@ -170,3 +222,5 @@ class ReproducibleEngine:
         self._closed = True
         with self._lock:
             self._ctx.close()
+        if self.disk is not None:
+            self.disk.close()

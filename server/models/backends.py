@@ -45,6 +45,9 @@ class BackendChoice:
     reproducible: bool = False
     parallel: int | None = None
     kv_budget_mib: int | None = None
+    #: llama: where NPCs' evaluated prompts are kept across launches, and its cap (None: nowhere).
+    prompt_cache_dir: str | None = None
+    prompt_cache_mib: int = 1024
     #: llama: the sidecar was launched by a game, which tails its log and cannot answer a
     #: question: download progress a line per percent, and no prompt (only --yes downloads).
     for_game: bool = False
@@ -106,6 +109,8 @@ def model_backend(choice: BackendChoice) -> BackendLoader:
         reproducible=choice.reproducible,
         parallel=choice.parallel,
         kv_budget_mib=choice.kv_budget_mib,
+        prompt_cache_dir=choice.prompt_cache_dir,
+        prompt_cache_mib=choice.prompt_cache_mib,
         **resolved.settings,  # the catalogue's per-model settings
     )
     what = resolved.entry.name if resolved.entry else resolved.path.name

@@ -1,5 +1,6 @@
 """The shipping subcommands: `loreguard bundle` (freeze the sidecar), `loreguard addon-zip` (the
-addon in the Asset Library layout) and the suite `loreguard bench bundle` (size and cold start)."""
+addon in the Asset Library layout), `loreguard warm` (NPCs' prompts evaluated for shipping) and the
+suite `loreguard bench bundle` (size and cold start)."""
 
 from __future__ import annotations
 
@@ -58,8 +59,40 @@ def _addon_zip(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warm(args: argparse.Namespace) -> int:
+    from loreguard.server.demo import demo_npcs, demo_world
+    from loreguard.server.inference.llama_backend import LlamaCppBackend
+    from loreguard.server.inference.llama_config import LlamaCppConfig
+    from loreguard.server.models.resolve import choose_model
+    from loreguard.server.shipping.warm_prompts import WarmError, read_npcs, read_world, shipped_folder, warm_prompts
+
+    try:
+        world = read_world(Path(args.world)) if args.world else demo_world()
+        npcs = read_npcs(Path(args.npcs)) if args.npcs else list(demo_npcs())
+    except WarmError as exc:
+        print(f"loreguard warm: {exc}", file=sys.stderr)
+        return 2
+    resolved = choose_model(None if args.model == "embedded" else args.model, assume_yes=args.yes)
+    out = Path(args.out) if args.out else shipped_folder(resolved.path)
+
+    def load(folder: Path) -> LlamaCppBackend:
+        settings = {**resolved.settings, "reproducible": True, "prompt_cache_dir": str(folder)}
+        return LlamaCppBackend(LlamaCppConfig(model_path=str(resolved.path), n_threads=args.threads, **settings))
+
+    try:
+        warmed = warm_prompts(world, npcs, load, out)
+    except WarmError as exc:
+        print(f"loreguard warm: {exc}", file=sys.stderr)
+        return 2
+    for npc in warmed:
+        print(f"{npc.npc_id}: {npc.tokens} tokens, {npc.size_bytes / 2**20:.1f} MiB, {npc.seconds:.1f} s")
+    print(f"prompts: {out}")
+    print(f"model: {resolved.path.name}")
+    return 0
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `bundle` and `addon-zip` to `loreguard`'s subcommands."""
+    """Add `bundle`, `addon-zip` and `warm` to `loreguard`'s subcommands."""
     bundle = commands.add_parser("bundle", help="freeze a standalone sidecar folder for this platform (PyInstaller)")
     bundle.add_argument(
         "--out", default="dist/loreguard-sidecar", help="the bundle folder (replaced; default dist/loreguard-sidecar)"
@@ -78,6 +111,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     addon.add_argument("--license", default="LICENSE", help="the license file to include")
     addon.add_argument("--out", default="dist/loreguard-addon.zip")
     addon.set_defaults(handler=_addon_zip)
+
+    warm = commands.add_parser(
+        "warm", help="evaluate NPCs' prompts for shipping: a player's first launch restores them instead (docs/shipping.md)"
+    )
+    warm.add_argument("--world", help="the world definition, JSON (default: the demo's)")
+    warm.add_argument("--npcs", help="a folder of NPC profiles, one JSON file each (default: the demo's)")
+    warm.add_argument("--model", default="embedded", help="a GGUF file or catalogue name (default: embedded)")
+    warm.add_argument("--yes", action="store_true", help="download a --model that is not installed without asking")
+    warm.add_argument("--threads", type=int, help="CPU threads (default: one fewer than the cores)")
+    warm.add_argument(
+        "--out", help="the folder to write (default: MODEL.prompts beside the model file, which serve reads by itself)"
+    )
+    warm.set_defaults(handler=_warm)
 
 
 def add_bundle_bench(suites: Any, bench_handler: Any) -> None:

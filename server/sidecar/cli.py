@@ -1,10 +1,12 @@
-"""`loreguard serve`: the sidecar, protocol v1 on a ZeroMQ ROUTER socket."""
+"""`loreguard serve`: the sidecar, protocol v1 on a ZeroMQ ROUTER socket; and `loreguard cache`,
+the evaluated prompts it keeps in its data folder."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -16,6 +18,9 @@ if TYPE_CHECKING:
     from loreguard.server.sidecar.serve import JudgeSetup
 
 _T = TypeVar("_T")
+
+#: The prompt cache's folder inside the data folder (`loreguard cache`).
+PROMPT_CACHE = "prompt-cache"
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -74,8 +79,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--stall-limit-s", type=float, default=120.0,
         help="on a GPU, exit (code 3) when one model call has not returned in this long: a driver that stopped answering (0: never)",
     )  # fmt: skip
+    serve.add_argument(
+        "--prompt-cache-mib", type=int, default=1024,
+        help="disk for NPCs' evaluated prompts kept across launches in DATA/prompt-cache, least recently used out "
+        "(0: none; `loreguard cache list|clear`)",
+    )  # fmt: skip
     serve.add_argument("--log-file", help="append all output here instead of the terminal (a launching game tails it)")
     serve.set_defaults(handler=_serve)
+
+    cache = commands.add_parser("cache", help="NPCs' evaluated prompts kept across launches (DATA/prompt-cache)")
+    cache_commands = cache.add_subparsers(dest="cache_command", required=True)
+    for name, about in (("list", "one line per NPC: tokens, size, model, last use"), ("clear", "delete them all")):
+        sub = cache_commands.add_parser(name, help=about)
+        sub.add_argument("--data", default="loreguard-data", help="the sidecar's data folder (default loreguard-data)")
+        sub.set_defaults(handler=_cache)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -103,7 +120,10 @@ def _serve_owned(args: argparse.Namespace, owner: DataFolderLock) -> int:
     from loreguard.server.sidecar.transport import SidecarConfig
 
     stop_file = Path(args.stop_file) if args.stop_file else None
-    what, load = _with_lifeline(args.parent_pid, lambda: model_backend(backend_choice(args)), stop_file)
+    choice = backend_choice(args)
+    if args.prompt_cache_mib > 0:
+        choice = replace(choice, prompt_cache_dir=str(Path(args.data) / PROMPT_CACHE), prompt_cache_mib=args.prompt_cache_mib)
+    what, load = _with_lifeline(args.parent_pid, lambda: model_backend(choice), stop_file)
     config = SidecarConfig(
         host=args.host,
         port=args.port,
@@ -117,6 +137,29 @@ def _serve_owned(args: argparse.Namespace, owner: DataFolderLock) -> int:
         load, what, Path(args.data), config, judge=_judge_setup(args, what), parent_pid=args.parent_pid,
         stall_limit_s=args.stall_limit_s, stop_file=stop_file, owner=owner,
     )  # fmt: skip
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from loreguard.memory import DataFolderLock
+    from loreguard.server.sidecar.prompt_cache import cached_prompts, clear, describe
+    from loreguard.server.sidecar.serve import EXIT_FOLDER_IN_USE, take_data_folder
+
+    folder = Path(args.data) / PROMPT_CACHE
+    if args.cache_command == "list":
+        entries = list(cached_prompts(folder))
+        for entry in entries:
+            print(describe(entry))
+        print(f"prompt_cache: {folder} ({len(entries)} files, {sum(e.size_bytes for e in entries) / 2**20:.1f} MiB)")
+        return 0
+    owner = DataFolderLock(Path(args.data))
+    if owner.folder.is_dir() and not take_data_folder(owner):  # a running sidecar is using these files
+        return EXIT_FOLDER_IN_USE
+    try:
+        files, freed = clear(folder)
+    finally:
+        owner.release()
+    print(f"cleared: {files} files, {freed / 2**20:.1f} MiB from {folder}")
+    return 0
 
 
 def _at_least_one(text: str) -> int:
