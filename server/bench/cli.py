@@ -91,12 +91,20 @@ def _model_suites(suites: argparse._SubParsersAction[argparse.ArgumentParser]) -
     first_line = _suite(
         suites, "first-line", _first_line, "launching the sidecar to the player's first words, NPCs warmed or not"
     )
-    first_line.add_argument("--launches", type=int, default=3, help="launches of each mode (cold, warm, warmed)")
+    first_line.add_argument("--launches", type=int, default=3, help="launches of each mode (cold, warm, warmed, relaunch)")
     first_line.add_argument("--typing-s", type=float, default=2.0, help="seconds the player takes to type the first line")
     first_line.add_argument(
         "--busy", action="store_true", help="also launch on a busy machine (a process spinning on each core), alternated"
     )
-    for parser in (inference, concurrency, sampling, quality, streaming, first_line):
+    town = _suite(suites, "town", _town, "a town of NPCs warmed at launch: evaluated (first launch) and restored from disk")
+    town.add_argument("--npcs", type=int, default=20, help="NPCs in the town")
+    town.add_argument("--rounds", type=int, default=2, help="pairs of launches (cold, then restored)")
+    town.add_argument("--kv-budget-mib", type=int, default=1024, help="KV cache memory (every NPC's prompt stays resident)")
+    fast_forward = _suite(
+        suites, "fast-forward", _fast_forward, "the grammar's forced tokens in one step vs one step each, same requests"
+    )
+    fast_forward.add_argument("--lines", type=int, default=None, help="player lines of bench quality's set (default: all)")
+    for parser in (inference, concurrency, sampling, quality, streaming, first_line, town, fast_forward):
         _model_options(parser)
 
 
@@ -192,6 +200,15 @@ def _scene(args: argparse.Namespace) -> Mapping[str, object]:
     )  # fmt: skip
 
 
+def _town(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.town import bench_town
+
+    return bench_town(
+        npcs=args.npcs, rounds=args.rounds, model=_model_path(args), threads=args.threads, **_placement(args),
+        kv_budget_mib=args.kv_budget_mib,
+    )  # fmt: skip
+
+
 def _roundtrip(args: argparse.Namespace) -> Mapping[str, object]:
     from loreguard.server.bench.sidecar import bench_roundtrip
 
@@ -231,6 +248,17 @@ def _quality(args: argparse.Namespace) -> Mapping[str, object]:
     return bench_quality(
         lines=args.lines, runs=runs, model=str(chosen.path) if chosen else None,
         model_settings=dict(chosen.settings) if chosen else {}, threads=args.threads, **_placement(args), judge=args.judge,
+    )  # fmt: skip
+
+
+def _fast_forward(args: argparse.Namespace) -> Mapping[str, object]:
+    from loreguard.server.bench.fast_forward import bench_fast_forward
+    from loreguard.server.models.resolve import choose_model
+
+    chosen = choose_model(args.model, assume_yes=args.yes) if args.model is not None else None
+    return bench_fast_forward(
+        lines=args.lines, model=str(chosen.path) if chosen else None, model_settings=dict(chosen.settings) if chosen else {},
+        threads=args.threads, **_placement(args),
     )  # fmt: skip
 
 

@@ -10,6 +10,9 @@ Two modes, alternated launch after launch so that both see the same machine:
 - `cold`: nothing is asked of the model before the player's line;
 - `warm`: both NPCs are warmed (`npc.warm`, what the addon's `warm_up` does) as soon as they
   are registered, so their static prompt is evaluated while the player types;
+- `relaunch`: `warmed` on the game's second launch: the first launch (not timed) warmed the NPCs
+  and the sidecar kept their evaluated prompts in its data folder (`prompt_states`), so this one
+  restores them instead of evaluating; `relaunch_warm_ms` is its warm-up, beside `warmed_warm_ms`;
 - `warmed`: the same, and the player's line comes `typing_s` after the warm-ups have finished
   (`warm.pending` is 0): a game that warms its NPCs when the scene loads, and a player who walks
   up to one. `warmed_warm_ms` is how long the warm-ups took, what a game must allow between
@@ -52,7 +55,10 @@ from loreguard.server.bench.streaming import warm_and_wait
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.demo.session import TURNS
 
-MODES = ("cold", "warm", "warmed")
+MODES = ("cold", "warm", "warmed", "relaunch")
+#: Modes that warm the NPCs when they are registered, and those that wait for it to finish.
+_WARMS = ("warm", "warmed", "relaunch")
+_WAITS = ("warmed", "relaunch")
 
 
 def _free_port() -> int:
@@ -87,10 +93,10 @@ def _one_launch(mode: str, folder: Path, *, typing_s: float, extra: list[str]) -
             profiles = demo_npcs()
             for profile in profiles:
                 client.register_npc(profile)
-                if mode.endswith("warm"):
+                if mode.removeprefix("busy_") in _WARMS:
                     client.warm(profile.id)
             start_typing, warm_ms = ready, 0.0
-            if mode.endswith("warmed"):
+            if mode.removeprefix("busy_") in _WAITS:
                 warm_ms, _ = warm_and_wait([client], [p.id for p in profiles])
                 start_typing = time.perf_counter()
             # the player reads the screen and types: the one wait here models a person
@@ -112,7 +118,7 @@ def _one_launch(mode: str, folder: Path, *, typing_s: float, extra: list[str]) -
             "attempts": float(len(result.receipt.attempts)),
             # what was left to evaluate of the first attempt's prompt when the line arrived
             "prefill_tokens": float(result.receipt.attempts[0].tokens_evaluated),
-            **({"warm_ms": warm_ms} if mode.endswith("warmed") else {}),
+            **({"warm_ms": warm_ms} if mode.removeprefix("busy_") in _WAITS else {}),
         }
     finally:
         process.terminate()
@@ -153,6 +159,8 @@ def bench_first_line(
             for load in loads:
                 for mode in MODES:
                     folder = Path(tmp) / f"{load}{mode}-{i}"
+                    if mode == "relaunch":  # the game's first launch, which leaves the files
+                        _one_launch(load + "warmed", folder, typing_s=0.0, extra=list(extra_args))
                     with _BusyMachine() if load else contextlib.nullcontext():
                         run = _one_launch(load + mode, folder, typing_s=typing_s, extra=list(extra_args))
                     runs[load + mode].append(run)
@@ -171,6 +179,7 @@ def bench_first_line(
             figures[f"{load}{mode}_attempts"] = median(load + mode, "attempts")
             figures[f"{load}{mode}_prefill_tokens"] = median(load + mode, "prefill_tokens")
         figures[f"{load}warmed_warm_ms"] = median(load + "warmed", "warm_ms")
+        figures[f"{load}relaunch_warm_ms"] = median(load + "relaunch", "warm_ms")
         cold, warm = median(load + "cold", "first_words_ms"), median(load + "warm", "first_words_ms")
         figures[f"{load}warm_over_cold_first_words"] = round(warm / cold, 3) if cold else 0.0
     if busy:

@@ -28,7 +28,7 @@ from loreguard.server.inference.llama_config import LlamaCppConfig
 from loreguard.server.inference.recording import RecordingBackend
 from loreguard.server.pipeline import GovernancePipeline, PipelineConfig
 
-_PLACES = ("the mill", "the north gate", "the river ford", "the old chapel", "the salt market", "the watchtower",
+PLACES = ("the mill", "the north gate", "the river ford", "the old chapel", "the salt market", "the watchtower",
            "the tannery", "the bridge of Ald", "the granary", "the smithy", "the ferry landing", "the orchard")  # fmt: skip
 _EVENTS = ("a flood", "a harvest feast", "a border skirmish", "a plague winter", "a royal visit", "a great fire",
            "a drought", "a wedding of two guild families", "a wolf hunt", "a tax revolt")  # fmt: skip
@@ -39,7 +39,7 @@ _LINES = ("Good day. Who are you?", "What news from the town?", "Can you help me
 
 
 def _fact(npc: int, i: int) -> str:
-    place, event = _PLACES[(npc * 7 + i) % len(_PLACES)], _EVENTS[(npc * 3 + i) % len(_EVENTS)]
+    place, event = PLACES[(npc * 7 + i) % len(PLACES)], _EVENTS[(npc * 3 + i) % len(_EVENTS)]
     return (
         f"In the year {1100 + npc * 40 + i}, {_NAMES[npc]} was at {place} during {event}, "
         f"and still remembers who helped and who ran away."

@@ -392,4 +392,8 @@ def bench_quality(
             )
             with LlamaCppBackend(config) as backend:
                 figures.update(_run(name, backend, npcs(), chosen, Path(tmp), judge=judged))
+                # The grammar's forced tokens, decoded with the token before them (`forced_run`).
+                stats = backend.stats
+                figures[f"{name}_forced_token_share"] = round(stats.tokens_forced / max(1, stats.tokens_generated), 3)
+                figures[f"{name}_decode_calls_per_line"] = round(stats.decode_calls / len(chosen), 1)
     return figures

@@ -65,6 +65,8 @@ class BatchedEngineAdapter:
             ttft_ms=job.ttft_ms,
             total_ms=job.total_ms,
             full_filters=request.sampler.full_filters,
+            tokens_forced=request.sampler.forced_tokens,
+            decode_calls=job.decodes,
         )
 
     def _watch(self, job: EngineJob, observe: Observer) -> None:

@@ -32,21 +32,19 @@ shared its batches, so the text can differ from a solo run with the same seed. T
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
+from loreguard.server.inference.disk_tier import load_saved, save_evaluated
 from loreguard.server.inference.engine_steps import EngineClosed, EngineJob, EngineTimeout, StepBatch
 from loreguard.server.inference.llama_native import NativeContext, NativeError, NativeModel
-from loreguard.server.inference.prompt_states import PromptState, PromptStateStore
+from loreguard.server.inference.prompt_states import PromptStateStore
 from loreguard.server.inference.sampling import SamplingTimes, sample_rows
 from loreguard.server.inference.sequences import Sequence, SequencePool
 from loreguard.server.inference.spill import SpillCache, SpilledSequence
-
-_log = logging.getLogger("loreguard.prompt_states")
 
 #: llama_decode's status when no KV cells are free for the batch (nothing was changed).
 _NO_KV_SLOT = 1
@@ -66,6 +64,8 @@ class EngineStats:
     prompt_tokens_evaluated: int = 0
     kv_full_evictions: int = 0
     kv_full_failures: int = 0
+    #: Output tokens the grammar forced, decoded with the token before them (no step of their own).
+    tokens_forced: int = 0
     #: Prompt tokens warm-ups evaluated (not in `prompt_tokens_evaluated`).
     warm_tokens_evaluated: int = 0
     #: Seconds in steps, and in their `llama_decode` calls (on a GPU the call returns before
@@ -281,34 +281,13 @@ class BatchedEngine:
             self._warming.appendleft(job)
 
     def _from_disk(self, job: EngineJob, seq: Sequence, held: int) -> int:
-        """Load the owner's state saved on disk into `seq` when it gives more of the prompt than
-        the `held` tokens memory already has, keeping the part it shares; how many (0: none)."""
-        if self.disk is None or held >= max(job.prefix_len, 1):
-            return 0
-        limit = len(job.prompt) - (0 if job.warm else 1)
-        saved, n = self.disk.find(job.owner, job.prompt[:limit], prefix=job.prefix_len)
-        if saved is None or n <= held:
-            return 0
-        try:
-            self.ctx.load_sequence(saved.state, seq.seq_id)
-        except NativeError as exc:  # too few free cells now, or a state llama.cpp cannot read
-            self.ctx.seq_remove(seq.seq_id)
-            _log.info("prompt state of %s not loaded (%s); evaluating it", job.owner, exc)
-            return 0
-        self.ctx.seq_remove(seq.seq_id, n)
-        self.disk.loaded()
-        job.restored = n
+        n = load_saved(self.ctx, self.disk, job, seq, held) if self.disk is not None else 0
         self.stats.prompt_tokens_from_disk += n
         return n
 
     def _save_to_disk(self, job: EngineJob) -> None:
-        """Keep what this engine evaluated of an NPC's prompt for the next launch."""
-        if self.disk is None or job.seq is None or job.reused >= job.prefix_len and not job.warm:
-            return
-        if job.warm and not job.evaluated:
-            return
-        state = self.ctx.save_sequence(job.seq.seq_id)
-        self.disk.save(PromptState(owner=job.owner, tokens=array("i", job.seq.tokens), state=state, maker=self.disk.maker))
+        if self.disk is not None:
+            save_evaluated(self.ctx, self.disk, job)
 
     def _end_warm(self, job: EngineJob, finish: str) -> None:
         if finish == "warmed":
@@ -383,6 +362,9 @@ class BatchedEngine:
                     self.stats.prompt_tokens_evaluated += n
             else:
                 job.seq.tokens.append(job.next_token)
+                job.seq.tokens.extend(job.forced_next)
+                job.forced_next = []
+            job.decodes += 1
             if job.warm:
                 if not job.prefilling:
                     self._end_warm(job, "warmed")
@@ -409,13 +391,23 @@ class BatchedEngine:
         if self.model.is_end_of_generation(token):
             self._finish(job, "stop")
             return
-        job.out += self.model.piece(token)
+        # The tokens the grammar forces after it are decoded with it, in the same step.
+        run = job.sampler.forced_run(job.max_tokens - job.generated) if job.sampler is not None else []
+        ended = next((i for i, t in enumerate(run) if self.model.is_end_of_generation(t)), None)
+        job.generated += len(run)
+        self.stats.tokens_forced += len(run)
+        for written in [token, *run[:ended]]:
+            job.out += self.model.piece(written)
         if job.grew is not None:
             job.grew.set()
+        if ended is not None:
+            self._finish(job, "stop")
+            return
         if job.generated >= job.max_tokens:
             self._finish(job, "length")
             return
         job.next_token = token
+        job.forced_next = run
 
     def _make_room(self) -> None:
         """No KV cells for this step: drop a resident sequence, or fail the newest prefilling job."""

@@ -66,6 +66,10 @@ class EngineOutput:
     total_ms: float
     #: Times the grammar sampler filtered the whole vocabulary (the backend's stats).
     full_filters: int
+    #: Output tokens the grammar forced, written without sampling (`TokenSampler.forced_run`),
+    #: and the model calls (`llama_decode`) of the output: one for the prompt, one per step after.
+    tokens_forced: int = 0
+    decode_calls: int = 0
 
 
 FinishReason = Literal["stop", "length", "aborted"]

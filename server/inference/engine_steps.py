@@ -1,6 +1,7 @@
 """What the batched engine (`batch_engine`) works on: a job, and the batch of one step.
 
-A step's batch holds one row per generation that is decoding (its last sampled token), then
+A step's batch holds one row per generation that is decoding (its last sampled token, and the
+tokens the grammar forces after it), then
 prompt tokens of jobs still prefilling, chunked (`prefill_chunk` a step while others decode or a
 warm-up runs), generations' own prompts before a warm-up's. Building it reads the jobs and
 changes none of them: the engine applies the plan after `llama_decode` succeeded.
@@ -49,6 +50,13 @@ class EngineJob:
     #: Next prompt index to evaluate.
     pos: int = 0
     next_token: int | None = None
+    #: Tokens the grammar forces after `next_token` (`TokenSampler.forced_run`): decoded with it
+    #: in one step, the job's logits read after the last.
+    forced_next: list[int] = field(default_factory=list)
+    #: Steps this job had a token to decode and no room in the batch (it goes first next step).
+    deferred: int = 0
+    #: `llama_decode` calls this job took part in (prompt chunks and output steps).
+    decodes: int = 0
     out: bytearray = field(default_factory=bytearray)
     generated: int = 0
     ttft_ms: float = 0.0
@@ -89,10 +97,15 @@ class StepBatch:
     @classmethod
     def of(cls, active: list[EngineJob], n_batch: int, prefill_chunk: int) -> StepBatch:
         batch = cls()
-        decoding = [job for job in active if job.next_token is not None]
+        decoding = sorted((job for job in active if job.next_token is not None), key=lambda j: -j.deferred)
         for job in decoding:
-            batch.add(job, [job.next_token], True)  # type: ignore[list-item]
-        batch.decoding = len(decoding)
+            row = [job.next_token, *job.forced_next]
+            if len(batch.tokens) + len(row) > n_batch:  # a long forced run among many rows: next step
+                job.deferred += 1
+                continue
+            job.deferred = 0
+            batch.add(job, row, True)  # type: ignore[arg-type]
+            batch.decoding += 1
         room = n_batch - len(batch.tokens)
         if decoding or any(job.warm for job in active):
             room = min(room, prefill_chunk)

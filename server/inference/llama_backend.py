@@ -25,8 +25,6 @@ from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
-import llama_cpp
-
 from loreguard.schemas.prompt import NEW_MESSAGE_HEADINGS, Prompt
 from loreguard.schemas.receipt import ModelFingerprint
 from loreguard.server.inference import devices
@@ -42,24 +40,24 @@ from loreguard.server.inference.batch_adapter import BatchedEngineAdapter
 from loreguard.server.inference.batch_engine import BatchedEngine
 from loreguard.server.inference.chat_template import ChatTemplate, TemplateError
 from loreguard.server.inference.dialogue_guard import DialogueGuard
-from loreguard.server.inference.engine import Engine, EngineRequest, PromptTokens
+from loreguard.server.inference.engine import Engine, EngineOutput, EngineRequest, PromptTokens
 from loreguard.server.inference.grammar import CompiledGrammar, UnsupportedSchema, compile_schema
 from loreguard.server.inference.llama_config import LlamaCppConfig, default_threads
+from loreguard.server.inference.llama_fingerprint import llama_fingerprint
 from loreguard.server.inference.llama_native import (
     NativeContext,
     NativeError,
     NativeModel,
     sequence_limit,
-    supports_gpu_offload,
 )
-from loreguard.server.inference.model_files import file_prefix_sha256, resolve_model_path
+from loreguard.server.inference.model_files import resolve_model_path
 from loreguard.server.inference.prefix_cache import PrefixCache
-from loreguard.server.inference.prompt_states import PromptStateStore, StateMaker, model_sha256
+from loreguard.server.inference.prompt_states import PromptStateStore, open_prompt_states
 from loreguard.server.inference.reproducible_engine import ReproducibleEngine
-from loreguard.server.inference.sampling import SAMPLER, SamplingParams, TokenSampler
+from loreguard.server.inference.sampling import SamplingParams, TokenSampler
 from loreguard.server.inference.sequences import SequencePool, common_prefix
 from loreguard.server.inference.spill import SpillCache
-from loreguard.server.inference.token_masks import MaskVocabulary, llguidance_version
+from loreguard.server.inference.token_masks import MaskVocabulary
 
 #: Stands for the new message when a warm-up renders the prompt before it (never in a prompt:
 #: player text is cleaned of control characters).
@@ -72,6 +70,10 @@ class BackendStats:
     prompt_tokens_evaluated: int = 0
     prompt_tokens_reused: int = 0
     tokens_generated: int = 0
+    #: Of those generated, the ones the grammar forced (no step of their own), and the model
+    #: calls generations took (prompt chunks and output steps).
+    tokens_forced: int = 0
+    decode_calls: int = 0
     grammar_full_filters: int = 0
     #: Reproducible engine: prefix tokens warm-ups evaluated (the batched engine counts its own).
     warm_tokens_evaluated: int = 0
@@ -135,7 +137,13 @@ class LlamaCppBackend(InferenceBackend):
         self._model.stop_tokens = self._stop_token_ids()
         #: The vocabulary as the sampler's grammar masks read it (built once: ~1 s at 150k tokens).
         self.vocabulary = MaskVocabulary(self._model)
-        self._fingerprint = self._make_fingerprint()
+        extra = {"offloaded_layers": self.offloaded_layers, "device_fallback": self.device_fallback,
+                 "engine": "reproducible" if self.config.reproducible else "batched",
+                 "chat_template_sha256": hashlib.sha256(self.template.source.encode()).hexdigest()}  # fmt: skip
+        n_ctx = self.max_sequence_tokens
+        self._fingerprint = llama_fingerprint(self._model, self.model_path, n_ctx=n_ctx, device=self.device, extra=extra)
+        #: `LlamaCppConfig.fast_forward`, switchable between generations (`bench fast-forward`).
+        self.fast_forward = self.config.fast_forward
 
     def _load(self) -> NativeContext:
         """Load the model on `self.device` and make the engine; the engine's context."""
@@ -166,24 +174,12 @@ class LlamaCppBackend(InferenceBackend):
         return BatchedEngineAdapter(batched, self.parallel), ctx
 
     def _prompt_states(self, ctx: NativeContext) -> PromptStateStore | None:
-        """The disk tier of evaluated prompts, when a folder is set (or shipped ones are)."""
+        """The disk tier of evaluated prompts (`prompt_states`), where the config sets a folder or
+        the game ships files beside the model."""
         c = self.config
-        # A game ships `loreguard warm`'s files beside its model: read without being asked.
-        beside = self.model_path.with_suffix(".prompts")
-        shipped = tuple(Path(p) for p in c.shipped_prompts) + ((beside,) if beside.is_dir() else ())
-        if c.prompt_cache_dir is None and not shipped:
-            return None
-        folder = Path(c.prompt_cache_dir) if c.prompt_cache_dir is not None else None
-        maker = StateMaker(
-            model_sha256=model_sha256(self.model_path, folder / "model-sha256.json" if folder else None),
-            llama_build=llama_cpp.__version__,
-            kv_layout=ctx.kv_layout,
-            device=f"{self.device.spec} layers={self.device.gpu_layers}",
-            n_batch=ctx.n_batch,
-        )
-        return PromptStateStore(
-            folder, maker, budget_bytes=c.prompt_cache_mib << 20, shipped=shipped, model_file=self.model_path.name
-        )
+        shipped = tuple(Path(p) for p in c.shipped_prompts)
+        device = f"{self.device.spec} layers={self.device.gpu_layers}"
+        return open_prompt_states(c.prompt_cache_dir, c.prompt_cache_mib, shipped, self.model_path, ctx, device)
 
     @property
     def parallel(self) -> int:
@@ -260,30 +256,6 @@ class LlamaCppBackend(InferenceBackend):
             return 0
         n_layer = self._model.n_layer + 1  # llama.cpp counts the output layer too
         return n_layer if self.device.gpu_layers < 0 else min(self.device.gpu_layers, n_layer)
-
-    def _make_fingerprint(self) -> ModelFingerprint:
-        description = self._model.description()
-        return ModelFingerprint(
-            backend=self.name,
-            file_name=self.model_path.name,
-            size_bytes=self.model_path.stat().st_size,
-            header_sha256=file_prefix_sha256(self.model_path),
-            quantization=description.rsplit(" ", 1)[-1] if description else "",
-            n_ctx=self.max_sequence_tokens,
-            extra={
-                "description": description,
-                "llama_cpp_python": llama_cpp.__version__,
-                "sampler": SAMPLER,
-                "llguidance": llguidance_version(),
-                "gpu_offload_supported": supports_gpu_offload(),
-                "offloaded_layers": self.offloaded_layers,
-                "device": self.device.spec,
-                "device_name": self.device.device.description if self.device.device else "CPU",
-                "device_fallback": self.device_fallback,
-                "engine": "reproducible" if self.config.reproducible else "batched",
-                "chat_template_sha256": hashlib.sha256(self.template.source.encode()).hexdigest(),
-            },
-        )
 
     def fingerprint(self) -> ModelFingerprint:
         return self._fingerprint
@@ -364,7 +336,7 @@ class LlamaCppBackend(InferenceBackend):
             timeout_s=request.timeout_ms / 1000 if request.timeout_ms else None,
         )
         out = self._engine.generate(engine_request, observe)
-        self._count(out.tokens_evaluated, out.tokens_cached, out.tokens_generated, out.full_filters)
+        self._count(out)
         return Generation(
             text=out.text,
             tokens_evaluated=out.tokens_evaluated,
@@ -415,7 +387,9 @@ class LlamaCppBackend(InferenceBackend):
         said = [self._model.tokenize(line + "\n", add_special=False) for line in request.said_before]
         guard = DialogueGuard(request.constraints, self.vocabulary.pieces) if request.constraints and grammar else None
         gbnf, first = (grammar.gbnf if grammar else None), (avoid[0] if avoid else None)
-        sampler = TokenSampler(self.vocabulary, self._sampling, request.seed, gbnf, first, said, guard)
+        sampler = TokenSampler(
+            self.vocabulary, self._sampling, request.seed, gbnf, first, said, guard, fast_forward=self.fast_forward
+        )
         try:
             sampler.force(forced)
         except NativeError as exc:
@@ -423,13 +397,15 @@ class LlamaCppBackend(InferenceBackend):
             raise BackendError(str(exc)) from exc
         return sampler
 
-    def _count(self, evaluated: int, reused: int, generated: int, full_filters: int) -> None:
+    def _count(self, out: EngineOutput) -> None:
         with self._stats_lock:
             self.stats.generations += 1
-            self.stats.prompt_tokens_evaluated += evaluated
-            self.stats.prompt_tokens_reused += reused
-            self.stats.tokens_generated += generated
-            self.stats.grammar_full_filters += full_filters
+            self.stats.prompt_tokens_evaluated += out.tokens_evaluated
+            self.stats.prompt_tokens_reused += out.tokens_cached
+            self.stats.tokens_generated += out.tokens_generated
+            self.stats.tokens_forced += out.tokens_forced
+            self.stats.decode_calls += out.decode_calls
+            self.stats.grammar_full_filters += out.full_filters
 
     def invalidate(self, npc_id: str) -> bool:
         """Forget what is cached of an NPC's turns (the next turn evaluates its prompt again)."""

@@ -61,6 +61,9 @@ class LlamaCppConfig(FrozenModel):
     #: One generation at a time with numerics independent of anything else running (tests, live
     #: replay); False runs the batched engine.
     reproducible: bool = False
+    #: Tokens the output grammar forces (JSON keys, punctuation, the rest of an enum value) are
+    #: decoded with the token before them in one step instead of one step each (`forced_run`).
+    fast_forward: bool = True
     #: Batched engine: generations decoded together (different NPCs talking at once). None: 8
     #: with GPU offload; 1 on the CPU, where a decode step is compute-bound and batching adds
     #: little throughput but makes every NPC in the batch wait for all (docs/engine.md).

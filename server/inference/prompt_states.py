@@ -38,6 +38,9 @@ from array import array
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import llama_cpp
+
+from loreguard.server.inference.llama_native import NativeContext
 from loreguard.server.inference.sequences import common_prefix
 
 _log = logging.getLogger("loreguard.prompt_states")
@@ -340,6 +343,27 @@ def model_sha256(path: Path, memo: Path | None = None) -> str:
         except OSError:
             pass  # read-only: it is read again next launch
     return sha
+
+
+def open_prompt_states(
+    folder: str | None, budget_mib: int, shipped: tuple[Path, ...], model_path: Path, ctx: NativeContext, device: str
+) -> PromptStateStore | None:
+    """The store of a loaded model: its cache `folder` (None: none) and shipped folders, the
+    `<model>.prompts` folder beside the model file among them when there is one (what `loreguard
+    warm` writes and a game ships: read without being asked). None when there is nowhere to look."""
+    beside = model_path.with_suffix(".prompts")
+    shipped = shipped + ((beside,) if beside.is_dir() and beside not in shipped else ())
+    if folder is None and not shipped:
+        return None
+    cache = Path(folder) if folder is not None else None
+    maker = StateMaker(
+        model_sha256=model_sha256(model_path, cache / "model-sha256.json" if cache else None),
+        llama_build=llama_cpp.__version__,
+        kv_layout=ctx.kv_layout,
+        device=device,
+        n_batch=ctx.n_batch,
+    )
+    return PromptStateStore(cache, maker, budget_bytes=budget_mib << 20, shipped=shipped, model_file=model_path.name)
 
 
 def _touch(path: Path) -> None:

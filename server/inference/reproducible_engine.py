@@ -91,9 +91,10 @@ class ReproducibleEngine:
         if not self._ctx.evaluate(tokens.suffix + request.forced, proceed=in_time):
             raise BackendTimeout("the generation ran past its deadline during its prompt")
         evaluated += len(tokens.suffix) + len(request.forced)
+        prompt_decodes = -(-(len(tokens.suffix) + len(request.forced)) // self._ctx.n_batch)
 
         out = bytearray(request.output_prefix)
-        generated = 0
+        generated = decodes = 0
         finish: str = "length"
         ttft_ms = 0.0
         while generated < request.max_tokens:
@@ -106,11 +107,20 @@ class ReproducibleEngine:
             if self._model.is_end_of_generation(token):
                 finish = "stop"
                 break
-            out += self._model.piece(token)
+            # The tokens the grammar forces after it go in with it: one decode, not one each.
+            run = [token] + sampler.forced_run(request.max_tokens - generated)
+            ended = next((i for i, t in enumerate(run) if self._model.is_end_of_generation(t)), None)
+            generated += len(run) - 1
+            for t in run[:ended]:
+                out += self._model.piece(t)
             if observe is not None and not observe(decode_prefix(bytes(out))):
                 finish = "aborted"
                 break
-            self._ctx.evaluate([token])
+            if ended is not None:
+                finish = "stop"
+                break
+            self._ctx.evaluate(run)
+            decodes += 1
         return EngineOutput(
             text=out.decode("utf-8", "replace"),
             tokens_evaluated=evaluated,
@@ -120,6 +130,8 @@ class ReproducibleEngine:
             ttft_ms=ttft_ms,
             total_ms=(time.perf_counter() - started) * 1000,
             full_filters=sampler.full_filters,
+            tokens_forced=sampler.forced_tokens,
+            decode_calls=prompt_decodes + decodes,
         )
 
     def _load_prefix(self, npc_id: str, tokens: PromptTokens, in_time: Callable[[], bool]) -> int:

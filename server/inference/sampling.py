@@ -49,8 +49,8 @@ from loreguard.server.inference.token_masks import MaskVocabulary, OutputMatcher
 WINDOW = 10.0
 #: Which sampler wrote a text, in every receipt's model fingerprint (`extra["sampler"]`): a live
 #: replay by another sampler may write other words from the same seed, and this says why
-#: (2: the dialogue guard).
-SAMPLER = "loreguard-host-2"
+#: (2: the dialogue guard; 3: the grammar's forced tokens written in one step).
+SAMPLER = "loreguard-host-3"
 #: DRY's penalty grows no further past this many repeated tokens (base ** 48 is already huge).
 _DRY_MAX_MATCH = 50
 
@@ -137,6 +137,7 @@ class TokenSampler:
         avoid_first: int | None = None,
         said_before: Iterable[Iterable[int]] = (),
         guard: DialogueGuard | None = None,
+        fast_forward: bool = True,
     ) -> None:
         self.vocabulary = vocabulary
         self.params = params
@@ -154,6 +155,9 @@ class TokenSampler:
         self.full_filters = 0
         #: What the dialogue may not say (`dialogue_guard`); None: nothing is kept out.
         self.guard = guard
+        #: Whether `forced_run` gives the grammar's forced tokens, and how many it gave.
+        self.fast_forward = fast_forward
+        self.forced_tokens = 0
 
     def force(self, tokens: Iterable[int]) -> None:
         """Tokens the output starts with that were written for the model, not sampled
@@ -163,6 +167,21 @@ class TokenSampler:
             if self.matcher is not None and not self.matcher.allows(token):
                 raise NativeError(f"the output grammar refuses the given start of the output at token {token}")
             self._take(token)
+
+    def forced_run(self, limit: int) -> list[int]:
+        """The tokens the output grammar allows alone from here (JSON keys and punctuation, the
+        rest of an enum value, the object's end), at most `limit`, taken as if chosen: an engine
+        evaluates them with the token before in one decode instead of sampling each (llguidance's
+        fast-forward, which stops short of a token the text after it could merge into, so the run
+        is tokenised as the model itself would write it). Empty without a grammar, or when
+        `fast_forward` is off."""
+        if self.matcher is None or not self.fast_forward or limit <= 0:
+            return []
+        run = self.matcher.forced_tokens()[:limit]
+        for token in run:
+            self._take(token)
+        self.forced_tokens += len(run)
+        return run
 
     def sample(self, ctx: NativeContext, row: int = -1) -> int:
         """A token from the logits of batch row `row` (-1: the last row of the last decode)."""

@@ -136,6 +136,11 @@ class OutputMatcher:
         """Whether the grammar may go on with `token` (asked before forcing a token on it)."""
         return self.native.validate_tokens([token]) == 1
 
+    def forced_tokens(self) -> list[int]:
+        """The tokens the grammar allows alone from here, in canonical tokenisation (empty when
+        the next token is the model's choice)."""
+        return list(self.native.compute_ff_tokens())
+
     def consume(self, token: int) -> None:
         if not self.native.consume_token(token):
             raise NativeError(f"the output grammar refuses token {token}: {self.native.get_error()}")

@@ -4,8 +4,9 @@ The socket thread only queues the NPC (the reply goes out at once); one thread h
 NPC's prompt up to its new message and hands it to the backend, which evaluates it in idle time
 and gives way to every interaction (`InferenceBackend.warm`). A warm-up reads memory and writes
 nothing: no memory hash, audit record or interaction count changes. `stats` reports each
-outcome (`warm.warmed`, `warm.already`, `warm.no_room`, `warm.failed`) and `warm.pending`, the
-warm-ups queued or running, which a game (or a benchmark) waits on to reach 0.
+outcome (`warm.warmed`, `warm.already`, `warm.no_room`, `warm.failed`), the prompt tokens
+evaluated and those restored from disk (`warm.tokens_evaluated`, `warm.tokens_restored`), and
+`warm.pending`, the warm-ups queued or running, which a game (or a benchmark) waits on to reach 0.
 """
 
 from __future__ import annotations
@@ -100,4 +101,5 @@ class Warmer:
             return
         self._stats.count(f"warm.{result.outcome}")
         self._stats.count("warm.tokens_evaluated", result.tokens_evaluated)
+        self._stats.count("warm.tokens_restored", result.tokens_restored)
         self._stats.count("warm.yielded", result.yielded)

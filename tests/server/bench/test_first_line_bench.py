@@ -1,5 +1,6 @@
 """`loreguard bench first-line` on the embedded model, through real `serve` processes: a warmed
-NPC's first line evaluates only the player's message, a cold one its whole prompt."""
+NPC's first line evaluates only the player's message, a cold one its whole prompt; a relaunch
+restores what the first launch evaluated."""
 
 from __future__ import annotations
 
@@ -18,3 +19,6 @@ def test_a_warmed_npc_evaluates_only_the_players_message() -> None:
     # the demo's first line and the headings around it: tens of tokens, against the whole prompt
     assert warmed < 100 < cold  # type: ignore[operator]
     assert figures["warmed_warm_ms"] > 0  # type: ignore[operator]
+    # The second launch restored both NPCs' prompts from its data folder: nothing left to evaluate.
+    assert figures["relaunch_prefill_tokens"] == warmed
+    assert figures["relaunch_warm_ms"] < figures["warmed_warm_ms"]  # type: ignore[operator]

@@ -26,7 +26,9 @@ from loreguard.server.inference.prompt_states import (
 MAKER = StateMaker(model_sha256="a" * 64, llama_build="0.3.36", kv_layout="k=f16 v=f16 fa=-1", device="cpu layers=0", n_batch=512)
 
 
-def entry(owner: str = "guard", tokens: list[int] | None = None, *, exact: int = 0, maker: StateMaker = MAKER, size: int = 64) -> PromptState:
+def entry(
+    owner: str = "guard", tokens: list[int] | None = None, *, exact: int = 0, maker: StateMaker = MAKER, size: int = 64
+) -> PromptState:
     tokens = tokens if tokens is not None else list(range(1, 11))
     return PromptState(owner=owner, tokens=array("i", tokens), state=bytes(range(256))[:size] * 4, maker=maker, exact=exact)
 

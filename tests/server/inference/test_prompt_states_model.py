@@ -94,15 +94,22 @@ def _rewrite(path: Path, **maker: str) -> None:
     ids=["truncated-batched", "another-model-reproducible", "another-kv-type-batched", "another-build-reproducible"],
 )
 def test_a_file_that_does_not_fit_is_rebuilt_never_loaded(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage, reason: str, reproducible: bool  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    damage,
+    reason: str,
+    reproducible: bool,  # type: ignore[no-untyped-def]
 ) -> None:
     with launch(tmp_path, "first", reproducible=reproducible) as (backend, pipeline):
         backend.warm("guard", pipeline.warm_prompt("guard"))
     path = tmp_path / "cache" / file_name("guard")
     damage(path)
-    with caplog.at_level(logging.WARNING, "loreguard.prompt_states"), launch(tmp_path, "second", reproducible=reproducible) as (
-        backend,
-        pipeline,
+    with (
+        caplog.at_level(logging.WARNING, "loreguard.prompt_states"),
+        launch(tmp_path, "second", reproducible=reproducible) as (
+            backend,
+            pipeline,
+        ),
     ):
         warm = backend.warm("guard", pipeline.warm_prompt("guard"))
     assert warm.tokens_restored == 0 and warm.tokens_evaluated == warm.tokens
