@@ -10,6 +10,7 @@ The result, `<out>/`:
     loreguard-sidecar[.exe]   the executable: `loreguard-sidecar serve --port N --data DIR`
     _internal/                Python, the project, llama.cpp, libzmq
     models/<file>.gguf        the model, when one was chosen (`--model`, `--with-embedded-model`)
+    models/<file>.prompts/    its NPCs' prompts evaluated by `loreguard warm`, when there are any
     bundle.json               version, platform and model: what the addon checks before launching
 """
 
@@ -165,8 +166,17 @@ def built_accelerator() -> str:
     return next((a for a in ("cuda", "vulkan", "metal") if a in built), "cpu")
 
 
-def build_bundle(out: Path, model: Path | None = None, *, accelerator: str = "auto", log=sys.stderr) -> BuiltBundle:
-    """Freeze the sidecar into `out` (replaced if it exists) and copy `model` into it.
+def _state_files_only(folder: str, names: list[str]) -> list[str]:
+    """`copytree`'s filter: the prompt state files alone (not the model hash kept beside them)."""
+    return [name for name in names if not name.endswith(".lgkv")]
+
+
+def build_bundle(
+    out: Path, model: Path | None = None, *, accelerator: str = "auto", prompts: Path | None = None, log=sys.stderr
+) -> BuiltBundle:
+    """Freeze the sidecar into `out` (replaced if it exists) and copy `model` into it, with its
+    pre-evaluated NPC prompts (`prompts`, by default `<model>.prompts` beside it when there is one:
+    `loreguard warm`), which the sidecar reads from beside the bundled model.
     `accelerator`: `auto` ships this environment's build; naming one refuses another build."""
     if importlib.util.find_spec("PyInstaller") is None:
         raise BundleError("PyInstaller is not installed: pip install 'loreguard[bundle]'")
@@ -203,6 +213,9 @@ def build_bundle(out: Path, model: Path | None = None, *, accelerator: str = "au
         (target / "models").mkdir()
         shutil.copy2(model, target / "models" / model.name)
         model_entry = f"models/{model.name}"
+        prompts = prompts or (model.with_suffix(".prompts") if model.with_suffix(".prompts").is_dir() else None)
+        if prompts is not None:
+            shutil.copytree(prompts, target / "models" / model.with_suffix(".prompts").name, ignore=_state_files_only)
     manifest = {
         "format": MANIFEST_FORMAT,
         "loreguard": version("loreguard"),

@@ -23,7 +23,10 @@ def _bundle(args: argparse.Namespace) -> int:
             print(f"loreguard bundle: {exc}", file=sys.stderr)
             return 2
     try:
-        built = build_bundle(Path(args.out), model, accelerator=args.accelerator)
+        prompts = Path(args.prompts) if args.prompts else None
+        if prompts is not None and (model is None or not prompts.is_dir()):
+            raise BundleError(f"--prompts {prompts}: needs a model to ship beside, and a folder from `loreguard warm`")
+        built = build_bundle(Path(args.out), model, accelerator=args.accelerator, prompts=prompts)
     except BundleError as exc:
         print(f"loreguard bundle: {exc}", file=sys.stderr)
         return 2
@@ -104,6 +107,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     which = bundle.add_mutually_exclusive_group()
     which.add_argument("--model", help="copy this GGUF file into the bundle as its default model")
     which.add_argument("--with-embedded-model", action="store_true", help="copy the embedded SmolLM2 model into the bundle")
+    bundle.add_argument(
+        "--prompts", help="NPC prompts from `loreguard warm` to ship beside the model (default: MODEL.prompts when it exists)"
+    )
     bundle.set_defaults(handler=_bundle)
 
     addon = commands.add_parser("addon-zip", help="zip the Godot addon in the Asset Library layout")

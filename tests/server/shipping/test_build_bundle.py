@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from gpu_helpers import require_gpu, write_small_model
 from paths import ROOT
 from shipping_helpers import bare_environment, build_machine_paths, isolated, mapped_files, wait_until_ready
 from sidecar_helpers import free_port
+from waiting import counter, wait_for
 
 from loreguard.client import Client
 from loreguard.server.demo import demo_npcs, demo_world
@@ -38,7 +40,10 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     the build folder renamed away."""
     pytest.importorskip("PyInstaller", reason="loreguard[bundle] (PyInstaller) is not installed")
     base = tmp_path_factory.mktemp("bundle")
-    built = build_bundle(base / "build" / EXECUTABLE, embedded_model_path())
+    prompts = base / "prompts"  # the demo NPCs' prompts evaluated for shipping (`loreguard warm`)
+    warm = [sys.executable, "-m", "loreguard.server.cli", "warm", "--out", str(prompts), "--threads", "2"]
+    subprocess.run(warm, check=True, capture_output=True, timeout=600)
+    built = build_bundle(base / "build" / EXECUTABLE, embedded_model_path(), prompts=prompts)
     game = base / "game"
     game.mkdir()
     shutil.move(built.folder, game / EXECUTABLE)
@@ -106,6 +111,22 @@ def test_the_bundle_answers_with_its_own_model(bundle: Path, tmp_path: Path) -> 
         client.register_npc(demo_npcs()[0])
         result = client.interact("guard", "Good evening. When does the gate close?")
     assert result.dialogue.strip()
+    _stop(process)
+
+
+def test_the_bundle_restores_the_npc_prompts_shipped_with_it(bundle: Path, tmp_path: Path) -> None:
+    shipped = bundle / "models" / Path(EMBEDDED_FILE).with_suffix(".prompts").name
+    assert sorted(p.suffix for p in shipped.iterdir()) == [".lgkv", ".lgkv"]  # the state files alone
+    process, port = _start(bundle, tmp_path)
+    wait_until_ready(process, port)
+    with Client(f"tcp://127.0.0.1:{port}", timeout_s=600) as client:
+        client.load_world(demo_world())
+        for profile in demo_npcs():
+            client.register_npc(profile)
+            client.warm(profile.id)
+        wait_for(lambda: counter(client, "warm.warmed") == 2, "both warm-ups")
+        # A new save on a player's first launch: nothing evaluated, both prompts loaded from the bundle.
+        assert counter(client, "warm.tokens_evaluated") == 0 and counter(client, "warm.tokens_restored") > 1000
     _stop(process)
 
 
