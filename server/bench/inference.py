@@ -189,6 +189,9 @@ def _figures(backend: LlamaCppBackend, rotation: _Rotation, same: _SameRequests)
         "resident_prefixes": backend.resident_prefixes,
         "kv_state_mb_per_npc": round(static_prefix * backend.native_model.kv_bytes_per_token / 2**20, 1),
         "grammar_full_filter_rate": round(backend.stats.grammar_full_filters / max(1, backend.stats.tokens_generated), 4),
+        # The grammar's forced tokens, decoded with the token before them (`forced_run`).
+        "forced_token_share": round(backend.stats.tokens_forced / max(1, backend.stats.tokens_generated), 3),
+        "decode_calls_per_line": round(backend.stats.decode_calls / max(1, backend.stats.generations), 1),
         "truncated_outputs": sum(g.finish_reason == "length" for g in generations),
         "schema_valid_rate": round(sum(strictly_valid(g.text) for g in generations) / len(generations), 3),
     }
