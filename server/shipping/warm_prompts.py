@@ -23,7 +23,7 @@ from loreguard.memory import MemoryStore
 from loreguard.schemas import NpcProfile, WorldDefinition
 from loreguard.schemas.memory import BatchResult
 from loreguard.server.inference.llama_backend import LlamaCppBackend
-from loreguard.server.inference.prompt_states import file_name
+from loreguard.server.inference.prompt_states import file_name, read_header
 from loreguard.server.pipeline import GovernancePipeline
 
 
@@ -87,7 +87,12 @@ def _reasons(result: BatchResult) -> str:
 
 def _described(npc_id: str, tokens: int, seconds: float, out: Path) -> WarmedNpc:
     path = out / file_name(npc_id)
-    return WarmedNpc(npc_id=npc_id, tokens=tokens, seconds=seconds, file=path, size_bytes=path.stat().st_size)
+    if not path.is_file():  # the writer said why in the log (a read-only or full disk)
+        raise WarmError(f"the prompt of {npc_id!r} could not be written to {out}; pass --out to a writable folder")
+    with path.open("rb") as f:  # the tokens the file holds: the prefix, and the prompt after it up to the new message
+        header, _ = read_header(f.read(1 << 16))
+    held = int(header["n_tokens"])  # type: ignore[call-overload]
+    return WarmedNpc(npc_id=npc_id, tokens=max(tokens, held), seconds=seconds, file=path, size_bytes=path.stat().st_size)
 
 
 def read_world(path: Path) -> WorldDefinition:
