@@ -3,11 +3,14 @@ step each, on the same requests.
 
 The governance pipeline runs `bench quality`'s player lines once (fast-forward on) and keeps each
 line's first model request. Every request is then generated again with fast-forward on and off,
-alternated request by request (on, off; then off, on), on one reproducible backend, so both see
-the same machine and the same cached prefixes. A generation's time runs from the request to its
-last token.
+alternated request by request (on, off; then off, on), on the sidecar's engine (batched, one
+slot on a CPU), so both see the same machine and the same cached prompt: as in a game, a line's
+conversation so far is reused and only its new message is evaluated (by whichever of the pair
+runs first). A generation's time runs from the request to its last token (`line_s`); its decode
+time from its first token to its last (`decode_s`), which no prompt evaluation enters.
 
 Figures: `line_s_p50_on`/`_off` and their ratio `on_over_off` (the goal is 0.85 or below),
+`decode_s_p50_on`/`_off` and `decode_on_over_off`,
 `decode_calls_per_line_on`/`_off` (model calls per generation: its prompt chunks and one per output
 step) and their ratio, `forced_token_share` (of the output tokens, those the grammar forced) and
 `same_text_rate` (generations whose text is the same either way: the sampler's random stream is
@@ -65,10 +68,11 @@ def bench_fast_forward(
 ) -> dict[str, object]:  # fmt: skip
     chosen = QUALITY_LINES[: max(1, lines)] if lines is not None else QUALITY_LINES
     config = LlamaCppConfig(
-        model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, device=device, reproducible=True,
+        model_path=model, n_threads=threads, n_gpu_layers=gpu_layers, device=device,
         **(model_settings or {}),
     )  # fmt: skip
     seconds: dict[bool, list[float]] = {True: [], False: []}
+    decoding: dict[bool, list[float]] = {True: [], False: []}
     calls: dict[bool, list[int]] = {True: [], False: []}
     generated = forced = same = 0
     with tempfile.TemporaryDirectory() as tmp, LlamaCppBackend(config) as backend:
@@ -78,6 +82,7 @@ def bench_fast_forward(
             for on in (True, False) if i % 2 == 0 else (False, True):
                 s, generation, n_calls, n_forced = _timed(backend, request, on=on)
                 seconds[on].append(s)
+                decoding[on].append(max(0.0, generation.total_ms - generation.ttft_ms) / 1000)
                 calls[on].append(n_calls)
                 texts[on] = generation.text
                 if on:
@@ -92,6 +97,11 @@ def bench_fast_forward(
         "line_s_p50_on": round(on_s, 3),
         "line_s_p50_off": round(off_s, 3),
         "on_over_off": round(on_s / off_s, 3) if off_s else 0.0,
+        "decode_s_p50_on": round(statistics.median(decoding[True]), 3),
+        "decode_s_p50_off": round(statistics.median(decoding[False]), 3),
+        "decode_on_over_off": round(statistics.median(decoding[True]) / statistics.median(decoding[False]), 3)
+        if statistics.median(decoding[False])
+        else 0.0,
         "decode_calls_per_line_on": round(on_calls, 1),
         "decode_calls_per_line_off": round(off_calls, 1),
         "decode_calls_on_over_off": round(on_calls / off_calls, 3) if off_calls else 0.0,
