@@ -38,7 +38,7 @@ from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
-from loreguard.server.inference.disk_tier import load_saved, save_evaluated
+from loreguard.server.inference.disk_tier import load_saved, save_conversations, save_evaluated
 from loreguard.server.inference.engine_steps import EngineClosed, EngineJob, EngineTimeout, StepBatch
 from loreguard.server.inference.llama_native import NativeContext, NativeError, NativeModel
 from loreguard.server.inference.prompt_states import PromptStateStore
@@ -166,6 +166,7 @@ class BatchedEngine:
             self._cond.notify()
         self._thread.join()
         if self.disk is not None:
+            save_conversations(self.ctx, self.disk, self.pool.resident())
             self.disk.close()
 
     # --- the engine thread ---------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The batched engine's disk tier: an owner's prompt state saved on disk (`prompt_states`) loaded
-into a sequence, and what the engine evaluated of a prompt written there for the next launch."""
+into a sequence, and what the engine evaluated of a prompt written there for the next launch: a
+prompt it had to evaluate as it goes, and at shutdown each NPC's conversation as far as it got."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def load_saved(ctx: NativeContext, disk: PromptStateStore, job: EngineJob, seq: 
         return 0
     ctx.seq_remove(seq.seq_id, n)
     disk.loaded()
+    disk.known[job.owner] = len(saved.tokens)
     job.restored = n
     return n
 
@@ -43,3 +45,22 @@ def save_evaluated(ctx: NativeContext, disk: PromptStateStore, job: EngineJob) -
         return
     state = ctx.save_sequence(job.seq.seq_id)
     disk.save(PromptState(owner=job.owner, tokens=array("i", job.seq.tokens), state=state, maker=disk.maker))
+    disk.known[job.owner] = len(job.seq.tokens)
+
+
+def save_conversations(ctx: NativeContext, disk: PromptStateStore, resident: list[Sequence]) -> int:
+    """At shutdown (the engine thread stopped): each owner's longest resident sequence, where it
+    holds more than the owner's file, so the next launch starts where this one ended: the
+    conversation so far as well as the NPC's static prompt (a repeat turn's prompt is the last
+    prompt and the reply as written, then the new message). How many were written."""
+    longest: dict[str, Sequence] = {}
+    for seq in resident:
+        if len(seq.tokens) > len(longest[seq.owner].tokens if seq.owner in longest else ()):
+            longest[seq.owner] = seq
+    written = 0
+    for owner, seq in sorted(longest.items()):
+        if len(seq.tokens) > disk.known.get(owner, 0):
+            state = ctx.save_sequence(seq.seq_id)
+            disk.save(PromptState(owner=owner, tokens=array("i", seq.tokens), state=state, maker=disk.maker))
+            written += 1
+    return written

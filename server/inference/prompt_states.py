@@ -185,6 +185,8 @@ class PromptStateStore:
         self.budget_bytes = budget_bytes
         self.shipped = shipped
         self.stats = PromptStateStats()
+        #: Tokens of each owner's state this process loaded or saved (what its file holds now).
+        self.known: dict[str, int] = {}
         self._writes: queue.Queue[PromptState | None] = queue.Queue()
         self._writer: threading.Thread | None = None
         self._lock = threading.Lock()

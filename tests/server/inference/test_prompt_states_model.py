@@ -15,11 +15,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from model_helpers import demo_store
+from stores import open_store
 from pipeline_helpers import ask
 
 from loreguard.schemas import InteractionResult
-from loreguard.server.demo import demo_npcs
+from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.inference.llama_backend import LlamaCppBackend
 from loreguard.server.inference.llama_config import LlamaCppConfig
 from loreguard.server.inference.prompt_states import decode, encode, file_name
@@ -33,10 +33,12 @@ def launch(tmp_path: Path, name: str, **settings: object) -> Iterator[tuple[Llam
     """One 'launch': a backend with its prompt cache in tmp_path/cache and a fresh save."""
     config = LlamaCppConfig(n_threads=os.cpu_count() or 1, prompt_cache_dir=str(tmp_path / "cache"), **settings)  # type: ignore[arg-type]
     backend = LlamaCppBackend(config)
+    store = open_store(tmp_path / f"{name}.sqlite", world=demo_world(), npcs=demo_npcs())
     try:
-        yield backend, GovernancePipeline(demo_store(tmp_path / f"{name}.sqlite"), backend)
+        yield backend, GovernancePipeline(store, backend)
     finally:
         backend.close()
+        store.close()
 
 
 def first_line(pipeline: GovernancePipeline) -> InteractionResult:
@@ -67,6 +69,19 @@ def test_a_first_line_without_a_warm_up_is_kept_for_the_next_launch(tmp_path: Pa
         engine = backend.engine
         assert engine is not None and engine.stats.prompt_tokens_from_disk > 0
     assert again.receipt.attempts[0].tokens_evaluated < first.receipt.attempts[0].tokens_evaluated / 4
+
+
+def test_a_relaunch_after_a_conversation_restores_the_conversation_too(tmp_path: Path) -> None:
+    with launch(tmp_path, "save") as (backend, pipeline):
+        backend.warm("guard", pipeline.warm_prompt("guard"))
+        first_line(pipeline)
+    # The same save, launched again: the guard's prompt now holds that exchange, and the state
+    # the last launch ended with holds it too.
+    with launch(tmp_path, "save") as (backend, pipeline):
+        prompt = pipeline.warm_prompt("guard")
+        assert "When does the gate close?" in str(prompt.model_dump())
+        warm = backend.warm("guard", prompt)
+    assert warm.tokens_restored > 0 and warm.tokens_evaluated <= 16  # a template token or two at most
 
 
 def test_the_reproducible_engines_files_serve_the_batched_engine_whole(tmp_path: Path) -> None:
