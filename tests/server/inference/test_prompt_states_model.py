@@ -15,8 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from stores import open_store
 from pipeline_helpers import ask
+from stores import open_store
 
 from loreguard.schemas import InteractionResult
 from loreguard.server.demo import demo_npcs, demo_world
