@@ -286,13 +286,9 @@ class BatchedEngine:
         self.stats.prompt_tokens_from_disk += n
         return n
 
-    def _save_to_disk(self, job: EngineJob) -> None:
-        if self.disk is not None:
-            save_evaluated(self.ctx, self.disk, job)
-
     def _end_warm(self, job: EngineJob, finish: str) -> None:
-        if finish == "warmed":
-            self._save_to_disk(job)
+        if finish == "warmed" and self.disk is not None:
+            save_evaluated(self.ctx, self.disk, job)
         if job.seq is not None:
             self.pool.finish(job.seq.seq_id)
             self._active.remove(job)
@@ -328,6 +324,8 @@ class BatchedEngine:
     def _step(self) -> None:
         batch = StepBatch.of(self._active, self.ctx.n_batch, self.prefill_chunk)
         tokens, plan, decoding = batch.tokens, batch.plan, batch.decoding
+        for job in self._active:
+            job.deferred = job.deferred + 1 if job in batch.deferred else 0
         started = time.perf_counter()
         status = self.ctx.decode(tokens, batch.positions, batch.seq_ids, batch.logits)
         self.stats.decode_s += time.perf_counter() - started
@@ -426,8 +424,8 @@ class BatchedEngine:
         job.finish = reason
         job.next_token = None
         job.total_ms = (time.perf_counter() - job.started) * 1000
-        if reason != "aborted":
-            self._save_to_disk(job)
+        if reason != "aborted" and self.disk is not None:
+            save_evaluated(self.ctx, self.disk, job)
         self.pool.finish(job.seq.seq_id)
         self._active.remove(job)
         if job.sampler is not None:

@@ -91,8 +91,10 @@ class StepBatch:
     seq_ids: list[int] = field(default_factory=list)
     logits: list[bool] = field(default_factory=list)
     plan: list[tuple[EngineJob, int, int]] = field(default_factory=list)
-    #: Generations that put their next token in this batch.
+    #: Generations that put their next token in this batch, and those it had no room for (a
+    #: long forced run among many rows): they go first next step (`EngineJob.deferred`).
     decoding: int = 0
+    deferred: list[EngineJob] = field(default_factory=list)
 
     @classmethod
     def of(cls, active: list[EngineJob], n_batch: int, prefill_chunk: int) -> StepBatch:
@@ -101,9 +103,8 @@ class StepBatch:
         for job in decoding:
             row = [job.next_token, *job.forced_next]
             if len(batch.tokens) + len(row) > n_batch:  # a long forced run among many rows: next step
-                job.deferred += 1
+                batch.deferred.append(job)
                 continue
-            job.deferred = 0
             batch.add(job, row, True)  # type: ignore[arg-type]
             batch.decoding += 1
         room = n_batch - len(batch.tokens)

@@ -190,11 +190,11 @@ def test_a_stream_cut_on_the_gpu_stops_and_a_continuation_keeps_its_words(gpu_ba
 
     def cut_inside_the_line(text: str) -> bool:
         seen.append(text)
-        return len(seen) < 8
+        return len(seen) < 4  # a few steps in (the grammar's forced runs take no step of their own)
 
     request = _request("merchant", "What do you sell?")
     cut = gpu_backend.generate_streaming(request, cut_inside_the_line)
-    assert cut.finish_reason == "aborted" and len(seen) == 8 and cut.text.startswith(seen[-1])
+    assert cut.finish_reason == "aborted" and len(seen) == 4 and cut.text.startswith(seen[-1])
     given = cut.text
     went_on = gpu_backend.generate(request.model_copy(update={"output_prefix": given}))
     assert went_on.finish_reason == "stop" and went_on.text.startswith(given)
