@@ -142,8 +142,9 @@ class LlamaCppBackend(InferenceBackend):
                  "chat_template_sha256": hashlib.sha256(self.template.source.encode()).hexdigest()}  # fmt: skip
         n_ctx = self.max_sequence_tokens
         self._fingerprint = llama_fingerprint(self._model, self.model_path, n_ctx=n_ctx, device=self.device, extra=extra)
-        #: `LlamaCppConfig.fast_forward`, switchable between generations (`bench fast-forward`).
-        self.fast_forward = self.config.fast_forward
+        #: `LlamaCppConfig.fast_forward`, switchable between generations (`bench fast-forward`);
+        #: off on lavapipe, whose Mesa 22 crashes on the batch shapes forced runs make (docs/gpu.md).
+        self.fast_forward = self.config.fast_forward and not devices.is_software_vulkan(self.device)
 
     def _load(self) -> NativeContext:
         """Load the model on `self.device` and make the engine; the engine's context."""
