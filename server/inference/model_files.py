@@ -52,3 +52,12 @@ def resolve_model_path(path: str | os.PathLike[str] | None) -> Path:
 def file_prefix_sha256(path: Path, n_bytes: int = FINGERPRINT_BYTES) -> str:
     with path.open("rb") as f:
         return hashlib.sha256(f.read(n_bytes)).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a whole file, read in chunks (a model is gigabytes)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -41,6 +41,7 @@ from pathlib import Path
 import llama_cpp
 
 from loreguard.server.inference.llama_native import NativeContext
+from loreguard.server.inference.model_files import file_sha256
 from loreguard.server.inference.sequences import common_prefix
 
 _log = logging.getLogger("loreguard.prompt_states")
@@ -49,6 +50,9 @@ _log = logging.getLogger("loreguard.prompt_states")
 MAGIC = b"LGKV1\n"
 SUFFIX = ".lgkv"
 _LENGTH = struct.Struct("<I")
+
+
+_ANOTHER_PROMPT = "it holds another prompt (the NPC's profile, world or facts changed)"
 
 
 class StateFileError(ValueError):
@@ -187,6 +191,8 @@ class PromptStateStore:
         self.stats = PromptStateStats()
         #: Tokens of each owner's state this process loaded or saved (what its file holds now).
         self.known: dict[str, int] = {}
+        #: Shipped files refused, with their modification time: not read again while unchanged.
+        self._skipped: set[tuple[Path, int]] = set()
         self._writes: queue.Queue[PromptState | None] = queue.Queue()
         self._writer: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -197,30 +203,34 @@ class PromptStateStore:
         """The owner's saved state sharing the longest start with `tokens` (which begin with a
         static prefix of `prefix` tokens), and how many tokens it gives; (None, 0) when no valid
         file holds at least that prefix."""
-        for entry in self._candidates(owner):
+        for path, entry in self._candidates(owner):
             n = common_prefix(entry.tokens, tokens)
             if n >= min(prefix, len(tokens)) and n > 0:
                 return entry, n
-            self._refuse(owner, entry, "it holds another prompt (the NPC's profile, world or facts changed)")
+            self._drop(path, owner, _ANOTHER_PROMPT)
         return None, 0
 
     def find_exact(self, owner: str, prefix: list[int]) -> PromptState | None:
         """The owner's saved state whose first tokens are exactly `prefix`, evaluated the
         reproducible engine's way under this maker; None when there is none."""
         wanted = array("i", prefix)
-        for entry in self._candidates(owner):
+        for path, entry in self._candidates(owner):
             if common_prefix(entry.tokens, wanted) < len(wanted):
-                self._refuse(owner, entry, "it holds another prompt (the NPC's profile, world or facts changed)")
+                self._drop(path, owner, _ANOTHER_PROMPT)
             elif entry.exact == len(wanted) and not self.maker.refusal(entry.maker, exact=True):
                 return entry
             # else: the same prompt evaluated another way (the batched engine's): left for that engine
         return None
 
-    def _candidates(self, owner: str) -> list[PromptState]:
+    def _candidates(self, owner: str) -> list[tuple[Path, PromptState]]:
+        """The owner's readable files that fit this maker, the cache's first; each with its path.
+        A shipped file refused once is not read again while it is unchanged."""
         out = []
         for folder in self._folders():
             path = folder / file_name(owner)
             try:
+                if (path, path.stat().st_mtime_ns) in self._skipped:
+                    continue
                 data = path.read_bytes()
             except FileNotFoundError:
                 continue
@@ -239,21 +249,20 @@ class PromptStateStore:
                 continue
             if folder == self.folder:
                 _touch(path)
-            out.append(entry)
+            out.append((path, entry))
         return out
 
-    def _refuse(self, owner: str, entry: PromptState, why: str) -> None:
-        path = self.folder / file_name(owner) if self.folder is not None else None
-        if path is not None and path.exists():
-            self._drop(path, owner, why)
-
     def _drop(self, path: Path, owner: str, why: str) -> None:
-        """Never load `path`: say why once; delete it when it is ours (rebuilt on the next save)."""
+        """Never load `path`: say why once; delete it when it is the cache's (rebuilt on the next
+        save), else remember to skip it (a shipped file is never deleted)."""
         self.stats.rebuilt += 1
         ours = self.folder is not None and path.parent == self.folder
         _log.warning("prompt state of %s not loaded: %s; %s", owner, why, "evaluating it again" if ours else "skipped")
         if ours:
             path.unlink(missing_ok=True)
+        else:
+            with contextlib.suppress(OSError):
+                self._skipped.add((path, path.stat().st_mtime_ns))
 
     def _folders(self) -> list[Path]:
         return ([self.folder] if self.folder is not None else []) + list(self.shipped)
@@ -329,21 +338,16 @@ def model_sha256(path: Path, memo: Path | None = None) -> str:
             known = {}
         if isinstance(known, dict) and known.get(key, [None])[:2] == seen:
             return str(known[key][2])
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    sha = digest.hexdigest()
+    sha = file_sha256(path)
     if memo is not None:
         known = known if isinstance(known, dict) else {}
         known[key] = [*seen, sha]
-        try:
+        # A folder that cannot be written: the file is read again next launch, nothing worse.
+        with contextlib.suppress(OSError):
             memo.parent.mkdir(parents=True, exist_ok=True)
             temporary = memo.with_suffix(f".{os.getpid()}.tmp")
             temporary.write_text(json.dumps(known, sort_keys=True), encoding="utf-8")
             os.replace(temporary, memo)
-        except OSError:
-            pass  # read-only: it is read again next launch
     return sha
 
 
@@ -369,10 +373,9 @@ def open_prompt_states(
 
 
 def _touch(path: Path) -> None:
-    try:
+    """Mark a cache file used (its mtime orders eviction); a folder that refuses keeps its order."""
+    with contextlib.suppress(OSError):
         os.utime(path)
-    except OSError:
-        pass  # a read-only folder: recency is a hint only
 
 
 def state_files(folder: Path) -> list[Path]:

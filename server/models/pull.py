@@ -12,12 +12,13 @@ test) that sets `HF_ENDPOINT` or `HF_HUB_OFFLINE` later is still honoured.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
+
+from loreguard.server.inference.model_files import file_sha256
 
 #: A sha256 in hex: what the Hub's ETag of an LFS file is.
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -173,14 +174,6 @@ class _LineProgress:
 
 def _progress_class(stream: TextIO, label: str, step_pct: int) -> type[_LineProgress]:
     return type("LineProgress", (_LineProgress,), {"stream": stream, "label": label, "step_pct": step_pct})
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def verify(path: Path, hub_file: HubFile, *, size_bytes: int | None = None, sha256: str | None = None,

