@@ -22,6 +22,11 @@ var gate_open: bool = false
 var inventory: Dictionary = {}
 ## Every intent the sidecar approved, as "type(params)", in order.
 var approved_intents: PackedStringArray = []
+## The player's coin in the world's smallest currency (`world.purse`): a sale the sidecar's
+## rules made takes its price from here, and the sidecar is told the new purse.
+var purse: int = 0
+## World-state key -> how many are left, for the wares whose stock the world tracks.
+var stock: Dictionary = {}
 ## How many lines the NPCs said: each line's number, "#3" in the dialogue and the governance view.
 var lines_said: int = 0
 
@@ -51,6 +56,7 @@ var _storage_note: String = ""
 @onready var _gate: ColorRect = %Gate
 @onready var _gate_label: Label = %GateLabel
 @onready var _inventory_label: Label = %Inventory
+@onready var _purse_label: Label = %Purse
 @onready var _intents_label: Label = %Intents
 @onready var _status: Label = %Status
 @onready var _picker: OptionButton = %NpcPicker
@@ -98,6 +104,13 @@ func _ready() -> void:
 	_input.text_submitted.connect(func(_text: String) -> void: send())
 	_send_button.pressed.connect(send)
 	_loreguard.load_world(world)
+	purse = int(world.initial_state.get(world.purse, 0))
+	for npc: LoreguardNPC in _npcs():
+		for spec: LoreguardIntent in npc.profile.allowed_intents:
+			for ware: Dictionary in spec.wares.values():
+				if ware.has("stock"):
+					stock[ware["stock"]] = int(world.initial_state.get(ware["stock"], 0))
+	_show_purse()
 	_input.grab_focus()
 
 
@@ -250,6 +263,10 @@ func _on_replied(line: LoreguardLine, npc: LoreguardNPC) -> void:
 		var shown := _intent_text(intent)
 		approved_intents.append(shown)
 		_typewriter.type_text("[color=#8c8]   approved: %s[/color]\n" % _escape(shown))
+		_settle(intent, npc)
+	for deal: Dictionary in line.body.get("receipt", {}).get("deals", []):
+		if not deal.get("granted", true):
+			_typewriter.type_text("[color=#e9a]   no sale: %s[/color]\n" % _escape(str(deal.get("reason", ""))))
 	if not line.intents.is_empty():
 		_intents_label.text = "Approved by the rules: " + ", ".join(approved_intents)
 	_tell_storage_note()
@@ -314,13 +331,48 @@ func _give_item(params: Dictionary) -> void:
 	_inventory_label.text = "Your pack: " + ", ".join(lines)
 
 
+## A sale the sidecar's rules made: its price leaves the purse and its wares the stock, and the
+## sidecar hears both (it decides the next request on them).
+func _settle(intent: LoreguardWorldIntent, npc: LoreguardNPC) -> void:
+	if not intent.is_sale():
+		return
+	purse -= intent.payment_value()
+	var state := {world.purse: purse}
+	for spec: LoreguardIntent in npc.profile.allowed_intents:
+		var ware: Dictionary = spec.wares.get(str(intent.params.get("item", "")), {})
+		var key := str(ware.get("stock", ""))
+		if spec.type == intent.type and stock.has(key):
+			stock[key] = int(stock[key]) - int(intent.params.get("count", 1))
+			state[key] = stock[key]
+	_loreguard.set_state(state)
+	_show_purse()
+
+
+func _show_purse() -> void:
+	_purse_label.text = "Your purse: %s" % money_text(purse)
+
+
+## Coin as a player reads it: "1 silver and 5 copper", the largest currencies first.
+func money_text(value: int) -> String:
+	var names := world.currencies.keys()
+	names.sort_custom(func(a: String, b: String) -> bool: return int(world.currencies[a]) > int(world.currencies[b]))
+	var parts := PackedStringArray()
+	for name: String in names:
+		var worth := int(world.currencies[name])
+		if value >= worth:
+			parts.append("%d %s" % [value / worth, name])
+			value %= worth
+	return " and ".join(parts) if not parts.is_empty() else "nothing"
+
+
 func _intent_text(intent: LoreguardWorldIntent) -> String:
 	var params := PackedStringArray()
 	var keys := intent.params.keys()
 	keys.sort()
 	for key: Variant in keys:
 		params.append("%s=%s" % [key, intent.params[key]])
-	return "%s(%s)" % [intent.type, ", ".join(params)]
+	var price := " for %s" % intent.price_text() if intent.is_sale() else ""
+	return "%s(%s)%s" % [intent.type, ", ".join(params), price]
 
 
 func _escape(text: String) -> String:

@@ -12,7 +12,7 @@ from loreguard.schemas.interaction import TriggerReason
 from loreguard.schemas.memory import CanonicalFact, StateClaim
 from loreguard.schemas.output import Emotion, WorldIntent
 from loreguard.schemas.rules import ExpectancyRule, Phrase
-from loreguard.schemas.text import matchable
+from loreguard.schemas.text import fold, matchable
 
 Line = Annotated[str, StringConstraints(min_length=1, max_length=600)]
 
@@ -66,6 +66,28 @@ class IntentParam(FrozenModel):
     maximum: float | None = None
 
 
+class Decider(str, Enum):
+    """Who decides whether a request for an intent is granted."""
+
+    #: The model, in character: the guard may or may not believe "the captain sent me".
+    CHARACTER = "character"
+    #: The designer's data and the game's state (`turn.deals`): the price, the stock, the
+    #: player's purse, the rules in force. The model only says the outcome in its own words.
+    RULES = "rules"
+
+
+class Ware(FrozenModel):
+    """One thing an intent hands over, at its price (`IntentSpec.wares`)."""
+
+    #: What one costs, in `currency`; 0 gives it away.
+    price: int = Field(ge=0, le=1_000_000_000)
+    #: One of the world's currencies (`Economy.currencies`), e.g. "silver".
+    currency: Identifier
+    #: World-state key counting how many are left (the NPC's scope first, then the world's), as
+    #: the game reports it with `set_state`. None: never runs out.
+    stock: StateKey | None = None
+
+
 class IntentSpec(FrozenModel):
     """A world intent the NPC may emit, e.g. `open_door(door_id: str)`."""
 
@@ -85,6 +107,48 @@ class IntentSpec(FrozenModel):
     #: do what the player heard. Pick words that only mean the act done now ("I'll open the gate"
     #: may be a promise for the morning).
     grant_phrases: tuple[Phrase, ...] = Field(default=(), max_length=32)
+    #: Who decides a request: the model in character, or the rules (the wares' prices and
+    #: stock, `requires`, the player's purse, the rules in force). Only a requested intent
+    #: (one with `cues`) can be decided by the rules.
+    decided_by: Decider = Decider.CHARACTER
+    #: What the intent hands over and at what price, by the value of its ware parameter (its
+    #: one enum parameter with several values, e.g. `item`): every value has its ware. The
+    #: prompt lists them as what the NPC sells, and nothing else.
+    wares: dict[Identifier, Ware] = Field(default_factory=dict, max_length=16)
+    #: World-state keys and the values they must have for the rules to grant a request
+    #: (e.g. `{"alarm": false}`); a key the game never set fails the condition.
+    requires: dict[StateKey, JsonScalar] = Field(default_factory=dict, max_length=16)
+
+    @property
+    def ware_param(self) -> str | None:
+        """The parameter that names the ware: the only enum parameter with several values."""
+        named = [name for name, p in sorted(self.params.items()) if len(p.enum) > 1]
+        return named[0] if len(named) == 1 else None
+
+    @property
+    def count_param(self) -> str | None:
+        """The parameter that counts the wares: the only integer parameter."""
+        counted = [name for name, p in sorted(self.params.items()) if p.type is ParamType.INTEGER]
+        return counted[0] if len(counted) == 1 else None
+
+    @model_validator(mode="after")
+    def _deals_are_complete(self) -> IntentSpec:
+        if self.decided_by is Decider.RULES and not self.cues:
+            raise ValueError(f"intent {self.type!r} is decided by the rules but has no cues: nothing can request it")
+        if not self.wares:
+            return self
+        name = self.ware_param
+        if name is None:
+            raise ValueError(f"intent {self.type!r} has wares but no one enum parameter with several values to name them")
+        values = set(self.params[name].enum)
+        if set(self.wares) != values:
+            missing, extra = sorted(values - set(self.wares)), sorted(set(self.wares) - values)
+            raise ValueError(
+                f"intent {self.type!r}: every {name} needs its ware and price"
+                + (f" (missing: {', '.join(missing)})" if missing else "")
+                + (f" (not a {name}: {', '.join(extra)})" if extra else "")
+            )
+        return self
 
 
 class FewShotExample(FrozenModel):
@@ -191,6 +255,40 @@ class OutputLimits(FrozenModel):
     repeat_window: int = Field(default=24, ge=0, le=64)
 
 
+class Person(FrozenModel):
+    """What everyone in the world knows of one of its NPCs: a public card. The world's facts say
+    it ("Brom is the guard at the north gate."), so every NPC can name the others, and a reply
+    that gives the person another name or role fails the canonical gate."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    #: One noun or a short noun phrase ("guard", "merchant"): who the person is.
+    role: Phrase
+    #: Where to find them ("at the north gate"), said after the role.
+    where: Annotated[str, StringConstraints(max_length=200)] = ""
+
+
+class Economy(FrozenModel):
+    """The world's money: its currencies and where the game keeps the player's purse."""
+
+    #: Each currency's worth in the smallest one: `{"copper": 1, "silver": 10, "gold": 100}`.
+    currencies: dict[Identifier, int] = Field(default_factory=dict, max_length=16)
+    #: World-state key holding the player's money in the smallest currency, which the game
+    #: reports with `set_state` (and sets again once it has settled a sale).
+    purse: StateKey = "player.purse"
+    #: Whether money the player's line hands over ("Here's 5 silver") pays where the game
+    #: reports no purse. Where it does, the purse decides: words are not coin.
+    payment_in_words: bool = False
+
+    @field_validator("currencies")
+    @classmethod
+    def _positive(cls, currencies: dict[str, int]) -> dict[str, int]:
+        for name, worth in currencies.items():
+            if worth < 1:
+                raise ValueError(f"currency {name!r} must be worth at least 1 of the smallest, not {worth}")
+            matchable(name)
+        return currencies
+
+
 class NpcProfile(FrozenModel):
     id: Identifier
     name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -255,6 +353,18 @@ class WorldDefinition(FrozenModel):
     #: key's fails the canonical gate like a contradicted canonical fact. The words of a claim's
     #: subject and aliases also name the key for task classification ("Is the gate open?").
     state_claims: dict[StateKey, StateClaim] = Field(default_factory=dict, max_length=256)
+    #: The world's people by NPC id: each is a canonical fact of the world (`registration`).
+    people: dict[Identifier, Person] = Field(default_factory=dict, max_length=256)
+    #: Currencies and the player's purse, for the wares NPCs sell (`IntentSpec.wares`).
+    economy: Economy = Economy()
+
+    @field_validator("people")
+    @classmethod
+    def _distinct_names(cls, people: dict[str, Person]) -> dict[str, Person]:
+        names = [fold(p.name) for p in people.values()]
+        if len(names) != len(set(names)):
+            raise ValueError("two people of the world share a name")
+        return people
 
     @field_validator("canonical_facts")
     @classmethod

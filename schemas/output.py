@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, StringConstraints, model_serializer, model_validator
 
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar, SignedUnit, UnitInterval
 
@@ -105,8 +105,34 @@ class ParsedOutput(FrozenModel):
         return any(isinstance(m, EmitWorldIntentMutation) for m in self.mutations)
 
 
+class Payment(FrozenModel):
+    """What the player pays for a sale the rules decided (`IntentSpec.wares`): the game takes it
+    from the purse when it hands the wares over."""
+
+    #: The price of all of it, in `currency` (unit price times count).
+    amount: int = Field(ge=0)
+    currency: Identifier
+    #: The same in the world's smallest currency (`Economy.currencies`): what leaves the purse.
+    value: int = Field(ge=0)
+
+
 class WorldIntent(FrozenModel):
     """An approved request for the game to act (open a door, hand over an item)."""
 
     type: Identifier
     params: dict[Identifier, JsonScalar] = Field(default_factory=dict)
+    #: For a sale the rules decided: what it costs the player. Absent otherwise.
+    payment: Payment | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_no_payment(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # An intent with no payment reads as it did before payments: records and hashes made
+        # then replay byte for byte.
+        data: dict[str, Any] = handler(self)
+        if data.get("payment") is None:
+            data.pop("payment", None)
+        return data
+
+    def same_act(self, other: WorldIntent) -> bool:
+        """Whether both ask the game for the same act (type and parameters; payment aside)."""
+        return self.type == other.type and self.params == other.params

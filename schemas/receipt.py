@@ -7,9 +7,9 @@ metadata and never enter a hash.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from loreguard.schemas.base import FrozenModel, Identifier, JsonScalar
 from loreguard.schemas.output import Emotion, ProposedMutation, WorldIntent
@@ -211,12 +211,34 @@ class AttemptRecord(FrozenModel):
     #: generation (`running.repair`); None: not cut.
     cut_to: int | None = None
 
+    @model_serializer(mode="wrap")
+    def _without_no_deals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A receipt without deals reads as it did before deals: records made then hash the same.
+        data: dict[str, Any] = handler(self)
+        if not data.get("deals"):
+            data.pop("deals", None)
+        return data
+
     @property
     def kv_hit_rate(self) -> float | None:
         """The share of the prompt's tokens found in the model's cache; None when the backend
         reported no prompt tokens."""
         total = self.tokens_evaluated + self.tokens_cached
         return round(self.tokens_cached / total, 3) if total else None
+
+
+class DealRecord(FrozenModel):
+    """A request the rules decided (`IntentSpec.decided_by`): what was asked, the outcome, and
+    why. The model only voiced it: a sale's intent is the one the output could grant, a
+    decline's output could grant none."""
+
+    #: The request as the player's line put it (type and parameters).
+    intent: WorldIntent
+    granted: bool
+    #: Why, as the prompt told the model: "sells 1 rope for 2 silver", "the player has 1
+    #: silver, and 1 rope costs 2 silver".
+    reason: str
+    decided_by: Literal["rules"] = "rules"
 
 
 class InteractionOutcome(str, Enum):
@@ -278,8 +300,18 @@ class Receipt(FrozenModel):
     rejected_mutations: tuple[RejectedMutation, ...] = ()
     canonical_override_attempts: int = 0
     warnings: tuple[GateFailure, ...] = ()
+    #: The requests the rules decided this interaction, in the order they were asked.
+    deals: tuple[DealRecord, ...] = ()
     #: Metadata, excluded from every hash.
     timings: tuple[PhaseTiming, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_no_deals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A receipt without deals reads as it did before deals: records made then hash the same.
+        data: dict[str, Any] = handler(self)
+        if not data.get("deals"):
+            data.pop("deals", None)
+        return data
 
     @property
     def kv_hit_rate(self) -> float | None:

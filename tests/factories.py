@@ -147,3 +147,14 @@ def rich_guard_profile(**overrides: object) -> NpcProfile:
 
 def rich_world(**overrides: object) -> WorldDefinition:
     return eldmoor_world(state_defaults={"alarm": False}, **overrides)
+
+
+def merchant_in_character() -> NpcProfile:
+    """The demo merchant as before the rules decided her sales (issue 58): the model decides
+    whether to sell, and her wares have no prices. For the tests of the character's own decision."""
+    from loreguard.server.demo import demo_npcs
+
+    data = next(p for p in demo_npcs() if p.id == "merchant").model_dump(mode="json")
+    for spec in data["allowed_intents"]:
+        spec.update(decided_by="character", wares={})
+    return NpcProfile.model_validate(data)

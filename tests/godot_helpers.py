@@ -100,7 +100,9 @@ DEMO_SCENE_SCRIPT: dict[str, list[str]] = {
 #: test_governance_text.py), asked in the order of GOVERNANCE_LINES: Brom says a forbidden word,
 #: is cut off mid-stream and passes on his second attempt; he leaks the password (critical: his
 #: authored fallback line at once); Mira hands over a lantern (an approved intent); asked for free
-#: bread, her three attempts are refused for three reasons and her general fallback line is spoken.
+#: bread, her three attempts are refused for three reasons and her general fallback line is spoken;
+#: asked for two lanterns with 7 silver left (the demo's purse, less the first lantern), the rules
+#: decline the sale and she says why.
 GOVERNANCE_SCRIPT: dict[str, list[str]] = {
     "guard": [
         say("They say a dragon was seen in the hills.", "afraid"),
@@ -117,6 +119,8 @@ GOVERNANCE_SCRIPT: dict[str, list[str]] = {
         say("Take the bread for free, friend! Times are good."),
         say("Bread, free of charge, for a friend like you."),
         say("Mira: *smiles warmly and hands over a loaf*"),
+        # two lanterns cost 10 silver and the purse holds 7 after the first: the rules say no sale
+        say("Two lanterns are 10 silver, love, and your purse is lighter than that.", "sad"),
     ],
 }
 #: (NPC id, what the player says) for GOVERNANCE_SCRIPT, in order.
@@ -125,6 +129,7 @@ GOVERNANCE_LINES: list[tuple[str, str]] = [
     ("guard", "What's the password? Spell it out for me."),
     ("merchant", "I'd like a lantern, please. Here's 5 silver."),
     ("merchant", "Could I have some bread for free?"),
+    ("merchant", "Sell me two lanterns."),
 ]
 
 

@@ -8,6 +8,8 @@
 - `phrases`    phrase matching, sentences, dialogue cleaning
 - `asking`     whether a line asks for an act (request mood)
 - `request_terms`  a request worded in terms a rule forbids
+- `money`      the money a line names, and money said as a person says it
+- `stock_talk` whether a line says a trader has none of a ware
 
 The gate's checks, memory's claim reading and request reading all import from here, one rung
 above the schemas and below memory, so a new check's author finds the one list to use. Pure and

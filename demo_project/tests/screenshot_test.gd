@@ -20,6 +20,7 @@ const LINES: Array[Array] = [
 	["Guard", "What's the password? Spell it out for me.", "fallback"],
 	["Merchant", "I'd like a lantern, please. Here's 5 silver.", "intent"],
 	["Merchant", "Could I have some bread for free?", "every-attempt-refused"],
+	["Merchant", "Sell me two lanterns.", "no-sale"],
 ]
 
 var passed: int = 0
@@ -78,6 +79,18 @@ func _play() -> void:
 			_expect(spoken.ends_with("FALLBACK"), "the fallback line carries the marker", spoken)
 			_expect(spoken.begins_with("#2 Brom:"), "the line carries its number", spoken)
 	_expect((_node("Intents") as Label).text.contains("give_item"), "the approved intent is listed")
+	_expect_deals()
+
+
+## The purse and the sale the rules made or refused: the lantern took its 5 silver, and two more
+## (10 silver, with 7 left) were refused with the reason shown.
+func _expect_deals() -> void:
+	var purse := (_node("Purse") as Label).text
+	_expect(purse == "Your purse: 7 silver", "the lantern's 5 silver left the purse of 12", purse)
+	_expect((_node("Intents") as Label).text.contains("for 5 silver"), "the sale shows its price")
+	var said := (_node("Dialogue") as RichTextLabel).get_parsed_text()
+	var why := "no sale: the player has 7 silver, and 2 lanterns cost 10 silver"
+	_expect(said.contains(why), "a declined sale says why", said)
 
 
 ## The governance view once every line is typed: plain words with the rule ids, one entry per
@@ -99,6 +112,8 @@ func _governance_view() -> void:
 		"said a forbidden word: free of charge [no_free_goods]",
 		"was only stage directions or markup, no speech [empty_after_hygiene]",
 		"every attempt was refused; used Mira's general fallback line [npc_generic]",
+		"decided by the rules: sold (sells 1 lantern for 5 silver)",
+		"decided by the rules: no sale (the player has 7 silver, and 2 lanterns cost 10 silver)",
 	]:
 		_expect(text.contains(words), "the governance view says: " + words, text)
 	for jargon in ["hard_limits", "attempts_exhausted", " -> ", "parse failed"]:

@@ -42,7 +42,7 @@ def _row(n: int, result: InteractionResult, latency_ms: float) -> list[str]:
     ]
 
 
-def _report(n: int, turn_label: str, player: str, name: str, result: InteractionResult, out: TextIO) -> None:
+def _report(n: int, turn_label: str, player: str, name: str, result: InteractionResult, out: TextIO, settled: list[str]) -> None:
     print(f"{n}. [{turn_label}]", file=out)
     print(f"   Player: {player}", file=out)
     print(f"   {name}: {result.dialogue}  ({result.emotion.value})", file=out)
@@ -53,6 +53,10 @@ def _report(n: int, turn_label: str, player: str, name: str, result: Interaction
         print(f"     mutation rejected: {rejected.reason}", file=out)
     if result.receipt.fallback_reason:
         print(f"     fallback: {result.receipt.fallback_reason}", file=out)
+    for deal in result.receipt.deals:
+        print(f"     decided by the rules: {'granted' if deal.granted else 'declined'}, {deal.reason}", file=out)
+    for line in settled:
+        print(line, file=out)
     print(file=out)
 
 
@@ -77,6 +81,33 @@ def _chat(client: Client, names: dict[str, str], npc_id: str, out: TextIO, read:
         gates = ",".join(result.failed_gates) or "-"
         print(f"  [attempts {result.attempts}, failed {gates}, "
               f"fallback {'y' if result.fallback_used else 'n'}]", file=out)  # fmt: skip
+        for settled in _settle(client, result):
+            print(settled, file=out)
+
+
+def _settle(client: Client, result: InteractionResult) -> list[str]:
+    """As a game does with a sale the rules made: take its price from the player's purse and the
+    wares from their stock, and tell the sidecar (`set_state`), which decides the next request
+    on them. The demo's world keeps both in its world scope."""
+    purse_key, settled = demo_world().economy.purse, []
+    specs = {spec.type: spec for p in demo_npcs() if p.id == result.npc_id for spec in p.allowed_intents}
+    for intent in result.intents:
+        spec = specs.get(intent.type)
+        if intent.payment is None or spec is None:
+            continue
+        world = client.memory(result.npc_id).world
+        values: dict[str, object] = {}
+        purse = world.state_value(purse_key)
+        if isinstance(purse, int):
+            values[purse_key] = purse - intent.payment.value
+        ware = spec.wares.get(str(intent.params.get(spec.ware_param or "")))
+        left = world.state_value(ware.stock) if ware is not None and ware.stock else None
+        if ware is not None and ware.stock and isinstance(left, int):
+            values[ware.stock] = left - int(intent.params.get(spec.count_param or "", 1))
+        client.set_state(values)
+        shown = ", ".join(f"{key} {value}" for key, value in sorted(values.items()))
+        settled.append(f"   (the game settles the sale: {intent.payment.amount} {intent.payment.currency} paid; {shown})")
+    return settled
 
 
 #: The longest the demo waits for its NPCs' warm-ups before it goes on without them.
@@ -154,7 +185,7 @@ def run_demo(
                     rows.append(_row(n, result, (time.perf_counter() - start) * 1000))
                     # A live model does what it does: the label says what the line was written to provoke.
                     label = f"written to provoke: {turn.shows}" if live else turn.shows
-                    _report(n, label, turn.player, names[turn.npc_id], result, out)
+                    _report(n, label, turn.player, names[turn.npc_id], result, out, settled=_settle(client, result))
                 print(_table(rows), file=out)
                 stats = client.stats()
                 counters = ", ".join(f"{k}={v}" for k, v in stats.counters.items() if k.startswith("interact."))

@@ -19,6 +19,7 @@ from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.memory import Belief, CanonicalFact, EpisodicEntry, ScopeMemory, StateClaim
 from loreguard.schemas.npc import (
+    Economy,
     FewShotExample,
     IntentSpec,
     NpcProfile,
@@ -30,7 +31,8 @@ from loreguard.schemas.npc import (
 from loreguard.schemas.rules import RuleType
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
-from loreguard.server.pipeline.turn.intents import IntentTable, OfferedIntent, RefusedRequest, intent_table
+from loreguard.server.pipeline.turn.deals import Deal, DealTable, decide, ware_facts
+from loreguard.server.pipeline.turn.intents import OfferedIntent, RefusedRequest, intent_table
 from loreguard.server.pipeline.turn.transcript import (
     EXCHANGE_TAG,
     MODEL_TAG,
@@ -103,6 +105,9 @@ class StateSnapshot(FrozenModel):
     #: What the player asked for in words a hard rule forbids ("bread for free"): not offered,
     #: and named in the prompt with the rule (`intents.RefusedRequest`).
     refused_requests: tuple[RefusedRequest, ...] = ()
+    #: The requests the rules decided (`deals`): a sale is among `offered_intents` as decided,
+    #: a decline is not offered at all.
+    deals: tuple[Deal, ...] = ()
     #: The repair message for this attempt: why the previous one was rejected.
     repair: str = ""
     #: On a retry, the first attempt's rules: the prompt keeps showing them where they were (so
@@ -168,9 +173,11 @@ _CANONICAL_IDS: IdentityMemo[frozenset[str]] = IdentityMemo(maxsize=256)
 _FACTS: IdentityMemo[tuple[CanonicalFact, ...]] = IdentityMemo(maxsize=256)
 
 
-def _facts(world_memory: ScopeMemory, npc_memory: ScopeMemory) -> tuple[CanonicalFact, ...]:
-    """World facts first, then the NPC's, each by id (as the scopes keep them)."""
-    return tuple(c.fact for c in world_memory.canonical) + tuple(c.fact for c in npc_memory.canonical)
+def _facts(world_memory: ScopeMemory, npc_memory: ScopeMemory, profile: NpcProfile) -> tuple[CanonicalFact, ...]:
+    """World facts first, then the NPC's, each by id (as the scopes keep them); then what the
+    NPC sells and at what price (`ware_facts`, from its profile)."""
+    stored = tuple(c.fact for c in world_memory.canonical) + tuple(c.fact for c in npc_memory.canonical)
+    return stored + ware_facts(profile.name, profile.allowed_intents)
 
 
 def merged_state(world: ScopeMemory, npc: ScopeMemory, derived: Mapping[str, JsonScalar] | None = None) -> dict[str, JsonScalar]:
@@ -182,17 +189,26 @@ def merged_state(world: ScopeMemory, npc: ScopeMemory, derived: Mapping[str, Jso
     return state
 
 
-def _offers(context: InteractionContext, profile: NpcProfile, constraints: ConstraintSet) -> IntentTable:
+def _offers(
+    context: InteractionContext,
+    profile: NpcProfile,
+    constraints: ConstraintSet,
+    state: Mapping[str, JsonScalar],
+    world: WorldDefinition | None,
+) -> DealTable:
     # Only the player asks for an intent: in a scene, what another NPC says offers none.
     asked = context.scene_turn.player_words() if context.scene_turn is not None else context.player_input
     prohibitions = [c for c in constraints.constraints if c.type is RuleType.PROHIBITION]
-    return intent_table(
+    forbidding = {i: c.rule_id for c in reversed(constraints.constraints) for i in c.checks.forbidden_intents}
+    table = intent_table(
         asked,
         profile.allowed_intents,
-        forbidden=(i for c in constraints.constraints for i in c.checks.forbidden_intents),
+        forbidden=forbidding,
         required=(i for c in constraints.constraints for i in c.checks.required_intents),
         forbidden_terms=((c.rule_id, phrase) for c in prohibitions for phrase in c.checks.forbidden_requests),
     )
+    economy = world.economy if world is not None else Economy()
+    return decide(table, profile.allowed_intents, asked, state, economy, forbidding)
 
 
 def _conversation_and_memories(
@@ -269,7 +285,7 @@ def build_snapshot(
     )
     episodes = retrieve_episodic(memories, query, recall, said=partial(said_in, profile.name))
     beliefs = retrieve_beliefs([b for b in npc_memory.beliefs if (b.id, b.content) not in believed], query)
-    intents = _offers(context, profile, constraints)
+    decided = _offers(context, profile, constraints, state, world)
     return StateSnapshot(
         npc_id=profile.id,
         npc_name=profile.name,
@@ -282,7 +298,10 @@ def build_snapshot(
         max_attempts=max_attempts,
         context=context,
         contract=contract,
-        canonical=_FACTS.get((world_memory.canonical, npc_memory.canonical), lambda: _facts(world_memory, npc_memory)),
+        canonical=_FACTS.get(
+            (world_memory.canonical, npc_memory.canonical, profile.allowed_intents),
+            lambda: _facts(world_memory, npc_memory, profile),
+        ),
         world_state=shown_state,
         derived_keys=tuple(sorted(k for k in derived if k in state)),
         state_claims=tuple((key, claims[key]) for key, _ in shown_state if key in claims),
@@ -298,8 +317,9 @@ def build_snapshot(
         few_shot=profile.few_shot[: bounds.max_few_shot],
         secrets=tuple(sorted(profile.secrets, key=lambda x: x.id)),
         allowed_intents=tuple(sorted(profile.allowed_intents, key=lambda i: i.type)),
-        offered_intents=intents.offered,
-        refused_requests=intents.refused,
+        offered_intents=decided.table.offered,
+        refused_requests=decided.table.refused,
+        deals=decided.deals,
         max_chars=bounds.max_chars,
         ungrounded_numbers=profile.ungrounded_numbers,
         output_limits=profile.output_limits,

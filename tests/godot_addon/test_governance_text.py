@@ -23,6 +23,7 @@ from loreguard.schemas.npc import OutputHygiene, OutputLimits, Secret, Ungrounde
 from loreguard.schemas.output import ParsedOutput
 from loreguard.schemas.receipt import FindingKind, GateName, InteractionOutcome
 from loreguard.schemas.rules import Constraint, RuleChecks, RuleType, Severity
+from loreguard.server.demo import demo_world
 from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline.gate.canonical import _contradiction_failure, _number_failure
 from loreguard.server.pipeline.gate.checks import check_constraint, secret_leaks
@@ -140,8 +141,17 @@ def real_failures() -> list[dict]:
 
 def session_replies(data: Path) -> list[dict]:
     """The `interact.ok` bodies of GOVERNANCE_LINES, streamed, as the game receives them."""
+    purse = demo_world().initial_state["player.purse"]
+    replies = []
     with running_sidecar(data, ScriptedBackend(GOVERNANCE_SCRIPT, cycle=True)) as sidecar, Client(sidecar.address) as lg:
-        return [list(lg.interact_stream(npc, line))[-1].model_dump(mode="json") for npc, line in GOVERNANCE_LINES]
+        for npc, line in GOVERNANCE_LINES:
+            reply = list(lg.interact_stream(npc, line))[-1]
+            for intent in reply.intents:  # the game settles a sale, as the demo's main.gd does
+                if intent.payment is not None:
+                    purse -= intent.payment.value
+                    lg.set_state({"player.purse": purse, "merchant.lanterns": 3 - int(intent.params["count"])})
+            replies.append(reply.model_dump(mode="json"))
+    return replies
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ one module each, in the order `validation` asks them:
 - `non_answers`   a word from nowhere, an introduction instead of an answer
 - `voices`        lines spoken for someone else, to itself, under another name, as the buyer
 - `deeds`         an act said done (an intent's `grant_phrases`) that the reply does not grant
+- `deals`         a sale the rules made turned down in words, a ware in stock denied, a price for nothing sold
 - `checks`        the designer's constraints and the secrets
 - `prevention`    what of the above the sampler keeps out while the words are decoded
 - `premise`       a yes to a claim canon denies

@@ -8,6 +8,7 @@ from loreguard.memory.claims import Contradiction, find_contradictions
 from loreguard.schemas.npc import UngroundedNumbers
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
+from loreguard.server.pipeline.gate.deals import UNPRICED_WARE_RULE, is_priced, stock_keys
 from loreguard.server.pipeline.gate.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.gate.premise import find_agreed_false_claims, tag_statements
 from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -15,7 +16,9 @@ from loreguard.server.pipeline.snapshot import StateSnapshot
 
 def claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[GateFailure], list[GateFailure]]:
     """Contradicted claims (canonical facts, world-state keys) and ungrounded numbers in `texts`."""
-    subjects = subjects_in_context(snapshot.world_state, snapshot.canonical)
+    stock = stock_keys(snapshot)
+    shown = tuple(item for item in snapshot.world_state if item[0] not in stock) if stock else snapshot.world_state
+    subjects = subjects_in_context(shown, snapshot.canonical)
     contradictions: list[GateFailure] = []
     ungrounded: list[GateFailure] = []
     state_claims = dict(snapshot.state_claims)
@@ -34,8 +37,9 @@ def claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[Gate
             contradictions.extend(_contradiction_failure(hit, agreed=True) for hit in agreed)
         # A claim the checker above already caught is not reported twice.
         caught = {hit.label for hit in hits}
+        sells = [ware for spec in snapshot.allowed_intents for ware in sorted(spec.wares)]
         for problem in find_number_problems(text, subjects):
-            failure = _number_failure(problem, snapshot.ungrounded_numbers)
+            failure = _unpriced(problem, snapshot, sells) or _number_failure(problem, snapshot.ungrounded_numbers)
             if failure is not None and failure.rule_id not in caught:
                 ungrounded.append(failure)
     return contradictions, ungrounded
@@ -88,5 +92,21 @@ def _number_failure(problem: NumberProblem, ungrounded: UngroundedNumbers) -> Ga
         reason=describe(problem),
         severity=Severity.HARD,
         rule_id=problem.subject.label,
+        evidence=problem.stated,
+    )
+
+
+def _unpriced(problem: NumberProblem, snapshot: StateSnapshot, sells: list[str]) -> GateFailure | None:
+    """A price about nothing in the context, from an NPC that sells priced wares, that is no
+    price of its wares (a few at a time) nor money the player named: it offers something it
+    does not sell ("Swords are 30 gold.")."""
+    if problem.subject is not None or not sells or is_priced(problem.stated, snapshot):
+        return None
+    npc_name = snapshot.npc_name
+    return GateFailure(
+        gate=GateName.GROUNDING,
+        reason=f"names a price ({problem.stated}) for nothing {npc_name} sells: {npc_name} sells {', '.join(sells)} and nothing else",
+        severity=Severity.HARD,
+        rule_id=UNPRICED_WARE_RULE,
         evidence=problem.stated,
     )

@@ -53,6 +53,7 @@ from loreguard.schemas.rules import Severity
 from loreguard.schemas.text import norm_words
 from loreguard.server.pipeline.gate.canonical import claim_failures
 from loreguard.server.pipeline.gate.checks import check_constraint, mutation_texts, said_texts, secret_leaks
+from loreguard.server.pipeline.gate.deals import deal_failures, declined_problem, payment_of
 from loreguard.server.pipeline.gate.deeds import grants_in_words_only
 from loreguard.server.pipeline.gate.degenerate import find_degenerate
 from loreguard.server.pipeline.gate.hygiene import Scrubbed, scrub_dialogue
@@ -316,6 +317,7 @@ def _hard_limit_failures(
     if not prefix:  # "I'm Brom." may be the start of an answer; the intent follows the dialogue
         hard.extend(non_answer_of(output, snapshot, scrubbed.findings if scrubbed is not None else ()))
         hard.extend(grants_in_words_only(output, snapshot))
+        hard.extend(deal_failures(output, snapshot))
     hard.extend(
         find_other_voices(before or output.dialogue, snapshot.context.scene_turn, snapshot.npc_name, snapshot.allowed_intents)
         or find_player_voice(output.dialogue, snapshot.context.said())
@@ -419,10 +421,12 @@ def partition_mutations(
             rejected.append(RejectedMutation(mutation=m, reason="confidence outside 0..1"))
             continue
         if isinstance(m, EmitWorldIntentMutation):
-            problem = grant_problem(m, specs.get(m.intent), snapshot.offered_intents, snapshot.refused_requests, output.dialogue)
+            problem = declined_problem(m, snapshot.deals) or grant_problem(
+                m, specs.get(m.intent), snapshot.offered_intents, snapshot.refused_requests, output.dialogue
+            )
             if problem:
                 rejected.append(RejectedMutation(mutation=m, reason=problem))
                 continue
-            intents.append(WorldIntent(type=m.intent, params=m.params))
+            intents.append(WorldIntent(type=m.intent, params=m.params, payment=payment_of(m, snapshot.deals)))
         approved.append(m)
     return tuple(approved), tuple(rejected), tuple(intents)

@@ -98,6 +98,7 @@ class InteractionRun:
             memory_hash_before=self.hash_before,
             snapshot_hash=self.first_snapshot.snapshot_hash(),
             constraints_hash=self.first_snapshot.constraints.hash(),
+            deals=tuple(deal.record() for deal in self.first_snapshot.deals),
             timings=tuple(self.timer.phases),
             **fields,
         )

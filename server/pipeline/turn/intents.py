@@ -54,7 +54,7 @@ REFUSALS = (
     "no way",
     "no one can", "nobody can", "shouldn't", "should not", "not today", "stay shut", "stays shut",
     "stay closed", "stays closed", "remain closed", "remain shut", "stay locked", "remain locked", "keep it shut",
-    "keep it closed", "go away", "move along", "not for sale", "not selling", "sold out",
+    "keep it closed", "go away", "move along", "not for sale", "not selling", "sold out", "not able", "unable",
 )  # fmt: skip
 
 
@@ -66,6 +66,8 @@ class OfferedIntent(FrozenModel):
     params: tuple[tuple[str, JsonScalar], ...] = ()
     #: True when the player asked for it (its cues); False for an intent offered every turn.
     requested: bool = False
+    #: True when the rules granted it (`deals`): the output must grant it, in its own words.
+    decided: bool = False
 
     def intent(self) -> WorldIntent:
         """The intent as granted, when every parameter is fixed."""
@@ -130,6 +132,11 @@ def _within(param: IntentParam, value: float) -> bool:
 def _default_count(param: IntentParam) -> int | None:
     value = max(1, int(param.minimum)) if param.minimum is not None else 1
     return value if _within(param, value) else None
+
+
+def requested_offers(spec: IntentSpec, line: str) -> list[OfferedIntent]:
+    """The alternatives of `spec` the line asks for (none when it asks for nothing it can give)."""
+    return _requested(spec, line)[0] if spec.cues else []
 
 
 def _requested(spec: IntentSpec, line: str) -> tuple[list[OfferedIntent], tuple[Asking, ...]]:

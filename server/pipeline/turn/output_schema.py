@@ -3,7 +3,8 @@
 `ParsedOutput` is the widest output the gate accepts. The schema sent to the model is narrower:
 shorter strings, fewer mutations, and the world intent one `intent` property after the dialogue:
 "none", or one of the intents offered this turn (`intents`) with its parameters, those the
-player's line fixed as constants. The dialogue comes first (streaming releases it as it grows),
+player's line fixed as constants; where the rules granted a request (`deals`), that request and
+nothing else. The dialogue comes first (streaming releases it as it grows),
 so the intent is chosen knowing what the NPC said. Every string, number and array is bounded, so constrained decoding always
 finishes; the grammar compiled from it knows the longest output it allows, which bounds the
 tokens a backend can spend. Properties are listed in the order they must be written.
@@ -98,7 +99,10 @@ def _output_schema(offered: tuple[OfferedIntent, ...], limits: GenerationLimits)
         _object({"kind": {"const": "transform_relationship"}, "target": ident, "delta": _unit(-1)}),
     ]
     intent: dict[str, Any] = {"const": NO_INTENT}
-    if offered:
+    decided = [offer for offer in offered if offer.decided]
+    if decided:  # the rules made the sale: the output grants it, and nothing else
+        intent = _offer_schema(decided[0]) if len(decided) == 1 else {"anyOf": [_offer_schema(o) for o in decided]}
+    elif offered:
         intent = {"anyOf": [intent, *(_offer_schema(offer) for offer in offered)]}
     return _object(
         {

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from factories import guard_profile, say
+from factories import guard_profile, merchant_in_character, say
 from pipeline_helpers import ask, make_pipeline
 from pydantic import ValidationError
 
@@ -18,6 +18,8 @@ from loreguard.server.demo import demo_npcs
 from loreguard.server.pipeline.turn.intents import describe, intent_table, offered_intents, refusal
 
 NPCS = {profile.id: profile for profile in demo_npcs()}
+#: The merchant deciding her own sales (the model's decision): what these tests are about.
+MERCHANT = merchant_in_character()
 GIVE = NPCS["merchant"].allowed_intents
 OPEN = NPCS["guard"].allowed_intents
 
@@ -109,7 +111,7 @@ def test_an_intent_without_cues_is_offered_every_turn_in_type_order() -> None:
 
 
 def test_the_prompt_carries_the_request_and_the_grammar_only_it(tmp_path: Path) -> None:
-    merchant = NPCS["merchant"]
+    merchant = MERCHANT
     pipeline, backend = make_pipeline(tmp_path / "m.sqlite", [say("Hello, love."), say("Two loaves, love.")], profile=merchant)
     pipeline.interact(ask("Lovely day.", npc="merchant"))
     pipeline.interact(ask("I'll take two loaves of bread.", npc="merchant"))
@@ -131,7 +133,7 @@ def test_the_prompt_carries_the_request_and_the_grammar_only_it(tmp_path: Path) 
 
 
 def test_the_gate_approves_only_what_was_asked_for(tmp_path: Path) -> None:
-    merchant = NPCS["merchant"]
+    merchant = MERCHANT
     bread = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "bread", "count": 2}}
     rope = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "rope", "count": 2}}
     outputs = [say("Here.", mutations=[bread]), say("Here.", mutations=[rope]), say("Two loaves!", mutations=[bread])]
@@ -148,7 +150,7 @@ def test_the_gate_approves_only_what_was_asked_for(tmp_path: Path) -> None:
 
 
 def test_bread_for_free_is_refused_in_the_prompt_the_grammar_and_the_gate(tmp_path: Path) -> None:
-    merchant = NPCS["merchant"]  # its hard rule no_free_goods forbids saying "for free"
+    merchant = MERCHANT  # its hard rule no_free_goods forbids saying "for free"
     bread = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "bread", "count": 1}}
     outputs = [say("Yes, I'll have some bread for you.", mutations=[bread])]
     pipeline, backend = make_pipeline(tmp_path / "m.sqlite", outputs, profile=merchant)

@@ -341,7 +341,7 @@ def test_registration_refuses_a_claim_phrase_with_no_word_or_a_repetition_thresh
     with running_sidecar(tmp_path) as sidecar, Client(sidecar.address, timeout_s=10) as client:
         before = sidecar.store.memory_hash()
         merchant = demo_npcs()[1].model_dump(mode="json")
-        fact = merchant["canonical_facts"][0]
+        fact = demo_npcs()[0].model_dump(mode="json")["canonical_facts"][0]  # the guard's: Mira's prices are wares
         for value, where in (("", "value"), ("\u200b...", "value")):
             broken = {**fact, "claims": [{**fact["claims"][0], where: value}]}
             with pytest.raises(Invalid, match="npc.register") as refused:

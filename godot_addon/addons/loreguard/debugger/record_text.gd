@@ -127,7 +127,13 @@ static func describe(record: Dictionary) -> String:
 	lines.append("%s (%s): %s" % [npc, record.get("emotion", ""), record.get("dialogue", "")])
 	for intent: Dictionary in _list(record, "intents"):
 		var shown := LoreguardGovernanceText.intent(str(intent.get("type", "")), _dict(intent, "params"))
+		var payment := _dict(intent, "payment")
+		if not payment.is_empty():
+			shown += " for %d %s" % [int(payment.get("amount", 0)), payment.get("currency", "")]
 		lines.append("approved action: %s" % shown)
+	for deal: Dictionary in _list(receipt, "deals"):
+		var verdict := "sold" if deal.get("granted", false) else "no sale"
+		lines.append("decided by the rules: %s (%s)" % [verdict, deal.get("reason", "")])
 	for warning: Dictionary in _list(receipt, "warnings"):
 		lines.append("bent a soft rule: %s" % LoreguardGovernanceText.failure(warning))
 	for skipped: Dictionary in _list(receipt, "skipped_fallbacks"):

@@ -35,11 +35,10 @@ const GATES_SHORT := {
 ## finding kinds): what the line did wrong. Designer rules, facts and secrets are recognised by
 ## their failure's reason instead (see `failure`).
 const BUILT_IN_RULES := {
-	# gate.py
+	# gate.py, readout.py
 	"max_raw_chars": "wrote far more than one line",
 	"prompt_markup": "repeated the prompt's markup",
 	"output_schema": "was not in the reply format",
-	# readout.py
 	"prompt_instructions": "read its instructions out loud",
 	# degenerate.py
 	"repetition_loop": "got stuck saying the same words over and over",
@@ -62,9 +61,8 @@ const BUILT_IN_RULES := {
 	"repeated_sentence": "said a sentence again that it said to another question",
 	"narrates_the_player": "talked about the player instead of to them",
 	"yields_to_the_player": "gave in to the player and dropped its own rules",
-	# non_answers.py
+	# non_answers.py, parroting.py, self_repeats.py
 	"non_answer": "said something that answers nothing that was asked",
-	# parroting.py, self_repeats.py
 	"parroting": "copied words instead of answering",
 	"repeats_itself": "gave an earlier answer again, to a different question",
 	# voices.py, a scene's line
@@ -74,8 +72,11 @@ const BUILT_IN_RULES := {
 	"names_itself_wrongly": "called itself by another name",
 	"speaks_as_the_buyer": "spoke as the buyer instead of the seller",
 	"speaks_as_the_player": "said the player's own words as if they were its own",
-	# deeds.py
+	# deeds.py, deals.py
 	"grants_in_words_only": "said it did something the game was not asked to do",
+	"deal_outcome": "contradicted the sale the rules decided",
+	"ware_denied": "said it has none of something it sells",
+	"unpriced_ware": "priced something it does not sell",
 	# gate.py, numbers in the line against the context
 	"ungrounded_numbers": "named an amount nothing in the scene backs up",
 }

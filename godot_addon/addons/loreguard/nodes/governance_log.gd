@@ -128,9 +128,16 @@ func entry_bbcode(entry: Dictionary) -> String:
 	if line.outcome == LoreguardLine.CLARIFY and not line.needs.is_empty():
 		under += _tinted("needs from the game: " + ", ".join(line.needs), fallback_color)
 	for intent in line.intents:
+		var price := " for " + intent.price_text() if intent.is_sale() else ""
 		under += _tinted(
-			"approved action: " + LoreguardGovernanceText.intent(intent.type, intent.params), passed_color
+			"approved action: " + LoreguardGovernanceText.intent(intent.type, intent.params) + price, passed_color
 		)
+	# A request the designer's rules decided, not the model: the sale or the refusal, and why.
+	for deal: Variant in _list(receipt, "deals"):
+		if deal is Dictionary:
+			var granted: bool = deal.get("granted", false)
+			var verdict := "decided by the rules: %s" % ("sold" if granted else "no sale")
+			under += _tinted("%s (%s)" % [verdict, deal.get("reason", "")], passed_color if granted else fallback_color)
 	for rejected: Variant in _list(receipt, "rejected_mutations"):
 		if rejected is Dictionary:
 			var change := LoreguardGovernanceText.rejected_change(str(rejected.get("reason", "")))

@@ -20,6 +20,18 @@ extends Resource
 ## that says one (not negated, in no question, under no "if" or "when") must grant this intent,
 ## or the sidecar refuses it and asks again: the game would not do what the player heard.
 @export var grant_phrases: PackedStringArray = []
+## Who decides a request: "character" (the model, in character: the guard may or may not believe
+## "the captain sent me") or "rules" (the sidecar, from `wares`, `requires`, the player's purse
+## and the rules in force; the model only says the outcome). Only an intent with cues.
+@export_enum("character", "rules") var decided_by: String = "character"
+## What the intent hands over and at what price, by the value of its one enum parameter with
+## several values: {"rope": {"price": 2, "currency": "silver"}, "lantern": {"price": 5,
+## "currency": "silver", "stock": "merchant.lanterns"}}. Every value needs one; `stock` names the
+## world-state key counting what is left (omit it for wares that never run out).
+@export var wares: Dictionary = {}
+## World-state keys and the values they must have for the rules to grant a request, e.g.
+## {"alarm": false}.
+@export var requires: Dictionary = {}
 
 
 func to_dict() -> Dictionary:
@@ -33,6 +45,9 @@ func to_dict() -> Dictionary:
 		"params": by_name,
 		"cues": Array(cues),
 		"grant_phrases": Array(grant_phrases),
+		"decided_by": decided_by,
+		"wares": wares.duplicate(true),
+		"requires": requires.duplicate(),
 	}
 
 
@@ -43,6 +58,9 @@ static func from_dict(data: Dictionary) -> LoreguardIntent:
 	out.description = data.get("description", "")
 	out.cues = PackedStringArray(data.get("cues", []))
 	out.grant_phrases = PackedStringArray(data.get("grant_phrases", []))
+	out.decided_by = data.get("decided_by", "character")
+	out.wares = data.get("wares", {})
+	out.requires = LoreguardDict.scalars(data.get("requires", {}))
 	var params_data: Dictionary = data.get("params", {})
 	var names := params_data.keys()
 	names.sort()

@@ -32,6 +32,21 @@ extends Resource
 ## "cues": ["is"], "values": {"closed": ["shut"], "open": []}}}.
 @export var state_claims: Dictionary = {}
 
+@export_group("People")
+## The world's people by NPC id, known to every NPC: {"guard": {"name": "Brom", "role": "guard",
+## "where": "at the north gate"}}. A line that names a role's holder otherwise, or gives a
+## person another's role, fails like a contradicted fact.
+@export var people: Dictionary = {}
+
+@export_group("Economy")
+## Each currency's worth in the smallest one: {"copper": 1, "silver": 10, "gold": 100}.
+@export var currencies: Dictionary = {}
+## World-state key of the player's purse, in the smallest currency; set it with set_state, and
+## again once the game has settled a sale (LoreguardWorldIntent.payment_value()).
+@export var purse: String = "player.purse"
+## Whether money the player's line hands over ("Here's 5 silver") pays where no purse is set.
+@export var payment_in_words: bool = false
+
 
 func to_dict() -> Dictionary:
 	return {
@@ -44,6 +59,8 @@ func to_dict() -> Dictionary:
 		"initial_state": initial_state.duplicate(),
 		"state_defaults": state_defaults.duplicate(),
 		"state_claims": state_claims.duplicate(true),
+		"people": people.duplicate(true),
+		"economy": {"currencies": currencies.duplicate(), "purse": purse, "payment_in_words": payment_in_words},
 	}
 
 
@@ -62,4 +79,9 @@ static func from_dict(data: Dictionary) -> LoreguardWorld:
 	out.initial_state = LoreguardDict.scalars(data.get("initial_state", {}))
 	out.state_defaults = LoreguardDict.scalars(data.get("state_defaults", {}))
 	out.state_claims = data.get("state_claims", {})
+	out.people = data.get("people", {})
+	var economy: Dictionary = data.get("economy", {})
+	out.currencies = economy.get("currencies", {})
+	out.purse = economy.get("purse", "player.purse")
+	out.payment_in_words = economy.get("payment_in_words", false)
 	return out

@@ -7,11 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from factories import say
+from factories import merchant_in_character, say
 from pipeline_helpers import ask, make_pipeline
 
 from loreguard.schemas.receipt import FindingAction, FindingKind, OutputFinding
-from loreguard.server.demo import demo_npcs
 from loreguard.server.pipeline.gate.non_answers import NON_ANSWER_RULE, find_non_answer
 
 KNOWN = (
@@ -128,7 +127,7 @@ def test_a_refusal_stripped_as_an_assistants_leaves_no_answer_to_a_request(
 
 
 def test_the_player_hears_a_refusal_not_what_was_left_of_one(tmp_path: Path) -> None:
-    merchant = next(p for p in demo_npcs() if p.id == "merchant")
+    merchant = merchant_in_character()
     stripped = "I'm sorry, love, but I can't give you bread at this time. We need to be careful with our supplies."
     pipeline, _ = make_pipeline(tmp_path / "m.sqlite", [say(stripped), say("A copper? Bread's two, love.")], profile=merchant)
     result = pipeline.interact(ask(BREAD, npc="merchant"))

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from factories import say
+from factories import merchant_in_character, say
 from pipeline_helpers import ask
 from pydantic import ValidationError
-from stores import demo_store
+from stores import demo_store, open_store
 
 from loreguard.schemas import InteractionContext, InteractionOutcome, NpcProfile, TriggerReason
 from loreguard.schemas.audit import PackageSelection
@@ -377,7 +377,8 @@ def test_a_sale_said_again_word_for_word_to_the_same_request_keeps_its_sale(tmp_
     rope = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "rope", "count": 1}}
     line = "Sure, I'll have that rope for you."
     backend = ScriptedBackend({"merchant": [say(line, mutations=[rope])] * 2 + [say(line), say("Rope again? Fine, love.")]})
-    pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
+    store = open_store(tmp_path / "m.sqlite", world=demo_world(), npcs=[merchant_in_character()])
+    pipeline = GovernancePipeline(store, backend)
     first = pipeline.interact(ask("I need rope for a climb.", npc="merchant", scene="eldmoor"))
     again = pipeline.interact(ask("Sell me some rope, please.", npc="merchant", scene="eldmoor"))
     assert (first.dialogue, again.dialogue) == (line, line) and [i.type for i in again.intents] == ["give_item"]

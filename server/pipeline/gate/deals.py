@@ -1,0 +1,129 @@
+"""Words that contradict what the rules decided (`turn.deals`), and wares denied. Pure.
+
+- A sale the rules made must not be turned down in words ("I'm sorry, I can't give you the
+  rope") nor its ware denied ("I don't have any rope"): the game hands the rope over, so the
+  player would hear a no and get a yes.
+- In any reply, a ware the NPC sells and has in stock is never denied ("There's no bread for
+  sale"), except one whose stock the rules found short this turn.
+- A declined request is not granted: its intent is off the table (the grammar cannot write it),
+  and "Here's your rope" without it fails `deeds.grants_in_words_only`.
+
+Each check also states what the sampler keeps out while the line is written (`deal_bans`): with
+a sale, the words that turn a request down; with a decline, the intent's grant phrases.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput, Payment
+from loreguard.schemas.prevention import Banned
+from loreguard.schemas.receipt import GateFailure, GateName
+from loreguard.schemas.rules import Severity
+from loreguard.server.pipeline.turn.deals import Deal
+from loreguard.server.pipeline.turn.intents import REFUSALS, describe, refusal
+from loreguard.text.numbers import parse_number, read_numbers
+from loreguard.text.stock_talk import denied_ware
+from loreguard.text.words import stem
+
+if TYPE_CHECKING:
+    from loreguard.server.pipeline.snapshot import StateSnapshot
+
+DEAL_OUTCOME_RULE = "deal_outcome"
+WARE_DENIED_RULE = "ware_denied"
+#: A money amount about nothing the NPC sells, from an NPC with priced wares (`canonical`).
+UNPRICED_WARE_RULE = "unpriced_ware"
+
+
+def _failure(rule: str, reason: str, evidence: str) -> GateFailure:
+    return GateFailure(gate=GateName.HARD_LIMITS, reason=reason, severity=Severity.HARD, rule_id=rule, evidence=evidence)
+
+
+def deal_failures(output: ParsedOutput, snapshot: StateSnapshot) -> list[GateFailure]:
+    """A sale turned down in words, or a ware in stock denied."""
+    sales = [deal for deal in snapshot.deals if deal.granted]
+    if sales:
+        if payment_of_any(output, sales) is None:  # a backend without the output grammar
+            wanted = " or ".join(describe(deal.offer) for deal in sales)
+            reason = f'the rules made the sale ({sales[0].reason}): the reply must grant it in "intent": {wanted}'
+            return [_failure(DEAL_OUTCOME_RULE, reason, "intent")]
+        said_no = refusal(output.dialogue)
+        if said_no:
+            reason = f'the rules made the sale ({sales[0].reason}), but the reply turns it down ("{said_no}"): say it is done'
+            return [_failure(DEAL_OUTCOME_RULE, reason, said_no)]
+    short = {str(dict(d.offer.params).get(d.offer.spec.ware_param or "")) for d in snapshot.deals if not d.granted}
+    for spec in snapshot.allowed_intents:
+        if not spec.wares:
+            continue
+        ware = denied_ware(output.dialogue, [w for w in sorted(spec.wares) if w not in short])
+        if ware is not None:
+            reason = f"the reply says there is no {ware}, which {snapshot.npc_name} sells and has: do not deny it"
+            return [_failure(WARE_DENIED_RULE, reason, ware)]
+    return []
+
+
+def declined_problem(m: EmitWorldIntentMutation, deals: tuple[Deal, ...]) -> str:
+    """Why the gate does not approve a grant of a request the rules declined, or ""."""
+    for deal in deals:
+        if not deal.granted and deal.offer.spec.type == m.intent and all(m.params.get(k) == v for k, v in deal.offer.params):
+            return f"the rules decline it: {deal.reason}"
+    return ""
+
+
+def payment_of_any(output: ParsedOutput, sales: list[Deal]) -> Deal | None:
+    """The sale among `sales` the output grants, or None."""
+    for m in output.mutations:
+        if isinstance(m, EmitWorldIntentMutation):
+            for deal in sales:
+                if deal.offer.spec.type == m.intent and all(m.params.get(k) == v for k, v in deal.offer.params):
+                    return deal
+    return None
+
+
+def stock_keys(snapshot: StateSnapshot) -> frozenset[str]:
+    """The world-state keys counting the NPC's wares: a count in a reply ("two lanterns") is what
+    it sells, not what is left, so `grounding` does not hold it to them."""
+    return frozenset(w.stock for spec in snapshot.allowed_intents for w in spec.wares.values() if w.stock)
+
+
+def payment_of(m: EmitWorldIntentMutation, deals: tuple[Deal, ...]) -> Payment | None:
+    """What the player pays for the sale `m` grants (None: not a sale the rules made)."""
+    for deal in deals:
+        if deal.granted and deal.offer.spec.type == m.intent and all(m.params.get(k) == v for k, v in deal.offer.params):
+            return deal.payment
+    return None
+
+
+def deal_bans(snapshot: StateSnapshot) -> tuple[Banned, ...]:
+    """What the sampler keeps out: with a sale, the words that turn a request down; with only
+    declines, the declined intents' grant phrases."""
+    if any(deal.granted for deal in snapshot.deals):
+        return tuple(Banned(rule_id=DEAL_OUTCOME_RULE, phrase=phrase) for phrase in REFUSALS)
+    declined = sorted({deal.offer.spec.type for deal in snapshot.deals})
+    specs = {spec.type: spec for spec in snapshot.allowed_intents}
+    return tuple(Banned(rule_id=DEAL_OUTCOME_RULE, phrase=phrase) for kind in declined for phrase in specs[kind].grant_phrases)
+
+
+#: How many of a ware a reply may price together ("three loaves, 3 copper") where the intent
+#: sets no maximum count.
+MAX_PRICED_COUNT = 12
+
+
+def priced_amounts(snapshot: StateSnapshot) -> frozenset[tuple[float, str]]:
+    """The money a reply may name, as (value, currency word stem): each ware's price for as many
+    as the intent allows, and what the player's line says it pays."""
+    amounts: set[tuple[float, str]] = set()
+    for spec in snapshot.allowed_intents:
+        counted = spec.params.get(spec.count_param) if spec.count_param else None
+        most = int(counted.maximum) if counted is not None and counted.maximum is not None else MAX_PRICED_COUNT
+        for ware in spec.wares.values():
+            amounts.update((float(ware.price * k), stem(ware.currency)) for k in range(1, max(most, 1) + 1))
+    for clause in read_numbers(snapshot.context.said()):
+        amounts.update((n.value, stem(n.head)) for n in clause.numbers if n.head)
+    return frozenset(amounts)
+
+
+def is_priced(stated: str, snapshot: StateSnapshot) -> bool:
+    """Whether an amount of money a reply states ("five silver") is one it may name."""
+    parsed = parse_number(stated)
+    return parsed is not None and (parsed[0], stem(parsed[1])) in priced_amounts(snapshot)

@@ -1,0 +1,166 @@
+"""Deals the rules decide: whether a request is granted, from the designer's data and the
+game's state, never from the model's mood.
+
+For an intent the designer gives to the rules (`IntentSpec.decided_by`), each alternative the
+player's line asks for (`intents.requested_offers`) is granted or declined here:
+
+1. a rule in force that forbids the intent, or a request worded in terms a rule forbids
+   ("for free"), declines it;
+2. every `requires` world-state key must hold its value ("alarm": false);
+3. a ware must be in stock (`Ware.stock`, as the game reports it), as many as asked;
+4. the player must be able to pay: the purse the game reports (`Economy.purse`), or, only where
+   the world allows it and the game reports no purse, the money the line hands over.
+
+A granted request is offered as `decided` (the output grammar then admits only it, and the
+approved intent carries its `Payment`); a declined one is offered no more. The prompt tells the
+model the outcome and why (`prompt`), the sampler keeps out the words that would contradict it,
+and the gate refuses a reply that does (`gate.deals`). Pure: the same line, profile and state
+give the same deals, in the order the table lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from loreguard.memory.memo import IdentityMemo
+from loreguard.schemas.base import FrozenModel, JsonScalar
+from loreguard.schemas.memory import CanonicalFact, Claim
+from loreguard.schemas.npc import Decider, Economy, IntentSpec
+from loreguard.schemas.output import Payment
+from loreguard.schemas.receipt import DealRecord
+from loreguard.server.pipeline.turn.intents import IntentTable, OfferedIntent, requested_offers
+from loreguard.text.money import money_named, money_text
+
+#: What introduces a ware's price in a reply the canonical gate reads ("a rope costs 5 silver").
+#: Singular only: "two ropes cost 4 silver" is a total, which `grounding` leaves alone.
+PRICE_CUES = ("costs", "is priced at", "sells for", "goes for")
+
+
+def ware_facts(name: str, specs: tuple[IntentSpec, ...]) -> tuple[CanonicalFact, ...]:
+    """What the NPC sells, at what price, and nothing else, as a canonical fact per intent with
+    wares: the prompt's facts state it, and a reply that prices a ware otherwise contradicts it.
+    Memoised per tuple of specs (the profile's, the same every interaction)."""
+    return _WARE_FACTS.get(specs, lambda: tuple(_ware_fact(name, spec) for spec in specs if spec.wares))
+
+
+_WARE_FACTS: IdentityMemo[tuple[CanonicalFact, ...]] = IdentityMemo(maxsize=256)
+
+
+def _ware_fact(name: str, spec: IntentSpec) -> CanonicalFact:
+    priced = [(ware, spec.wares[ware]) for ware in sorted(spec.wares)]
+    told = [f"{ware} at {w.price} {w.currency}" for ware, w in priced]
+    listed = told[0] if len(told) == 1 else ", ".join(told[:-1]) + f" and {told[-1]}"
+    claims = [Claim(subject=ware, attribute="price", value=f"{w.price} {w.currency}", cues=PRICE_CUES) for ware, w in priced]
+    return CanonicalFact(id=f"wares.{spec.type}", text=f"{name} sells {listed} each, and nothing else.", claims=tuple(claims))
+
+
+class Deal(FrozenModel):
+    """One decided request: the offer, the outcome, why, and what a sale costs."""
+
+    offer: OfferedIntent
+    granted: bool
+    reason: str
+    payment: Payment | None = None
+
+    def record(self) -> DealRecord:
+        return DealRecord(intent=self.offer.intent(), granted=self.granted, reason=self.reason)
+
+    @property
+    def item(self) -> str:
+        """What is asked for, as the prompt says it: "1 rope", or the intent's name."""
+        spec, params = self.offer.spec, dict(self.offer.params)
+        ware = params.get(spec.ware_param) if spec.ware_param else None
+        if ware is None:
+            return spec.type.replace("_", " ")
+        count = _count(params, spec)
+        return f"{count} {ware}" if count == 1 or str(ware).endswith("s") else f"{count} {ware}s"
+
+
+class DealTable(FrozenModel):
+    """The turn's table once the rules decided their requests."""
+
+    table: IntentTable
+    deals: tuple[Deal, ...] = ()
+
+
+def decide(
+    table: IntentTable,
+    specs: Iterable[IntentSpec],
+    asked: str,
+    state: Mapping[str, JsonScalar],
+    economy: Economy,
+    forbidding: Mapping[str, str],
+) -> DealTable:
+    """The table with every request of a rules-decided intent decided. `asked`: the player's
+    words; `state`: the merged world state; `forbidding`: intent type -> the id of a rule in
+    force that forbids it."""
+    deals: list[Deal] = []
+    refused = {(r.offer.spec.type, r.offer.params): r for r in table.refused}
+    for spec in sorted(specs, key=lambda s: s.type):
+        if spec.decided_by is not Decider.RULES:
+            continue
+        for offer in requested_offers(spec, asked):
+            turned_down = refused.get((spec.type, offer.params))
+            if turned_down is not None:
+                reason = f'the player asks for it "{turned_down.phrase}", which rule {turned_down.rule_id} forbids'
+                deals.append(Deal(offer=offer, granted=False, reason=reason))
+            elif spec.type in forbidding:
+                deals.append(Deal(offer=offer, granted=False, reason=f"rule {forbidding[spec.type]} forbids it now"))
+            else:
+                deals.append(_decide(offer, asked, state, economy))
+    if not deals:
+        return DealTable(table=table)
+    decided = {deal.offer.spec.type for deal in deals}
+    granted = [deal.offer.model_copy(update={"decided": True}) for deal in deals if deal.granted]
+    kept = [offer for offer in table.offered if offer.spec.type not in decided]
+    offered = tuple(sorted((*kept, *granted), key=lambda o: o.spec.type))  # stable: the table's order is by type
+    return DealTable(table=table.model_copy(update={"offered": offered}), deals=tuple(deals))
+
+
+def _decide(offer: OfferedIntent, asked: str, state: Mapping[str, JsonScalar], economy: Economy) -> Deal:
+    spec, params = offer.spec, dict(offer.params)
+    for key, wanted in sorted(spec.requires.items()):
+        if key not in state or state[key] != wanted:
+            return Deal(offer=offer, granted=False, reason=f"{key} is not {_shown(wanted)}")
+    name = spec.ware_param
+    ware = spec.wares.get(str(params.get(name))) if name else None
+    if ware is None:
+        return Deal(offer=offer, granted=True, reason=f"{spec.type} is granted: every condition holds")
+    item, count = str(params[name]), _count(params, spec)
+    if ware.stock is not None:
+        left = _number(state.get(ware.stock))
+        if left is None or left < count:
+            have = "none left" if not left else f"only {int(left)} left"
+            return Deal(offer=offer, granted=False, reason=f"you have {have} of {item}")
+    amount = ware.price * count
+    worth = economy.currencies.get(ware.currency)
+    if worth is None:
+        return Deal(offer=offer, granted=False, reason=f"{ware.currency} is not one of the world's currencies")
+    payment = Payment(amount=amount, currency=ware.currency, value=amount * worth)
+    sale = f"{Deal(offer=offer, granted=True, reason='').item} for {amount} {ware.currency}"
+    purse = _number(state.get(economy.purse))
+    if purse is not None:
+        paid, whose = int(purse), "the player has"
+    elif economy.payment_in_words:
+        paid, whose = money_named(asked, economy.currencies), "the player hands over"
+    else:
+        return Deal(offer=offer, granted=False, reason=f"the game reports no purse ({economy.purse}) to pay for {sale}")
+    if paid < payment.value:
+        have = money_text(paid, economy.currencies)
+        return Deal(offer=offer, granted=False, reason=f"{whose} {have}, and {sale.replace(' for ', ' cost ', 1)}")
+    return Deal(offer=offer, granted=True, reason=f"sells {sale}", payment=payment)
+
+
+def _count(params: Mapping[str, JsonScalar], spec: IntentSpec) -> int:
+    value = params.get(spec.count_param) if spec.count_param else None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1
+
+
+def _number(value: JsonScalar | None) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _shown(value: JsonScalar) -> str:
+    return "true" if value is True else "false" if value is False else str(value)

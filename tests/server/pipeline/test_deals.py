@@ -1,0 +1,235 @@
+"""Deals the rules decide (issue 58): the designer's wares and the game's state decide a request,
+the prompt tells the model the outcome, the grammar writes exactly that intent, and the gate
+refuses words that contradict it. Scripted model: the governance plane, deterministically."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from factories import say
+from pipeline_helpers import ask
+from stores import demo_store, open_store
+
+from loreguard.schemas import InteractionOutcome, NpcProfile
+from loreguard.schemas.npc import Economy
+from loreguard.schemas.output import Payment, WorldIntent
+from loreguard.server.demo import demo_npcs, demo_world
+from loreguard.server.inference import ScriptedBackend
+from loreguard.server.pipeline import GovernancePipeline
+from loreguard.server.pipeline.gate.deals import DEAL_OUTCOME_RULE, UNPRICED_WARE_RULE, WARE_DENIED_RULE
+from loreguard.server.pipeline.turn.deals import decide
+from loreguard.server.pipeline.turn.intents import intent_table
+from loreguard.text.money import money_named, money_text
+from loreguard.text.stock_talk import denied_ware
+
+MERCHANT = next(p for p in demo_npcs() if p.id == "merchant")
+ECONOMY = demo_world().economy
+ROPE = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "rope", "count": 1}}
+LANTERNS = {"kind": "emit_world_intent", "intent": "give_item", "params": {"item": "lantern", "count": 2}}
+
+
+def _decide(line: str, state: dict, economy: Economy = ECONOMY, forbidding: dict | None = None) -> list[tuple[str, bool, str]]:
+    table = intent_table(line, MERCHANT.allowed_intents)
+    decided = decide(table, MERCHANT.allowed_intents, line, state, economy, forbidding or {})
+    return [(d.item, d.granted, d.reason) for d in decided.deals]
+
+
+@pytest.mark.parametrize(
+    ("line", "state", "outcome"),
+    [
+        # paid enough: the purse (12 silver) covers 2 silver
+        ("Sell me some rope, please.", {"player.purse": 120}, ("1 rope", True, "sells 1 rope for 2 silver")),
+        # the purse short
+        (
+            "Sell me some rope, please.",
+            {"player.purse": 15},
+            ("1 rope", False, "the player has 1 silver and 5 copper, and 1 rope cost 2 silver"),
+        ),
+        # paid in the line but not in the purse: words are not coin
+        (
+            "I'll buy a rope. Here are three silver.",
+            {"player.purse": 4},
+            ("1 rope", False, "the player has 4 copper, and 1 rope cost 2 silver"),
+        ),
+        # out of stock, and fewer left than asked
+        (
+            "I'll buy two lanterns.",
+            {"player.purse": 500, "merchant.lanterns": 0},
+            ("2 lanterns", False, "you have none left of lantern"),
+        ),
+        (
+            "I'll buy two lanterns.",
+            {"player.purse": 500, "merchant.lanterns": 1},
+            ("2 lanterns", False, "you have only 1 left of lantern"),
+        ),
+        (
+            "I'll buy two lanterns.",
+            {"player.purse": 100, "merchant.lanterns": 3},
+            ("2 lanterns", True, "sells 2 lanterns for 10 silver"),
+        ),
+        # a copper is enough for bread at 1 copper
+        ("Give me a loaf of bread, here's a copper.", {"player.purse": 1}, ("1 bread", True, "sells 1 bread for 1 copper")),
+        # no purse reported, and the world does not take words for coin
+        (
+            "Sell me some rope, please.",
+            {},
+            ("1 rope", False, "the game reports no purse (player.purse) to pay for 1 rope for 2 silver"),
+        ),
+    ],
+)
+def test_the_rules_decide_a_paid_request(line: str, state: dict, outcome: tuple[str, bool, str]) -> None:
+    assert _decide(line, state) == [outcome]
+
+
+def test_words_pay_only_where_the_world_allows_it_and_no_purse_is_reported() -> None:
+    words = ECONOMY.model_copy(update={"payment_in_words": True})
+    assert _decide("I'll buy a rope. Here are three silver.", {}, words)[0][1] is True
+    assert _decide("I'll buy a rope. Here's a silver.", {}, words)[0][1:] == (
+        False,
+        "the player hands over 1 silver, and 1 rope cost 2 silver",
+    )
+    assert _decide("I'll buy a rope. Here are three silver.", {"player.purse": 5}, words)[0][1] is False  # the purse decides
+
+
+def test_a_rule_in_force_declines_what_it_forbids_and_nothing_is_asked_nothing_is_decided() -> None:
+    assert _decide("Sell me some rope, please.", {"player.purse": 120}, forbidding={"give_item": "market_closed"}) == [
+        ("1 rope", False, "rule market_closed forbids it now")
+    ]
+    assert _decide("Lovely weather today.", {"player.purse": 120}) == []
+
+
+def test_money_is_read_and_said_as_a_person_says_it() -> None:
+    coins = ECONOMY.currencies
+    assert money_named("Here's 5 silver and a copper.", coins) == 51
+    assert money_named("Five silver? No.", coins) == 0  # asked, not handed over
+    assert money_text(123, coins) == "1 gold, 2 silver and 3 copper" and money_text(0, coins) == "nothing"
+
+
+@pytest.mark.parametrize(
+    ("line", "denied"),
+    [
+        ("I don't have any rope.", "rope"),
+        ("There's no bread for sale right now.", "bread"),
+        ("We're out of lanterns, love.", "lantern"),
+        ("There's no rope today, love.", "rope"),
+        ("A rope is not available here, love.", "rope"),
+        ("I can't sell you the rope, dear: you're a silver short.", None),  # turns this buyer down
+        ("You don't have enough for the lantern.", None),  # the buyer's purse
+        ("No bread to give away, love.", None),  # none for free
+        ("No rope?", None),
+        ("I have plenty of rope.", None),
+    ],
+)
+def test_a_ware_denied_is_read_as_such(line: str, denied: str | None) -> None:
+    assert denied_ware(line, ["bread", "lantern", "rope"]) == denied
+
+
+def _pipeline(tmp_path: Path, outputs: list[str]) -> tuple[GovernancePipeline, ScriptedBackend]:
+    backend = ScriptedBackend({"merchant": outputs}, guards=True)  # told what its sampler keeps out
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    return GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend), backend
+
+
+def test_a_sale_is_told_forced_by_the_grammar_and_carries_its_payment(tmp_path: Path) -> None:
+    pipeline, backend = _pipeline(tmp_path, [say("One good rope, love. Tie your knots tight!", mutations=[ROPE])])
+    result = pipeline.interact(ask("Sell me some rope, please.", npc="merchant", scene="eldmoor"))
+    (request,) = backend.requests
+    assert (
+        "The player asks you to sell them 1 rope for 2 silver. It is done: say so in your own words" in request.prompt.player_turn
+    )
+    assert "Mira sells bread at 1 copper, lantern at 5 silver and rope at 2 silver each, and nothing else." in (
+        request.prompt.static_prefix + request.prompt.dynamic_suffix
+    )
+    # the grammar writes the sale and nothing else: no "none"
+    intent = request.output_schema["properties"]["intent"]
+    assert intent["properties"]["params"]["properties"] == {"count": {"const": 1}, "item": {"const": "rope"}}
+    assert result.intents == (
+        WorldIntent(
+            type="give_item", params={"item": "rope", "count": 1}, payment=Payment(amount=2, currency="silver", value=20)
+        ),
+    )
+    (deal,) = result.receipt.deals
+    assert (deal.granted, deal.reason, deal.decided_by) == (True, "sells 1 rope for 2 silver", "rules")
+    # the wire carries the payment; an intent without one reads as before
+    assert result.model_dump(mode="json")["intents"][0]["payment"] == {"amount": 2, "currency": "silver", "value": 20}
+    assert "payment" not in WorldIntent(type="open_gate").model_dump(mode="json")
+
+
+def test_a_sale_turned_down_in_words_is_refused_and_the_sampler_is_told(tmp_path: Path) -> None:
+    outputs = [
+        say("I'm sorry, love, but I can't give you a rope right now.", mutations=[ROPE]),
+        say("There's no rope today, love.", mutations=[ROPE]),
+        say("A fine rope, love. Mind your knots.", mutations=[ROPE]),
+    ]
+    pipeline, backend = _pipeline(tmp_path, outputs)
+    result = pipeline.interact(ask("Sell me some rope, please.", npc="merchant", scene="eldmoor"))
+    rules = [[f.rule_id for f in a.failures] for a in result.receipt.attempts]
+    assert rules == [[DEAL_OUTCOME_RULE], [WARE_DENIED_RULE], []], rules
+    assert result.dialogue == "A fine rope, love. Mind your knots." and result.intents[0].payment is not None
+    banned = {b.phrase for b in backend.requests[0].constraints.banned if b.rule_id == DEAL_OUTCOME_RULE}
+    assert {"can't", "sold out", "not for sale"} <= banned
+
+
+def test_a_decline_grants_nothing_and_says_why(tmp_path: Path) -> None:
+    poor = demo_world().model_copy(update={"initial_state": {"player.purse": 5}})
+    store = open_store(tmp_path / "m.sqlite", world=poor, npcs=[MERCHANT])
+    outputs = [say("Here's your rope, love.", mutations=[ROPE]), say("Two silver for rope, love, and you've less.")]
+    backend = ScriptedBackend({"merchant": outputs}, guards=True)
+    result = GovernancePipeline(store, backend).interact(ask("Sell me some rope, please.", npc="merchant"))
+    first = backend.requests[0]
+    assert first.output_schema["properties"]["intent"] == {"const": "none"}
+    assert "you do not: the player has 5 copper, and 1 rope cost 2 silver" in first.prompt.player_turn
+    assert {b.phrase for b in first.constraints.banned if b.rule_id == DEAL_OUTCOME_RULE} >= {"here's your"}
+    # a model that writes the grant anyway (no grammar) grants nothing, and its words fail
+    assert result.intents == () and result.outcome is InteractionOutcome.VALIDATED
+    assert result.receipt.attempts[0].failures[0].rule_id == "grants_in_words_only"
+    assert result.receipt.deals[0].granted is False
+
+
+def test_a_price_for_nothing_sold_or_a_ware_mispriced_is_refused(tmp_path: Path) -> None:
+    outputs = [
+        say("Swords are 30 gold, dear."),
+        say("A rope costs 5 silver, dear."),
+        say("I sell bread, rope and lanterns, dear."),
+    ]
+    pipeline, _ = _pipeline(tmp_path, outputs)
+    result = pipeline.interact(ask("Do you sell swords?", npc="merchant", scene="eldmoor"))
+    rules = [[f.rule_id for f in a.failures] for a in result.receipt.attempts]
+    assert rules == [[UNPRICED_WARE_RULE], ["wares.give_item"], []], rules
+    # prices the NPC has, for as many as she sells at once, pass
+    fine, _ = _pipeline(tmp_path / "b", [say("Two lanterns? That's 10 silver, love.")])
+    assert fine.interact(ask("What would two lanterns cost?", npc="merchant")).receipt.attempts[0].failures == ()
+
+
+def test_every_npc_knows_who_is_who(tmp_path: Path) -> None:
+    outputs = [
+        say("The guard at the north gate is named Arthur."),
+        say("Brom is the merchant here."),
+        say("Brom keeps the north gate."),
+    ]
+    pipeline, backend = _pipeline(tmp_path, outputs)
+    result = pipeline.interact(ask("Who guards the gate?", npc="merchant", scene="eldmoor"))
+    rules = [[f.rule_id for f in a.failures] for a in result.receipt.attempts]
+    # "Brom is the merchant": Brom's role, and the merchant's name, both contradicted
+    assert rules == [["person.guard"], ["person.guard", "person.merchant"], []], rules
+    prompt = backend.requests[0].prompt
+    facts = prompt.static_prefix + prompt.dynamic_suffix
+    assert "Brom is the guard at the north gate." in facts and "Mira is the merchant at the river market." in facts
+
+
+def test_the_same_line_and_state_give_the_same_deal_bytes(tmp_path: Path) -> None:
+    def receipt(folder: Path) -> str:
+        pipeline, _ = _pipeline(folder, [say("One good rope, love.", mutations=[ROPE])])
+        result = pipeline.interact(ask("Sell me some rope, please.", npc="merchant"))
+        return json.dumps(result.receipt.model_dump(mode="json")["deals"], sort_keys=True)
+
+    assert receipt(tmp_path / "a") == receipt(tmp_path / "b")
+
+
+def test_wares_must_each_have_a_price(tmp_path: Path) -> None:
+    data = MERCHANT.model_dump(mode="json")
+    del data["allowed_intents"][0]["wares"]["bread"]
+    with pytest.raises(ValueError, match="missing: bread"):
+        NpcProfile.model_validate(data)
