@@ -57,6 +57,7 @@ var _storage_note: String = ""
 @onready var _gate_label: Label = %GateLabel
 @onready var _inventory_label: Label = %Inventory
 @onready var _purse_label: Label = %Purse
+@onready var _stall_label: Label = %StallLabel
 @onready var _intents_label: Label = %Intents
 @onready var _status: Label = %Status
 @onready var _picker: OptionButton = %NpcPicker
@@ -350,6 +351,16 @@ func _settle(intent: LoreguardWorldIntent, npc: LoreguardNPC) -> void:
 
 func _show_purse() -> void:
 	_purse_label.text = "Your purse: %s" % money_text(purse)
+	# Mira's wares, priced as her profile prices them, with what is left where the world counts it.
+	var wares := PackedStringArray()
+	for spec: LoreguardIntent in _merchant.profile.allowed_intents:
+		var names := spec.wares.keys()
+		names.sort()
+		for item: String in names:
+			var ware: Dictionary = spec.wares[item]
+			var left := " (%d left)" % stock[ware["stock"]] if stock.has(ware.get("stock", "")) else ""
+			wares.append("%s %d %s%s" % [item, int(ware.get("price", 0)), ware.get("currency", ""), left])
+	_stall_label.text = "%s's stall: %s" % [_merchant.profile.display_name, ", ".join(wares)]
 
 
 ## Coin as a player reads it: "1 silver and 5 copper", the largest currencies first.

@@ -160,7 +160,7 @@ func _test_log() -> void:
 		view.add_line(i + 1, line, names[line.npc_id], 1000 + i)
 	var text := view.get_parsed_text()
 	print(text)
-	_expect(view.entry_count() == 4, "one entry per line")
+	_expect(view.entry_count() == 5, "one entry per line")
 	for words in [
 		"#1 Brom · its own line passed on attempt 2 · 1000 ms",
 		"attempt 1: stopped mid-line by the designer's rules, before anything was shown",
@@ -171,6 +171,9 @@ func _test_log() -> void:
 		"#3 Mira · its own line passed first time",
 		"approved action: give_item(count=1, item=lantern)",
 		"every attempt was refused; used Mira's general fallback line [npc_generic]",
+		"approved action: give_item(count=1, item=lantern) for 5 silver",
+		"decided by the rules: sold (sells 1 lantern for 5 silver)",
+		"decided by the rules: no sale (the player has 7 silver, and 2 lanterns cost 10 silver)",
 	]:
 		_expect(text.contains(words), "the log says: " + words, text)
 	# One paragraph per attempt, each once, however many reasons it had.

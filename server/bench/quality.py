@@ -204,6 +204,7 @@ def _print_line(where: str, npc_id: str, line: str, result: InteractionResult, s
     print(
         f"[{where}] {npc_id}: {line!r} -> {result.outcome.value} {result.dialogue!r} "
         f"intents={[_shown(intent) for intent in result.intents]} "
+        f"deals={[('sold' if d.granted else 'no sale', d.reason) for d in result.receipt.deals]} "
         f"first={sorted(r or '' for r in first_rules)} all={[sorted({f.rule_id or '' for f in a.failures}) for a in attempts]} "
         f"{seconds:.1f}s",
         file=sys.stderr,
@@ -232,7 +233,7 @@ def _run(
     pipeline = GovernancePipeline(store, backend, config, judge_backend=backend if judge else None)
     profiles = {p.id: p for p in npcs}
     first_pass = fallbacks = degenerate_first = shown = parroted = demo_parroted = 0
-    asked = granted = wrong = discretionary = discretionary_granted = 0
+    requests = _Requests()
     world = demo_world()
     heard = _Heard({p.id: _repeat_context(p, world) for p in npcs})
     judged: list[JudgeRecord] = []
@@ -254,13 +255,7 @@ def _run(
         heard.add(
             npc_id, line, result.dialogue, fallback=result.outcome is InteractionOutcome.FALLBACK, granted=bool(result.intents)
         )
-        request = REQUESTS.get((npc_id, line))
-        got = request is not None and request in result.intents
-        if (npc_id, line) in MAY_REFUSE:
-            discretionary, discretionary_granted = discretionary + 1, discretionary_granted + got
-        else:
-            asked, granted = asked + (request is not None), granted + got
-        wrong += any(intent != request for intent in result.intents)
+        requests.add(npc_id, line, result)
         if i < len(TURNS):
             demo_parroted += PARROTING_RULE in first_rules
         _print_line(f"{name} {i + 1}/{len(lines)}", npc_id, line, result, costs.seconds[-1])
@@ -275,9 +270,7 @@ def _run(
         f"{name}_distinct_reply_rate": round(heard.distinct_replies() / n, 3),
         f"{name}_self_repeats_shown": heard.self_repeats,
         f"{name}_fallback_lines_repeated": heard.fallbacks_repeated,
-        f"{name}_intent_rate": round(granted / asked, 3) if asked else 0.0,
-        f"{name}_wrong_intent_rate": round(wrong / n, 3),
-        f"{name}_discretionary_grant_rate": round(discretionary_granted / discretionary, 3) if discretionary else 0.0,
+        **requests.figures(name, n),
         f"{name}_seconds": round(time.perf_counter() - started, 1),
         **costs.figures(name),
     }
@@ -285,6 +278,38 @@ def _run(
         figures.update(_judge_cost(name, judged))
     store.close()
     return figures
+
+
+class _Requests:
+    """What the game did with each line (`REQUESTS`, `MAY_REFUSE`), and with the requests the
+    rules decided (`Receipt.deals`): the game got the sale, or nothing."""
+
+    def __init__(self) -> None:
+        self.asked = self.granted = self.wrong = self.discretionary = self.discretionary_granted = 0
+        self.decided = self.as_ruled = 0
+
+    def add(self, npc_id: str, line: str, result: InteractionResult) -> None:
+        request = REQUESTS.get((npc_id, line))
+        got = request is not None and any(request.same_act(intent) for intent in result.intents)
+        for deal in result.receipt.deals:
+            self.decided += 1
+            self.as_ruled += any(deal.intent.same_act(i) for i in result.intents) == deal.granted
+        if (npc_id, line) in MAY_REFUSE:
+            self.discretionary, self.discretionary_granted = self.discretionary + 1, self.discretionary_granted + got
+        else:
+            self.asked, self.granted = self.asked + (request is not None), self.granted + got
+        self.wrong += any(request is None or not intent.same_act(request) for intent in result.intents)
+
+    def figures(self, name: str, n: int) -> dict[str, object]:
+        return {
+            f"{name}_intent_rate": round(self.granted / self.asked, 3) if self.asked else 0.0,
+            f"{name}_wrong_intent_rate": round(self.wrong / n, 3),
+            f"{name}_discretionary_grant_rate": (
+                round(self.discretionary_granted / self.discretionary, 3) if self.discretionary else 0.0
+            ),
+            f"{name}_decided_requests": self.decided,
+            f"{name}_decided_as_the_rules_say": self.as_ruled,
+        }
 
 
 def _written(raw: str) -> str:

@@ -60,7 +60,7 @@ def test_demo_scene_renders_and_lays_out_at(width: int, height: int, display: st
         ["ready.png", "governance-unfolded.png", "editor-tab.png", "editor-tab-first.png", "scene-at-gate.png", "walked-away.png"]
         + [
             f"{moment}-{name}.png"
-            for name in ("refused-then-passed", "fallback", "intent", "every-attempt-refused")
+            for name in ("refused-then-passed", "fallback", "intent", "every-attempt-refused", "no-sale")
             for moment in ("thinking", "answered")
         ]
     ), pngs
