@@ -88,6 +88,17 @@ class Ware(FrozenModel):
     stock: StateKey | None = None
 
 
+class DealLines(FrozenModel):
+    """Authored lines for a request the rules decided (`IntentSpec.decided_by`), spoken when no
+    reply of the model's passes the gate: the outcome stands (the rules made it), and the player
+    hears one of these rather than a line about nothing. Held to the rules like every fallback."""
+
+    #: Said with a sale the rules made ("Here you are, love. Mind the knots.").
+    sold: tuple[Line, ...] = Field(default=(), max_length=16)
+    #: Said with a request the rules declined ("Not today, love.").
+    declined: tuple[Line, ...] = Field(default=(), max_length=16)
+
+
 class IntentSpec(FrozenModel):
     """A world intent the NPC may emit, e.g. `open_door(door_id: str)`."""
 
@@ -118,6 +129,8 @@ class IntentSpec(FrozenModel):
     #: World-state keys and the values they must have for the rules to grant a request
     #: (e.g. `{"alarm": false}`); a key the game never set fails the condition.
     requires: dict[StateKey, JsonScalar] = Field(default_factory=dict, max_length=16)
+    #: Lines for a decided request when every attempt is refused (`DealLines`).
+    deal_lines: DealLines = DealLines()
 
     @property
     def ware_param(self) -> str | None:

@@ -16,8 +16,11 @@ fallback never changes memory.
 A fallback is spoken with no model, so each line is judged by the gate's own checks
 (`checks.check_constraint`, `checks.secret_leaks`) as a reply with that dialogue, neutral emotion
 and no mutations would be: every hard and critical constraint, and every secret. Soft rules bend,
-as they do on a last attempt. Intent checks do not apply: a fallback takes no action, and a
-required intent is one no line could meet.
+as they do on a last attempt. Intent checks do not apply: a fallback takes no action of the
+model's, and a required intent is one no line could meet. A request the rules decided
+(`turn.deals`) is the exception: its outcome was never the model's, so it stands, and the line
+comes first from the intent's `deal_lines` for that outcome (`deal_fallback`, source
+`deal_lines`), then the order above.
 
 - At registration (`fallback_problems`): every authored line (the NPC's, the world's, the
   emergency line) against the rules that hold for the NPC whatever the context (`holds_everywhere`)
@@ -40,6 +43,7 @@ from loreguard.schemas.rules import Constraint, ExpectancyRule, RuleChecks, Seve
 from loreguard.server.pipeline.expectancy import holds_everywhere, to_constraint
 from loreguard.server.pipeline.gate.checks import check_constraint, secret_leaks
 from loreguard.server.pipeline.gate.deeds import find_grants_in_words_only
+from loreguard.server.pipeline.turn.deals import Deal
 from loreguard.text.phrases import clean_dialogue
 
 BUILTIN_EMERGENCY = "..."
@@ -113,6 +117,35 @@ def choose_fallback(
         return FallbackChoice(text=emergency[1], source="emergency", skipped=tuple(skipped))
     skipped.append(SkippedFallback(line=emergency[0], failures=tuple(failures)))
     return FallbackChoice(text="", source="silence", skipped=tuple(skipped))
+
+
+def deal_fallback(
+    profile: NpcProfile,
+    deals: Sequence[Deal],
+    position: int,
+    constraints: Sequence[Constraint] = (),
+    secrets: Sequence[Secret] = (),
+    last_said: str | None = None,
+) -> FallbackChoice | None:
+    """For a request the rules decided, the first of its intent's `deal_lines` for the outcome
+    (a sale where one was made, else the decline) that breaks no rule, from `position` on; None
+    when there is no decided request or no such line passes."""
+    if not deals:
+        return None
+    sold = any(deal.granted for deal in deals)
+    kind = next(deal.offer.spec.type for deal in deals if deal.granted == sold)
+    at = next(i for i, spec in enumerate(profile.allowed_intents) if spec.type == kind)
+    lines = getattr(profile.allowed_intents[at].deal_lines, "sold" if sold else "declined")
+    skipped: list[SkippedFallback] = []
+    for k in range(len(lines)):
+        i = (position + k) % len(lines)
+        failures = line_failures(lines[i], constraints, secrets)
+        if failures:
+            where = f"npc.allowed_intents.{at}.deal_lines.{'sold' if sold else 'declined'}.{i}"
+            skipped.append(SkippedFallback(line=where, failures=tuple(failures)))
+        elif lines[i] != last_said or len(lines) == 1:
+            return FallbackChoice(text=lines[i], source="deal_lines", skipped=tuple(skipped))
+    return None
 
 
 class FallbackProblem(FrozenModel):

@@ -29,7 +29,7 @@ from loreguard.server.inference.base import BackendError, InferenceBackend
 from loreguard.server.pipeline import summaries
 from loreguard.server.pipeline.contract import Verdict
 from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, UnknownNpcError
-from loreguard.server.pipeline.fallback import choose_fallback
+from loreguard.server.pipeline.fallback import choose_fallback, deal_fallback
 from loreguard.server.pipeline.gate import GateResult
 from loreguard.server.pipeline.mutation import heard_writes, plan_writes
 from loreguard.server.pipeline.prompt import assemble_prompt
@@ -343,12 +343,14 @@ class GovernancePipeline:
         # Checked against the designer's rules active in this interaction (the first attempt's:
         # retry escalations describe the model's mistakes, not a line the designer wrote).
         snapshot = run.first_snapshot
-        choice = choose_fallback(
-            run.view.profile, run.view.world, run.ctx.trigger_reason,
-            # the NPC's fallbacks so far: each interaction that wrote no exchange to memory
-            max(0, run.interaction_index - snapshot.exchanges_held),
-            snapshot.constraints.constraints, snapshot.secrets, last_said=run.view.last_fallback,
-        )  # fmt: skip
+        # the NPC's fallbacks so far: each interaction that wrote no exchange to memory
+        position = max(0, run.interaction_index - snapshot.exchanges_held)
+        rules, secrets, last = snapshot.constraints.constraints, snapshot.secrets, run.view.last_fallback
+        choice = deal_fallback(run.view.profile, snapshot.deals, position, rules, secrets, last) or choose_fallback(
+            run.view.profile, run.view.world, run.ctx.trigger_reason, position, rules, secrets, last_said=last
+        )
+        # A sale the rules made stands whatever the model wrote: the game still gets it.
+        sold = tuple(deal.granted_intent() for deal in snapshot.deals if deal.granted)[:1]
         # The interaction still counts (it picks the next line and seed; the store keeps the line
         # said); the NPC's memory does not change (in a scene, those present remember the line).
         result = self.committer.ending(
@@ -358,6 +360,7 @@ class GovernancePipeline:
             lambda hash_after: run.result(
                 InteractionOutcome.FALLBACK,
                 choice.text,
+                intents=sold,
                 memory_hash_after=hash_after,
                 fallback_reason=f"{reason} -> {choice.source}",
                 skipped_fallbacks=choice.skipped,

@@ -24,7 +24,7 @@ from loreguard.server.pipeline.turn.deals import Deal
 from loreguard.server.pipeline.turn.intents import REFUSALS, describe, refusal
 from loreguard.text.numbers import parse_number, read_numbers
 from loreguard.text.stock_talk import denied_ware
-from loreguard.text.words import stem
+from loreguard.text.words import stem, stems
 
 if TYPE_CHECKING:
     from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -35,15 +35,22 @@ WARE_DENIED_RULE = "ware_denied"
 UNPRICED_WARE_RULE = "unpriced_ware"
 
 
+#: What the sampler keeps out of a sale: the refusals of more than one word. A single word is
+#: kept out while it is half written, and "cannot" or "forbid" would take "can" and "for" with them
+#: ("Yes, I can", "the rope for you"); the gate still refuses them whole.
+SALE_BANS = tuple(phrase for phrase in REFUSALS if len(stems(phrase)) > 1)
+
+
 def _failure(rule: str, reason: str, evidence: str) -> GateFailure:
     return GateFailure(gate=GateName.HARD_LIMITS, reason=reason, severity=Severity.HARD, rule_id=rule, evidence=evidence)
 
 
-def deal_failures(output: ParsedOutput, snapshot: StateSnapshot) -> list[GateFailure]:
-    """A sale turned down in words, or a ware in stock denied."""
+def deal_failures(output: ParsedOutput, snapshot: StateSnapshot, *, prefix: bool = False) -> list[GateFailure]:
+    """A sale turned down in words, or a ware in stock denied; and, once the whole reply is
+    written (not `prefix`: the intent follows the dialogue), a sale the reply does not grant."""
     sales = [deal for deal in snapshot.deals if deal.granted]
     if sales:
-        if payment_of_any(output, sales) is None:  # a backend without the output grammar
+        if not prefix and payment_of_any(output, sales) is None:  # a backend without the output grammar
             wanted = " or ".join(describe(deal.offer) for deal in sales)
             reason = f'the rules made the sale ({sales[0].reason}): the reply must grant it in "intent": {wanted}'
             return [_failure(DEAL_OUTCOME_RULE, reason, "intent")]
@@ -98,7 +105,7 @@ def deal_bans(snapshot: StateSnapshot) -> tuple[Banned, ...]:
     """What the sampler keeps out: with a sale, the words that turn a request down; with only
     declines, the declined intents' grant phrases."""
     if any(deal.granted for deal in snapshot.deals):
-        return tuple(Banned(rule_id=DEAL_OUTCOME_RULE, phrase=phrase) for phrase in REFUSALS)
+        return tuple(Banned(rule_id=DEAL_OUTCOME_RULE, phrase=phrase) for phrase in SALE_BANS)
     declined = sorted({deal.offer.spec.type for deal in snapshot.deals})
     specs = {spec.type: spec for spec in snapshot.allowed_intents}
     return tuple(Banned(rule_id=DEAL_OUTCOME_RULE, phrase=phrase) for kind in declined for phrase in specs[kind].grant_phrases)

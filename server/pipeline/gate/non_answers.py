@@ -179,7 +179,7 @@ def find_non_answer(
 
 def non_answer_of(output: ParsedOutput, snapshot: StateSnapshot, findings: Iterable[OutputFinding]) -> list[GateFailure]:
     """`find_non_answer` of a parsed reply in its interaction: `findings` are hygiene's."""
-    asked = not output.grants and any(o.requested for o in snapshot.offered_intents)
+    asked = not output.grants and (any(o.requested for o in snapshot.offered_intents) or bool(snapshot.deals))
     said = snapshot.context.said()
     return find_non_answer(output.dialogue, said, snapshot.npc_name, known_texts(snapshot), findings, asked_for_act=asked)
 

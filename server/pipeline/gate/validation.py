@@ -304,7 +304,7 @@ def _hard_limit_failures(
     hard.extend(_prompt_markup(written))
     hard.extend(find_instructions_read_out(written, snapshot))
     # What is left once hygiene stripped an assistant's sentences beside the NPC's own.
-    asked_for = any(o.requested for o in snapshot.offered_intents) or bool(snapshot.refused_requests)
+    asked_for = any(o.requested for o in snapshot.offered_intents) or bool(snapshot.refused_requests or snapshot.deals)
     hard.extend(find_assistant_register(output.dialogue, snapshot.npc_name, asked_for=asked_for))
     # Special tokens are looked for before hygiene stripped them as markup: a model that
     # writes its own template is broken whatever is left.
@@ -317,7 +317,7 @@ def _hard_limit_failures(
     if not prefix:  # "I'm Brom." may be the start of an answer; the intent follows the dialogue
         hard.extend(non_answer_of(output, snapshot, scrubbed.findings if scrubbed is not None else ()))
         hard.extend(grants_in_words_only(output, snapshot))
-        hard.extend(deal_failures(output, snapshot))
+    hard.extend(deal_failures(output, snapshot, prefix=prefix))  # words against the rules' outcome, as they come
     hard.extend(
         find_other_voices(before or output.dialogue, snapshot.context.scene_turn, snapshot.npc_name, snapshot.allowed_intents)
         or find_player_voice(output.dialogue, snapshot.context.said())
@@ -355,7 +355,8 @@ def copy_sources(snapshot: StateSnapshot) -> CopySources:
         player_input=snapshot.context.said(),
         prompt_texts=texts,
         earlier_inputs=tuple(r.player for r in snapshot.recent_replies),
-        requested=tuple(o.intent() for o in snapshot.offered_intents if o.requested and o.fixed),
+        requested=tuple(o.intent() for o in snapshot.offered_intents if o.requested and o.fixed)
+        + tuple(d.offer.intent() for d in snapshot.deals if not d.granted),
     )
 
 

@@ -26,7 +26,7 @@ from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.memory import CanonicalFact, Claim
 from loreguard.schemas.npc import Decider, Economy, IntentSpec
-from loreguard.schemas.output import Payment
+from loreguard.schemas.output import Payment, WorldIntent
 from loreguard.schemas.receipt import DealRecord
 from loreguard.server.pipeline.turn.intents import IntentTable, OfferedIntent, requested_offers
 from loreguard.text.money import money_named, money_text
@@ -61,6 +61,10 @@ class Deal(FrozenModel):
     granted: bool
     reason: str
     payment: Payment | None = None
+
+    def granted_intent(self) -> WorldIntent:
+        """The intent the game gets for this sale, with what it costs the player."""
+        return WorldIntent(type=self.offer.spec.type, params=dict(self.offer.params), payment=self.payment)
 
     def record(self) -> DealRecord:
         return DealRecord(intent=self.offer.intent(), granted=self.granted, reason=self.reason)

@@ -13,8 +13,12 @@ from pipeline_helpers import ask
 from stores import demo_store, open_store
 
 from loreguard.schemas import InteractionOutcome, NpcProfile
+from loreguard.schemas.audit import PackageSelection
+from loreguard.schemas.memory import WORLD_SCOPE, Authority, MemoryWrite, SetWorldState
 from loreguard.schemas.npc import Economy
 from loreguard.schemas.output import Payment, WorldIntent
+from loreguard.server.audit.recorder import AuditRecorder
+from loreguard.server.audit.replay import Replayer
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import GovernancePipeline
@@ -233,3 +237,51 @@ def test_wares_must_each_have_a_price(tmp_path: Path) -> None:
     del data["allowed_intents"][0]["wares"]["bread"]
     with pytest.raises(ValueError, match="missing: bread"):
         NpcProfile.model_validate(data)
+
+
+def test_a_sale_stands_when_every_attempt_is_refused_and_its_own_line_is_said(tmp_path: Path) -> None:
+    refused = say("I'm sorry, love, but I can't give you a rope right now.", mutations=[ROPE])
+    pipeline, _ = _pipeline(tmp_path, [refused] * 3)
+    result = pipeline.interact(ask("Sell me some rope, please.", npc="merchant"))
+    assert result.outcome is InteractionOutcome.FALLBACK
+    assert result.dialogue in MERCHANT.allowed_intents[0].deal_lines.sold
+    assert result.receipt.fallback_reason == "attempts_exhausted -> deal_lines"
+    # the rules made the sale, not the model: the game gets it whatever the model wrote
+    assert [(i.type, i.params, i.payment) for i in result.intents] == [
+        ("give_item", {"count": 1, "item": "rope"}, Payment(amount=2, currency="silver", value=20))
+    ]
+
+
+def test_a_decline_that_every_attempt_gets_wrong_says_its_own_line_and_grants_nothing(tmp_path: Path) -> None:
+    poor = demo_world().model_copy(update={"initial_state": {"player.purse": 5}})
+    store = open_store(tmp_path / "m.sqlite", world=poor, npcs=[MERCHANT])
+    backend = ScriptedBackend({"merchant": [say("Here's your rope, love.", mutations=[ROPE])] * 3})
+    result = GovernancePipeline(store, backend).interact(ask("Sell me some rope, please.", npc="merchant"))
+    assert result.outcome is InteractionOutcome.FALLBACK and result.intents == ()
+    assert result.dialogue in MERCHANT.allowed_intents[0].deal_lines.declined
+
+
+def test_a_session_of_deals_replays_exactly(tmp_path: Path) -> None:
+    """A sale, a sale every attempt got wrong, and a decline once the game settled the purse:
+    replayed from the audit package, every one decides and says the same."""
+    store = demo_store(tmp_path / "m.sqlite")
+    refused = say("I'm sorry, love, but I can't give you a rope right now.", mutations=[ROPE])
+    outputs = [
+        say("One good rope, love.", mutations=[ROPE]),
+        refused,
+        refused,
+        refused,
+        say("Ten silver for two, love. You're short."),
+    ]
+    pipeline = GovernancePipeline(store, ScriptedBackend({"merchant": outputs}), recorder=AuditRecorder(store, fingerprint=None))
+    results = [pipeline.interact(ask("Sell me some rope, please.", npc="merchant")) for _ in range(2)]
+    store.apply([MemoryWrite(source=Authority.GAME_SYSTEM, op=SetWorldState(scope=WORLD_SCOPE, key="player.purse", value=80))])
+    results.append(pipeline.interact(ask("I'll buy two lanterns.", npc="merchant")))
+    assert [(r.outcome.value, len(r.intents), [d.granted for d in r.receipt.deals]) for r in results] == [
+        ("validated", 1, [True]),
+        ("fallback", 1, [True]),
+        ("validated", 0, [False]),
+    ]
+    assert pipeline.recorder is not None
+    report = Replayer(pipeline.recorder.export(PackageSelection(), exported_by="test")).run()
+    assert (report.exact_matches, report.drifts) == (3, 0)

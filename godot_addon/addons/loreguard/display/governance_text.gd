@@ -97,6 +97,7 @@ const FALLBACK_SOURCES := {
 	"world_generic": "used the world's general fallback line",
 	"emergency": "used the world's emergency line (every authored line would break a rule)",
 	"silence": "said nothing (every authored line, even the emergency one, would break a rule)",
+	"deal_lines": "used the line authored for what the rules decided",
 }
 ## What made the NPC speak (the protocol's trigger reasons).
 const TRIGGERS := {
@@ -246,9 +247,8 @@ static func outcome_of(receipt: Dictionary) -> String:
 	return said
 
 
-## A receipt's `fallback_reason` ("attempts_exhausted -> npc_trigger") in words, e.g. "every
-## attempt was refused; used Brom's authored line for a player's question [npc_trigger]".
-## `trigger_reason` is what made the NPC speak ("" when not known).
+## A receipt's `fallback_reason` ("attempts_exhausted -> npc_trigger") in words, e.g. "every attempt was
+## refused; used Brom's authored line for a player's question [npc_trigger]"; `trigger_reason`: why it spoke.
 static func fallback(reason: String, npc_name: String, trigger_reason: String = "") -> String:
 	if reason.strip_edges().is_empty():
 		return "an authored line was spoken"

@@ -32,6 +32,11 @@ extends Resource
 ## World-state keys and the values they must have for the rules to grant a request, e.g.
 ## {"alarm": false}.
 @export var requires: Dictionary = {}
+## Lines said with a sale the rules made when every reply of the model's was refused (the sale
+## still happens).
+@export var sold_lines: PackedStringArray = []
+## Lines said with a request the rules declined when every reply of the model's was refused.
+@export var declined_lines: PackedStringArray = []
 
 
 func to_dict() -> Dictionary:
@@ -48,6 +53,7 @@ func to_dict() -> Dictionary:
 		"decided_by": decided_by,
 		"wares": wares.duplicate(true),
 		"requires": requires.duplicate(),
+		"deal_lines": {"sold": Array(sold_lines), "declined": Array(declined_lines)},
 	}
 
 
@@ -61,6 +67,9 @@ static func from_dict(data: Dictionary) -> LoreguardIntent:
 	out.decided_by = data.get("decided_by", "character")
 	out.wares = data.get("wares", {})
 	out.requires = LoreguardDict.scalars(data.get("requires", {}))
+	var lines: Dictionary = data.get("deal_lines", {})
+	out.sold_lines = PackedStringArray(lines.get("sold", []))
+	out.declined_lines = PackedStringArray(lines.get("declined", []))
 	var params_data: Dictionary = data.get("params", {})
 	var names := params_data.keys()
 	names.sort()
