@@ -72,6 +72,7 @@ def test_the_codes_are_found_in_the_sidecar_source() -> None:
         "world_generic",
         "emergency",
         "silence",
+        "deal_lines",
     }
     assert set(codes["give_ups"]) == {"backend", "critical", "attempts_exhausted", "time_budget"}
 
