@@ -111,7 +111,7 @@ func _governance_view() -> void:
 		"approved action: give_item(count=1, item=lantern)",
 		"said a forbidden word: free of charge [no_free_goods]",
 		"was only stage directions or markup, no speech [empty_after_hygiene]",
-		"every attempt was refused; used Mira's general fallback line [npc_generic]",
+		"every attempt was refused; used the line authored for what the rules decided [deal_lines]",
 		"decided by the rules: sold (sells 1 lantern for 5 silver)",
 		"decided by the rules: no sale (the player has 7 silver, and 2 lanterns cost 10 silver)",
 	]:

@@ -170,7 +170,7 @@ func _test_log() -> void:
 		"fallback: a critical rule was broken, so it was not tried again; used Brom's authored line for a player's question",
 		"#3 Mira · its own line passed first time",
 		"approved action: give_item(count=1, item=lantern)",
-		"every attempt was refused; used Mira's general fallback line [npc_generic]",
+		"every attempt was refused; used the line authored for what the rules decided [deal_lines]",
 		"approved action: give_item(count=1, item=lantern) for 5 silver",
 		"decided by the rules: sold (sells 1 lantern for 5 silver)",
 		"decided by the rules: no sale (the player has 7 silver, and 2 lanterns cost 10 silver)",
