@@ -86,6 +86,8 @@ class Ware(FrozenModel):
     #: World-state key counting how many are left (the NPC's scope first, then the world's), as
     #: the game reports it with `set_state`. None: never runs out.
     stock: StateKey | None = None
+    #: How the prompt says several ("loaves of bread"); empty: the name and an "s".
+    plural: Annotated[str, StringConstraints(max_length=64)] = ""
 
 
 class DealLines(FrozenModel):

@@ -76,8 +76,10 @@ class Deal(FrozenModel):
         ware = params.get(spec.ware_param) if spec.ware_param else None
         if ware is None:
             return spec.type.replace("_", " ")
-        count = _count(params, spec)
-        return f"{count} {ware}" if count == 1 or str(ware).endswith("s") else f"{count} {ware}s"
+        count, priced = _count(params, spec), spec.wares.get(str(ware))
+        if count == 1:
+            return f"{count} {ware}"
+        return f"{count} {priced.plural if priced is not None and priced.plural else f'{ware}s'}"
 
 
 class DealTable(FrozenModel):
