@@ -137,7 +137,9 @@ func entry_bbcode(entry: Dictionary) -> String:
 		if deal is Dictionary:
 			var granted: bool = deal.get("granted", false)
 			var verdict := "decided by the rules: %s" % ("sold" if granted else "no sale")
-			under += _tinted("%s (%s)" % [verdict, deal.get("reason", "")], passed_color if granted else fallback_color)
+			under += _tinted(
+				"%s (%s)" % [verdict, deal.get("reason", "")], passed_color if granted else fallback_color
+			)
 	for rejected: Variant in _list(receipt, "rejected_mutations"):
 		if rejected is Dictionary:
 			var change := LoreguardGovernanceText.rejected_change(str(rejected.get("reason", "")))

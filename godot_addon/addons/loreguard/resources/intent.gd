@@ -34,9 +34,9 @@ extends Resource
 @export var requires: Dictionary = {}
 ## Lines said with a sale the rules made when every reply of the model's was refused (the sale
 ## still happens).
-@export var sold_lines: PackedStringArray = []
+@export var sold_lines: PackedStringArray
 ## Lines said with a request the rules declined when every reply of the model's was refused.
-@export var declined_lines: PackedStringArray = []
+@export var declined_lines: PackedStringArray
 
 
 func to_dict() -> Dictionary:
@@ -68,8 +68,10 @@ static func from_dict(data: Dictionary) -> LoreguardIntent:
 	out.wares = data.get("wares", {})
 	out.requires = LoreguardDict.scalars(data.get("requires", {}))
 	var lines: Dictionary = data.get("deal_lines", {})
-	out.sold_lines = PackedStringArray(lines.get("sold", []))
-	out.declined_lines = PackedStringArray(lines.get("declined", []))
+	if not lines.get("sold", []).is_empty():  # left at its default, an inspector shows no revert arrow
+		out.sold_lines = PackedStringArray(lines["sold"])
+	if not lines.get("declined", []).is_empty():
+		out.declined_lines = PackedStringArray(lines["declined"])
 	var params_data: Dictionary = data.get("params", {})
 	var names := params_data.keys()
 	names.sort()
