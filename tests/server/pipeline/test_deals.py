@@ -15,7 +15,7 @@ from stores import demo_store, open_store
 from loreguard.schemas import InteractionOutcome, NpcProfile
 from loreguard.schemas.audit import PackageSelection
 from loreguard.schemas.memory import WORLD_SCOPE, Authority, MemoryWrite, SetWorldState
-from loreguard.schemas.npc import Economy
+from loreguard.schemas.npc import Economy, IntentSpec
 from loreguard.schemas.output import Payment, WorldIntent
 from loreguard.server.audit.recorder import AuditRecorder
 from loreguard.server.audit.replay import Replayer
@@ -285,3 +285,22 @@ def test_a_session_of_deals_replays_exactly(tmp_path: Path) -> None:
     assert pipeline.recorder is not None
     report = Replayer(pipeline.recorder.export(PackageSelection(), exported_by="test")).run()
     assert (report.exact_matches, report.drifts) == (3, 0)
+
+
+def test_an_act_without_a_price_is_decided_by_its_conditions() -> None:
+    """The gate opens by the world's rule (the captain's token), not by the guard's mood."""
+    data = next(p for p in demo_npcs() if p.id == "guard").model_dump(mode="json")["allowed_intents"][0]
+    gate = IntentSpec.model_validate({**data, "decided_by": "rules", "requires": {"player.has_token": True}})
+    line = "Open the gate, please."
+    table = intent_table(line, (gate,))
+    outcomes = [
+        [(d.granted, d.reason) for d in decide(table, (gate,), line, state, ECONOMY, {}).deals]
+        for state in ({"player.has_token": True}, {"player.has_token": False}, {})
+    ]
+    assert outcomes == [
+        [(True, "open_gate is granted: every condition holds")],
+        [(False, "player.has_token is not true")],
+        [(False, "player.has_token is not true")],  # a key the game never set fails the condition
+    ]
+    with pytest.raises(ValueError, match="no cues"):
+        IntentSpec.model_validate({"type": "wave", "decided_by": "rules"})
