@@ -8,7 +8,7 @@ from loreguard.memory.claims import Contradiction, find_contradictions
 from loreguard.schemas.npc import UngroundedNumbers
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
-from loreguard.server.pipeline.gate.deals import UNPRICED_WARE_RULE, is_priced, stock_keys
+from loreguard.server.pipeline.gate.deals import UNPRICED_WARE_RULE, asked_ware, is_priced, stock_keys
 from loreguard.server.pipeline.gate.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.gate.premise import find_agreed_false_claims, tag_statements
 from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -102,10 +102,16 @@ def _unpriced(problem: NumberProblem, snapshot: StateSnapshot, sells: list[str])
     does not sell ("Swords are 30 gold.")."""
     if problem.subject is not None or not sells or is_priced(problem.stated, snapshot):
         return None
-    npc_name = snapshot.npc_name
+    npc_name, asked = snapshot.npc_name, asked_ware(snapshot)
+    if asked is not None:  # the player asked about one ware: a bare price is its price
+        reason = f"names a price ({problem.stated}) that is not what {asked[0]} costs: {asked[1].price} {asked[1].currency} each"
+    else:
+        reason = (
+            f"names a price ({problem.stated}) for nothing {npc_name} sells: {npc_name} sells {', '.join(sells)} and nothing else"
+        )
     return GateFailure(
         gate=GateName.GROUNDING,
-        reason=f"names a price ({problem.stated}) for nothing {npc_name} sells: {npc_name} sells {', '.join(sells)} and nothing else",
+        reason=reason,
         severity=Severity.HARD,
         rule_id=UNPRICED_WARE_RULE,
         evidence=problem.stated,

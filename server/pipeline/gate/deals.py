@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from loreguard.schemas.npc import IntentSpec, Ware
 from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput, Payment
 from loreguard.schemas.prevention import Banned
 from loreguard.schemas.receipt import GateFailure, GateName
@@ -116,18 +117,35 @@ def deal_bans(snapshot: StateSnapshot) -> tuple[Banned, ...]:
 MAX_PRICED_COUNT = 12
 
 
-def priced_amounts(snapshot: StateSnapshot) -> frozenset[tuple[float, str]]:
-    """The money a reply may name, as (value, currency word stem): each ware's price for as many
-    as the intent allows, and what the player's line says it pays."""
-    amounts: set[tuple[float, str]] = set()
+def asked_ware(snapshot: StateSnapshot) -> tuple[str, Ware, int] | None:
+    """The one ware the player's line names ("How much is a lantern?"), with how many of it may
+    be priced together; None when it names none or several."""
+    said = set(stems(snapshot.context.said()))
+    named = []
     for spec in snapshot.allowed_intents:
-        counted = spec.params.get(spec.count_param) if spec.count_param else None
-        most = int(counted.maximum) if counted is not None and counted.maximum is not None else MAX_PRICED_COUNT
-        for ware in spec.wares.values():
-            amounts.update((float(ware.price * k), stem(ware.currency)) for k in range(1, max(most, 1) + 1))
+        named += [(name, ware, _most(spec)) for name, ware in sorted(spec.wares.items()) if stem(name) in said]
+    return named[0] if len(named) == 1 else None
+
+
+def priced_amounts(snapshot: StateSnapshot) -> frozenset[tuple[float, str]]:
+    """The money a reply may name without naming what it prices, as (value, currency word
+    stem): the price of the ware the player asks about (for as many as the intent allows), or of
+    any ware where the line names none; and what the player's line says it pays."""
+    asked = asked_ware(snapshot)
+    priced = (
+        [asked]
+        if asked is not None
+        else [(name, ware, _most(spec)) for spec in snapshot.allowed_intents for name, ware in sorted(spec.wares.items())]
+    )
+    amounts = {(float(ware.price * k), stem(ware.currency)) for _, ware, most in priced for k in range(1, most + 1)}
     for clause in read_numbers(snapshot.context.said()):
         amounts.update((n.value, stem(n.head)) for n in clause.numbers if n.head)
     return frozenset(amounts)
+
+
+def _most(spec: IntentSpec) -> int:
+    counted = spec.params.get(spec.count_param) if spec.count_param else None
+    return max(int(counted.maximum), 1) if counted is not None and counted.maximum is not None else MAX_PRICED_COUNT
 
 
 def is_priced(stated: str, snapshot: StateSnapshot) -> bool:

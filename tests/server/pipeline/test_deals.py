@@ -304,3 +304,12 @@ def test_an_act_without_a_price_is_decided_by_its_conditions() -> None:
     ]
     with pytest.raises(ValueError, match="no cues"):
         IntentSpec.model_validate({"type": "wave", "decided_by": "rules"})
+
+
+def test_a_bare_price_is_the_price_of_the_ware_asked_about(tmp_path: Path) -> None:
+    """The 1.5B answered "How much is a lantern?" with the rope's price: "Two silver, love."."""
+    pipeline, _ = _pipeline(tmp_path, [say("Two silver, love. Tie your knots tight!"), say("Five silver, love, and worth it.")])
+    result = pipeline.interact(ask("How much is a lantern?", npc="merchant"))
+    (failure,) = result.receipt.attempts[0].failures
+    assert failure.rule_id == UNPRICED_WARE_RULE and "not what lantern costs: 5 silver each" in failure.reason
+    assert result.dialogue == "Five silver, love, and worth it."
