@@ -31,7 +31,7 @@ from loreguard.schemas.npc import (
 from loreguard.schemas.rules import RuleType
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
-from loreguard.server.pipeline.turn.deals import Deal, DealTable, decide, ware_facts
+from loreguard.server.pipeline.turn.deals import Deal, DealTable, decide, sold_out, ware_facts
 from loreguard.server.pipeline.turn.intents import OfferedIntent, RefusedRequest, intent_table
 from loreguard.server.pipeline.turn.transcript import (
     EXCHANGE_TAG,
@@ -108,6 +108,8 @@ class StateSnapshot(FrozenModel):
     #: The requests the rules decided (`deals`): a sale is among `offered_intents` as decided,
     #: a decline is not offered at all.
     deals: tuple[Deal, ...] = ()
+    #: The NPC's wares whose stock the game reports as gone: saying there are none is true.
+    sold_out: tuple[str, ...] = ()
     #: The repair message for this attempt: why the previous one was rejected.
     repair: str = ""
     #: On a retry, the first attempt's rules: the prompt keeps showing them where they were (so
@@ -320,6 +322,7 @@ def build_snapshot(
         offered_intents=decided.table.offered,
         refused_requests=decided.table.refused,
         deals=decided.deals,
+        sold_out=sold_out(profile.allowed_intents, state),
         max_chars=bounds.max_chars,
         ungrounded_numbers=profile.ungrounded_numbers,
         output_limits=profile.output_limits,

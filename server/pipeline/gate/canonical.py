@@ -8,7 +8,7 @@ from loreguard.memory.claims import Contradiction, find_contradictions
 from loreguard.schemas.npc import UngroundedNumbers
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
-from loreguard.server.pipeline.gate.deals import UNPRICED_WARE_RULE, asked_ware, is_priced, stock_keys
+from loreguard.server.pipeline.gate.deals import UNPRICED_WARE_RULE, asked_ware, is_priced, prices_nothing_named, stock_keys
 from loreguard.server.pipeline.gate.grounding import NumberProblem, describe, find_number_problems, subjects_in_context
 from loreguard.server.pipeline.gate.premise import find_agreed_false_claims, tag_statements
 from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -39,7 +39,7 @@ def claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[Gate
         caught = {hit.label for hit in hits}
         sells = [ware for spec in snapshot.allowed_intents for ware in sorted(spec.wares)]
         for problem in find_number_problems(text, subjects):
-            failure = _unpriced(problem, snapshot, sells) or _number_failure(problem, snapshot.ungrounded_numbers)
+            failure = _unpriced(problem, snapshot, sells, text) or _number_failure(problem, snapshot.ungrounded_numbers)
             if failure is not None and failure.rule_id not in caught:
                 ungrounded.append(failure)
     return contradictions, ungrounded
@@ -96,11 +96,13 @@ def _number_failure(problem: NumberProblem, ungrounded: UngroundedNumbers) -> Ga
     )
 
 
-def _unpriced(problem: NumberProblem, snapshot: StateSnapshot, sells: list[str]) -> GateFailure | None:
-    """A price about nothing in the context, from an NPC that sells priced wares, that is no
-    price of its wares (a few at a time) nor money the player named: it offers something it
-    does not sell ("Swords are 30 gold.")."""
-    if problem.subject is not None or not sells or is_priced(problem.stated, snapshot):
+def _unpriced(problem: NumberProblem, snapshot: StateSnapshot, sells: list[str], text: str) -> GateFailure | None:
+    """A price about nothing in the context, from an NPC that sells priced wares: no price of its
+    wares (a few at a time) nor money the player named ("Swords are 30 gold."), or any amount in
+    a sentence about something else ("The torch is 1 copper.")."""
+    if problem.subject is not None or not sells:
+        return None
+    if is_priced(problem.stated, snapshot) and not prices_nothing_named(text, snapshot):
         return None
     npc_name, asked = snapshot.npc_name, asked_ware(snapshot)
     if asked is not None:  # the player asked about one ware: a bare price is its price

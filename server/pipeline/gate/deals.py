@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from loreguard.schemas.npc import IntentSpec, Ware
 from loreguard.schemas.output import EmitWorldIntentMutation, ParsedOutput, Payment
-from loreguard.schemas.prevention import Banned
+from loreguard.schemas.prevention import Banned, BannedOpening
 from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.turn.deals import Deal
@@ -60,6 +60,7 @@ def deal_failures(output: ParsedOutput, snapshot: StateSnapshot, *, prefix: bool
             reason = f'the rules made the sale ({sales[0].reason}), but the reply turns it down ("{said_no}"): say it is done'
             return [_failure(DEAL_OUTCOME_RULE, reason, said_no)]
     short = {str(dict(d.offer.params).get(d.offer.spec.ware_param or "")) for d in snapshot.deals if not d.granted}
+    short.update(snapshot.sold_out)
     for spec in snapshot.allowed_intents:
         if not spec.wares:
             continue
@@ -102,6 +103,17 @@ def payment_of(m: EmitWorldIntentMutation, deals: tuple[Deal, ...]) -> Payment |
     return None
 
 
+#: How a sale may not begin: the 1.5B sold a rope as "Sorry, I can only sell one rope.".
+SALE_OPENINGS = ("sorry", "i'm sorry", "i am sorry", "i apologize", "unfortunately")
+
+
+def deal_openings(snapshot: StateSnapshot) -> tuple[BannedOpening, ...]:
+    """With a sale the rules made, the openings of a refusal, kept out by the sampler."""
+    if not any(deal.granted for deal in snapshot.deals):
+        return ()
+    return tuple(BannedOpening(rule_id=DEAL_OUTCOME_RULE, words=words) for words in SALE_OPENINGS)
+
+
 def deal_bans(snapshot: StateSnapshot) -> tuple[Banned, ...]:
     """What the sampler keeps out: with a sale, the words that turn a request down; with only
     declines, the declined intents' grant phrases."""
@@ -138,9 +150,30 @@ def priced_amounts(snapshot: StateSnapshot) -> frozenset[tuple[float, str]]:
         else [(name, ware, _most(spec)) for spec in snapshot.allowed_intents for name, ware in sorted(spec.wares.items())]
     )
     amounts = {(float(ware.price * k), stem(ware.currency)) for _, ware, most in priced for k in range(1, most + 1)}
-    for clause in read_numbers(snapshot.context.said()):
-        amounts.update((n.value, stem(n.head)) for n in clause.numbers if n.head)
+    # what the player's line pays, and what the prompt told of a decline ("the player has 1 silver")
+    for text in (snapshot.context.said(), *(deal.reason for deal in snapshot.deals)):
+        for clause in read_numbers(text):
+            amounts.update((n.value, stem(n.head)) for n in clause.numbers if n.head)
     return frozenset(amounts)
+
+
+#: Words that make the player's line ask a price ("How much is a torch?").
+PRICE_QUESTION = tuple(stems(p) for p in ("how much", "cost", "costs", "price", "prices", "what do you want for"))
+
+
+def prices_nothing_named(dialogue: str, snapshot: StateSnapshot) -> bool:
+    """Whether a reply that names none of the NPC's wares answers a price question that names
+    none either ("How much is a torch?" -> "The torch is 1 copper."): any amount it says prices
+    something the NPC does not sell."""
+    said = stems(snapshot.context.said())
+    if asked_ware(snapshot) is not None or not any(_has(said, words) for words in PRICE_QUESTION):
+        return False
+    wares = {stem(name) for spec in snapshot.allowed_intents for name in spec.wares}
+    return not wares.intersection(stems(dialogue))
+
+
+def _has(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:
+    return any(words[i : i + len(needle)] == needle for i in range(len(words) - len(needle) + 1))
 
 
 def _most(spec: IntentSpec) -> int:

@@ -10,7 +10,7 @@ thresholds, and `dialogue_constraints` gathers them for one attempt:
 - `voices.self_address_bans`   the NPC calling itself by its own name
 - `parroting.copy_limits`      runs of an example's line, the player's lines, the persona
 - `self_repeats.repeat_limits` runs of the NPC's recent replies to other questions, its habit's opening
-- `deals.deal_bans`            with a sale the rules made, the words that turn it down; with a decline, its grant phrases
+- `deals.deal_bans`            with a sale the rules made, the words that turn it down and a sorry opening; with a decline, its grant phrases
 
 The canonical facts and the lore are free: saying them as written is never refused as a copy.
 The gate stays the verifier of record: every reply still passes it, and each attempt's receipt
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from loreguard.schemas.prevention import DialogueConstraints
 from loreguard.server.pipeline.gate.checks import constraint_bans
-from loreguard.server.pipeline.gate.deals import deal_bans
+from loreguard.server.pipeline.gate.deals import deal_bans, deal_openings
 from loreguard.server.pipeline.gate.parroting import copy_limits
 from loreguard.server.pipeline.gate.register import register_bans
 from loreguard.server.pipeline.gate.self_repeats import repeat_context, repeat_limits
@@ -44,5 +44,8 @@ def dialogue_constraints(snapshot: StateSnapshot) -> DialogueConstraints:
     )
     free = (*(fact.text for fact in snapshot.canonical), snapshot.world_lore)
     return DialogueConstraints(
-        banned=banned, copies=(*copies, *repeats), openings=(*echoes, *openings), free=tuple(t for t in free if t)
+        banned=banned,
+        copies=(*copies, *repeats),
+        openings=(*echoes, *openings, *deal_openings(snapshot)),
+        free=tuple(t for t in free if t),
     )

@@ -157,6 +157,17 @@ def _decide(offer: OfferedIntent, asked: str, state: Mapping[str, JsonScalar], e
     return Deal(offer=offer, granted=True, reason=f"sells {sale}", payment=payment)
 
 
+def sold_out(specs: Iterable[IntentSpec], state: Mapping[str, JsonScalar]) -> tuple[str, ...]:
+    """The wares whose stock key the game reports below one, by name."""
+    gone = set()
+    for spec in specs:
+        for name, ware in spec.wares.items():
+            left = _number(state.get(ware.stock)) if ware.stock else None
+            if left is not None and left < 1:
+                gone.add(name)
+    return tuple(sorted(gone))
+
+
 def _count(params: Mapping[str, JsonScalar], spec: IntentSpec) -> int:
     value = params.get(spec.count_param) if spec.count_param else None
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1

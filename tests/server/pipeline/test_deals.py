@@ -313,3 +313,24 @@ def test_a_bare_price_is_the_price_of_the_ware_asked_about(tmp_path: Path) -> No
     (failure,) = result.receipt.attempts[0].failures
     assert failure.rule_id == UNPRICED_WARE_RULE and "not what lantern costs: 5 silver each" in failure.reason
     assert result.dialogue == "Five silver, love, and worth it."
+
+
+def test_a_price_asked_for_something_not_sold_is_no_price_of_a_ware(tmp_path: Path) -> None:
+    """The 1.5B priced a torch at the bread's price: "The torch is 1 copper."."""
+    pipeline, _ = _pipeline(tmp_path, [say("The torch is 1 copper."), say("I don't sell torches, love.")])
+    result = pipeline.interact(ask("How much is a torch?", npc="merchant"))
+    assert [[f.rule_id for f in a.failures] for a in result.receipt.attempts] == [[UNPRICED_WARE_RULE], []]
+
+
+def test_a_sold_out_ware_may_be_said_to_be_gone_and_a_decline_may_say_the_purse(tmp_path: Path) -> None:
+    empty = demo_world().model_copy(update={"initial_state": {"player.purse": 15, "merchant.lanterns": 0}})
+    store = open_store(tmp_path / "m.sqlite", world=empty, npcs=[MERCHANT])
+    outputs = [
+        say("No lanterns left, love. The river took the last."),
+        say("A rope is 2 silver, love, and you have 1 silver and 5 copper."),
+    ]
+    pipeline = GovernancePipeline(store, ScriptedBackend({"merchant": outputs}))
+    gone = pipeline.interact(ask("Have you got another lantern?", npc="merchant"))
+    assert gone.receipt.attempts[0].failures == ()
+    short = pipeline.interact(ask("I'll buy a rope.", npc="merchant"))
+    assert short.receipt.attempts[0].failures == () and short.receipt.deals[0].granted is False
