@@ -263,6 +263,10 @@ def asking_sentences(line: str, spec: IntentSpec, cues: Iterable[tuple[str, ...]
             after = said[at + 1].words if at + 1 < len(said) else ()
             if at and not values & set(sentence.words) and _REFERS & set(sentence.words):
                 asked.append(Asking(said[at - 1].words + sentence.words, after))  # "Got any bread? I'll take one."
+            elif at and not values & set(sentence.words) and _opened(sentence.words)[:2] in _PAYING:
+                # "I dropped my lantern in the river. Have you got another one? Here's 5 silver.":
+                # money handed over for nothing named pays for what the line spoke of before
+                asked.append(Asking(tuple(w for s in said[:at] for w in s.words) + sentence.words, after))
             else:
                 asked.append(Asking(sentence.words, after))
     return tuple(asked)

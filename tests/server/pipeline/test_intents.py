@@ -38,6 +38,9 @@ def _offers(line: str, specs: tuple[IntentSpec, ...] = GIVE, **rules: tuple[str,
         ("Give me ten ropes.", []),  # more than the parameter allows
         ("Can you give me a torch?", []),  # nothing Mira has
         ("How much is a lantern?", []),  # a question about one, no request
+        # money handed over for nothing named pays for what the line spoke of (issue 58's line)
+        ("I dropped my lantern in the river. Have you got another one? Here's 5 silver.", ["give_item(count=1, item=lantern)"]),
+        ("Here's 5 silver.", []),
         ("", []),
     ],
 )
