@@ -28,8 +28,9 @@ def test_requests_are_granted_only_as_asked(reproducible_backend: LlamaCppBacken
     granted = 0
     for (npc, line), asked in REQUESTS.items():
         result = pipeline.interact(ask(line, npc=npc))
-        assert all(intent == asked for intent in result.intents), (line, result.intents)
-        granted += asked in result.intents
+        # a sale the rules made carries its payment; the act is what was asked
+        assert all(intent.same_act(asked) for intent in result.intents), (line, result.intents)
+        granted += any(intent.same_act(asked) for intent in result.intents)
     written = [json.loads(generation.text)["intent"] for request, generation in recording.calls if request.purpose == "dialogue"]
     assert all(intent == "none" or intent["type"] in ("open_gate", "give_item") for intent in written)
     assert granted >= 1, "the embedded model granted none of the requests"
