@@ -278,7 +278,6 @@ def build_snapshot(
     sections = set(contract.sections)
     state = merged_state(world_memory, npc_memory, derived)
     shown_state = tuple(sorted(state.items())) if Section.WORLD_STATE in sections else ()
-    claims = world.state_claims if world else {}
     query = _query(context.said(), interaction_index, profile, sections, decay)
     all_exchanges, exchanges, memories, believed = _conversation_and_memories(
         npc_memory,
@@ -287,7 +286,7 @@ def build_snapshot(
     )
     episodes = retrieve_episodic(memories, query, recall, said=partial(said_in, profile.name))
     beliefs = retrieve_beliefs([b for b in npc_memory.beliefs if (b.id, b.content) not in believed], query)
-    decided = _offers(context, profile, constraints, state, world)
+    decided, claims = _offers(context, profile, constraints, state, world), world.state_claims if world else {}
     return StateSnapshot(
         npc_id=profile.id,
         npc_name=profile.name,

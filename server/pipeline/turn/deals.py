@@ -128,11 +128,11 @@ def _decide(offer: OfferedIntent, asked: str, state: Mapping[str, JsonScalar], e
     for key, wanted in sorted(spec.requires.items()):
         if key not in state or state[key] != wanted:
             return Deal(offer=offer, granted=False, reason=f"{key} is not {_shown(wanted)}")
-    name = spec.ware_param
-    ware = spec.wares.get(str(params.get(name))) if name else None
+    item = str(params.get(spec.ware_param or ""))
+    ware = spec.wares.get(item)
     if ware is None:
         return Deal(offer=offer, granted=True, reason=f"{spec.type} is granted: every condition holds")
-    item, count = str(params[name]), _count(params, spec)
+    count = _count(params, spec)
     if ware.stock is not None:
         left = _number(state.get(ware.stock))
         if left is None or left < count:
