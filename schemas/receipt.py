@@ -211,14 +211,6 @@ class AttemptRecord(FrozenModel):
     #: generation (`running.repair`); None: not cut.
     cut_to: int | None = None
 
-    @model_serializer(mode="wrap")
-    def _without_no_deals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A receipt without deals reads as it did before deals: records made then hash the same.
-        data: dict[str, Any] = handler(self)
-        if not data.get("deals"):
-            data.pop("deals", None)
-        return data
-
     @property
     def kv_hit_rate(self) -> float | None:
         """The share of the prompt's tokens found in the model's cache; None when the backend
