@@ -4,7 +4,8 @@
   rope") nor its ware denied ("I don't have any rope"): the game hands the rope over, so the
   player would hear a no and get a yes.
 - In any reply, a ware the NPC sells and has in stock is never denied ("There's no bread for
-  sale"), except one whose stock the rules found short this turn.
+  sale"), except one whose stock the rules found short this turn; and what the player asked for
+  that it does not sell is not offered ("Can you give me a torch?" -> "A torch, love.").
 - A declined request is not granted: its intent is off the table (the grammar cannot write it),
   and "Here's your rope" without it fails `deeds.grants_in_words_only`.
 
@@ -23,8 +24,9 @@ from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.turn.deals import Deal
 from loreguard.server.pipeline.turn.intents import REFUSALS, describe, refusal
+from loreguard.text.asking import asking_sentences, receives
 from loreguard.text.numbers import parse_number, read_numbers
-from loreguard.text.stock_talk import denied_ware
+from loreguard.text.stock_talk import asked_thing, denied_ware, offers_thing
 from loreguard.text.words import stem, stems
 
 if TYPE_CHECKING:
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 
 DEAL_OUTCOME_RULE = "deal_outcome"
 WARE_DENIED_RULE = "ware_denied"
+#: What the player asked for that the NPC does not sell, offered anyway ("A torch, love.").
+NOT_SOLD_RULE = "not_sold"
 #: A money amount about nothing the NPC sells, from an NPC with priced wares (`canonical`).
 UNPRICED_WARE_RULE = "unpriced_ware"
 
@@ -59,6 +63,10 @@ def deal_failures(output: ParsedOutput, snapshot: StateSnapshot, *, prefix: bool
         if said_no:
             reason = f'the rules made the sale ({sales[0].reason}), but the reply turns it down ("{said_no}"): say it is done'
             return [_failure(DEAL_OUTCOME_RULE, reason, said_no)]
+    offered = offered_unsold(output.dialogue, snapshot)
+    if offered:
+        reason = f"the reply offers {offered}, which {snapshot.npc_name} does not sell: say so instead"
+        return [_failure(NOT_SOLD_RULE, reason, offered)]
     short = {str(dict(d.offer.params).get(d.offer.spec.ware_param or "")) for d in snapshot.deals if not d.granted}
     short.update(snapshot.sold_out)
     for spec in snapshot.allowed_intents:
@@ -69,6 +77,19 @@ def deal_failures(output: ParsedOutput, snapshot: StateSnapshot, *, prefix: bool
             reason = f"the reply says there is no {ware}, which {snapshot.npc_name} sells and has: do not deny it"
             return [_failure(WARE_DENIED_RULE, reason, ware)]
     return []
+
+
+def offered_unsold(dialogue: str, snapshot: StateSnapshot) -> str:
+    """What the player asked for that the NPC does not sell ("Can you give me a torch?"), where
+    the reply offers it ("A torch, love. It's great for the dark nights!"); "" otherwise."""
+    for spec in snapshot.allowed_intents:
+        if not spec.wares or not receives(spec):
+            continue
+        for asking in asking_sentences(snapshot.context.said(), spec):
+            thing = asked_thing(asking.words, spec.wares)
+            if thing is not None and offers_thing(dialogue, thing):
+                return thing
+    return ""
 
 
 def declined_problem(m: EmitWorldIntentMutation, deals: tuple[Deal, ...]) -> str:

@@ -22,7 +22,7 @@ from loreguard.server.audit.replay import Replayer
 from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import GovernancePipeline
-from loreguard.server.pipeline.gate.deals import DEAL_OUTCOME_RULE, UNPRICED_WARE_RULE, WARE_DENIED_RULE
+from loreguard.server.pipeline.gate.deals import DEAL_OUTCOME_RULE, NOT_SOLD_RULE, UNPRICED_WARE_RULE, WARE_DENIED_RULE
 from loreguard.server.pipeline.turn.deals import decide
 from loreguard.server.pipeline.turn.intents import intent_table
 from loreguard.text.money import money_named, money_text
@@ -334,3 +334,12 @@ def test_a_sold_out_ware_may_be_said_to_be_gone_and_a_decline_may_say_the_purse(
     assert gone.receipt.attempts[0].failures == ()
     short = pipeline.interact(ask("I'll buy a rope.", npc="merchant"))
     assert short.receipt.attempts[0].failures == () and short.receipt.deals[0].granted is False
+
+
+def test_what_the_player_asks_for_and_the_npc_does_not_sell_is_not_offered(tmp_path: Path) -> None:
+    """The 1.5B to "Can you give me a torch?": "A torch, love. It's a bit more expensive than
+    lanterns, but it's great for the dark nights!"."""
+    offered = "A torch, love. It's a bit more expensive than lanterns, but it's great for the dark nights!"
+    pipeline, _ = _pipeline(tmp_path, [say(offered), say("No torches here, love. A lantern lights the dark as well.")])
+    result = pipeline.interact(ask("Can you give me a torch?", npc="merchant"))
+    assert [[f.rule_id for f in a.failures] for a in result.receipt.attempts] == [[NOT_SOLD_RULE], []]

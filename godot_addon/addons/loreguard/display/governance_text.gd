@@ -77,6 +77,7 @@ const BUILT_IN_RULES := {
 	"deal_outcome": "contradicted the sale the rules decided",
 	"ware_denied": "said it has none of something it sells",
 	"unpriced_ware": "priced something it does not sell",
+	"not_sold": "offered something it does not sell",
 	# gate.py, numbers in the line against the context
 	"ungrounded_numbers": "named an amount nothing in the scene backs up",
 }
@@ -247,8 +248,7 @@ static func outcome_of(receipt: Dictionary) -> String:
 	return said
 
 
-## A receipt's `fallback_reason` ("attempts_exhausted -> npc_trigger") in words, e.g. "every attempt was
-## refused; used Brom's authored line for a player's question [npc_trigger]"; `trigger_reason`: why it spoke.
+## A `fallback_reason` ("attempts_exhausted -> npc_trigger") in words; `trigger_reason`: why it spoke.
 static func fallback(reason: String, npc_name: String, trigger_reason: String = "") -> String:
 	if reason.strip_edges().is_empty():
 		return "an authored line was spoken"
