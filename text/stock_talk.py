@@ -15,7 +15,7 @@ from loreguard.text.negation import DENIALS
 from loreguard.text.numbers import ONES, TENS
 from loreguard.text.phrases import sentences
 from loreguard.text.request_terms import CLAUSE_BREAK
-from loreguard.text.words import stem, stems
+from loreguard.text.words import contains_run, stem, stems
 
 #: Words that say the stock is gone, whatever the clause denies.
 GONE = tuple(
@@ -31,11 +31,6 @@ NONE_REACH = 2
 FOR_NOTHING = tuple(stems(p) for p in ("give away", "to spare", "for free", "for nothing", "free of charge"))
 
 
-def _has(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:
-    n = len(needle)
-    return any(words[i : i + n] == needle for i in range(len(words) - n + 1))
-
-
 def denied_ware(line: str, wares: Iterable[str]) -> str | None:
     """The first of `wares` that `line` says there is none of, or None."""
     names = {stem(ware): ware for ware in wares}
@@ -45,9 +40,9 @@ def denied_ware(line: str, wares: Iterable[str]) -> str | None:
         for clause in CLAUSE_BREAK.split(sentence):
             words = stems(clause)
             named = [names[w] for w in words if w in names]
-            if not named or any(_has(words, free) for free in FOR_NOTHING):
+            if not named or any(contains_run(words, free) for free in FOR_NOTHING):
                 continue
-            if any(_has(words, gone) for gone in GONE):
+            if any(contains_run(words, gone) for gone in GONE):
                 return named[0]
             if any(w in names and DENIALS.intersection(words[max(0, i - NONE_REACH) : i]) for i, w in enumerate(words)):
                 if not TO_THE_BUYER.intersection(words):  # "no rope for you" turns a buyer down

@@ -87,6 +87,12 @@ def _pieces(token: str) -> list[str]:
     return pieces
 
 
+def contains_run(words: tuple[str, ...], run: tuple[str, ...]) -> bool:
+    """Whether `run` stands in `words` as a contiguous run (both stemmed, as `stems` gives them)."""
+    n = len(run)
+    return bool(n) and any(words[i : i + n] == run for i in range(len(words) - n + 1))
+
+
 @lru_cache(maxsize=8192)
 def word_tokens(text: str) -> tuple[str, ...]:
     """Folded words of `text` in order; unspaced scripts as overlapping two-character pieces."""

@@ -31,7 +31,7 @@ from loreguard.schemas.npc import (
 from loreguard.schemas.rules import RuleType
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
-from loreguard.server.pipeline.turn.deals import Deal, DealTable, decide, sold_out, ware_facts
+from loreguard.server.pipeline.turn.deals import Deal, DealTable, decide, ware_facts
 from loreguard.server.pipeline.turn.intents import OfferedIntent, RefusedRequest, intent_table
 from loreguard.server.pipeline.turn.transcript import (
     EXCHANGE_TAG,
@@ -110,6 +110,8 @@ class StateSnapshot(FrozenModel):
     deals: tuple[Deal, ...] = ()
     #: The NPC's wares whose stock the game reports as gone: saying there are none is true.
     sold_out: tuple[str, ...] = ()
+    #: What the player's line asks for that the NPC does not sell (stemmed): not to be offered.
+    asked_unsold: tuple[str, ...] = ()
     #: The repair message for this attempt: why the previous one was rejected.
     repair: str = ""
     #: On a retry, the first attempt's rules: the prompt keeps showing them where they were (so
@@ -318,10 +320,7 @@ def build_snapshot(
         few_shot=profile.few_shot[: bounds.max_few_shot],
         secrets=tuple(sorted(profile.secrets, key=lambda x: x.id)),
         allowed_intents=tuple(sorted(profile.allowed_intents, key=lambda i: i.type)),
-        offered_intents=decided.table.offered,
-        refused_requests=decided.table.refused,
-        deals=decided.deals,
-        sold_out=sold_out(profile.allowed_intents, state),
+        **decided.snapshot_fields(),
         max_chars=bounds.max_chars,
         ungrounded_numbers=profile.ungrounded_numbers,
         output_limits=profile.output_limits,

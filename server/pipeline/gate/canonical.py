@@ -19,6 +19,7 @@ def claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[Gate
     stock = stock_keys(snapshot)
     shown = tuple(item for item in snapshot.world_state if item[0] not in stock) if stock else snapshot.world_state
     subjects = subjects_in_context(shown, snapshot.canonical)
+    sells = [ware for spec in snapshot.allowed_intents for ware in sorted(spec.wares)]
     contradictions: list[GateFailure] = []
     ungrounded: list[GateFailure] = []
     state_claims = dict(snapshot.state_claims)
@@ -37,7 +38,6 @@ def claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[Gate
             contradictions.extend(_contradiction_failure(hit, agreed=True) for hit in agreed)
         # A claim the checker above already caught is not reported twice.
         caught = {hit.label for hit in hits}
-        sells = [ware for spec in snapshot.allowed_intents for ware in sorted(spec.wares)]
         for problem in find_number_problems(text, subjects):
             failure = _unpriced(problem, snapshot, sells, text) or _number_failure(problem, snapshot.ungrounded_numbers)
             if failure is not None and failure.rule_id not in caught:

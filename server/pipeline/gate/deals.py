@@ -24,10 +24,9 @@ from loreguard.schemas.receipt import GateFailure, GateName
 from loreguard.schemas.rules import Severity
 from loreguard.server.pipeline.turn.deals import Deal
 from loreguard.server.pipeline.turn.intents import REFUSALS, describe, refusal
-from loreguard.text.asking import asking_sentences, receives
 from loreguard.text.numbers import parse_number, read_numbers
-from loreguard.text.stock_talk import asked_thing, denied_ware, offers_thing
-from loreguard.text.words import stem, stems
+from loreguard.text.stock_talk import denied_ware, offers_thing
+from loreguard.text.words import contains_run, stem, stems
 
 if TYPE_CHECKING:
     from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -55,7 +54,7 @@ def deal_failures(output: ParsedOutput, snapshot: StateSnapshot, *, prefix: bool
     written (not `prefix`: the intent follows the dialogue), a sale the reply does not grant."""
     sales = [deal for deal in snapshot.deals if deal.granted]
     if sales:
-        if not prefix and payment_of_any(output, sales) is None:  # a backend without the output grammar
+        if not prefix and not grants_a_sale(output, sales):  # a backend without the output grammar
             wanted = " or ".join(describe(deal.offer) for deal in sales)
             reason = f'the rules made the sale ({sales[0].reason}): the reply must grant it in "intent": {wanted}'
             return [_failure(DEAL_OUTCOME_RULE, reason, "intent")]
@@ -63,7 +62,7 @@ def deal_failures(output: ParsedOutput, snapshot: StateSnapshot, *, prefix: bool
         if said_no:
             reason = f'the rules made the sale ({sales[0].reason}), but the reply turns it down ("{said_no}"): say it is done'
             return [_failure(DEAL_OUTCOME_RULE, reason, said_no)]
-    offered = offered_unsold(output.dialogue, snapshot)
+    offered = next((thing for thing in snapshot.asked_unsold if offers_thing(output.dialogue, thing)), "")
     if offered:
         reason = f"the reply offers {offered}, which {snapshot.npc_name} does not sell: say so instead"
         return [_failure(NOT_SOLD_RULE, reason, offered)]
@@ -79,35 +78,16 @@ def deal_failures(output: ParsedOutput, snapshot: StateSnapshot, *, prefix: bool
     return []
 
 
-def offered_unsold(dialogue: str, snapshot: StateSnapshot) -> str:
-    """What the player asked for that the NPC does not sell ("Can you give me a torch?"), where
-    the reply offers it ("A torch, love. It's great for the dark nights!"); "" otherwise."""
-    for spec in snapshot.allowed_intents:
-        if not spec.wares or not receives(spec):
-            continue
-        for asking in asking_sentences(snapshot.context.said(), spec):
-            thing = asked_thing(asking.words, spec.wares)
-            if thing is not None and offers_thing(dialogue, thing):
-                return thing
-    return ""
-
-
 def declined_problem(m: EmitWorldIntentMutation, deals: tuple[Deal, ...]) -> str:
     """Why the gate does not approve a grant of a request the rules declined, or ""."""
-    for deal in deals:
-        if not deal.granted and deal.offer.spec.type == m.intent and all(m.params.get(k) == v for k, v in deal.offer.params):
-            return f"the rules decline it: {deal.reason}"
-    return ""
+    declined = next((deal for deal in deals if not deal.granted and deal.offer.granted_by(m)), None)
+    return f"the rules decline it: {declined.reason}" if declined is not None else ""
 
 
-def payment_of_any(output: ParsedOutput, sales: list[Deal]) -> Deal | None:
-    """The sale among `sales` the output grants, or None."""
-    for m in output.mutations:
-        if isinstance(m, EmitWorldIntentMutation):
-            for deal in sales:
-                if deal.offer.spec.type == m.intent and all(m.params.get(k) == v for k, v in deal.offer.params):
-                    return deal
-    return None
+def grants_a_sale(output: ParsedOutput, sales: list[Deal]) -> bool:
+    """Whether the output grants one of `sales`."""
+    granted = [m for m in output.mutations if isinstance(m, EmitWorldIntentMutation)]
+    return any(deal.offer.granted_by(m) for m in granted for deal in sales)
 
 
 def stock_keys(snapshot: StateSnapshot) -> frozenset[str]:
@@ -118,10 +98,7 @@ def stock_keys(snapshot: StateSnapshot) -> frozenset[str]:
 
 def payment_of(m: EmitWorldIntentMutation, deals: tuple[Deal, ...]) -> Payment | None:
     """What the player pays for the sale `m` grants (None: not a sale the rules made)."""
-    for deal in deals:
-        if deal.granted and deal.offer.spec.type == m.intent and all(m.params.get(k) == v for k, v in deal.offer.params):
-            return deal.payment
-    return None
+    return next((deal.payment for deal in deals if deal.granted and deal.offer.granted_by(m)), None)
 
 
 #: How a sale may not begin: the 1.5B sold a rope as "Sorry, I can only sell one rope.".
@@ -187,14 +164,10 @@ def prices_nothing_named(dialogue: str, snapshot: StateSnapshot) -> bool:
     none either ("How much is a torch?" -> "The torch is 1 copper."): any amount it says prices
     something the NPC does not sell."""
     said = stems(snapshot.context.said())
-    if asked_ware(snapshot) is not None or not any(_has(said, words) for words in PRICE_QUESTION):
+    if asked_ware(snapshot) is not None or not any(contains_run(said, words) for words in PRICE_QUESTION):
         return False
     wares = {stem(name) for spec in snapshot.allowed_intents for name in spec.wares}
     return not wares.intersection(stems(dialogue))
-
-
-def _has(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:
-    return any(words[i : i + len(needle)] == needle for i in range(len(words) - len(needle) + 1))
 
 
 def _most(spec: IntentSpec) -> int:

@@ -20,16 +20,18 @@ give the same deals, in the order the table lists them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from loreguard.memory.memo import IdentityMemo
 from loreguard.schemas.base import FrozenModel, JsonScalar
-from loreguard.schemas.memory import CanonicalFact, Claim
+from loreguard.schemas.memory import CanonicalFact, Claim, value_text
 from loreguard.schemas.npc import Decider, Economy, IntentSpec
 from loreguard.schemas.output import Payment, WorldIntent
 from loreguard.schemas.receipt import DealRecord
 from loreguard.server.pipeline.turn.intents import IntentTable, OfferedIntent, requested_offers
+from loreguard.text.asking import asking_sentences, receives
 from loreguard.text.money import money_named, money_text
+from loreguard.text.stock_talk import asked_thing
 
 #: What introduces a ware's price in a reply the canonical gate reads ("a rope costs 5 silver").
 #: Singular only: "two ropes cost 4 silver" is a total, which `grounding` leaves alone.
@@ -72,14 +74,18 @@ class Deal(FrozenModel):
     @property
     def item(self) -> str:
         """What is asked for, as the prompt says it: "1 rope", or the intent's name."""
-        spec, params = self.offer.spec, dict(self.offer.params)
-        ware = params.get(spec.ware_param) if spec.ware_param else None
-        if ware is None:
-            return spec.type.replace("_", " ")
-        count, priced = _count(params, spec), spec.wares.get(str(ware))
-        if count == 1:
-            return f"{count} {ware}"
-        return f"{count} {priced.plural if priced is not None and priced.plural else f'{ware}s'}"
+        return _item(self.offer)
+
+
+def _item(offer: OfferedIntent) -> str:
+    spec, params = offer.spec, dict(offer.params)
+    ware = params.get(spec.ware_param) if spec.ware_param else None
+    if ware is None:
+        return spec.type.replace("_", " ")
+    count, priced = _count(params, spec), spec.wares.get(str(ware))
+    if count == 1:
+        return f"{count} {ware}"
+    return f"{count} {priced.plural if priced is not None and priced.plural else f'{ware}s'}"
 
 
 class DealTable(FrozenModel):
@@ -87,11 +93,25 @@ class DealTable(FrozenModel):
 
     table: IntentTable
     deals: tuple[Deal, ...] = ()
+    #: What the line asks for that the NPC does not sell (`asked_unsold`).
+    asked_unsold: tuple[str, ...] = ()
+    #: The wares the game reports gone (`sold_out`).
+    sold_out: tuple[str, ...] = ()
+
+    def snapshot_fields(self) -> dict[str, object]:
+        """The `StateSnapshot` fields this table fills."""
+        return {
+            "offered_intents": self.table.offered,
+            "refused_requests": self.table.refused,
+            "deals": self.deals,
+            "sold_out": self.sold_out,
+            "asked_unsold": self.asked_unsold,
+        }
 
 
 def decide(
     table: IntentTable,
-    specs: Iterable[IntentSpec],
+    specs: Sequence[IntentSpec],
     asked: str,
     state: Mapping[str, JsonScalar],
     economy: Economy,
@@ -101,33 +121,34 @@ def decide(
     words; `state`: the merged world state; `forbidding`: intent type -> the id of a rule in
     force that forbids it."""
     deals: list[Deal] = []
-    refused = {(r.offer.spec.type, r.offer.params): r for r in table.refused}
     for spec in sorted(specs, key=lambda s: s.type):
         if spec.decided_by is not Decider.RULES:
             continue
-        for offer in requested_offers(spec, asked):
-            turned_down = refused.get((spec.type, offer.params))
-            if turned_down is not None:
-                reason = f'the player asks for it "{turned_down.phrase}", which rule {turned_down.rule_id} forbids'
-                deals.append(Deal(offer=offer, granted=False, reason=reason))
-            elif spec.type in forbidding:
-                deals.append(Deal(offer=offer, granted=False, reason=f"rule {forbidding[spec.type]} forbids it now"))
-            else:
-                deals.append(_decide(offer, asked, state, economy))
+        if spec.type in forbidding:  # the table leaves out what a rule forbids: read the line for it
+            reason = f"rule {forbidding[spec.type]} forbids it now"
+            deals += [Deal(offer=offer, granted=False, reason=reason) for offer in requested_offers(spec, asked)]
+            continue
+        for r in table.refused:
+            if r.offer.spec.type == spec.type:
+                reason = f'the player asks for it "{r.phrase}", which rule {r.rule_id} forbids'
+                deals.append(Deal(offer=r.offer, granted=False, reason=reason))
+        asked_for = [o for o in table.offered if o.spec.type == spec.type and o.requested]
+        deals += [_decide(offer, asked, state, economy) for offer in asked_for]
+    read = {"asked_unsold": asked_unsold(specs, asked), "sold_out": sold_out(specs, state)}
     if not deals:
-        return DealTable(table=table)
+        return DealTable(table=table, **read)
     decided = {deal.offer.spec.type for deal in deals}
     granted = [deal.offer.model_copy(update={"decided": True}) for deal in deals if deal.granted]
     kept = [offer for offer in table.offered if offer.spec.type not in decided]
     offered = tuple(sorted((*kept, *granted), key=lambda o: o.spec.type))  # stable: the table's order is by type
-    return DealTable(table=table.model_copy(update={"offered": offered}), deals=tuple(deals))
+    return DealTable(table=table.model_copy(update={"offered": offered}), deals=tuple(deals), **read)
 
 
 def _decide(offer: OfferedIntent, asked: str, state: Mapping[str, JsonScalar], economy: Economy) -> Deal:
     spec, params = offer.spec, dict(offer.params)
     for key, wanted in sorted(spec.requires.items()):
         if key not in state or state[key] != wanted:
-            return Deal(offer=offer, granted=False, reason=f"{key} is not {_shown(wanted)}")
+            return Deal(offer=offer, granted=False, reason=f"{key} is not {value_text(wanted)}")
     item = str(params.get(spec.ware_param or ""))
     ware = spec.wares.get(item)
     if ware is None:
@@ -143,7 +164,7 @@ def _decide(offer: OfferedIntent, asked: str, state: Mapping[str, JsonScalar], e
     if worth is None:
         return Deal(offer=offer, granted=False, reason=f"{ware.currency} is not one of the world's currencies")
     payment = Payment(amount=amount, currency=ware.currency, value=amount * worth)
-    sale = f"{Deal(offer=offer, granted=True, reason='').item} for {amount} {ware.currency}"
+    sale = f"{_item(offer)} for {amount} {ware.currency}"
     purse = _number(state.get(economy.purse))
     if purse is not None:
         paid, whose = int(purse), "the player has"
@@ -155,6 +176,16 @@ def _decide(offer: OfferedIntent, asked: str, state: Mapping[str, JsonScalar], e
         have = money_text(paid, economy.currencies)
         return Deal(offer=offer, granted=False, reason=f"{whose} {have}, and {sale.replace(' for ', ' cost ', 1)}")
     return Deal(offer=offer, granted=True, reason=f"sells {sale}", payment=payment)
+
+
+def asked_unsold(specs: Iterable[IntentSpec], asked: str) -> tuple[str, ...]:
+    """What the player's line asks an NPC with wares for that it does not sell ("Can you give me
+    a torch?" -> torch), stemmed: a reply must not offer it (`gate.deals`)."""
+    things: set[str | None] = set()
+    for spec in specs:
+        if spec.wares and receives(spec):
+            things.update(asked_thing(a.words, spec.wares) for a in asking_sentences(asked, spec))
+    return tuple(sorted(thing for thing in things if thing is not None))
 
 
 def sold_out(specs: Iterable[IntentSpec], state: Mapping[str, JsonScalar]) -> tuple[str, ...]:
@@ -177,7 +208,3 @@ def _number(value: JsonScalar | None) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
-
-
-def _shown(value: JsonScalar) -> str:
-    return "true" if value is True else "false" if value is False else str(value)

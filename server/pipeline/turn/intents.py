@@ -77,6 +77,10 @@ class OfferedIntent(FrozenModel):
     def fixed(self) -> bool:
         return len(self.params) == len(self.spec.params)
 
+    def granted_by(self, m: EmitWorldIntentMutation) -> bool:
+        """Whether `m` grants this offer: its intent, with every parameter the line fixed."""
+        return self.spec.type == m.intent and all(m.params.get(name) == value for name, value in self.params)
+
 
 class RefusedRequest(FrozenModel):
     """A request worded in terms a rule forbids: not on the table, and the prompt says why."""
@@ -270,7 +274,7 @@ def offer_problem(m: EmitWorldIntentMutation, offered: tuple[OfferedIntent, ...]
     """Why this intent was not on the table this turn (`intents`), or "" when it was: an
     intent the NPC may emit only on request, with the parameters the player's line fixed."""
     offers = [offer for offer in offered if offer.spec.type == m.intent]
-    if any(all(m.params.get(name) == value for name, value in offer.params) for offer in offers):
+    if any(offer.granted_by(m) for offer in offers):
         return ""
     if not offers:
         return f"the player did not ask for {m.intent}"
@@ -297,7 +301,7 @@ def refused_problem(m: EmitWorldIntentMutation, refused: tuple[RefusedRequest, .
     """Why a grant of a request worded in forbidden terms is not approved, or "" when `m` grants
     none of them."""
     for r in refused:
-        if r.offer.spec.type == m.intent and all(m.params.get(name) == value for name, value in r.offer.params):
+        if r.offer.granted_by(m):
             return f'the player asked for it "{r.phrase}", which rule {r.rule_id} forbids'
     return ""
 
