@@ -80,6 +80,8 @@ class AsyncClient:
             raise NoReply(f"no reply to {message_type} from {self.address} within {wait_s:g}s") from None
         finally:
             self._pending.pop(request_id, None)
+            if not future.done() or future.cancelled():  # wait_for cancels it when it is cancelled
+                await self._abandon(message_type, request_id)
 
     async def _exchange(self, message_type: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """Send one request; yield its partial replies and then its reply envelope. Each must
@@ -90,6 +92,7 @@ class AsyncClient:
         request_id = next(self._ids)
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._streams[request_id] = queue
+        answered = False
         try:
             await self._socket.send(encode_request(request_id, message_type, body))
             while True:
@@ -97,13 +100,22 @@ class AsyncClient:
                     envelope = await asyncio.wait_for(queue.get(), wait_s)
                 except TimeoutError:
                     raise NoReply(f"no reply to {message_type} from {self.address} within {wait_s:g}s") from None
+                answered = envelope["type"] == "error" or not calls.is_chunk(envelope["type"])
                 if envelope["type"] == "error":
                     raise error_from_envelope(envelope)
                 yield envelope
-                if not calls.is_chunk(envelope["type"]):
+                if answered:
                     return
         finally:
             self._streams.pop(request_id, None)
+            if not answered:
+                await self._abandon(message_type, request_id)
+
+    async def _abandon(self, message_type: str, request_id: int) -> None:
+        """No one waits for the line any more (the task was cancelled, the stream closed early,
+        a timeout): stop it on the sidecar, so it is not remembered. The reply is not waited for."""
+        if message_type in calls.DEADLINE_BOUND:
+            await self._socket.send(encode_request(next(self._ids), "interact.cancel", {"request_id": request_id}))
 
     async def send(self, call: Call[ReplyT]) -> ReplyT:
         return call.parse(await self.request(call.message_type, call.body))
@@ -136,6 +148,17 @@ class AsyncClient:
             if time.monotonic() > deadline:
                 raise NoReply(f"warm-ups still pending after {wait_s:g}s")
             await asyncio.sleep(0.05)  # a poll of the sidecar's counter
+
+    async def new_game(self, seed: int | None = None) -> wire.SetStateReply:
+        """A new playthrough (`calls.new_game`): a random seed unless one is given (to replay a game)."""
+        return await self.send(calls.new_game(seed))
+
+    async def npc_status(self, npc_id: str) -> wire.NpcStatusReply:
+        return await self.send(calls.npc_status(npc_id))
+
+    async def cancel(self, request_id: int) -> wire.CancelReply:
+        """As `Client.cancel`; cancelling the task that awaits `interact` does it without asking."""
+        return await self.send(calls.cancel(request_id))
 
     async def set_state(
         self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()

@@ -3,12 +3,14 @@ model it comes back as. `Client` sends a `Call` and returns the model; `AsyncCli
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
 from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.memory import GAME_SEED_KEY
 from loreguard.schemas.npc import NpcProfile, WorldDefinition
 from loreguard.schemas.receipt import InteractionResult
 from loreguard.schemas.scene import MAX_SCENE_LINES, SceneNextReply, SceneState
@@ -16,9 +18,11 @@ from loreguard.schemas.wire import (
     MESSAGES,
     AuditExportReply,
     AuditTailReply,
+    CancelReply,
     HelloReply,
     MemoryGetReply,
     NpcRegisterReply,
+    NpcStatusReply,
     NpcWarmReply,
     SetStateReply,
     SlotReply,
@@ -39,7 +43,8 @@ DEFAULT_TIMEOUT_S = 120.0
 DEADLINE_MARGIN_S = 5.0
 
 
-#: Messages answered by the sidecar's deadline (the model speaks), not at once.
+#: Messages answered by the sidecar's deadline (the model speaks), not at once; a client that
+#: stops waiting for one cancels it (`interact.cancel`), so the line stops and is not remembered.
 DEADLINE_BOUND = frozenset({"interact", "scene.next"})
 
 
@@ -96,6 +101,24 @@ def warm(npc_id: str) -> Call[NpcWarmReply]:
     """Evaluate the NPC's prompt into the model's cache in idle time, so its first line starts
     sooner; answered at once (`stats` counter `warm.pending` says when all are done)."""
     return _call("npc.warm", {"npc_id": npc_id}, NpcWarmReply)
+
+
+def npc_status(npc_id: str) -> Call[NpcStatusReply]:
+    """Whether the NPC's warm-up is done: a game says "getting ready" until it is."""
+    return _call("npc.status", {"npc_id": npc_id}, NpcStatusReply)
+
+
+def cancel(request_id: int | str) -> Call[CancelReply]:
+    """Stop an `interact` or `scene.next` request of this client before it commits: nothing of
+    it is remembered, and it is answered with a `cancelled` error (`Cancelled`)."""
+    return _call("interact.cancel", {"request_id": request_id}, CancelReply)
+
+
+def new_game(seed: int | None) -> Call[SetStateReply]:
+    """A new playthrough: lines are seeded from `seed` (a random one when None) and each NPC's
+    interaction count, so the same player lines sound new; a save keeps it, and replays the same."""
+    chosen = secrets.randbelow(2**32) if seed is None else seed
+    return _call("world.set_state", {"npc_id": None, "values": {GAME_SEED_KEY: chosen}, "remove": []}, SetStateReply)
 
 
 def set_state(values: dict[str, Any], npc_id: str | None, remove: tuple[str, ...]) -> Call[SetStateReply]:

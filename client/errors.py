@@ -67,6 +67,21 @@ class StorageUnavailable(LoreguardError):
         return str(self.details.get("reason", self.message))
 
 
+class Cancelled(LoreguardError):
+    """The request was cancelled before it committed (`interact.cancel`, or its scene ended):
+    nothing of it was applied. `by` is `game` or `scene_end`; `phase` where it stopped."""
+
+    code = ErrorCode.CANCELLED
+
+    @property
+    def by(self) -> str:
+        return str(self.details.get("by", ""))
+
+    @property
+    def phase(self) -> str:
+        return str(self.details.get("phase", ""))
+
+
 class Internal(LoreguardError):
     code = ErrorCode.INTERNAL
 

@@ -41,6 +41,8 @@ class Client:
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.connect(address)
         self._ids = itertools.count(1)
+        #: The id of the request sent last (`cancel` it from a stream's loop).
+        self.last_request_id: int | None = None
 
     def _wait_s(self, message_type: str, body: dict[str, Any]) -> float:
         """How long to wait for the reply to a request (`timeout_s`, or what the sidecar's deadline allows)."""
@@ -61,22 +63,31 @@ class Client:
         """Send one request; yield its partial replies (`*.chunk`) and then its reply envelope.
         Each message must come within the request's wait (`_wait_s`) of the one before."""
         wait_s = self._wait_s(message_type, body)
-        request_id = next(self._ids)
+        request_id = self.last_request_id = next(self._ids)
         self._socket.send(encode_request(request_id, message_type, body))
         deadline = time.monotonic() + wait_s
-        while True:
-            remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms <= 0 or not self._socket.poll(remaining_ms):
-                raise NoReply(f"no reply to {message_type} from {self.address} within {wait_s:g}s")
-            envelope = decode_reply(self._socket.recv())
-            if envelope.get("id") != request_id:
-                continue  # a late reply to a request that already timed out
-            if envelope["type"] == "error":
-                raise error_from_envelope(envelope)
-            yield envelope
-            if not calls.is_chunk(envelope["type"]):
-                return
-            deadline = time.monotonic() + wait_s
+        answered = False
+        try:
+            while True:
+                remaining_ms = int((deadline - time.monotonic()) * 1000)
+                if remaining_ms <= 0 or not self._socket.poll(remaining_ms):
+                    raise NoReply(f"no reply to {message_type} from {self.address} within {wait_s:g}s")
+                envelope = decode_reply(self._socket.recv())
+                if envelope.get("id") != request_id:
+                    continue  # a late reply to a request that already timed out
+                if envelope["type"] == "error":
+                    answered = True
+                    raise error_from_envelope(envelope)
+                answered = not calls.is_chunk(envelope["type"])
+                yield envelope
+                if answered:
+                    return
+                deadline = time.monotonic() + wait_s
+        finally:
+            if not answered and message_type in calls.DEADLINE_BOUND:
+                # No one waits for the line any more (a stream left early, a timeout): stop it,
+                # so it is not remembered. Its replies are skipped as late ones.
+                self._socket.send(encode_request(next(self._ids), "interact.cancel", {"request_id": request_id}))
 
     def send(self, call: Call[ReplyT]) -> ReplyT:
         return call.parse(self.request(call.message_type, call.body))
@@ -110,6 +121,20 @@ class Client:
             if time.monotonic() > deadline:
                 raise NoReply(f"warm-ups still pending at {self.address} after {wait_s:g}s")
             time.sleep(0.05)  # a poll of the sidecar's counter, not a wait on an outcome
+
+    def new_game(self, seed: int | None = None) -> wire.SetStateReply:
+        """A new playthrough (`calls.new_game`): a random seed unless one is given (to replay a game)."""
+        return self.send(calls.new_game(seed))
+
+    def npc_status(self, npc_id: str) -> wire.NpcStatusReply:
+        """Whether the NPC's warm-up is done (`ready`): until then its first line waits for it."""
+        return self.send(calls.npc_status(npc_id))
+
+    def cancel(self, request_id: int) -> wire.CancelReply:
+        """Stop this client's `interact` or `scene.next` request `request_id` (`last_request_id`)
+        before it commits. A stream left early (`break`) or a reply waited for in vain is
+        cancelled without asking."""
+        return self.send(calls.cancel(request_id))
 
     def set_state(self, values: dict[str, Any], *, npc_id: str | None = None, remove: tuple[str, ...] = ()) -> wire.SetStateReply:
         return self.send(calls.set_state(values, npc_id, remove))

@@ -83,6 +83,8 @@ func _ready() -> void:
 		npc.failed.connect(_on_failed.bind(npc))
 		npc.thinking_started.connect(_on_thinking.bind(npc, true))
 		npc.thinking_finished.connect(_on_thinking.bind(npc, false))
+		npc.line_cancelled.connect(_on_cancelled.bind(npc))
+		npc.warmed_up.connect(func() -> void: _show_status(_loreguard.status))
 	_picker.add_item(TOGETHER)
 	_near_gate.toggled.connect(_walk_to_gate)
 	_gate_talk.started.connect(func() -> void: _narrate("Brom and Mira are talking at the gate."))
@@ -105,6 +107,7 @@ func _ready() -> void:
 	_input.text_submitted.connect(func(_text: String) -> void: send())
 	_send_button.pressed.connect(send)
 	_loreguard.load_world(world)
+	_loreguard.new_game()  # every launch is a new game: the same words get other answers
 	purse = int(world.initial_state.get(world.purse, 0))
 	for npc: LoreguardNPC in _npcs():
 		for spec: LoreguardIntent in npc.profile.allowed_intents:
@@ -142,6 +145,8 @@ func send() -> void:
 	_input.editable = false
 	_typewriter.finish()
 	_dialogue.append_text("[color=#9ab]You → %s:[/color] %s\n" % [npc.profile.display_name, _escape(text)])
+	if not npc.is_warm:
+		_narrate("%s is still getting ready: this first answer takes longer." % npc.profile.display_name)
 	_sent_at_ms = Time.get_ticks_msec()
 	_player_waiting = true
 	await npc.say(text)
@@ -166,7 +171,11 @@ func player_status(status: LoreguardSidecarStatus) -> String:
 		LoreguardSidecarStatus.State.LOADING_MODEL:
 			return "The townsfolk are waking up (loading their minds: %d s)..." % int(status.loading_s)
 		LoreguardSidecarStatus.State.READY:
-			return "Brom and Mira are ready to talk."
+			var warming := _npcs().filter(func(npc: LoreguardNPC) -> bool: return not npc.is_warm)
+			if warming.is_empty():
+				return "Brom and Mira are ready to talk. (Esc walks away from a line.)"
+			var names := " and ".join(warming.map(func(npc: LoreguardNPC) -> String: return npc.profile.display_name))
+			return "%s %s getting ready..." % [names, "is" if warming.size() == 1 else "are"]
 		LoreguardSidecarStatus.State.MODEL_UNREACHABLE:
 			return "The townsfolk's minds are far away (the model server is unreachable); they keep to set phrases."
 		LoreguardSidecarStatus.State.RESTARTING:
@@ -295,6 +304,26 @@ func _start_line(npc: LoreguardNPC) -> String:
 	var number := lines_said + 1
 	_line_paragraphs[number] = _dialogue.get_paragraph_count() - 1
 	return "[color=#7f93a6]#%d[/color] [b]%s:[/b] " % [number, npc.profile.display_name]
+
+
+## Esc while an NPC is thinking: the player walks away from the line. The sidecar stops it, and
+## nobody remembers it (`LoreguardNPC.cancel`).
+func _unhandled_key_input(event: InputEvent) -> void:
+	if event.is_action_pressed("ui_cancel"):
+		for npc: LoreguardNPC in _npcs():
+			if npc.is_thinking and npc.cancel():
+				get_viewport().set_input_as_handled()
+
+
+func _on_cancelled(npc: LoreguardNPC) -> void:
+	_player_waiting = false
+	if _speaking == npc:
+		_typewriter.type_text(" —\n")
+		_speaking = null
+		lines_said += 1  # the cut-off line keeps its number: the next one must not reuse it
+	_narrate("You walk away; %s's answer goes unsaid, and unremembered." % npc.profile.display_name)
+	_input.editable = true
+	_input.grab_focus()
 
 
 func _on_failed(error: LoreguardError, npc: LoreguardNPC) -> void:

@@ -91,6 +91,7 @@ class AuditRecord(FrozenModel):
         reproduce exactly."""
         data = self.model_dump(mode="json", exclude={"seq", "model", "timings"})
         data["receipt"].pop("timings", None)
+        (data["receipt"].get("cancelled") or {}).pop("after_ms", None)  # a time: metadata
         for attempt in data["receipt"]["attempts"]:
             for cost in ("tokens_evaluated", "tokens_cached"):
                 attempt.pop(cost, None)  # depends on the prefix cache's state: metadata

@@ -32,6 +32,15 @@ WORLD_SCOPE = "@world"
 Scope = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^(@world|[A-Za-z0-9_][A-Za-z0-9_.:\-]*)$")]
 
 
+#: World-state keys under this prefix are the sidecar's own: never shown to the model or to
+#: rules, and refused by `world.set_state` unless named here.
+RESERVED_STATE_PREFIX = "loreguard."
+#: The playthrough's seed (`world.set_state`, `Client.new_game`): with it, every line's seed is
+#: drawn from it and the NPC's interaction count, so a new game sounds new while a save replays
+#: the same lines. Without it, the interaction count alone seeds the model.
+GAME_SEED_KEY = "loreguard.seed"
+
+
 class Authority(IntEnum):
     """Who is writing. Higher values outrank lower ones."""
 

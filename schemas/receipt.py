@@ -240,6 +240,27 @@ class InteractionOutcome(str, Enum):
     #: An invariant broke: nothing was applied. Only audit records carry it; the game gets an
     #: `internal` error whose details say so (`cause: invariant_halt`).
     HALTED = "halted"
+    #: Cancelled before it committed (`interact.cancel`, the scene ended, the streaming client
+    #: left): nothing was applied. Only audit records carry it; the game gets a `cancelled`
+    #: error.
+    CANCELLED = "cancelled"
+
+
+#: Who cancelled an interaction (`CancelRecord.by`).
+CancelledBy = Literal["game", "scene_end", "client_left"]
+
+
+class CancelRecord(FrozenModel):
+    """Who cancelled an interaction, where it stood, and after how long (`Receipt.cancelled`)."""
+
+    #: `game`: an `interact.cancel`; `scene_end`: the scene ended under its line; `client_left`:
+    #: the streaming client disconnected.
+    by: CancelledBy
+    #: Where the pipeline stopped: `inference.N` (before or during attempt N's generation,
+    #: nothing of which is kept) or `commit` (a reply was ready and was not applied).
+    phase: str
+    #: From the interaction's start to its stop (metadata, like every `*_ms`).
+    after_ms: float = 0.0
 
 
 class PhaseTiming(FrozenModel):
@@ -294,15 +315,20 @@ class Receipt(FrozenModel):
     warnings: tuple[GateFailure, ...] = ()
     #: The requests the rules decided this interaction, in the order they were asked.
     deals: tuple[DealRecord, ...] = ()
+    #: With outcome `cancelled`: who cancelled it and where it stood.
+    cancelled: CancelRecord | None = None
     #: Metadata, excluded from every hash.
     timings: tuple[PhaseTiming, ...] = ()
 
     @model_serializer(mode="wrap")
-    def _without_no_deals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A receipt without deals reads as it did before deals: records made then hash the same.
+    def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A receipt without deals or a cancel reads as it did before them: records made then
+        # hash the same.
         data: dict[str, Any] = handler(self)
         if not data.get("deals"):
             data.pop("deals", None)
+        if data.get("cancelled") is None:
+            data.pop("cancelled", None)
         return data
 
     @property

@@ -87,9 +87,10 @@ class SceneNextReply(FrozenModel):
     lines: tuple[SceneLineResult, ...]
     scene: SceneState
     #: With `to_end`: why the lines stopped before the scene's end (`timeout`, `halted`,
-    #: `storage_unavailable`: the disk refused the next line's write, `ended`: ended meanwhile);
+    #: `storage_unavailable`: the disk refused the next line's write, `ended`: ended meanwhile,
+    #: `cancelled`: `interact.cancel` or `scene.end` stopped the line being spoken);
     #: the lines spoken stand. None otherwise.
-    stopped: Literal["timeout", "halted", "storage_unavailable", "ended"] | None = None
+    stopped: Literal["timeout", "halted", "storage_unavailable", "ended", "cancelled"] | None = None
 
 
 class SceneChunk(FrozenModel):

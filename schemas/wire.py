@@ -46,6 +46,8 @@ class ErrorCode(str, Enum):
     OVERLOADED = "overloaded"
     TIMEOUT = "timeout"
     STORAGE_UNAVAILABLE = "storage_unavailable"
+    #: The request was cancelled (`interact.cancel`, `scene.end`) before it committed.
+    CANCELLED = "cancelled"
     INTERNAL = "internal"
 
 
@@ -126,6 +128,40 @@ class NpcWarmReply(FrozenModel):
     npc_id: Identifier
     #: Warm-ups queued or running, this one included (`stats` counter `warm.pending`).
     pending: int
+
+
+class NpcStatusReply(FrozenModel):
+    """Whether the NPC's warm-up is done (`npc.status`): a game shows "getting ready" until it
+    is, since a line asked for before then also waits for the prompt to be evaluated."""
+
+    npc_id: Identifier
+    #: No warm-up of this NPC is queued or running (also true when none was asked for).
+    ready: bool
+    #: Warm-ups queued or running, of every NPC (`stats` counter `warm.pending`).
+    pending: int
+
+
+class NpcIdRequest(FrozenModel):
+    npc_id: Identifier
+
+
+class CancelRequest(FrozenModel):
+    """Cancel this client's `interact` or `scene.next` request `request_id` (docs/cancel.md)."""
+
+    request_id: RequestId
+
+
+class CancelReply(FrozenModel):
+    """`cancelled`: it was queued or running and stops before it commits; the request itself is
+    answered with a `cancelled` error, and nothing of it is remembered. `finished`: it had
+    already committed (or was committing): its reply stands, and so does what it remembered."""
+
+    request_id: RequestId
+    state: Literal["cancelled", "finished"]
+    #: Where it stood: `queued` (dropped before it began), `running` (stopped where it was:
+    #: before its next attempt, within a token of its generation, or before its commit), or
+    #: `finished`.
+    was: Literal["queued", "running", "finished"]
 
 
 class SetStateRequest(FrozenModel):
@@ -247,8 +283,10 @@ MESSAGES: dict[str, MessageSpec] = {
     "world.load": MessageSpec(request=WorldDefinition, reply=WorldLoadReply, authority="designer"),
     "npc.register": MessageSpec(request=NpcProfile, reply=NpcRegisterReply, authority="designer"),
     "npc.warm": MessageSpec(request=NpcWarmRequest, reply=NpcWarmReply, authority="none"),
+    "npc.status": MessageSpec(request=NpcIdRequest, reply=NpcStatusReply, authority="none"),
     "world.set_state": MessageSpec(request=SetStateRequest, reply=SetStateReply, authority="game_system"),
     "interact": MessageSpec(request=InteractRequest, reply=InteractionResult, authority="none", chunk=InteractChunk),
+    "interact.cancel": MessageSpec(request=CancelRequest, reply=CancelReply, authority="none"),
     "memory.get": MessageSpec(request=MemoryGetRequest, reply=MemoryGetReply, authority="none"),
     "save": MessageSpec(request=SlotRequest, reply=SlotReply, authority="game_system"),
     "load": MessageSpec(request=SlotRequest, reply=SlotReply, authority="game_system"),

@@ -1,8 +1,9 @@
 extends "res://tests/scene_test.gd"
 ## The player walks away while an NPC of a LoreguardScene is still thinking its line
 ## (tests/godot_addon/test_scene.py runs it against a sidecar whose scripted lines take a while):
-## the thinking stops at once, and the line, when the sidecar answers it, is never shown. Exits
-## 0 only if every check held.
+## the thinking stops at once, the sidecar stops the line (`scene.end` cancels it) and no NPC
+## remembers it. Then the player asks Brom and walks away from his answer (`LoreguardNPC.cancel`):
+## `line_cancelled`, and nothing of it remembered either. Exits 0 only if every check held.
 ##
 ## Environment: LOREGUARD_ADDRESS.
 
@@ -51,3 +52,40 @@ func _run() -> void:
 		"the line spoken into the ended scene was never shown: %s" % [shown]
 	)
 	_check(reasons == ["ended_by_request"], "and the scene ended once: %s" % [reasons])
+	var loreguard: LoreguardClient = get_node("/root/Loreguard")
+	var guard_memory := await loreguard.memory("guard")
+	var merchant_memory := await loreguard.memory("merchant")
+	_check(
+		int(guard_memory.body.get("interactions", -1)) == 1 and int(merchant_memory.body.get("interactions", -1)) == 0,
+		(
+			"the dropped scene line is in nobody's memory: %s, %s interactions"
+			% [guard_memory.body.get("interactions"), merchant_memory.body.get("interactions")]
+		)
+	)
+	_check(
+		(merchant_memory.body.get("memory", {}).get("episodic", [null]) as Array).is_empty(),
+		"Mira did not hear it either: %s" % [merchant_memory.body.get("memory", {}).get("episodic")]
+	)
+
+	# The player asks Brom again, and walks away from his answer.
+	var cancelled: Array[bool] = []
+	guard.line_cancelled.connect(func() -> void: cancelled.append(true))
+	var asked := shown.size()
+	guard.say("One more thing, guard.")
+	await _until(func() -> bool: return guard.is_thinking, 30.0)
+	_check(guard.cancel(), "Brom's answer on its way can be cancelled")
+	await _until(func() -> bool: return not cancelled.is_empty(), 30.0)
+	_check(
+		cancelled == [true] and not guard.is_thinking and shown.size() == asked,
+		"line_cancelled, the thinking ends, nothing is shown: %s" % [shown.slice(asked)]
+	)
+	_check(
+		guard.last_result.error != null and guard.last_result.error.code == LoreguardError.CANCELLED,
+		"the line's result says cancelled: %s" % guard.last_result
+	)
+	guard_memory = await loreguard.memory("guard")
+	_check(
+		int(guard_memory.body.get("interactions", -1)) == 1,
+		"Brom remembers only what was heard: %s interactions" % [guard_memory.body.get("interactions")]
+	)
+	_check(not guard.cancel(), "with no line on its way, there is nothing to cancel")

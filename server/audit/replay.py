@@ -37,8 +37,9 @@ from loreguard.server.inference import (
 )
 from loreguard.server.inference.base import Observer
 from loreguard.server.pipeline import summaries
-from loreguard.server.pipeline.errors import LifecycleHalt
+from loreguard.server.pipeline.errors import InteractionCancelled, LifecycleHalt
 from loreguard.server.pipeline.lifecycle import GovernancePipeline
+from loreguard.server.pipeline.running.cancel import RecordedCancel
 from loreguard.server.pipeline.running.config import PipelineConfig
 from loreguard.server.pipeline.running.run_state import InteractionRun
 from loreguard.server.pipeline.running.streaming import StreamSession
@@ -296,11 +297,14 @@ class Replayer:
             # A streamed interaction replays streamed: where a reply was cut is a decision too.
             streamed = any(a.stream is not None for a in record.receipt.attempts)
             stream = StreamSession(emit=lambda chunk: None) if streamed else None
-            with suppress(LifecycleHalt):  # halted again: its record, like any other, is what is compared
+            # A cancelled interaction stops where it was cancelled.
+            cancelled = record.receipt.cancelled
+            cancel = RecordedCancel(cancelled) if cancelled is not None else None
+            with suppress(LifecycleHalt, InteractionCancelled):  # its record, like any other, is what is compared
                 if record.receipt.task_type == summaries.TASK:
                     pipeline.consolidate(record.npc_id)  # a summary the model wrote in idle time
                 else:
-                    pipeline.interact(record.context, stream=stream)
+                    pipeline.interact(record.context, stream=stream, cancel=cancel)
             return recorder.tail(limit=1)[0]
         finally:
             store.close()
@@ -340,6 +344,7 @@ def _groups(record: AuditRecord, *, live: bool) -> dict[DriftKind, object]:
             r.fallback_used,
             r.fallback_reason,
             r.halt_reason,
+            (r.cancelled.by, r.cancelled.phase) if r.cancelled is not None else None,
             r.warnings,
             r.rejected_mutations,
             r.canonical_override_attempts,

@@ -21,6 +21,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_model_options(demo, engine=True, default="auto")
     demo.add_argument("--scripted", action="store_true", help="replay recorded model outputs instead of running the model")
     demo.add_argument("--interactive", metavar="NPC", help="after the scripted turns, chat with this NPC (guard, merchant)")
+    demo.add_argument("--seed", type=int, help="play the game with this seed again (default: a new game, a random seed)")
     demo.set_defaults(handler=_demo)
 
 
@@ -35,7 +36,7 @@ def _demo(args: argparse.Namespace) -> int:
         what, load = model_backend(choice)
         backend = load_with_progress(what, load, sys.stderr)
     try:
-        return run_demo(Path(args.data) if args.data else None, backend=backend, interactive=args.interactive)
+        return run_demo(Path(args.data) if args.data else None, backend=backend, interactive=args.interactive, seed=args.seed)
     finally:
         if backend is not None:
             backend.close()

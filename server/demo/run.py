@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import sys
 import tempfile
 import time
@@ -13,6 +14,7 @@ from loreguard.client import Client, LoreguardError, NoReply
 from loreguard.memory import DataFolderLock, MemoryStore
 from loreguard.schemas import InteractionResult
 from loreguard.server.demo import demo_npcs, demo_world
+from loreguard.server.demo.happened import what_happened
 from loreguard.server.demo.session import TURNS, context_for
 from loreguard.server.inference import InferenceBackend, ScriptedBackend
 from loreguard.server.sidecar.serve import EXIT_FOLDER_IN_USE, take_data_folder
@@ -42,8 +44,7 @@ def _row(n: int, result: InteractionResult, latency_ms: float) -> list[str]:
     ]
 
 
-def _report(n: int, turn_label: str, player: str, name: str, result: InteractionResult, out: TextIO, settled: list[str]) -> None:
-    print(f"{n}. [{turn_label}]", file=out)
+def _report(player: str, name: str, result: InteractionResult, out: TextIO, settled: list[str]) -> None:
     print(f"   Player: {player}", file=out)
     print(f"   {name}: {result.dialogue}  ({result.emotion.value})", file=out)
     for attempt in result.receipt.attempts:
@@ -131,6 +132,13 @@ def _warm(client: Client, npc_ids: list[str], out: TextIO) -> None:
     print(f"  done in {time.perf_counter() - started:.1f} s ({', '.join(f'{k} {v}' for k, v in done.items())})", file=out)
 
 
+def _new_game(client: Client, seed: int | None, out: TextIO) -> None:
+    """A new game sounds new (a random seed); `--seed` plays one again, line for line."""
+    game_seed = secrets.randbelow(2**32) if seed is None else seed
+    client.new_game(game_seed)
+    print(f"New game, seed {game_seed} (`loreguard demo --seed {game_seed}` plays it again)", file=out)
+
+
 def run_demo(
     data_dir: Path | None = None,
     out: TextIO | None = None,
@@ -138,12 +146,12 @@ def run_demo(
     *,
     interactive: str | None = None,
     read: Callable[[str], str] = input,
+    seed: int | None = None,
 ) -> int:
     """Start a sidecar, register the demo NPCs through it and run the conversation over ZeroMQ.
 
-    With no `backend`, the recorded outputs are replayed (deterministic, no model needed).
-    `interactive` names an NPC to chat with after the scripted turns.
-    """
+    With no `backend`, the recorded outputs are replayed (deterministic, no model needed); a
+    live model plays a new game unless `seed` names one. `interactive`: an NPC to chat with."""
     out = out or sys.stdout
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(data_dir) if data_dir else Path(tmp)
@@ -173,6 +181,7 @@ def run_demo(
                 print(f"Sidecar: {sidecar.address}; model: {model}", file=out)
                 if live:
                     _warm(client, sorted(names), out)
+                    _new_game(client, seed, out)
                 print(file=out)
                 rows = [["#", "npc", "attempts", "failed gates", "fallback", "intents", "mutations ok/rej", "ms"]]
                 for n, turn in enumerate(TURNS, start=1):
@@ -180,12 +189,12 @@ def run_demo(
                     try:
                         result = client.interact(context_for(turn))
                     except (LoreguardError, NoReply) as exc:  # one line, and the demo goes on
-                        print(f"{n}. [{turn.shows}] no answer: {exc}\n", file=out)
+                        print(f"{n}. [no answer: {exc}]\n   (written to show: {turn.shows})\n", file=out)
                         continue
                     rows.append(_row(n, result, (time.perf_counter() - start) * 1000))
-                    # A live model does what it does: the label says what the line was written to provoke.
-                    label = f"written to provoke: {turn.shows}" if live else turn.shows
-                    _report(n, label, turn.player, names[turn.npc_id], result, out, settled=_settle(client, result))
+                    # The heading says what happened on this run; a live model answers as it answers.
+                    print(f"{n}. [{what_happened(result)}]\n   (written to show: {turn.shows})", file=out)
+                    _report(turn.player, names[turn.npc_id], result, out, settled=_settle(client, result))
                 print(_table(rows), file=out)
                 stats = client.stats()
                 counters = ", ".join(f"{k}={v}" for k, v in stats.counters.items() if k.startswith("interact."))

@@ -118,6 +118,13 @@ class InferenceBackend(ABC):
         return False
 
     @property
+    def stops_when_told(self) -> bool:
+        """Whether `generate_streaming` stops at its observer's word within a token or so, with
+        the same output as `generate` up to there: a cancel then cuts a generation that does not
+        stream. A remote server's non-streamed call runs to its end: the default is False."""
+        return False
+
+    @property
     def guards_dialogue(self) -> bool:
         """Whether this backend's sampler keeps `GenerationRequest.constraints` out of the
         dialogue (`dialogue_guard`); the pipeline builds them only for one that does."""

@@ -308,13 +308,12 @@ class LlamaCppBackend(InferenceBackend):
         return PromptTokens(prefix=self._tokenize_prefix(split.prefix), suffix=probes[0][:stable].tolist())
 
     def generate(self, request: GenerationRequest) -> Generation:
-        """Safe to call from many threads: the batched engine runs their generations together;
-        the reproducible engine runs them one at a time."""
+        """Safe from many threads: the batched engine batches them, the reproducible one queues."""
         return self._generate(request, None)
 
     def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:
-        """`observe` runs on the caller's thread, never the engine's: a slow check delays only
-        this generation's stop, not the other NPCs decoding in the same batch."""
+        """`observe` runs on the caller's thread: a slow check delays only this generation's stop
+        (`stops_when_told` within a token), not the other NPCs decoding in the same batch."""
         return self._generate(request, observe)
 
     def _generate(self, request: GenerationRequest, observe: Observer | None) -> Generation:
@@ -410,12 +409,14 @@ class LlamaCppBackend(InferenceBackend):
 
     def invalidate(self, npc_id: str) -> bool:
         """Forget what is cached of an NPC's turns (the next turn evaluates its prompt again)."""
-        if self._closed:
-            return False  # nothing is cached any more
-        return self._engine.invalidate(npc_id)
+        return False if self._closed else self._engine.invalidate(npc_id)  # closed: nothing is cached
 
     @property
     def continues_output(self) -> bool:
+        return True
+
+    @property
+    def stops_when_told(self) -> bool:
         return True
 
     @property

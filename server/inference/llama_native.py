@@ -33,18 +33,37 @@ _LOG_WARN, _LOG_CONT = 3, 5
 #: sequence shares, with the trained context. No sequence may use more than `n_ctx` of the
 #: backend's config, which the backend checks against the trained context itself.
 _POOL_OVERFLOW = b"possible training context overflow"
-_log_state = {"level": 0, "pooled": False}
+#: What llama.cpp says, once per such token, of a model file that types a control token's text
+#: ("</s>") as ordinary: "this is probably a bug in the model". Catalogue models do this; llama.cpp
+#: treats the token as a control token all the same, and the gate refuses one in a reply.
+_CONTROL_LOOKING = b"control-looking token"
+CONTROL_LOOKING_NOTE = (
+    "loreguard: the model file types some control tokens (such as '</s>') as ordinary text; llama.cpp "
+    "treats them as control tokens, and a reply holding one is refused, so this is harmless\n"
+)
+_log_state = {"level": 0, "pooled": False, "control_noted": False}
 
 
-@llama_cpp.llama_log_callback
-def _llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+def shown_log(level: int, text: bytes) -> str | None:
+    """What of a llama.cpp log line reaches stderr: warnings and errors, in our words where
+    llama.cpp's would alarm a player's log for nothing; None: nothing."""
     if level == _LOG_CONT:
         level = _log_state["level"]
     _log_state["level"] = level
     if level < _LOG_WARN or (_log_state["pooled"] and _POOL_OVERFLOW in text):
-        return
-    sys.stderr.write(text.decode("utf-8", "replace"))
-    sys.stderr.flush()
+        return None
+    if _CONTROL_LOOKING in text:
+        noted, _log_state["control_noted"] = _log_state["control_noted"], True
+        return None if noted else CONTROL_LOOKING_NOTE
+    return text.decode("utf-8", "replace")
+
+
+@llama_cpp.llama_log_callback
+def _llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+    shown = shown_log(level, text)
+    if shown is not None:
+        sys.stderr.write(shown)
+        sys.stderr.flush()
 
 
 llama_cpp.llama_log_set(_llama_log, ctypes.c_void_p(0))  # module-level: the C side keeps only a pointer

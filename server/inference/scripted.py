@@ -88,11 +88,22 @@ class ScriptedBackend(InferenceBackend):
         else:
             self._per_npc.setdefault(npc_id, deque()).extend(outputs)
 
+    @property
+    def stops_when_told(self) -> bool:
+        return True
+
     def generate_streaming(self, request: GenerationRequest, observe: Observer) -> Generation:
-        """The scripted text in pieces of `STREAM_PIECE_CHARS`, as a model would decode it."""
-        whole = self.generate(request)
+        """The scripted text in pieces of `STREAM_PIECE_CHARS`, as a model would decode it: with
+        `latency_s`, spread over the pieces (unless the request's timeout cuts it first), so a
+        stop asked for mid-line ends the wait there."""
+        timeout_s = request.timeout_ms / 1000 if request.timeout_ms is not None else None
+        spread = request.purpose == "dialogue" and self.latency_s > 0 and (timeout_s is None or timeout_s >= self.latency_s)
+        whole = self._scripted(request, wait=False) if spread else self.generate(request)
         text = whole.text
-        for end in range(STREAM_PIECE_CHARS, len(text) + STREAM_PIECE_CHARS, STREAM_PIECE_CHARS):
+        ends = range(STREAM_PIECE_CHARS, len(text) + STREAM_PIECE_CHARS, STREAM_PIECE_CHARS)
+        for end in ends:
+            if spread and self._closed.wait(self.latency_s / len(ends)):
+                raise BackendError("the scripted backend was closed during a generation")
             if not observe(text[:end]):
                 shown = text[: min(end, len(text))]
                 if end >= len(text):
@@ -103,6 +114,10 @@ class ScriptedBackend(InferenceBackend):
         return whole
 
     def generate(self, request: GenerationRequest) -> Generation:
+        return self._scripted(request, wait=True)
+
+    def _scripted(self, request: GenerationRequest, *, wait: bool) -> Generation:
+        """The next scripted output; `wait`: take `latency_s` first, as a model would."""
         if not self.cycle:
             self.requests.append(request)
         if request.purpose == "judge":
@@ -116,7 +131,7 @@ class ScriptedBackend(InferenceBackend):
             text = queue.popleft()
             if self.cycle:
                 queue.append(text)
-            if self.latency_s > 0:
+            if self.latency_s > 0 and wait:
                 self._take_time(request)
             if self.continues:
                 text = request.output_prefix + text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from loreguard.schemas.receipt import CancelledBy
+
 
 class PipelineError(Exception):
     """Base class of every pipeline error."""
@@ -40,8 +42,13 @@ class ConstraintIdCollision(PipelineError, ValueError):
 
 
 class InteractionCancelled(PipelineError):
-    """The streaming client went away: generation stopped, nothing was applied or recorded."""
+    """The interaction was cancelled before it committed (`running.cancel`: the game, the scene's
+    end, a streaming client that left): generation stopped, nothing was applied; the audit
+    record says so."""
 
-    def __init__(self, phase: str) -> None:
-        super().__init__(f"the client left during phase {phase}; generation stopped, nothing was applied")
+    def __init__(self, phase: str, by: CancelledBy = "client_left") -> None:
+        super().__init__(f"cancelled ({by}) before phase {phase}; generation stopped, nothing was applied")
         self.phase = phase
+        self.by = by
+        #: The audit record of the cancelled interaction, when the pipeline has a recorder.
+        self.audit_record_id: str | None = None

@@ -19,6 +19,17 @@ class Intake(FrozenModel):
     seed: int
 
 
+def seed_for(game_seed: int | None, interaction_index: int) -> int:
+    """The model's seed for an interaction: its index alone, or (a game seed set) the index mixed
+    with the game's seed, a 32-bit value (SplitMix-style, so nearby games do not share lines)."""
+    if game_seed is None:
+        return interaction_index
+    z = (game_seed * 0x9E3779B97F4A7C15 + interaction_index) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return (z ^ (z >> 31)) & 0x7FFFFFFF
+
+
 def intake(context: InteractionContext, interaction_index: int, seed: int | None = None) -> Intake:
     """Normalise the untrusted context; the seed defaults to the interaction index."""
     cleaned = context.model_copy(

@@ -24,17 +24,18 @@ from loreguard.memory.store import MemoryStore
 from loreguard.schemas.interaction import InteractionContext, SceneLine, TriggerReason
 from loreguard.schemas.memory import UpsertBelief
 from loreguard.schemas.prompt import Prompt
-from loreguard.schemas.receipt import GateFailure, InteractionOutcome, InteractionResult
+from loreguard.schemas.receipt import CancelRecord, GateFailure, InteractionOutcome, InteractionResult
 from loreguard.server.inference.base import BackendError, InferenceBackend
 from loreguard.server.pipeline import summaries
 from loreguard.server.pipeline.contract import Verdict
-from loreguard.server.pipeline.errors import DeadlineExceeded, LifecycleHalt, UnknownNpcError
+from loreguard.server.pipeline.errors import DeadlineExceeded, InteractionCancelled, LifecycleHalt, UnknownNpcError
 from loreguard.server.pipeline.fallback import choose_fallback, deal_fallback
 from loreguard.server.pipeline.gate import GateResult
 from loreguard.server.pipeline.mutation import heard_writes, plan_writes
 from loreguard.server.pipeline.prompt import assemble_prompt
 from loreguard.server.pipeline.retry import escalate, repair_message
 from loreguard.server.pipeline.running.attempt import Accept, GiveUp, StreamCarry, keeps_decline, next_step, run_attempt
+from loreguard.server.pipeline.running.cancel import Cancellation
 from loreguard.server.pipeline.running.commit import Committer
 from loreguard.server.pipeline.running.config import PipelineConfig
 from loreguard.server.pipeline.running.judge import SemanticJudge
@@ -109,7 +110,12 @@ class GovernancePipeline:
         self.store.behaviour.record_correction(rule_id, verdict)
 
     def interact(
-        self, context: InteractionContext, *, deadline_ns: int | None = None, stream: StreamSession | None = None
+        self,
+        context: InteractionContext,
+        *,
+        deadline_ns: int | None = None,
+        stream: StreamSession | None = None,
+        cancel: Cancellation | None = None,
     ) -> InteractionResult:
         """Run one interaction to exactly one outcome: validated, fallback or clarify.
 
@@ -129,6 +135,11 @@ class GovernancePipeline:
         (`streaming`): the chunks always add up to the result's dialogue (a fallback line is one
         chunk); when the session's client leaves, `InteractionCancelled` is raised with nothing
         applied.
+
+        With `cancel` (`running.cancel`), the interaction stops when it is cancelled: before the
+        next attempt, within a token of a generation running (a backend that `stops_when_told`),
+        or before it commits; `InteractionCancelled`, nothing applied, and an audit record with
+        outcome `cancelled` that says by whom, where and after how long.
         """
         run = self._prepare(context)
         run.deadline_ns = deadline_ns
@@ -138,6 +149,7 @@ class GovernancePipeline:
         if stream is not None:
             stream.clock_ms = run.timer.elapsed_ms
             run.stream = stream
+        run.cancel = cancel
         try:
             if run.sufficiency.verdict is Verdict.CLARIFY:
                 return self._clarify(run)
@@ -151,6 +163,9 @@ class GovernancePipeline:
             return result
         except LifecycleHalt as halt:
             halt.audit_record_id = self._record_halt(run, halt)
+            raise
+        except InteractionCancelled as cancelled:
+            cancelled.audit_record_id = self._record_cancel(run, cancelled)
             raise
 
     def warm_prompt(self, npc_id: str, context: InteractionContext | None = None) -> Prompt:
@@ -208,6 +223,29 @@ class GovernancePipeline:
         )
         return result.audit_record_id
 
+    def _record_cancel(self, run: InteractionRun, cancelled: InteractionCancelled) -> str | None:
+        """A cancelled interaction's record: the attempts that finished before the cancel, who
+        cancelled and where; no memory change, and the interaction does not count."""
+        self._count("cancelled")
+        self._count(f"cancelled.{cancelled.by}")
+        if self.recorder is None:
+            return None
+        record = CancelRecord(by=cancelled.by, phase=cancelled.phase, after_ms=round(run.timer.elapsed_ms(), 1))
+        result = self.committer.ending(
+            run,
+            "cancel",
+            [],
+            lambda hash_after: run.result(InteractionOutcome.CANCELLED, "", memory_hash_after=hash_after, cancelled=record),
+            complete=False,
+        )
+        return result.audit_record_id
+
+    @staticmethod
+    def _claim_commit(run: InteractionRun) -> None:
+        """The last point a cancel stops the interaction: past it, the reply commits and stands."""
+        if run.cancel is not None and not run.cancel.may_commit():
+            raise InteractionCancelled("commit", run.cancel.by or "game")
+
     def _check_deadline(self, run: InteractionRun, phase: str) -> None:
         if run.deadline_ns is not None and self.clock() > run.deadline_ns:
             self._count("deadline_exceeded", 1)
@@ -257,6 +295,8 @@ class GovernancePipeline:
                 self._check_deadline(run, "inference.1")  # past before it began: nothing to answer
             if self.time_decisions.over_time_budget(run, snapshot.attempt):
                 return None, (), "time_budget"
+            if run.cancel is not None and run.cancel.stops_before(f"inference.{snapshot.attempt}"):
+                raise InteractionCancelled(f"inference.{snapshot.attempt}", run.cancel.by or "game")
             attempted = run_attempt(
                 run,
                 snapshot,
@@ -316,6 +356,7 @@ class GovernancePipeline:
         for write in writes:
             if isinstance(write.op, UpsertBelief) and write.op.belief_id in canonical:
                 raise LifecycleHalt("mutation", f"an approved write targets canonical fact {write.op.belief_id}")
+        self._claim_commit(run)
         overrides = sum(1 for r in gate.rejected_mutations if r.canonical_override)
         result = self.committer.ending(
             run,
@@ -351,6 +392,7 @@ class GovernancePipeline:
         )
         # A sale the rules made stands whatever the model wrote: the game still gets it.
         sold = tuple(deal.granted_intent() for deal in snapshot.deals if deal.granted)[:1]
+        self._claim_commit(run)
         # The interaction still counts (it picks the next line and seed; the store keeps the line
         # said); the NPC's memory does not change (in a scene, those present remember the line).
         result = self.committer.ending(

@@ -17,7 +17,7 @@ from loreguard.memory.recall import RecallIndex
 from loreguard.memory.retrieval import RetrievalQuery, retrieve_beliefs, retrieve_episodic
 from loreguard.schemas.base import FrozenModel, JsonScalar
 from loreguard.schemas.interaction import InteractionContext
-from loreguard.schemas.memory import Belief, CanonicalFact, EpisodicEntry, ScopeMemory, StateClaim
+from loreguard.schemas.memory import RESERVED_STATE_PREFIX, Belief, CanonicalFact, EpisodicEntry, ScopeMemory, StateClaim
 from loreguard.schemas.npc import (
     Economy,
     FewShotExample,
@@ -185,9 +185,10 @@ def _facts(world_memory: ScopeMemory, npc_memory: ScopeMemory, profile: NpcProfi
 
 
 def merged_state(world: ScopeMemory, npc: ScopeMemory, derived: Mapping[str, JsonScalar] | None = None) -> dict[str, JsonScalar]:
-    """World-scope state, overridden by NPC-scope state, completed by derived values."""
-    state: dict[str, JsonScalar] = {e.key: e.value for e in world.world_state}
-    state.update({e.key: e.value for e in npc.world_state})
+    """World-scope state, overridden by NPC-scope state, completed by derived values; the
+    sidecar's own keys (`RESERVED_STATE_PREFIX`, the game's seed) are no one else's business."""
+    state: dict[str, JsonScalar] = {e.key: e.value for e in world.world_state if not e.key.startswith(RESERVED_STATE_PREFIX)}
+    state.update({e.key: e.value for e in npc.world_state if not e.key.startswith(RESERVED_STATE_PREFIX)})
     for key, value in (derived or {}).items():
         state.setdefault(key, value)
     return state

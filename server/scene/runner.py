@@ -17,8 +17,9 @@ from loreguard.schemas.interaction import InteractionContext, SceneLine, SceneTu
 from loreguard.schemas.memory import Authority
 from loreguard.schemas.receipt import InteractionOutcome
 from loreguard.schemas.scene import SceneLineResult, SceneNextReply, SceneSayRequest, SceneState
-from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, LifecycleHalt
+from loreguard.server.pipeline import DeadlineExceeded, GovernancePipeline, InteractionCancelled, LifecycleHalt
 from loreguard.server.pipeline.mutation import heard_writes
+from loreguard.server.pipeline.running.cancel import Cancellation
 from loreguard.server.pipeline.running.streaming import StreamSession
 from loreguard.server.scene.book import Scene, SceneBook, SceneProblem
 from loreguard.server.scene.turns import next_speaker
@@ -27,7 +28,12 @@ from loreguard.text.phrases import clean_dialogue
 #: Makes the stream session of a line (its number, its speaker), or None not to stream.
 StreamFor = Callable[[int, str], StreamSession | None]
 #: Why a `to_end` run stopped before the scene's end, by the error that stopped it.
-_STOPPED: dict[type, str] = {DeadlineExceeded: "timeout", LifecycleHalt: "halted", StorageUnavailableError: "storage_unavailable"}
+_STOPPED: dict[type, str] = {
+    DeadlineExceeded: "timeout",
+    LifecycleHalt: "halted",
+    StorageUnavailableError: "storage_unavailable",
+    InteractionCancelled: "cancelled",
+}
 #: Told the context of the line expected next, while the current one streams: the sidecar
 #: evaluates that speaker's prompt into the model's cache meanwhile (`Warmer`).
 Prefetch = Callable[[InteractionContext], None]
@@ -45,10 +51,12 @@ class SceneRunner:
         deadline_ns: int | None = None,
         stream: StreamFor | None = None,
         prefetch: Prefetch | None = None,
+        cancel: Cancellation | None = None,
     ) -> SceneLineResult:
         """Speak the scene's next line. `SceneProblem` when it has ended; the pipeline's errors
         (`DeadlineExceeded`, `LifecycleHalt`...) leave the scene as it was. `scene` is the very
-        scene asked for: its id may name a newer scene by now, with other NPCs."""
+        scene asked for: its id may name a newer scene by now, with other NPCs. `cancel` (the
+        scene's end, the game's cancel) stops the line before it commits: no NPC remembers it."""
         if scene.ended:
             raise SceneProblem("invalid", "scene_id", f"scene {scene.request.scene_id!r} has ended ({scene.end_reason})")
         speaker = scene.next_speaker()
@@ -61,7 +69,7 @@ class SceneRunner:
             # The next speaker's prompt up to its new message does not depend on this line: its
             # evaluation runs beside this line's generation (the engine gives way to the line).
             self._prefetch_next(scene, speaker, prefetch)
-        result = self.pipeline.interact(context, deadline_ns=deadline_ns, stream=session)
+        result = self.pipeline.interact(context, deadline_ns=deadline_ns, stream=session, cancel=cancel)
         self.book.spoken(scene, speaker, result.dialogue, remembered=result.receipt.outcome is InteractionOutcome.VALIDATED)
         return SceneLineResult(line=turn.line, speaker=speaker, result=result)
 
@@ -73,6 +81,7 @@ class SceneRunner:
         deadline_ns: Callable[[], int | None] = lambda: None,
         stream: StreamFor | None = None,
         prefetch: Prefetch | None = None,
+        cancel: Cancellation | None = None,
     ) -> SceneNextReply:
         """One line, or (`to_end`) every line until the scene ends. Each line gets its own
         deadline. Lines spoken stand: when a later one cannot be spoken (its deadline, a halt,
@@ -82,8 +91,8 @@ class SceneRunner:
         stopped: str | None = None
         while not stopped:
             try:
-                lines.append(self.next_line(scene, deadline_ns=deadline_ns(), stream=stream, prefetch=prefetch))
-            except (DeadlineExceeded, LifecycleHalt, StorageUnavailableError, SceneProblem) as exc:
+                lines.append(self.next_line(scene, deadline_ns=deadline_ns(), stream=stream, prefetch=prefetch, cancel=cancel))
+            except (DeadlineExceeded, LifecycleHalt, StorageUnavailableError, SceneProblem, InteractionCancelled) as exc:
                 if not lines:
                     raise
                 stopped = next((why for kind, why in _STOPPED.items() if isinstance(exc, kind)), "ended")

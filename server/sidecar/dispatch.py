@@ -18,6 +18,8 @@ from loreguard.memory.errors import SlotConflictError, SlotCorruptError, SlotFor
 from loreguard.schemas.audit import PackageSelection
 from loreguard.schemas.base import FrozenModel
 from loreguard.schemas.memory import (
+    GAME_SEED_KEY,
+    RESERVED_STATE_PREFIX,
     WORLD_SCOPE,
     Authority,
     BatchResult,
@@ -44,7 +46,9 @@ from loreguard.schemas.wire import (
     Limits,
     MemoryGetReply,
     MemoryGetRequest,
+    NpcIdRequest,
     NpcRegisterReply,
+    NpcStatusReply,
     NpcWarmReply,
     NpcWarmRequest,
     SetStateReply,
@@ -65,6 +69,8 @@ from loreguard.server.sidecar.warmup import Warmer
 
 #: Messages the socket loop queues for the inference workers instead of answering at once.
 QUEUED = frozenset({"interact", "scene.next", "scene.say"})
+#: Messages the socket loop answers itself: they name a request of the client that sent them.
+BY_CLIENT = frozenset({"interact.cancel"})
 
 
 def _refused(result: BatchResult, what: str) -> ProtocolError:
@@ -163,7 +169,7 @@ class Dispatcher:
         self._handlers: dict[str, Callable[[Any], FrozenModel]] = {
             message_type: getattr(self, "on_" + message_type.replace(".", "_"))
             for message_type in MESSAGES
-            if message_type not in QUEUED
+            if message_type not in QUEUED | BY_CLIENT
         }
 
     def handle(self, message_type: str, body: BaseModel) -> FrozenModel:
@@ -227,10 +233,17 @@ class Dispatcher:
         self.warmer.request(body.npc_id)
         return NpcWarmReply(npc_id=body.npc_id, pending=self.warmer.pending)
 
+    def on_npc_status(self, body: NpcIdRequest) -> NpcStatusReply:
+        self.require_npc(body.npc_id)
+        if self.warmer is None:
+            return NpcStatusReply(npc_id=body.npc_id, ready=True, pending=0)
+        return NpcStatusReply(npc_id=body.npc_id, ready=not self.warmer.waiting(body.npc_id), pending=self.warmer.pending)
+
     def on_world_set_state(self, body: SetStateRequest) -> SetStateReply:
         scope = body.npc_id or WORLD_SCOPE
         if body.npc_id is not None:
             self.require_npc(body.npc_id)
+        self._check_reserved(body)
         self._check_state_types(body)
         writes = [
             MemoryWrite(source=Authority.GAME_SYSTEM, op=SetWorldState(scope=scope, key=key, value=value))
@@ -243,6 +256,26 @@ class Dispatcher:
         if not result.committed:
             raise _refused(result, "world.set_state")
         return SetStateReply(applied=result.applied, memory_hash=self.store.memory_hash())
+
+    @staticmethod
+    def _check_reserved(body: SetStateRequest) -> None:
+        """The sidecar's own keys: only the game's seed, a whole number from 0 to 2**32 - 1."""
+        errors = [
+            {"path": f"values.{key}", "reason": f"{RESERVED_STATE_PREFIX}* keys are the sidecar's own", "kind": "reserved"}
+            for key in sorted(set(body.values) | set(body.remove))
+            if key.startswith(RESERVED_STATE_PREFIX) and key != GAME_SEED_KEY
+        ]
+        seed = body.values.get(GAME_SEED_KEY)
+        if GAME_SEED_KEY in body.values and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
+            errors.append(
+                {
+                    "path": f"values.{GAME_SEED_KEY}",
+                    "reason": "the game's seed is a whole number from 0 to 2**32 - 1",
+                    "kind": "seed",
+                }
+            )
+        if errors:
+            raise ProtocolError(ErrorCode.INVALID, "world.set_state refused; nothing was changed", details={"errors": errors})
 
     def _check_state_types(self, body: SetStateRequest) -> None:
         """Refuse a value that a registered rule's condition would compare with a value of

@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -34,6 +34,7 @@ from loreguard.server.pipeline import (
     UnknownNpcError,
     summaries,
 )
+from loreguard.server.pipeline.running.cancel import CancelSwitch
 from loreguard.server.pipeline.running.streaming import ReleasedChunk, StreamSession
 from loreguard.server.scene import Scene, SceneProblem, SceneRunner
 from loreguard.server.sidecar.codec import encode_error, encode_reply, internal_error, storage_error
@@ -49,6 +50,8 @@ class InteractJob:
     deadline_ns: int
     #: Send each validated chunk as `interact.chunk` before the reply.
     stream: bool = False
+    #: Set by `interact.cancel` (`InteractionScheduler.cancel`).
+    cancel: CancelSwitch = field(default_factory=CancelSwitch)
 
     @property
     def npcs(self) -> tuple[str, ...]:
@@ -70,6 +73,8 @@ class SceneJob:
     received_ns: int
     #: Nanoseconds a line may take, from its start (from arrival for the first).
     timeout_ns: int
+    #: Set by `interact.cancel` or the scene's end: the line running stops and is not remembered.
+    cancel: CancelSwitch = field(default_factory=CancelSwitch)
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,10 @@ class ConsolidateJob:
 
 Deliver = Callable[[bytes, bytes], None]
 T = TypeVar("T")
+#: Requests of a client, by (client, request id).
+_Key = tuple[bytes, int | str]
+#: How many finished requests `cancel` still tells from ones it never saw.
+_FINISHED_KEPT = 1024
 _log = logging.getLogger("loreguard.sidecar")
 
 
@@ -113,6 +122,9 @@ class InteractionScheduler:
         self._idle_work: deque[str] = deque()
         #: NPCs with an interaction running now.
         self._running: set[str] = set()
+        #: Jobs queued or running, by request; the last ones finished (`cancel` says `finished`).
+        self._live: dict[_Key, InteractJob | SceneJob] = {}
+        self._finished: OrderedDict[_Key, None] = OrderedDict()
         self._closed = False
         #: Shutdown stopped waiting for interactions still running (`shutdown`'s grace ran out):
         #: the store and sockets close under them, and nothing they end with can be answered.
@@ -135,8 +147,45 @@ class InteractionScheduler:
             if self._closed or len(self._pending) >= self._queue_size:
                 return False
             self._pending.append(job)
+            self._live[(job.client, job.request_id)] = job
             self._cond.notify_all()
         return True
+
+    def cancel(self, client: bytes, request_id: int | str) -> Literal["queued", "running", "finished"] | None:
+        """Cancel the client's request (`interact.cancel`): dropped from the queue and answered
+        `cancelled` at once, or stopped where it runs (it answers `cancelled` itself). `finished`:
+        it committed, or commits now; None: no such request of this client."""
+        key = (client, request_id)
+        with self._cond:
+            job = self._live.get(key)
+            if job is None:
+                return "finished" if key in self._finished else None
+            queued = job in self._pending
+            if queued:
+                self._pending.remove(job)
+                self._finish(key)
+                self._cond.notify_all()
+            stopped = job.cancel.cancel("game")
+        if queued:
+            self._stats.count("interact.cancelled_queued")
+            self._deliver(client, _cancelled(request_id, "game", "queued"))
+            return "queued"
+        return "running" if stopped else "finished"
+
+    def end_scene(self, scene_id: str) -> None:
+        """The scene ended (`scene.end`): its line running is not remembered, and no line of it
+        queued is spoken (each answers `cancelled`)."""
+        with self._cond:
+            jobs = [job for job in self._live.values() if isinstance(job, SceneJob) and job.scene.request.scene_id == scene_id]
+        for job in jobs:
+            job.cancel.cancel("scene_end")
+
+    def _finish(self, key: _Key) -> None:
+        """The request is no longer live (the caller holds the lock)."""
+        self._live.pop(key, None)
+        self._finished[key] = None
+        if len(self._finished) > _FINISHED_KEPT:
+            self._finished.popitem(last=False)
 
     def shutdown(self, timeout_s: float) -> None:
         """Refuse queued jobs with a typed error, let the running ones finish, stop the threads."""
@@ -196,10 +245,15 @@ class InteractionScheduler:
                 if not self._is_connected(job.client):
                     self._stats.count("interact.dropped_disconnected")
                     continue
+                if job.cancel.by is not None:  # cancelled before it began (the scene ended): nothing ran
+                    self._deliver(job.client, _cancelled(job.request_id, job.cancel.by, "queued"))
+                    continue
                 reply = self._execute(job) if isinstance(job, InteractJob) else self._execute_scene(job)
                 if reply is not None:
                     self._deliver(job.client, reply)
             finally:
+                with self._cond:
+                    self._finish((job.client, job.request_id))
                 self._done(job.npcs)
             for npc_id in job.npcs:
                 self._queue_consolidation_if_due(npc_id)
@@ -250,7 +304,7 @@ class InteractionScheduler:
         outcome = self._guarded(
             job.request_id,
             f"interact for {job.context.npc_id}",
-            lambda: self._pipeline.interact(job.context, deadline_ns=job.deadline_ns, stream=stream),
+            lambda: self._pipeline.interact(job.context, deadline_ns=job.deadline_ns, stream=stream, cancel=job.cancel),
             job.context.npc_id,
         )
         if not isinstance(outcome, InteractionResult):
@@ -265,9 +319,12 @@ class InteractionScheduler:
         left, and no one is there to answer). `npc_id`: the NPC a `not_found` names."""
         try:
             return work()
-        except InteractionCancelled:
-            self._stats.count("interact.cancelled_disconnected")
-            return None
+        except InteractionCancelled as cancelled:
+            if cancelled.by == "client_left":
+                self._stats.count("interact.cancelled_disconnected")
+                return None
+            self._stats.count(f"interact.cancelled_{cancelled.by}")
+            return _cancelled(request_id, cancelled.by, cancelled.phase, cancelled.audit_record_id)
         except UnknownNpcError as exc:
             return encode_error(request_id, ErrorCode.NOT_FOUND, str(exc), {"npc_id": npc_id} if npc_id else None)
         except SceneProblem as problem:
@@ -329,7 +386,9 @@ class InteractionScheduler:
         reply = self._guarded(
             job.request_id,
             f"scene.next for {request.scene_id}",
-            lambda: scenes.run(job.scene, to_end=request.to_end, deadline_ns=deadline, stream=stream, prefetch=self._prefetch),
+            lambda: scenes.run(
+                job.scene, to_end=request.to_end, deadline_ns=deadline, stream=stream, prefetch=self._prefetch, cancel=job.cancel
+            ),
         )
         if not isinstance(reply, BaseModel):
             return reply
@@ -345,3 +404,12 @@ class InteractionScheduler:
             self._stats.count("scene.chunks")
 
         return StreamSession(emit=emit, wanted=lambda: self._is_connected(job.client))
+
+
+def _cancelled(request_id: int | str, by: str, phase: str, audit_record_id: str | None = None) -> bytes:
+    """The `cancelled` error a cancelled request is answered with."""
+    details: dict[str, str] = {"by": by, "phase": phase}
+    if audit_record_id is not None:
+        details["audit_record_id"] = audit_record_id
+    where = "while queued" if phase == "queued" else f"before {phase}"
+    return encode_error(request_id, ErrorCode.CANCELLED, f"cancelled ({by}) {where}; nothing of it was applied", details)

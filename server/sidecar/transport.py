@@ -24,8 +24,8 @@ from zmq.utils.monitor import parse_monitor_message
 
 from loreguard.memory import MemoryStore, StorageUnavailableError
 from loreguard.schemas.interaction import InteractionContext
-from loreguard.schemas.scene import SceneNextRequest, SceneSayRequest
-from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, InteractRequest, Limits
+from loreguard.schemas.scene import SceneIdRequest, SceneNextRequest, SceneSayRequest
+from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, CancelReply, CancelRequest, ErrorCode, InteractRequest, Limits
 from loreguard.server.audit import AuditRecorder
 from loreguard.server.audit.retention import AuditRetention
 from loreguard.server.inference.base import InferenceBackend
@@ -303,6 +303,12 @@ class Sidecar:
             if isinstance(request.body, SceneNextRequest | SceneSayRequest):  # run in the scene's NPCs' order
                 self._submit_scene(client, request.id, request.body, received)
                 return
+            if isinstance(request.body, CancelRequest):  # names a request of this client
+                reply = encode_reply(request.id, request.type, self._cancel(client, request.body))
+                self._reply(client, reply)
+                return
+            if isinstance(request.body, SceneIdRequest) and request.type == "scene.end":
+                self.worker.end_scene(request.body.scene_id)  # its line running is not remembered
             reply = encode_reply(request.id, request.type, self.dispatcher.handle(request.type, request.body))
             self.stats.observe(request.type, (time.perf_counter_ns() - received) // 1000)
         except ProtocolError as exc:
@@ -347,6 +353,16 @@ class Sidecar:
             timeout_ns=self.config.request_timeout_ms * 1_000_000,
         )
         self._queue(job, "scene.queued")
+
+    def _cancel(self, client: bytes, body: CancelRequest) -> CancelReply:
+        state = self.worker.cancel(client, body.request_id)
+        if state is None:
+            raise ProtocolError(
+                ErrorCode.NOT_FOUND, f"no request {body.request_id!r} of this client is queued, running or recently finished",
+                details={"request_id": body.request_id},
+            )  # fmt: skip
+        self.stats.count(f"cancel.{state}")
+        return CancelReply(request_id=body.request_id, state="finished" if state == "finished" else "cancelled", was=state)
 
     def _queue(self, job: InteractJob | SceneJob, counter: str) -> None:
         """Hand a job to the scheduler, or answer `overloaded` when its queue is full."""

@@ -58,6 +58,11 @@ class Warmer:
         with self._cond:
             return len(self._queue) + (self._running is not None)
 
+    def waiting(self, npc_id: str) -> bool:
+        """Whether a warm-up of the NPC is queued or running (`npc.status`: not ready yet)."""
+        with self._cond:
+            return npc_id in self._queue or self._running == npc_id
+
     def shutdown(self) -> None:
         """Drop the queued warm-ups; the one running ends when the engine closes."""
         with self._cond:

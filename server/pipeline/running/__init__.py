@@ -7,6 +7,7 @@
 - `repair`       a refused reply cut back to the sentences before the refused one, when that passes
 - `pacing`       the backend's measured speed, and a first attempt bounded to leave time for a second
 - `streaming`    the incremental gate: sentences checked while the line is decoded
+- `cancel`       stopping an interaction before it commits (the game, a scene's end, a client gone)
 - `judge`        the optional semantic judge
 - `config`       the pipeline's settings
 - `sink`         the seam to the audit recorder

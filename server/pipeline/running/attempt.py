@@ -36,6 +36,7 @@ from loreguard.server.pipeline.gate.prevention import dialogue_constraints
 from loreguard.server.pipeline.gate.self_repeats import REPEATS_ITSELF_RULE
 from loreguard.server.pipeline.parsing import ParseResult, parse_output
 from loreguard.server.pipeline.prompt import assemble_prompt
+from loreguard.server.pipeline.running.cancel import Cancellation
 from loreguard.server.pipeline.running.config import PipelineConfig
 from loreguard.server.pipeline.running.judge import SemanticJudge
 from loreguard.server.pipeline.running.repair import cut_repair
@@ -152,16 +153,14 @@ def run_attempt(
     request = _request(run, snapshot, carry, prompt, schema, config.max_tokens, timeout_ms, guarded)
     watcher = _incremental_gate(run, snapshot, carry, config, judge is not None, special_tokens, chars)
     try:
-        generation = _generate(backend, request, watcher)
+        generation = _generate(backend, request, watcher, run.cancel)
     except BackendError as exc:
         run.timer.lap(f"inference.{n}")
         cut = isinstance(exc, BackendTimeout) and request.timeout_ms is not None and time_decisions.over_time_budget(run, n)
         return _gave_up(run, prompt, n, exc, cut=cut, count=count)
     run.timer.lap(f"inference.{n}")
     time_decisions.observe(generation)
-    if run.stream is not None and run.stream.cancelled:
-        count("stream_cancelled", 1)
-        raise InteractionCancelled(f"inference.{n}")
+    _stop_if_cancelled(run, n, count)
     run.prompts.append(prompt.full)
     if n == 1:
         run.manifest, run.context_keys = prompt.manifest, prompt.context_keys
@@ -190,6 +189,17 @@ def run_attempt(
         count(f"gate_failed.{failure.gate.value}", 1)
     run.timer.lap(f"gate.{n}")
     return Attempted(gate=gate, judged=judged, watcher=watcher)
+
+
+def _stop_if_cancelled(run: InteractionRun, n: int, count: Count) -> None:
+    """`InteractionCancelled` when attempt `n`'s generation was cancelled or its streaming client
+    left: nothing of it is kept."""
+    if run.cancel is not None and run.cancel.stops_generation():
+        count("generation_cancelled", 1)
+        raise InteractionCancelled(f"inference.{n}", run.cancel.by or "game")
+    if run.stream is not None and run.stream.cancelled:
+        count("stream_cancelled", 1)
+        raise InteractionCancelled(f"inference.{n}")
 
 
 def _record(
@@ -282,13 +292,20 @@ def _decided(whole: GateResult | None, watcher: IncrementalGate | None) -> tuple
     return gate, judged
 
 
-def _generate(backend: InferenceBackend, request: GenerationRequest, watcher: IncrementalGate | None) -> Generation:
+def _generate(
+    backend: InferenceBackend, request: GenerationRequest, watcher: IncrementalGate | None, cancel: Cancellation | None
+) -> Generation:
     """The backend's output; a backend failure after words were released ends the generation
-    where it stood (the reply is what was released, the cut says why it stopped)."""
+    where it stood (the reply is what was released, the cut says why it stopped). A cancel cuts
+    the generation at its next token where the backend stops on its observer's word."""
     try:
         if watcher is None:
-            return backend.generate(request)
-        return backend.generate_streaming(request, watcher.observe)
+            if cancel is None or not backend.stops_when_told:
+                return backend.generate(request)
+            return backend.generate_streaming(request, lambda _text: not cancel.stops_generation())
+        if cancel is None:
+            return backend.generate_streaming(request, watcher.observe)
+        return backend.generate_streaming(request, lambda text: not cancel.stops_generation() and watcher.observe(text))
     except BackendError as exc:
         if watcher is None or watcher.safe is None:
             raise

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from loreguard.memory.store import StoreView
 from loreguard.schemas.base import JsonScalar
 from loreguard.schemas.interaction import InteractionContext
+from loreguard.schemas.memory import GAME_SEED_KEY
 from loreguard.server.pipeline.contract import ContextContract, Sufficiency, Verdict, check_sufficiency, contract_for, vocabulary
 from loreguard.server.pipeline.expectancy import RuleEvaluation, evaluate_rules
-from loreguard.server.pipeline.interaction import intake
+from loreguard.server.pipeline.interaction import intake, seed_for
 from loreguard.server.pipeline.running.run_state import InteractionRun, PhaseTimer
 from loreguard.server.pipeline.snapshot import build_snapshot, merged_state
 
@@ -32,7 +33,9 @@ def prepare(
     """The run of `context` against `view`, each phase lapped on `timer`. `on_mistyped` hears
     of world state whose type does not fit a rule's condition (the game is asked to clarify)."""
     profile, world = view.profile, view.world
-    taken = intake(context, view.interactions)
+    seeded = next((e.value for e in view.world_memory.world_state if e.key == GAME_SEED_KEY), None)
+    game_seed = seeded if isinstance(seeded, int) and not isinstance(seeded, bool) else None
+    taken = intake(context, view.interactions, seed_for(game_seed, view.interactions))
     ctx = taken.context
     npc_memory, world_memory = view.npc, view.world_memory
     timer.lap("intake")

@@ -19,6 +19,7 @@ from loreguard.schemas.output import Emotion, WorldIntent
 from loreguard.schemas.receipt import AttemptRecord, InteractionOutcome, InteractionResult, PhaseTiming, Receipt
 from loreguard.server.inference.base import Generation
 from loreguard.server.pipeline.contract import Sufficiency
+from loreguard.server.pipeline.running.cancel import Cancellation
 from loreguard.server.pipeline.running.pacing import DecodeSpeed, first_attempt_chars
 from loreguard.server.pipeline.running.streaming import StreamSession
 from loreguard.server.pipeline.snapshot import StateSnapshot
@@ -76,6 +77,8 @@ class InteractionRun:
     #: The backend's sampler settings besides the seed (repetition penalties, DRY).
     sampling: dict[str, float | int] = field(default_factory=dict)
     stream: StreamSession | None = None
+    #: The interaction's cancel switch (`cancel`); None: it cannot be cancelled.
+    cancel: Cancellation | None = None
     #: Why the model could not answer, when it could not (`Receipt.backend_failure`).
     backend_failure: str | None = None
 

@@ -107,12 +107,16 @@ def test_a_client_that_leaves_mid_stream_stops_the_generation(tmp_path: Path) ->
     backend = PausingBackend()
     with running_sidecar(tmp_path, backend) as sidecar, Client(sidecar.address, timeout_s=60) as watcher:
         before = watcher.memory("guard").memory_hash
-        leaver = Client(sidecar.address, timeout_s=60)
-        stream = leaver.interact_stream("guard", "Hello")
-        first = next(stream)
-        assert isinstance(first, InteractChunk) and first.text == "Well met, traveller."
+        # A raw socket, which (unlike the clients, `test_cancel`) sends no `interact.cancel`.
+        leaver = zmq.Context.instance().socket(zmq.DEALER)
+        leaver.setsockopt(zmq.LINGER, 0)
+        leaver.connect(sidecar.address)
+        body = {"npc_id": "guard", "trigger_reason": "player_utterance", "player_input": "Hello", "stream": True}
+        leaver.send(encode_request(1, "interact", body))
+        assert leaver.poll(60_000)
+        first = InteractChunk.model_validate(decode_reply(leaver.recv())["body"])
+        assert first.text == "Well met, traveller."
         assert backend.paused.wait(60)
-        stream.close()
         leaver.close()
         wait_for(lambda: counter(watcher, "clients.disconnected") == 1, "the sidecar to see the client leave")
         backend.gate.set()

@@ -211,6 +211,33 @@ func interact(context: Dictionary, timeout_ms: int = -1, on_chunk: Callable = Ca
 	return result
 
 
+## Stops the NPC's line on its way (the player walked away, skipped it, closed the dialogue):
+## the sidecar stops generating it and remembers none of it; its request ends with a `cancelled`
+## error (LoreguardNPC emits `line_cancelled`). False when no line of the NPC is on its way.
+func cancel_line(npc_id: String) -> bool:
+	var pending := _requests.line_of(npc_id)
+	if pending == null:
+		return false
+	if _requests.withdraw(pending):  # never sent: there is nothing to stop over there
+		var why := LoreguardError.new(LoreguardError.CANCELLED, "cancelled before it was sent")
+		pending.resolve(LoreguardResult.failure(why))
+		return true
+	request("interact.cancel", {"request_id": pending.id})  # the line's own reply says `cancelled`
+	return true
+
+
+## A new playthrough: its lines are seeded from `seed` (a random one when < 0) and each NPC's
+## interaction count, so the same player lines sound new; a save slot keeps the seed.
+func new_game(seed: int = -1) -> LoreguardResult:
+	return await set_state({"loreguard.seed": seed if seed >= 0 else randi()})
+
+
+## Whether the NPC's warm-up is done (`body.ready`): until then its first line also waits for
+## its prompt to be evaluated, and takes longer.
+func npc_status(npc_id: String) -> LoreguardResult:
+	return await request("npc.status", {"npc_id": npc_id})
+
+
 ## Sets world-state keys, globally or (with `npc_id`) for one NPC.
 func set_state(values: Dictionary, npc_id: String = "", remove: PackedStringArray = []) -> LoreguardResult:
 	var body := {"values": values, "remove": Array(remove)}

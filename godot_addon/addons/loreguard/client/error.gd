@@ -22,6 +22,9 @@ const TIMEOUT := "timeout"
 ## read-only); nothing was changed. `details.fault` says which, `details.reason` in words.
 const STORAGE_UNAVAILABLE := "storage_unavailable"
 const INTERNAL := "internal"
+## The request was cancelled before it committed (`LoreguardClient.cancel_line`, a scene's end):
+## nothing of it was remembered.
+const CANCELLED := "cancelled"
 ## Client side: no reply within the request timeout, or the connection dropped first.
 const NO_REPLY := "no_reply"
 ## Client side: the sidecar died, or the connection to it dropped, while the request was out;

@@ -9,6 +9,9 @@ signal done
 
 ## The envelope's id: the sidecar's reply carries it back.
 var id: int
+## The message type, and the NPC its body names (if any): `LoreguardClient.cancel_line` finds it.
+var type: String
+var npc_id: String
 ## The encoded envelope, as it goes on the wire.
 var bytes: PackedByteArray
 ## When it fails with `no_reply` unless answered (Time.get_ticks_msec()).

@@ -37,6 +37,8 @@ func make(type: String, body: Dictionary, timeout_ms: int) -> LoreguardPendingRe
 		)
 		return pending
 	pending.bytes = encoded.bytes
+	pending.type = type
+	pending.npc_id = str(body.get("npc_id", ""))
 	pending.timeout_ms = timeout_ms
 	pending.deadline_ms = Time.get_ticks_msec() + timeout_ms
 	return pending
@@ -48,6 +50,17 @@ func send(pending: LoreguardPendingRequest) -> bool:
 		return false
 	_in_flight[pending.id] = pending
 	return true
+
+
+## The NPC's `interact` waiting for the connection or on the wire; null when there is none.
+func line_of(npc_id: String) -> LoreguardPendingRequest:
+	for pending: LoreguardPendingRequest in _waiting:
+		if pending.type == "interact" and pending.npc_id == npc_id:
+			return pending
+	for pending: LoreguardPendingRequest in _in_flight.values():
+		if pending.type == "interact" and pending.npc_id == npc_id:
+			return pending
+	return null
 
 
 ## Keeps `pending` until the connection is up (`take_waiting`) or its timeout passes.

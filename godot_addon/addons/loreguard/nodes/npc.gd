@@ -28,6 +28,11 @@ signal thinking_finished
 ## With `stream` on: the next validated piece of the reply (a sentence), as soon as it passed the
 ## gate; `replied` still follows with the whole line (the chunks add up to `line.dialogue`).
 signal dialogue_chunk(text: String)
+## The line on its way was cancelled (`cancel()`): nobody hears it, and the NPC remembers none of
+## it; emitted after `thinking_finished`, in place of `replied`.
+signal line_cancelled
+## The NPC's warm-up is done (`is_warm`): its first line starts about as soon as later ones.
+signal warmed_up
 
 ## Who this NPC is: persona, facts, secrets, allowed intents, fallbacks.
 @export var profile: LoreguardNpcProfile
@@ -56,6 +61,8 @@ var last_result: LoreguardResult
 var is_registered: bool = false
 ## True between `thinking_started` and `thinking_finished`.
 var is_thinking: bool = false
+## Its warm-up is done (or none was asked for): a game says "getting ready" until then.
+var is_warm: bool = false
 var _routes: Dictionary = {}
 
 
@@ -83,9 +90,19 @@ func register() -> LoreguardResult:
 		registered.emit()
 		if warm_up:
 			loreguard.warm(profile.id)  # answered at once; a refusal changes nothing
+			_watch_warm_up(loreguard)
+		else:
+			_warmed()
 	else:
 		failed.emit(result.error)
 	return result
+
+
+## Stops the line on its way (the player walked away, skipped it, closed the dialogue): the
+## sidecar stops generating it and the NPC remembers none of it; `line_cancelled` follows. False
+## when no line is on its way.
+func cancel() -> bool:
+	return profile != null and client() != null and client().cancel_line(profile.id)
 
 
 ## Routes approved intents of `intent_type` to `handler(params: Dictionary)`.
@@ -137,6 +154,9 @@ func finish_line(result: LoreguardResult) -> LoreguardResult:
 	is_thinking = false
 	thinking_finished.emit()
 	last_result = result
+	if not result.ok and result.error.code == LoreguardError.CANCELLED:
+		line_cancelled.emit()
+		return result
 	if not result.ok:
 		return _fail(result)
 	replied.emit(result.line)
@@ -151,6 +171,24 @@ func _missing() -> LoreguardResult:
 		return null
 	var why := "no profile set" if profile == null else "no Loreguard client (enable the Loreguard plugin)"
 	return _fail(LoreguardResult.failure(LoreguardError.new(LoreguardError.CLIENT, "%s: %s" % [name, why])))
+
+
+## Asks the sidecar (`npc.status`) until the warm-up is done; a sidecar that stops answering
+## leaves the NPC not warm (its lines still come, later).
+func _watch_warm_up(loreguard: LoreguardClient) -> void:
+	is_warm = false
+	while is_inside_tree():
+		var status := await loreguard.npc_status(profile.id)
+		if not status.ok or bool(status.body.get("ready", false)):
+			if status.ok:
+				_warmed()
+			return
+		await get_tree().create_timer(0.25).timeout
+
+
+func _warmed() -> void:
+	is_warm = true
+	warmed_up.emit()
 
 
 func _on_chunk(body: Dictionary) -> void:
