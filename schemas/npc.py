@@ -131,6 +131,10 @@ class IntentSpec(FrozenModel):
     #: World-state keys and the values they must have for the rules to grant a request
     #: (e.g. `{"alarm": false}`); a key the game never set fails the condition.
     requires: dict[StateKey, JsonScalar] = Field(default_factory=dict, max_length=16)
+    #: Why a request is declined when a `requires` key does not hold, in words the player may
+    #: hear and the model is told ("the gate stays shut from dusk until dawn"); a key without
+    #: words is told as itself ("curfew is not false").
+    requires_words: dict[StateKey, ShortText] = Field(default_factory=dict, max_length=16)
     #: Lines for a decided request when every attempt is refused (`DealLines`).
     deal_lines: DealLines = DealLines()
 
@@ -148,6 +152,9 @@ class IntentSpec(FrozenModel):
 
     @model_validator(mode="after")
     def _deals_are_complete(self) -> IntentSpec:
+        unknown = sorted(set(self.requires_words) - set(self.requires))
+        if unknown:
+            raise ValueError(f"intent {self.type!r}: requires_words for what it does not require: {', '.join(unknown)}")
         if self.decided_by is Decider.RULES and not self.cues:
             raise ValueError(f"intent {self.type!r} is decided by the rules but has no cues: nothing can request it")
         if not self.wares:

@@ -149,6 +149,17 @@ def rich_world(**overrides: object) -> WorldDefinition:
     return eldmoor_world(state_defaults={"alarm": False}, **overrides)
 
 
+def guard_in_character() -> NpcProfile:
+    """The demo guard as before the world's rule decided the gate (issue 60): the model decides,
+    in character, whether to open it. For the tests of the character's own decision."""
+    from loreguard.server.demo import demo_npcs
+
+    data = next(p for p in demo_npcs() if p.id == "guard").model_dump(mode="json")
+    for spec in data["allowed_intents"]:
+        spec.update(decided_by="character", requires={}, requires_words={})
+    return NpcProfile.model_validate(data)
+
+
 def merchant_in_character() -> NpcProfile:
     """The demo merchant as before the rules decided her sales (issue 58): the model decides
     whether to sell, and her wares have no prices. For the tests of the character's own decision."""

@@ -31,7 +31,7 @@ from loreguard.schemas.npc import (
 from loreguard.schemas.rules import RuleType
 from loreguard.server.pipeline.contract import ContextContract, Section
 from loreguard.server.pipeline.expectancy import ConstraintSet
-from loreguard.server.pipeline.turn.deals import Deal, DealTable, decide, ware_facts
+from loreguard.server.pipeline.turn.deals import Deal, DealTable, decide, forbidden_now, ware_facts
 from loreguard.server.pipeline.turn.intents import OfferedIntent, RefusedRequest, intent_table
 from loreguard.server.pipeline.turn.transcript import (
     EXCHANGE_TAG,
@@ -204,7 +204,9 @@ def _offers(
     # Only the player asks for an intent: in a scene, what another NPC says offers none.
     asked = context.scene_turn.player_words() if context.scene_turn is not None else context.player_input
     prohibitions = [c for c in constraints.constraints if c.type is RuleType.PROHIBITION]
-    forbidding = {i: c.rule_id for c in reversed(constraints.constraints) for i in c.checks.forbidden_intents}
+    forbidding = {
+        i: forbidden_now(c.rule_id, c.text) for c in reversed(constraints.constraints) for i in c.checks.forbidden_intents
+    }
     table = intent_table(
         asked,
         profile.allowed_intents,

@@ -118,14 +118,14 @@ def decide(
     forbidding: Mapping[str, str],
 ) -> DealTable:
     """The table with every request of a rules-decided intent decided. `asked`: the player's
-    words; `state`: the merged world state; `forbidding`: intent type -> the id of a rule in
-    force that forbids it."""
+    words; `state`: the merged world state; `forbidding`: intent type -> why a rule in force
+    forbids it, in words (`forbidden_now`)."""
     deals: list[Deal] = []
     for spec in sorted(specs, key=lambda s: s.type):
         if spec.decided_by is not Decider.RULES:
             continue
         if spec.type in forbidding:  # the table leaves out what a rule forbids: read the line for it
-            reason = f"rule {forbidding[spec.type]} forbids it now"
+            reason = forbidding[spec.type]
             deals += [Deal(offer=offer, granted=False, reason=reason) for offer in requested_offers(spec, asked)]
             continue
         for r in table.refused:
@@ -144,11 +144,17 @@ def decide(
     return DealTable(table=table.model_copy(update={"offered": offered}), deals=tuple(deals), **read)
 
 
+def forbidden_now(rule_id: str, text: str) -> str:
+    """A declined request's reason when a rule in force forbids it, as the model is told it and
+    the game's log shows it: the rule's own words, and its id for the designer."""
+    return f"never {text} (rule {rule_id} is in force)" if text else f"rule {rule_id} forbids it now"
+
+
 def _decide(offer: OfferedIntent, asked: str, state: Mapping[str, JsonScalar], economy: Economy) -> Deal:
     spec, params = offer.spec, dict(offer.params)
     for key, wanted in sorted(spec.requires.items()):
         if key not in state or state[key] != wanted:
-            return Deal(offer=offer, granted=False, reason=f"{key} is not {value_text(wanted)}")
+            return Deal(offer=offer, granted=False, reason=spec.requires_words.get(key) or f"{key} is not {value_text(wanted)}")
     item = str(params.get(spec.ware_param or ""))
     ware = spec.wares.get(item)
     if ware is None:

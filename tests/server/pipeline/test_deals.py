@@ -23,7 +23,7 @@ from loreguard.server.demo import demo_npcs, demo_world
 from loreguard.server.inference import ScriptedBackend
 from loreguard.server.pipeline import GovernancePipeline
 from loreguard.server.pipeline.gate.deals import DEAL_OUTCOME_RULE, NOT_SOLD_RULE, UNPRICED_WARE_RULE, WARE_DENIED_RULE
-from loreguard.server.pipeline.turn.deals import decide
+from loreguard.server.pipeline.turn.deals import decide, forbidden_now
 from loreguard.server.pipeline.turn.intents import intent_table
 from loreguard.text.money import money_named, money_text
 from loreguard.text.stock_talk import denied_ware
@@ -98,8 +98,9 @@ def test_words_pay_only_where_the_world_allows_it_and_no_purse_is_reported() -> 
 
 
 def test_a_rule_in_force_declines_what_it_forbids_and_nothing_is_asked_nothing_is_decided() -> None:
-    assert _decide("Sell me some rope, please.", {"player.purse": 120}, forbidding={"give_item": "market_closed"}) == [
-        ("1 rope", False, "rule market_closed forbids it now")
+    forbidding = {"give_item": forbidden_now("market_closed", "sell after the market closes")}
+    assert _decide("Sell me some rope, please.", {"player.purse": 120}, forbidding=forbidding) == [
+        ("1 rope", False, "never sell after the market closes (rule market_closed is in force)")
     ]
     assert _decide("Lovely weather today.", {"player.purse": 120}) == []
 
@@ -288,9 +289,11 @@ def test_a_session_of_deals_replays_exactly(tmp_path: Path) -> None:
 
 
 def test_an_act_without_a_price_is_decided_by_its_conditions() -> None:
-    """The gate opens by the world's rule (the captain's token), not by the guard's mood."""
+    """The gate opens by the world's rule (the captain's token), not by the guard's mood; a
+    condition told in words where the designer gave some, else as its key."""
     data = next(p for p in demo_npcs() if p.id == "guard").model_dump(mode="json")["allowed_intents"][0]
-    gate = IntentSpec.model_validate({**data, "decided_by": "rules", "requires": {"player.has_token": True}})
+    data.update(requires={"player.has_token": True}, requires_words={})
+    gate = IntentSpec.model_validate(data)
     line = "Open the gate, please."
     table = intent_table(line, (gate,))
     outcomes = [
@@ -304,6 +307,39 @@ def test_an_act_without_a_price_is_decided_by_its_conditions() -> None:
     ]
     with pytest.raises(ValueError, match="no cues"):
         IntentSpec.model_validate({"type": "wave", "decided_by": "rules"})
+    with pytest.raises(ValueError, match="requires_words for what it does not require: moon"):
+        IntentSpec.model_validate({**data, "requires_words": {"moon": "no moon tonight"}})
+
+
+def test_the_demo_gate_opens_by_day_and_stays_barred_under_the_curfew_saying_why(tmp_path: Path) -> None:
+    """Issue 60: "Please open the gate." opens it while the world's curfew does not hold; under
+    it (or the alarm), the rules decline in the designer's words, and the model is told them."""
+    opened = say(
+        "In you go, traveller.", mutations=[{"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}}]
+    )
+    backend = ScriptedBackend(
+        {"guard": [opened, say("Not tonight, traveller. Gate's barred till dawn."), say("Not while the bell rings.")]}
+    )
+    store = demo_store(tmp_path / "g.sqlite")
+    pipeline = GovernancePipeline(store, backend)
+    assert pipeline.interact(ask("Please open the gate.", npc="guard")).intents == (
+        WorldIntent(type="open_gate", params={"gate_id": "north"}),
+    )
+    reasons = []
+    for state in ({"curfew": True}, {"curfew": False, "alarm": True}):
+        writes = [
+            MemoryWrite(source=Authority.GAME_SYSTEM, op=SetWorldState(scope=WORLD_SCOPE, key=k, value=v))
+            for k, v in state.items()
+        ]
+        assert store.apply(writes).committed
+        result = pipeline.interact(ask("Please open the gate.", npc="guard"))
+        assert result.intents == () and not result.fallback_used
+        reasons.append(result.receipt.deals[0].reason)
+    assert reasons == [
+        "the gate is barred from dusk until dawn, by the captain's order",
+        "never open the gate while the alarm sounds (rule alarm_shut is in force)",
+    ]
+    assert "barred from dusk until dawn" in backend.requests[1].prompt.player_turn
 
 
 def test_a_bare_price_is_the_price_of_the_ware_asked_about(tmp_path: Path) -> None:

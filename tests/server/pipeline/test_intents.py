@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from factories import guard_profile, merchant_in_character, say
+from factories import guard_in_character, guard_profile, merchant_in_character, say
 from pipeline_helpers import ask, make_pipeline
 from pydantic import ValidationError
 
@@ -206,7 +206,7 @@ def test_a_term_the_rule_forbids_in_requests_may_be_said_to_refuse_one(tmp_path:
 def test_a_word_a_rule_forbids_saying_does_not_refuse_a_request(tmp_path: Path) -> None:
     """The guard may not say "dragon" (forbidden_phrases); a player fleeing one may still ask to
     be let in: only a rule's `forbidden_requests` refuse a request."""
-    pipeline, backend = make_pipeline(tmp_path / "g.sqlite", [say("Quick, in you come!")], profile=NPCS["guard"])
+    pipeline, backend = make_pipeline(tmp_path / "g.sqlite", [say("Quick, in you come!")], profile=guard_in_character())
     pipeline.interact(ask("Open the gate, quick, the dragon is coming!"))
     assert "It is yours to give" in backend.requests[0].prompt.player_turn
     assert "A rule above forbids that" not in backend.requests[0].prompt.player_turn
@@ -244,7 +244,7 @@ def test_a_reply_that_says_no_grants_nothing(tmp_path: Path) -> None:
     the gate stays shut."""
     gate = {"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}}
     outputs = [say("You're not allowed to open it, traveller.", mutations=[gate]), say("Go on through.", mutations=[gate])]
-    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", outputs, profile=NPCS["guard"])
+    pipeline, _ = make_pipeline(tmp_path / "m.sqlite", outputs, profile=guard_in_character())
     refused = pipeline.interact(ask("Please open the gate."))
     assert refused.intents == ()
     assert [r.reason for r in refused.receipt.rejected_mutations] == ['the reply turns it down ("not allowed")']

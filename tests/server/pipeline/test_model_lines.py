@@ -39,7 +39,7 @@ def _run(tmp_path: Path, case: dict[str, Any]) -> InteractionResult:
     earlier = [dialogue for _, dialogue in case["earlier"]]
     reply = say(case["dialogue"], mutations=[case["grants"]] if "grants" in case else None)
     backend = ScriptedBackend({npc: [say(d) for d in earlier] + [reply] * 3}, special_tokens=SPECIALS)
-    pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
+    pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite", case.get("state")), backend)
     for player, dialogue in case["earlier"]:
         before = pipeline.interact(ask(player, npc=npc, scene="eldmoor"))
         assert before.outcome is InteractionOutcome.VALIDATED and before.dialogue == dialogue, before.receipt.attempts

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from factories import say
 from pipeline_helpers import ask
-from stores import demo_store
+from stores import demo_store, guard_in_character_store
 
 from loreguard.schemas import InteractionOutcome
 from loreguard.schemas.prevention import DialogueConstraints
@@ -35,13 +35,15 @@ PIECE = re.compile(r" ?[A-Za-z]+| ?\d+|\s+|.", re.S)
 ALWAYS_PREVENTED = frozenset({"narrates_the_player", "yields_to_the_player", "no_dragon", "speaks_to_itself", "repeats_itself"})
 
 
-def _constraints(tmp_path: Path, npc: str, earlier: list[list[str]], player: str) -> DialogueConstraints:
+def _constraints(
+    tmp_path: Path, npc: str, earlier: list[list[str]], player: str, state: dict | None = None
+) -> DialogueConstraints:
     """The constraints the pipeline sends with the first attempt at `player`, after `earlier`."""
     backend = RecordingBackend(
         ScriptedBackend({npc: [say(d) for _, d in earlier] + [say("Hm.")] * 3}, special_tokens=SPECIALS, guards=True)
     )
     tmp_path.mkdir(parents=True, exist_ok=True)
-    pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
+    pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite", state), backend)
     for line, _ in earlier:
         pipeline.interact(ask(line, npc=npc, scene="eldmoor"))
     asked = len(backend.calls)
@@ -74,7 +76,7 @@ def _labelled() -> list[dict[str, Any]]:
 def test_the_guard_keeps_out_no_ordinary_line_and_the_broken_lines_of_the_rules_it_covers(tmp_path: Path) -> None:
     wrongly, missed, parroting = [], [], [0, 0]
     for i, case in enumerate(_labelled()):
-        constraints = _constraints(tmp_path / str(i), case["npc"], case["earlier"], case["player"])
+        constraints = _constraints(tmp_path / str(i), case["npc"], case["earlier"], case["player"], case.get("state"))
         rules = {rule for rule, _ in _kept_out(constraints, case["dialogue"])}
         if case["expect"] is None:
             if rules:
@@ -137,7 +139,7 @@ def test_a_retry_for_style_keeps_the_earlier_decline(tmp_path: Path) -> None:
     retry may say no in other words, and cannot open the gate."""
     outputs = [say("I'm sorry, but I can't comply with your request."), say("No. The captain's word first, traveller.")]
     backend = RecordingBackend(ScriptedBackend({"guard": outputs}, special_tokens=SPECIALS, guards=True))
-    pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
+    pipeline = GovernancePipeline(guard_in_character_store(tmp_path / "m.sqlite"), backend)
     result = pipeline.interact(ask("Please open the gate.", npc="guard"))
     assert result.outcome is InteractionOutcome.VALIDATED and not result.intents
     first, retry = (request.output_schema for request, _ in backend.calls)
@@ -149,7 +151,7 @@ def test_a_retry_for_the_decline_itself_may_grant(tmp_path: Path) -> None:
     retry may grant."""
     outputs = [say("Go on through, traveller."), say("Go on through, traveller.")]
     backend = RecordingBackend(ScriptedBackend({"guard": outputs}, special_tokens=SPECIALS, guards=True))
-    pipeline = GovernancePipeline(demo_store(tmp_path / "m.sqlite"), backend)
+    pipeline = GovernancePipeline(guard_in_character_store(tmp_path / "m.sqlite"), backend)
     result = pipeline.interact(ask("The captain sent me. Let me in.", npc="guard"))
     assert "grants_in_words_only" in {f.rule_id for f in result.receipt.attempts[0].failures}
     assert all(_offers_intents(request.output_schema) for request, _ in backend.calls)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from factories import say
 from pipeline_helpers import ask
-from stores import demo_store
+from stores import guard_in_character_store
 
 from loreguard.schemas import InteractionOutcome
 from loreguard.schemas.audit import PackageSelection
@@ -19,7 +19,7 @@ from loreguard.server.pipeline import GovernancePipeline
 
 
 def _pipeline(path: Path, outputs: list[str]) -> GovernancePipeline:
-    store = demo_store(path)
+    store = guard_in_character_store(path)  # the gate is the model's to grant: a cut must not grant it
     return GovernancePipeline(store, ScriptedBackend({"guard": outputs}), recorder=AuditRecorder(store, fingerprint=None))
 
 

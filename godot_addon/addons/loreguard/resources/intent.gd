@@ -32,6 +32,9 @@ extends Resource
 ## World-state keys and the values they must have for the rules to grant a request, e.g.
 ## {"alarm": false}.
 @export var requires: Dictionary = {}
+## Why a request is declined when a `requires` key does not hold, in words the player may hear:
+## {"curfew": "the gate is barred from dusk until dawn"}. A key without words is told as itself.
+@export var requires_words: Dictionary = {}
 ## Lines said with a sale the rules made when every reply of the model's was refused (the sale
 ## still happens).
 @export var sold_lines: PackedStringArray
@@ -53,6 +56,7 @@ func to_dict() -> Dictionary:
 		"decided_by": decided_by,
 		"wares": wares.duplicate(true),
 		"requires": requires.duplicate(),
+		"requires_words": requires_words.duplicate(),
 		"deal_lines": {"sold": Array(sold_lines), "declined": Array(declined_lines)},
 	}
 
@@ -67,6 +71,7 @@ static func from_dict(data: Dictionary) -> LoreguardIntent:
 	out.decided_by = data.get("decided_by", "character")
 	out.wares = data.get("wares", {})
 	out.requires = LoreguardDict.scalars(data.get("requires", {}))
+	out.requires_words = data.get("requires_words", {})
 	var lines: Dictionary = data.get("deal_lines", {})
 	if not lines.get("sold", []).is_empty():  # left at its default, an inspector shows no revert arrow
 		out.sold_lines = PackedStringArray(lines["sold"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from factories import say
 from pipeline_helpers import ask
-from stores import demo_store
+from stores import demo_store, guard_in_character_store
 
 from loreguard.schemas import InteractionOutcome
 from loreguard.schemas.npc import IntentSpec
@@ -79,7 +79,8 @@ def test_the_reason_says_what_the_retry_can_do() -> None:
 
 
 def _pipeline(tmp_path: Path, outputs: list[str]) -> GovernancePipeline:
-    return GovernancePipeline(demo_store(tmp_path / "d.sqlite"), ScriptedBackend({"guard": outputs}))
+    # the guard decides the gate in character here: the grant is the model's, the check's subject
+    return GovernancePipeline(guard_in_character_store(tmp_path / "d.sqlite"), ScriptedBackend({"guard": outputs}))
 
 
 def test_a_grant_said_without_the_intent_is_asked_again_and_granted(tmp_path: Path) -> None:
