@@ -135,6 +135,10 @@ class IntentSpec(FrozenModel):
     #: hear and the model is told ("the gate stays shut from dusk until dawn"); a key without
     #: words is told as itself ("curfew is not false").
     requires_words: dict[StateKey, ShortText] = Field(default_factory=dict, max_length=16)
+    #: The world state the act leaves (`{"gate.north": "open"}`): the game sets it when it acts,
+    #: and until then a reply on the act may speak of it as done ("in you go, it's open"), so
+    #: the canonical gate does not hold the reply to these keys' values before the act.
+    changes: dict[StateKey, JsonScalar] = Field(default_factory=dict, max_length=16)
     #: Lines for a decided request when every attempt is refused (`DealLines`).
     deal_lines: DealLines = DealLines()
 

@@ -3,9 +3,12 @@ extends Node
 ## itself (LOREGUARD_LAUNCH_COMMAND, LOREGUARD_MODEL): asks Brom to open the gate, buys a
 ## lantern, asks who the king is and when the gate closes, tries a jailbreak on Mira, stands by
 ## the gate while Brom and Mira talk, walks away while one of them is thinking and asks that one
-## "Are you still there?", then quits as a player's game does. Every line heard is printed as
-## `played: ...`, and a PNG of the window is saved after each answer into $LOREGUARD_TEST_OUT
-## when the game renders (tests/godot_addon/test_played_session.py).
+## "Are you still there?", turns away (Esc) from an answer of Brom's, opens the governance view,
+## then quits as a player's game does. The status must say "getting ready" until both NPCs are
+## warm, the gate must open (the world's curfew does not hold), and a line walked away from must
+## be in no NPC's memory. Every line heard is printed as `played: ...`, and a PNG of the window is
+## saved after each answer into $LOREGUARD_TEST_OUT when the game renders
+## (tests/godot_addon/test_played_session.py).
 
 ## A real model on two busy cores takes a minute for a line that is retried: generous.
 const WAIT_S := 300.0
@@ -23,6 +26,9 @@ const SCENE_LINES := 2
 
 var passed: int = 0
 var failed: int = 0
+## Milliseconds from each line asked to its first words on screen, and to its whole answer.
+var first_words_ms: Array[int] = []
+var line_ms: Array[int] = []
 var _out_dir: String = OS.get_environment("LOREGUARD_TEST_OUT")
 var _rendering: bool = DisplayServer.get_name() != "headless"
 
@@ -38,13 +44,31 @@ func _ready() -> void:
 	)
 	await _until(func() -> bool: return _loreguard.status.state == LoreguardSidecarStatus.State.READY)
 	_expect(_loreguard.status.state == LoreguardSidecarStatus.State.READY, "the sidecar is ready")
-	print("played: status: %s" % (_node("Status") as Label).text)
+	await _getting_ready()
 	await _capture("ready")
 	for step in LINES:
 		await _ask(_demo.get_node(step[0]), step[1], step[2])
+		if step[2] == "gate":
+			_expect(_demo.get("gate_open"), "the gate opens: the world's curfew does not hold")
 	await _scene_at_gate()
+	await _turn_away(_demo.get_node("Guard"), "Tell me everything about the road north, and the farms along it.")
+	await _governance_view()
 	print("played: %d passed, %d failed" % [passed, failed])
 	get_tree().quit(0 if failed == 0 else 1)
+
+
+## The status says "getting ready" while an NPC warms up, then that they are ready; the time from
+## "ready" to the first words of the first line is what the player waits.
+func _getting_ready() -> void:
+	var status: Label = _node("Status")
+	var npcs: Array[LoreguardNPC] = [_demo.get_node("Guard"), _demo.get_node("Merchant")]
+	var started := Time.get_ticks_msec()
+	if not npcs.all(func(npc: LoreguardNPC) -> bool: return npc.is_warm):
+		print("played: status: %s" % status.text)
+		_expect(status.text.contains("getting ready"), "the status says getting ready while they warm up", status.text)
+	await _until(func() -> bool: return npcs.all(func(npc: LoreguardNPC) -> bool: return npc.is_warm))
+	print("played: status: %s (%d ms after the sidecar was ready)" % [status.text, Time.get_ticks_msec() - started])
+	_expect(status.text.contains("ready to talk"), "then that they are ready to talk", status.text)
 
 
 ## Types `text` to `npc`, waits for the answer to be shown in full and prints it.
@@ -56,8 +80,14 @@ func _ask(npc: LoreguardNPC, text: String, name: String) -> void:
 	var answered: Array[LoreguardLine] = []
 	npc.replied.connect(func(line: LoreguardLine) -> void: answered.append(line), CONNECT_ONE_SHOT)
 	(_node("Input") as LineEdit).text = text
+	var asked := Time.get_ticks_msec()
+	var first: Array[int] = []
+	npc.dialogue_chunk.connect(func(_t: String) -> void: first.append(Time.get_ticks_msec() - asked), CONNECT_ONE_SHOT)
 	_demo.call("send")
 	await _until(func() -> bool: return not answered.is_empty())
+	line_ms.append(Time.get_ticks_msec() - asked)
+	first_words_ms.append(first[0] if not first.is_empty() else line_ms[-1])
+	print("played:   (first words after %d ms, the whole line after %d ms)" % [first_words_ms[-1], line_ms[-1]])
 	await _until(func() -> bool: return _dialogue().visible_characters < 0)
 	_expect(not answered.is_empty(), "%s answered %s" % [npc.profile.display_name, text])
 	if not answered.is_empty():
@@ -112,6 +142,69 @@ func _scene_at_gate() -> void:
 		"after walking away only the answer to the player is heard",
 		after
 	)
+
+
+## The player asks `npc` and turns away (Esc) once its first words are on screen: the line stops,
+## `line_cancelled`, nothing of it is remembered, and the next line is answered as soon as any.
+func _turn_away(npc: LoreguardNPC, text: String) -> void:
+	var before := await _loreguard.memory(npc.profile.id)
+	var cancelled: Array[int] = []
+	var words: Array[String] = []
+	npc.dialogue_chunk.connect(func(t: String) -> void: words.append(t))
+	(_node("Input") as LineEdit).text = text
+	_demo.call("send")
+	await _until(func() -> bool: return not words.is_empty() or not npc.is_thinking)
+	var escaped := Time.get_ticks_msec()
+	npc.line_cancelled.connect(func() -> void: cancelled.append(Time.get_ticks_msec() - escaped), CONNECT_ONE_SHOT)
+	var esc := InputEventKey.new()
+	esc.keycode = KEY_ESCAPE
+	esc.pressed = true
+	Input.parse_input_event(esc)
+	await _until(func() -> bool: return not cancelled.is_empty() or not npc.is_thinking)
+	print('played: You → %s: %s\nplayed:   (Esc after "%s")' % [npc.profile.display_name, text, "".join(words)])
+	if cancelled.is_empty():
+		print("played:   the line had ended before the Esc")
+		return
+	print("played:   the line stopped %d ms after Esc" % cancelled[0])
+	var after := await _loreguard.memory(npc.profile.id)
+	_expect(
+		after.ok and after.body.get("interactions") == before.body.get("interactions"),
+		"a line turned away from is not remembered",
+		"%s -> %s" % [before.body.get("interactions"), after.body.get("interactions")]
+	)
+	await _ask(npc, "Sorry, I was distracted. Is the road safe?", "turned-away")
+	var usual: int = line_ms.slice(0, LINES.size()).max()
+	_expect(
+		line_ms[-1] <= usual,
+		"the next line waits no longer than a line on its own",
+		"%d > %d ms" % [line_ms[-1], usual]
+	)
+
+
+## The governance view opened on the played session: one entry per line heard, what the rules
+## decided, and the panel inside the window.
+func _governance_view() -> void:
+	(_node("GovernanceToggle") as CheckButton).button_pressed = true
+	var governance: LoreguardGovernanceLog = _node("Governance")
+	await get_tree().process_frame
+	var text := governance.get_parsed_text()
+	_expect(
+		governance.entry_count() >= LINES.size(), "the governance view has every line", str(governance.entry_count())
+	)
+	_expect(text.contains("decided by the rules"), "and what the rules decided", text)
+	var window := Rect2(Vector2.ZERO, get_viewport().get_visible_rect().size)
+	_expect(
+		window.encloses(governance.get_global_rect()),
+		"the panel is inside the window",
+		str(governance.get_global_rect())
+	)
+	print(
+		(
+			"played: governance view:\n"
+			+ "\n".join(Array(text.split("\n")).map(func(l: String) -> String: return "played: | " + l))
+		)
+	)
+	await _capture("governance")
 
 
 func _node(unique_name: String) -> Node:

@@ -21,6 +21,11 @@ import pytest
 from godot_helpers import DEMO_PROJECT, ROOT, godot_command, rendering_godot, xvfb_display
 from sidecar_helpers import free_port
 
+from loreguard.memory import MemoryStore
+from loreguard.schemas.audit import PackageSelection
+from loreguard.server.audit.recorder import export_package
+from loreguard.server.audit.replay import Replayer
+
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 
 ARTIFACTS = ROOT / "tests" / "artifacts" / "played-session"
@@ -58,3 +63,19 @@ def test_a_played_session_is_heard_whole_and_quits_cleanly(tmp_path: Path) -> No
     assert "loreguard sidecar stopped: replies sent, memory flushed" in output, output
     data = tmp_path / "data"
     assert (data / "memory.sqlite").exists() and not (data / "memory.sqlite-wal").exists()
+    # The lines walked away from were stopped and recorded so, and the whole session replays.
+    store = MemoryStore(data / "memory.sqlite")
+    try:
+        package = export_package(store, PackageSelection(), exported_by="test")
+    finally:
+        store.close()
+    cancelled = [r.receipt.cancelled for r in package.records if r.receipt.cancelled is not None]
+    assert {c.by for c in cancelled} <= {"game", "scene_end"} and cancelled, [r.receipt.outcome for r in package.records]
+    assert all(r.receipt.memory_hash_after == r.receipt.memory_hash_before for r in package.records if r.receipt.cancelled)
+    report = Replayer(package).run()
+    assert report.drifts == 0, [r.details for r in report.results if not r.exact]
+    with (ARTIFACTS / "transcript.txt").open("a", encoding="utf-8") as transcript:
+        transcript.write(
+            f"cancelled: {', '.join(f'{c.by} before {c.phase} after {c.after_ms:.0f} ms' for c in cancelled)}\n"
+            f"replayed: {report.exact_matches} of {len(package.records)} exact, {report.drifts} drifts\n"
+        )

@@ -18,6 +18,9 @@ def claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[Gate
     """Contradicted claims (canonical facts, world-state keys) and ungrounded numbers in `texts`."""
     stock = stock_keys(snapshot)
     shown = tuple(item for item in snapshot.world_state if item[0] not in stock) if stock else snapshot.world_state
+    # what an offered act changes may be spoken of as done (`IntentSpec.changes`)
+    acted = {key for offer in snapshot.offered_intents for key in offer.spec.changes}
+    held = tuple(item for item in snapshot.world_state if item[0] not in acted)
     subjects = subjects_in_context(shown, snapshot.canonical)
     sells = [ware for spec in snapshot.allowed_intents for ware in sorted(spec.wares)]
     contradictions: list[GateFailure] = []
@@ -27,14 +30,14 @@ def claim_failures(texts: list[str], snapshot: StateSnapshot) -> tuple[list[Gate
         # the dialogue answers the player's line (where a pronoun may find its subject); a
         # mutation's text answers nothing
         context = snapshot.context.said() if i == 0 else ""
-        hits = find_contradictions(text, snapshot.canonical, snapshot.world_state, state_claims, context=context)
+        hits = find_contradictions(text, snapshot.canonical, held, state_claims, context=context)
         contradictions.extend(_contradiction_failure(hit) for hit in hits)
         if i == 0 and not hits:  # a tag question asks agreement with what it says (`premise`)
             tagged = tag_statements(text)
-            hits = find_contradictions(tagged, snapshot.canonical, snapshot.world_state, state_claims) if tagged else []
+            hits = find_contradictions(tagged, snapshot.canonical, held, state_claims) if tagged else []
             contradictions.extend(_contradiction_failure(hit) for hit in hits)
         if i == 0 and not hits:  # a yes to the player's false claim says it too (`premise`)
-            agreed = find_agreed_false_claims(text, context, snapshot.canonical, snapshot.world_state, state_claims)
+            agreed = find_agreed_false_claims(text, context, snapshot.canonical, held, state_claims)
             contradictions.extend(_contradiction_failure(hit, agreed=True) for hit in agreed)
         # A claim the checker above already caught is not reported twice.
         caught = {hit.label for hit in hits}

@@ -342,6 +342,22 @@ def test_the_demo_gate_opens_by_day_and_stays_barred_under_the_curfew_saying_why
     assert "barred from dusk until dawn" in backend.requests[1].prompt.player_turn
 
 
+def test_a_reply_may_speak_of_the_act_as_done(tmp_path: Path) -> None:
+    """`changes`: the gate is closed until the game opens it; the grant's "it's open" is no
+    contradiction of `gate.north: closed` (the embedded model's first attempt was refused for it)."""
+    opened = say(
+        "In you go, traveller. The gate is open now.",
+        mutations=[{"kind": "emit_world_intent", "intent": "open_gate", "params": {"gate_id": "north"}}],
+    )
+    pipeline = GovernancePipeline(
+        demo_store(tmp_path / "g.sqlite"), ScriptedBackend({"guard": [opened, say("The gate is open, traveller.")]})
+    )
+    result = pipeline.interact(ask("Please open the gate.", npc="guard"))
+    assert len(result.receipt.attempts) == 1 and result.intents, result.receipt.attempts[0].failures
+    asked = pipeline.interact(ask("Is the gate open?", npc="guard"))  # nothing offered: held to the state
+    assert any(f.rule_id == "world_state:gate.north" for f in asked.receipt.attempts[0].failures)
+
+
 def test_a_bare_price_is_the_price_of_the_ware_asked_about(tmp_path: Path) -> None:
     """The 1.5B answered "How much is a lantern?" with the rope's price: "Two silver, love."."""
     pipeline, _ = _pipeline(tmp_path, [say("Two silver, love. Tie your knots tight!"), say("Five silver, love, and worth it.")])

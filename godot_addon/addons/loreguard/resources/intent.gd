@@ -35,6 +35,9 @@ extends Resource
 ## Why a request is declined when a `requires` key does not hold, in words the player may hear:
 ## {"curfew": "the gate is barred from dusk until dawn"}. A key without words is told as itself.
 @export var requires_words: Dictionary = {}
+## The world state the act leaves, e.g. {"gate.north": "open"}: the game sets it when it acts
+## (`Loreguard.set_state`), and until then a reply may speak of the act as done.
+@export var changes: Dictionary = {}
 ## Lines said with a sale the rules made when every reply of the model's was refused (the sale
 ## still happens).
 @export var sold_lines: PackedStringArray
@@ -57,6 +60,7 @@ func to_dict() -> Dictionary:
 		"wares": wares.duplicate(true),
 		"requires": requires.duplicate(),
 		"requires_words": requires_words.duplicate(),
+		"changes": changes.duplicate(),
 		"deal_lines": {"sold": Array(sold_lines), "declined": Array(declined_lines)},
 	}
 
@@ -72,6 +76,7 @@ static func from_dict(data: Dictionary) -> LoreguardIntent:
 	out.wares = data.get("wares", {})
 	out.requires = LoreguardDict.scalars(data.get("requires", {}))
 	out.requires_words = data.get("requires_words", {})
+	out.changes = LoreguardDict.scalars(data.get("changes", {}))
 	var lines: Dictionary = data.get("deal_lines", {})
 	if not lines.get("sold", []).is_empty():  # left at its default, an inspector shows no revert arrow
 		out.sold_lines = PackedStringArray(lines["sold"])
