@@ -50,6 +50,10 @@ func _play() -> void:
 	print("screenshots: window %dx%d" % [size.x, size.y])
 	await _until(func() -> bool: return _loreguard.status.state == LoreguardSidecarStatus.State.READY)
 	var status: Label = _node("Status")
+	var npcs: Array[LoreguardNPC] = [_demo.get_node("Guard"), _demo.get_node("Merchant")]
+	if not npcs.all(func(npc: LoreguardNPC) -> bool: return npc.is_warm):
+		_expect(status.text.contains("getting ready"), "the status says getting ready while they warm up", status.text)
+	await _until(func() -> bool: return npcs.all(func(npc: LoreguardNPC) -> bool: return npc.is_warm))
 	_expect(status.text.contains("ready to talk"), "the status says the NPCs are ready", status.text)
 	(_node("GovernanceToggle") as CheckButton).button_pressed = true
 	await _capture("ready")
