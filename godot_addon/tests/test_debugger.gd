@@ -44,7 +44,7 @@ func _wait_for(count: int) -> void:
 
 func _test_forwarding(client: LoreguardClient) -> void:
 	var reply := await client.interact(
-		{"npc_id": "guard", "trigger_reason": "player_utterance", "player_input": "Open the gate."}
+		{"npc_id": "guard", "trigger_reason": "player_utterance", "player_input": "Good evening, guard."}
 	)
 	_expect(reply.ok, "the interaction succeeds", str(reply))
 	await _wait_for(1)
@@ -54,7 +54,7 @@ func _test_forwarding(client: LoreguardClient) -> void:
 	var record: Dictionary = messages[0][1][0]
 	_expect(messages[0][0] == "loreguard:record", "sent as loreguard:record", messages[0][0])
 	_expect(record["receipt"]["npc_id"] == "guard", "the record is the guard's")
-	_expect(record["context"]["player_input"] == "Open the gate.", "with the player's input")
+	_expect(record["context"]["player_input"] == "Good evening, guard.", "with the player's input")
 	_expect(record["dialogue"] == reply.line.dialogue, "and the dialogue the game got")
 	_expect("r%d" % record["seq"] == reply.line.audit_record_id, "the reply names the record")
 	await client.interact({"npc_id": "merchant", "trigger_reason": "player_utterance", "player_input": "Lanterns?"})
@@ -88,7 +88,7 @@ func _test_panel() -> void:
 	_expect(panel.records.size() == 2 and panel.tree.get_root().get_child_count() == 2, "two live rows")
 	var cells := LoreguardDebuggerPanel.summary(panel.records[0])
 	_expect(
-		cells[0] == "r1" and cells[1] == "guard" and cells[2] == "Open the gate.", "row: id, NPC, input", str(cells)
+		cells[0] == "r1" and cells[1] == "guard" and cells[2] == "Good evening, guard.", "row: id, NPC, input", str(cells)
 	)
 	_expect(cells[4] == "1" and cells[6] == "", "row: attempts, no fallback", str(cells))
 	# One numbering: the row's id opens the detail's header and is the reply's record id.

@@ -1,10 +1,10 @@
 class_name LoreguardGovernanceText
 extends RefCounted
 ## What the sidecar's governance did, in a designer's words: each gate, each refusal with the
-## rule's id in brackets ("said a forbidden word: dragon [no_dragon]"), the fallback and why,
-## and what ended each attempt. Pure static functions over the receipt's dictionaries as they
-## come over the wire (docs/protocol-messages.md); the game's governance view and the editor's
-## Loreguard tab both read them. A code it does not know is shown as itself, never as nothing.
+## rule's id in brackets ("said a forbidden word: dragon [no_dragon]"), the fallback and why, and
+## what ended each attempt. Pure static functions over the receipt's dictionaries as they come
+## over the wire (docs/protocol-messages.md), read by the game's governance view and the editor's
+## Loreguard tab. A code it does not know is shown as itself, never as nothing.
 ##
 ##     for failure: Dictionary in attempt["failures"]:
 ##         print(LoreguardGovernanceText.failure(failure))
@@ -115,6 +115,7 @@ const OUTCOMES := {
 	"fallback": "refused; an authored line was spoken instead",
 	"clarify": "the game must say more before it can answer",
 	"halted": "halted: something broke, nothing was applied",
+	"cancelled": "cancelled before anyone heard it: nothing of it was remembered",
 }
 ## A retry's own prohibitions (retry.py `RETRY_RULE_PREFIX`): they quote a refused reply.
 const RETRY_RULE_PREFIX := "retry."
@@ -231,9 +232,9 @@ static func trigger(code: String) -> String:
 
 ## An interaction's outcome in words, e.g. "its own line passed on attempt 2".
 static func outcome(code: String, attempts: int) -> String:
-	if code == "validated":
-		return "its own line passed first time" if attempts <= 1 else "its own line passed on attempt %d" % attempts
-	return OUTCOMES.get(code, code)
+	if code != "validated":
+		return OUTCOMES.get(code, code)
+	return "its own line passed first time" if attempts <= 1 else "its own line passed on attempt %d" % attempts
 
 
 ## A receipt's outcome in words, from the receipt itself: as `outcome`, and a line whose spoken
@@ -405,8 +406,7 @@ static func attempt_text(attempt: Dictionary) -> String:
 		return raw.strip_edges()
 	var body := found.get_string(1)
 	var unescaped: Variant = _json('"%s"' % body)
-	var text: String = unescaped if unescaped is String else body.replace('\\"', '"')
-	return text.strip_edges()
+	return (unescaped if unescaped is String else body.replace('\\"', '"')).strip_edges()
 
 
 ## `text` parsed as JSON, or null; quietly (JSON.parse_string logs an error for bad input, and
