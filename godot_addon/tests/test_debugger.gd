@@ -88,7 +88,9 @@ func _test_panel() -> void:
 	_expect(panel.records.size() == 2 and panel.tree.get_root().get_child_count() == 2, "two live rows")
 	var cells := LoreguardDebuggerPanel.summary(panel.records[0])
 	_expect(
-		cells[0] == "r1" and cells[1] == "guard" and cells[2] == "Good evening, guard.", "row: id, NPC, input", str(cells)
+		cells[0] == "r1" and cells[1] == "guard" and cells[2] == "Good evening, guard.",
+		"row: id, NPC, input",
+		str(cells)
 	)
 	_expect(cells[4] == "1" and cells[6] == "", "row: attempts, no fallback", str(cells))
 	# One numbering: the row's id opens the detail's header and is the reply's record id.
