@@ -89,3 +89,15 @@ func _run() -> void:
 		"Brom remembers only what was heard: %s interactions" % [guard_memory.body.get("interactions")]
 	)
 	_check(not guard.cancel(), "with no line on its way, there is nothing to cancel")
+
+	# A closed dialogue: the NPC node leaves the tree while its answer is on its way.
+	var gone: Array[bool] = []
+	guard.line_cancelled.connect(func() -> void: gone.append(true))
+	guard.say("One last thing.")
+	await _until(func() -> bool: return guard.is_thinking, 30.0)
+	talk.remove_child(guard)
+	await _until(func() -> bool: return not gone.is_empty(), 30.0)
+	_check(gone == [true], "leaving the tree cancels the line on its way")
+	guard_memory = await loreguard.memory("guard")
+	_check(int(guard_memory.body.get("interactions", -1)) == 1, "and Brom remembers none of it")
+	guard.free()

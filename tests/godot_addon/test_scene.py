@@ -35,7 +35,7 @@ def test_a_scene_node_runs_a_conversation_the_player_joins_and_leaves(tmp_path: 
 def test_walking_away_mid_line_stops_the_thinking_and_the_line_and_nobody_remembers_it(tmp_path: Path) -> None:
     # each scripted line takes 1.5 s, as a model's would: the player leaves while Brom thinks
     script = {
-        "guard": [say("The smith is late again."), say("Aye, still here."), say("Off with you, then.")],
+        "guard": [say("The smith is late again."), say("Aye, still here."), say("Off with you, then."), say("Farewell.")],
         "merchant": [say("Not yet, Brom.")],
     }
     with running_sidecar(tmp_path, ScriptedBackend(script, latency_s=1.5)) as sidecar:
@@ -43,4 +43,4 @@ def test_walking_away_mid_line_stops_the_thinking_and_the_line_and_nobody_rememb
         done = run_godot(["res://tests/scene_leave.tscn"], project=DEMO_PROJECT, timeout=180, env=env)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
-    assert re.search(r"scene_leave: 14 passed, 0 failed", output), output
+    assert re.search(r"scene_leave: 16 passed, 0 failed", output), output

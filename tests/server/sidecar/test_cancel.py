@@ -180,6 +180,9 @@ def test_a_cancel_after_the_reply_was_ready_commits_nothing(tmp_path: Path, monk
         record = watcher.audit_tail("guard").records[-1]
         assert record.receipt.cancelled is not None and record.receipt.cancelled.phase == "commit"
         assert len(record.receipt.attempts) == 1  # the reply the gate passed, kept in the record
+        package = sidecar.recorder.export(PackageSelection(), exported_by="test")
+    report = Replayer(package).run()  # the replay passes the same reply and stops at the commit
+    assert (report.exact_matches, report.drifts) == (1, 0), [r.details for r in report.results]
 
 
 def test_a_package_with_cancels_replays_with_no_drift(tmp_path: Path) -> None:

@@ -72,6 +72,13 @@ func _ready() -> void:
 	register()
 
 
+## Leaving the tree (a scene change, a closed dialogue) cancels the line on its way: nobody is
+## there to hear it, so the NPC remembers none of it.
+func _exit_tree() -> void:
+	if is_thinking and not Engine.is_editor_hint():
+		cancel()
+
+
 ## The client this NPC talks through.
 func client() -> LoreguardClient:
 	var node := get_node_or_null(client_path) if not client_path.is_empty() else get_node_or_null("/root/Loreguard")
