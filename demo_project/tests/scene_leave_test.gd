@@ -66,8 +66,12 @@ func _run() -> void:
 		(merchant_memory.body.get("memory", {}).get("episodic", [null]) as Array).is_empty(),
 		"Mira did not hear it either: %s" % [merchant_memory.body.get("memory", {}).get("episodic")]
 	)
+	await _walk_away_from_an_answer(guard, loreguard, shown)
+	await _close_the_dialogue(guard, talk, loreguard)
 
-	# The player asks Brom again, and walks away from his answer.
+
+## The player asks Brom again, and walks away from his answer (`LoreguardNPC.cancel`).
+func _walk_away_from_an_answer(guard: LoreguardNPC, loreguard: LoreguardClient, shown: Array[String]) -> void:
 	var cancelled: Array[bool] = []
 	guard.line_cancelled.connect(func() -> void: cancelled.append(true))
 	var asked := shown.size()
@@ -83,14 +87,16 @@ func _run() -> void:
 		guard.last_result.error != null and guard.last_result.error.code == LoreguardError.CANCELLED,
 		"the line's result says cancelled: %s" % guard.last_result
 	)
-	guard_memory = await loreguard.memory("guard")
+	var guard_memory := await loreguard.memory("guard")
 	_check(
 		int(guard_memory.body.get("interactions", -1)) == 1,
 		"Brom remembers only what was heard: %s interactions" % [guard_memory.body.get("interactions")]
 	)
 	_check(not guard.cancel(), "with no line on its way, there is nothing to cancel")
 
-	# A closed dialogue: the NPC node leaves the tree while its answer is on its way.
+
+## A closed dialogue: the NPC node leaves the tree while its answer is on its way.
+func _close_the_dialogue(guard: LoreguardNPC, talk: LoreguardScene, loreguard: LoreguardClient) -> void:
 	var gone: Array[bool] = []
 	guard.line_cancelled.connect(func() -> void: gone.append(true))
 	guard.say("One last thing.")
@@ -98,6 +104,6 @@ func _run() -> void:
 	talk.remove_child(guard)
 	await _until(func() -> bool: return not gone.is_empty(), 30.0)
 	_check(gone == [true], "leaving the tree cancels the line on its way")
-	guard_memory = await loreguard.memory("guard")
+	var guard_memory := await loreguard.memory("guard")
 	_check(int(guard_memory.body.get("interactions", -1)) == 1, "and Brom remembers none of it")
 	guard.free()
