@@ -153,8 +153,10 @@ class AsyncClient:
         """A new playthrough (`calls.new_game`): a random seed unless one is given (to replay a game)."""
         return await self.send(calls.new_game(seed))
 
-    async def npc_status(self, npc_id: str) -> wire.NpcStatusReply:
-        return await self.send(calls.npc_status(npc_id))
+    async def npc_status(self, npc_id: str, *, wait: bool = False) -> wire.NpcStatusReply:
+        """Whether the NPC's warm-up is done (`ready`): until then its first line waits for it.
+        `wait`: the reply comes once it is done (bounded by the client's reply wait)."""
+        return await self.send(calls.npc_status(npc_id, wait))
 
     async def cancel(self, request_id: int) -> wire.CancelReply:
         """As `Client.cancel`; cancelling the task that awaits `interact` does it without asking."""

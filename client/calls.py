@@ -103,9 +103,10 @@ def warm(npc_id: str) -> Call[NpcWarmReply]:
     return _call("npc.warm", {"npc_id": npc_id}, NpcWarmReply)
 
 
-def npc_status(npc_id: str) -> Call[NpcStatusReply]:
-    """Whether the NPC's warm-up is done: a game says "getting ready" until it is."""
-    return _call("npc.status", {"npc_id": npc_id}, NpcStatusReply)
+def npc_status(npc_id: str, wait: bool) -> Call[NpcStatusReply]:
+    """Whether the NPC's warm-up is done: a game says "getting ready" until it is. With `wait`,
+    the reply comes once it is done."""
+    return _call("npc.status", {"npc_id": npc_id, "wait": wait}, NpcStatusReply)
 
 
 def cancel(request_id: int | str) -> Call[CancelReply]:

@@ -18,6 +18,10 @@ class LoreguardError(Exception):
         self.request_id = request_id
         self.details = details or {}
 
+    def detail(self, key: str, default: str = "") -> str:
+        """`details[key]` as text (`default` when the sidecar sent none)."""
+        return str(self.details.get(key, default))
+
 
 class BadRequest(LoreguardError):
     code = ErrorCode.BAD_REQUEST
@@ -60,11 +64,11 @@ class StorageUnavailable(LoreguardError):
 
     @property
     def fault(self) -> str:
-        return str(self.details.get("fault", ""))
+        return self.detail("fault")
 
     @property
     def reason(self) -> str:
-        return str(self.details.get("reason", self.message))
+        return self.detail("reason", self.message)
 
 
 class Cancelled(LoreguardError):
@@ -75,11 +79,11 @@ class Cancelled(LoreguardError):
 
     @property
     def by(self) -> str:
-        return str(self.details.get("by", ""))
+        return self.detail("by")
 
     @property
     def phase(self) -> str:
-        return str(self.details.get("phase", ""))
+        return self.detail("phase")
 
 
 class Internal(LoreguardError):

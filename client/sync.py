@@ -126,9 +126,10 @@ class Client:
         """A new playthrough (`calls.new_game`): a random seed unless one is given (to replay a game)."""
         return self.send(calls.new_game(seed))
 
-    def npc_status(self, npc_id: str) -> wire.NpcStatusReply:
-        """Whether the NPC's warm-up is done (`ready`): until then its first line waits for it."""
-        return self.send(calls.npc_status(npc_id))
+    def npc_status(self, npc_id: str, *, wait: bool = False) -> wire.NpcStatusReply:
+        """Whether the NPC's warm-up is done (`ready`): until then its first line waits for it.
+        `wait`: the reply comes once it is done (bounded by the client's reply wait)."""
+        return self.send(calls.npc_status(npc_id, wait))
 
     def cancel(self, request_id: int) -> wire.CancelReply:
         """Stop this client's `interact` or `scene.next` request `request_id` (`last_request_id`)

@@ -141,8 +141,11 @@ class NpcStatusReply(FrozenModel):
     pending: int
 
 
-class NpcIdRequest(FrozenModel):
+class NpcStatusRequest(FrozenModel):
     npc_id: Identifier
+    #: Answer once the NPC's warm-up is done (or the sidecar shuts down), not at once: a game
+    #: waits on this reply rather than asking again and again.
+    wait: StrictBool = False
 
 
 class CancelRequest(FrozenModel):
@@ -283,7 +286,7 @@ MESSAGES: dict[str, MessageSpec] = {
     "world.load": MessageSpec(request=WorldDefinition, reply=WorldLoadReply, authority="designer"),
     "npc.register": MessageSpec(request=NpcProfile, reply=NpcRegisterReply, authority="designer"),
     "npc.warm": MessageSpec(request=NpcWarmRequest, reply=NpcWarmReply, authority="none"),
-    "npc.status": MessageSpec(request=NpcIdRequest, reply=NpcStatusReply, authority="none"),
+    "npc.status": MessageSpec(request=NpcStatusRequest, reply=NpcStatusReply, authority="none"),
     "world.set_state": MessageSpec(request=SetStateRequest, reply=SetStateReply, authority="game_system"),
     "interact": MessageSpec(request=InteractRequest, reply=InteractionResult, authority="none", chunk=InteractChunk),
     "interact.cancel": MessageSpec(request=CancelRequest, reply=CancelReply, authority="none"),

@@ -172,13 +172,14 @@ func _turn_away(npc: LoreguardNPC, text: String) -> void:
 		"a line turned away from is not remembered",
 		"%s -> %s" % [before.body.get("interactions"), after.body.get("interactions")]
 	)
+	# The sidecar answered `cancelled` only once the generation had stopped: nothing of that line
+	# is left running for the next one to wait behind (an event, not a time: the wait is printed).
+	var stats := await _loreguard.stats()
+	var stopped := int(stats.body.get("counters", {}).get("interact.cancelled_game", 0))
+	_expect(stopped >= 1, "the sidecar stopped the line before the next was asked", str(stopped))
 	await _ask(npc, "Sorry, I was distracted. Is the road safe?", "turned-away")
-	var usual: int = line_ms.slice(0, LINES.size()).max()
-	_expect(
-		line_ms[-1] <= usual,
-		"the next line waits no longer than a line on its own",
-		"%d > %d ms" % [line_ms[-1], usual]
-	)
+	var alone: Array = line_ms.slice(0, LINES.size())
+	print("played:   (lines on their own took %d to %d ms)" % [alone.min(), alone.max()])
 
 
 ## The governance view opened on the played session: one entry per line heard, what the rules

@@ -46,9 +46,9 @@ from loreguard.schemas.wire import (
     Limits,
     MemoryGetReply,
     MemoryGetRequest,
-    NpcIdRequest,
     NpcRegisterReply,
     NpcStatusReply,
+    NpcStatusRequest,
     NpcWarmReply,
     NpcWarmRequest,
     SetStateReply,
@@ -233,7 +233,7 @@ class Dispatcher:
         self.warmer.request(body.npc_id)
         return NpcWarmReply(npc_id=body.npc_id, pending=self.warmer.pending)
 
-    def on_npc_status(self, body: NpcIdRequest) -> NpcStatusReply:
+    def on_npc_status(self, body: NpcStatusRequest) -> NpcStatusReply:
         self.require_npc(body.npc_id)
         if self.warmer is None:
             return NpcStatusReply(npc_id=body.npc_id, ready=True, pending=0)

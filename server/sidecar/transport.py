@@ -25,7 +25,15 @@ from zmq.utils.monitor import parse_monitor_message
 from loreguard.memory import MemoryStore, StorageUnavailableError
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.schemas.scene import SceneIdRequest, SceneNextRequest, SceneSayRequest
-from loreguard.schemas.wire import DEFAULT_MAX_MESSAGE_BYTES, CancelReply, CancelRequest, ErrorCode, InteractRequest, Limits
+from loreguard.schemas.wire import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    CancelReply,
+    CancelRequest,
+    ErrorCode,
+    InteractRequest,
+    Limits,
+    NpcStatusRequest,
+)
 from loreguard.server.audit import AuditRecorder
 from loreguard.server.audit.retention import AuditRetention
 from loreguard.server.inference.base import InferenceBackend
@@ -307,6 +315,9 @@ class Sidecar:
                 reply = encode_reply(request.id, request.type, self._cancel(client, request.body))
                 self._reply(client, reply)
                 return
+            if isinstance(request.body, NpcStatusRequest) and request.body.wait:  # answered when it is warm
+                self._status_when_ready(client, request.id, request.body)
+                return
             if isinstance(request.body, SceneIdRequest) and request.type == "scene.end":
                 self.worker.end_scene(request.body.scene_id)  # its line running is not remembered
             reply = encode_reply(request.id, request.type, self.dispatcher.handle(request.type, request.body))
@@ -353,6 +364,16 @@ class Sidecar:
             timeout_ns=self.config.request_timeout_ms * 1_000_000,
         )
         self._queue(job, "scene.queued")
+
+    def _status_when_ready(self, client: bytes, request_id: int | str, body: NpcStatusRequest) -> None:
+        """`npc.status` with `wait`: answered (from the warm-up thread) once the NPC is warm."""
+        self.dispatcher.require_npc(body.npc_id)
+
+        def reply() -> None:
+            self._deliver(client, encode_reply(request_id, "npc.status", self.dispatcher.on_npc_status(body)))
+
+        self.stats.count("npc.status.waits")
+        self.warmer.when_ready(body.npc_id, reply)
 
     def _cancel(self, client: bytes, body: CancelRequest) -> CancelReply:
         state = self.worker.cancel(client, body.request_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 
 from loreguard.schemas.interaction import InteractionContext
 from loreguard.server.inference.base import BackendError
@@ -33,6 +34,8 @@ class Warmer:
         self._queue: deque[str] = deque()
         self._contexts: dict[str, InteractionContext | None] = {}
         self._running: str | None = None
+        #: Told once the NPC's warm-up is done (`npc.status` with `wait`), by NPC id.
+        self._waiters: dict[str, list[Callable[[], None]]] = {}
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="loreguard-warm", daemon=True)
 
@@ -63,13 +66,27 @@ class Warmer:
         with self._cond:
             return npc_id in self._queue or self._running == npc_id
 
+    def when_ready(self, npc_id: str, call: Callable[[], None]) -> None:
+        """Call `call` once no warm-up of the NPC is queued or running: at once if none is, else
+        from this thread when it is done (or at shutdown)."""
+        with self._cond:
+            if not self._closed and (npc_id in self._queue or self._running == npc_id):
+                self._waiters.setdefault(npc_id, []).append(call)
+                return
+        call()
+
     def shutdown(self) -> None:
-        """Drop the queued warm-ups; the one running ends when the engine closes."""
+        """Drop the queued warm-ups; the one running ends when the engine closes. Whoever waits
+        for a warm-up is answered now."""
         with self._cond:
             self._closed = True
             self._queue.clear()
             self._contexts.clear()
+            waiting = [call for calls in self._waiters.values() for call in calls]
+            self._waiters.clear()
             self._cond.notify_all()
+        for call in waiting:
+            call()
 
     def _take(self) -> tuple[str, InteractionContext | None] | None:
         with self._cond:
@@ -87,6 +104,9 @@ class Warmer:
             finally:
                 with self._cond:
                     self._running = None
+                    done = [] if taken[0] in self._queue else self._waiters.pop(taken[0], [])
+                for call in done:
+                    call()
 
     def _warm(self, npc_id: str, context: InteractionContext | None) -> None:
         try:

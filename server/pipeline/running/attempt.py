@@ -27,6 +27,7 @@ from loreguard.server.inference.base import (
     Generation,
     GenerationRequest,
     InferenceBackend,
+    Observer,
 )
 from loreguard.server.pipeline.errors import InteractionCancelled
 from loreguard.server.pipeline.gate import GateResult, validate
@@ -298,19 +299,23 @@ def _generate(
     """The backend's output; a backend failure after words were released ends the generation
     where it stood (the reply is what was released, the cut says why it stopped). A cancel cuts
     the generation at its next token where the backend stops on its observer's word."""
+    observe: Observer | None = watcher.observe if watcher is not None else None
+    if cancel is not None and (observe is not None or backend.stops_when_told):
+        observe = _until_cancelled(cancel, observe)
     try:
-        if watcher is None:
-            if cancel is None or not backend.stops_when_told:
-                return backend.generate(request)
-            return backend.generate_streaming(request, lambda _text: not cancel.stops_generation())
-        if cancel is None:
-            return backend.generate_streaming(request, watcher.observe)
-        return backend.generate_streaming(request, lambda text: not cancel.stops_generation() and watcher.observe(text))
+        if observe is None:
+            return backend.generate(request)
+        return backend.generate_streaming(request, observe)
     except BackendError as exc:
         if watcher is None or watcher.safe is None:
             raise
         watcher.backend_failed(str(exc))
         return Generation(text=watcher.last_raw, finish_reason="aborted")
+
+
+def _until_cancelled(cancel: Cancellation, observe: Observer | None) -> Observer:
+    """`observe` (the incremental gate, or nothing), stopping the generation once cancelled."""
+    return lambda text: not cancel.stops_generation() and (observe is None or observe(text))
 
 
 @dataclass(frozen=True)

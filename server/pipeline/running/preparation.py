@@ -33,7 +33,7 @@ def prepare(
     """The run of `context` against `view`, each phase lapped on `timer`. `on_mistyped` hears
     of world state whose type does not fit a rule's condition (the game is asked to clarify)."""
     profile, world = view.profile, view.world
-    seeded = next((e.value for e in view.world_memory.world_state if e.key == GAME_SEED_KEY), None)
+    seeded = view.world_memory.state_value(GAME_SEED_KEY)
     game_seed = seeded if isinstance(seeded, int) and not isinstance(seeded, bool) else None
     taken = intake(context, view.interactions, seed_for(game_seed, view.interactions))
     ctx = taken.context

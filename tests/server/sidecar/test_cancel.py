@@ -250,8 +250,7 @@ def test_the_clients_cancel_a_line_nobody_waits_for(tmp_path: Path) -> None:
         async def walk_away() -> None:
             async with AsyncClient(sidecar.address, timeout_s=60) as client:
                 task = asyncio.create_task(client.interact("merchant", "Bread, please."))
-                while not backend.holding.is_set():
-                    await asyncio.sleep(0.01)  # polls an event set by another thread
+                assert await asyncio.to_thread(backend.holding.wait, 60)  # the line is being generated
                 task.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await task

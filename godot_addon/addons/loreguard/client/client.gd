@@ -233,9 +233,9 @@ func new_game(seed: int = -1) -> LoreguardResult:
 
 
 ## Whether the NPC's warm-up is done (`body.ready`): until then its first line also waits for
-## its prompt to be evaluated, and takes longer.
-func npc_status(npc_id: String) -> LoreguardResult:
-	return await request("npc.status", {"npc_id": npc_id})
+## its prompt to be evaluated, and takes longer. With `wait`, the reply comes once it is done.
+func npc_status(npc_id: String, wait: bool = false) -> LoreguardResult:
+	return await request("npc.status", {"npc_id": npc_id, "wait": wait})
 
 
 ## Sets world-state keys, globally or (with `npc_id`) for one NPC.

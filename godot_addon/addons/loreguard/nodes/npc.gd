@@ -180,17 +180,18 @@ func _missing() -> LoreguardResult:
 	return _fail(LoreguardResult.failure(LoreguardError.new(LoreguardError.CLIENT, "%s: %s" % [name, why])))
 
 
-## Asks the sidecar (`npc.status`) until the warm-up is done; a sidecar that stops answering
-## leaves the NPC not warm (its lines still come, later).
+## Waits on the sidecar's word that the warm-up is done (`npc.status` with `wait`: the reply
+## comes then). A reply that does not come in the request's time is asked for again; a refusal
+## (a sidecar gone) leaves the NPC not warm (its lines still come, later).
 func _watch_warm_up(loreguard: LoreguardClient) -> void:
 	is_warm = false
 	while is_inside_tree():
-		var status := await loreguard.npc_status(profile.id)
-		if not status.ok or bool(status.body.get("ready", false)):
-			if status.ok:
-				_warmed()
+		var status := await loreguard.npc_status(profile.id, true)
+		if status.ok and bool(status.body.get("ready", false)):
+			_warmed()
 			return
-		await get_tree().create_timer(0.25).timeout
+		if not status.ok and status.error.code != LoreguardError.NO_REPLY:
+			return
 
 
 func _warmed() -> void:
